@@ -1,0 +1,89 @@
+"""pytest-gta: the GTA tool-agent benchmark as pytest cases.
+
+Public names are re-exported here; implementation modules are free to change. Names that pull
+in NumPy are resolved on first access so that importing the package stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from pytest_gta.dataset import Dataset, DatasetError, Query, ToolMeta, ToolParam, load_dataset
+from pytest_gta.errors import (
+    GtaError,
+    GtaInfrastructureError,
+    GtaToolError,
+    GtaUnavailableError,
+    GtaUsageError,
+)
+from pytest_gta.types import (
+    CaseContext,
+    ChatMessage,
+    ModelOutput,
+    ModelRequest,
+    ResultItem,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+
+__version__ = "0.1.0.dev0"
+
+_LAZY = {
+    "Case": "pytest_gta.runner",
+    "CaseResult": "pytest_gta.runner",
+    "ModelAdapter": "pytest_gta.models.base",
+    "RecordedSource": "pytest_gta.models.base",
+    "Recorded": "pytest_gta.models.base",
+    "ToolBackend": "pytest_gta.tools",
+    "ToolContext": "pytest_gta.tools",
+    "ToolInvocation": "pytest_gta.tools",
+    "iscorrect": "pytest_gta.scoring.answer",
+}
+
+if TYPE_CHECKING:
+    from pytest_gta.models.base import ModelAdapter, Recorded, RecordedSource
+    from pytest_gta.runner import Case, CaseResult
+    from pytest_gta.scoring.answer import iscorrect
+    from pytest_gta.tools import ToolBackend, ToolContext, ToolInvocation
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_gta' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "Case",
+    "CaseContext",
+    "CaseResult",
+    "ChatMessage",
+    "Dataset",
+    "DatasetError",
+    "GtaError",
+    "GtaInfrastructureError",
+    "GtaToolError",
+    "GtaUnavailableError",
+    "GtaUsageError",
+    "ModelAdapter",
+    "ModelOutput",
+    "ModelRequest",
+    "Query",
+    "Recorded",
+    "RecordedSource",
+    "ResultItem",
+    "ToolBackend",
+    "ToolCall",
+    "ToolContext",
+    "ToolInvocation",
+    "ToolMeta",
+    "ToolParam",
+    "ToolResult",
+    "Usage",
+    "__version__",
+    "iscorrect",
+    "load_dataset",
+]

@@ -1,0 +1,1 @@
+"""agent package of pytest-gta."""

@@ -1,0 +1,161 @@
+"""The two GTA evaluation modes, independent of any model or tool implementation.
+
+*Step-by-step* replays the reference chain: one model call per reference assistant message, on
+the reference prefix, parsed once and validated but never executed (OpenCompass
+``infer_every_with_gt`` + ``LagentAgent.next_step``). *End-to-end* lets the model drive the ReAct
+loop against real tool backends for up to ten turns (``infer_every`` + Lagent ``ReAct.chat``).
+
+Both produce prediction steps in the official record format, so one scorer serves our runs and
+re-scored OpenCompass prediction files alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_gta.agent import protocol as p
+from pytest_gta.dataset import Dataset, Query
+from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, Usage
+
+#: Lagent ReAct ``max_turn`` in the GTA configuration.
+MAX_TURNS = 10
+
+
+class Generator(Protocol):
+    """The part of a model adapter the loops need."""
+
+    def generate(self, request: ModelRequest) -> ModelOutput:
+        """Answer one request."""
+        ...
+
+
+def generate_all(model: Generator, requests: Sequence[ModelRequest]) -> list[ModelOutput]:
+    """Answer independent requests, as one batch when the adapter supports it."""
+    batch: Callable[[Sequence[ModelRequest]], list[ModelOutput]] | None = getattr(
+        model, "generate_batch", None
+    )
+    if batch is not None:
+        outputs = list(batch(requests))
+        if len(outputs) != len(requests):
+            raise RuntimeError(
+                f"{type(model).__name__}.generate_batch returned {len(outputs)} outputs for "
+                f"{len(requests)} requests"
+            )
+        return outputs
+    return [model.generate(r) for r in requests]
+
+
+@dataclass
+class Turn:
+    """One model call of an episode: what was sent, what came back, what it became."""
+
+    messages: tuple[ChatMessage, ...]
+    reply: str
+    record: p.ActionRecord
+    usage: Usage | None = None
+
+
+@dataclass
+class Episode:
+    """A finished case: official-format predictions and references plus the transcript."""
+
+    mode: str
+    #: step: one prediction per reference assistant message; e2e: the recorded steps.
+    predictions: list[dict[str, Any]]
+    #: step: the reference assistant messages; e2e: the reference messages after the query.
+    gold: list[dict[str, Any]]
+    turns: list[Turn] = field(default_factory=list)
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used by all turns."""
+        used = [t.usage for t in self.turns if t.usage is not None]
+        return Usage(sum(u.input_tokens for u in used), sum(u.output_tokens for u in used))
+
+
+def step_requests(dataset: Dataset, query: Query) -> list[tuple[ModelRequest, dict[str, Any]]]:
+    """Every step-mode request of a query with the reference message it is scored against.
+
+    The prompt is the protocol system message followed by the reference prefix rendered by
+    :func:`~pytest_gta.agent.protocol.react_style_history`; the last call also gets the
+    "summarize" user message. Messages are never merged, so a request opens with two system
+    messages when the query has files.
+    """
+    dialogs = dataset.reference_dialogs(query)
+    metas = tuple(dataset.tool_metas(query))
+    system = ChatMessage("system", p.render_system_prompt(metas))
+    files = dataset.abs_files(query)
+    indices = query.assistant_indices
+    out = []
+    for n, i in enumerate(indices):
+        history: list[dict[str, Any]] = list(dialogs[:i])
+        if n == len(indices) - 1:
+            history.append({"role": "user", "content": p.SUMMARIZE_PROMPT})
+        messages = (system, *p.react_style_history(history, files))
+        request = ModelRequest(messages, metas, CaseContext(query.qid, "step", i))
+        out.append((request, dialogs[i]))
+    return out
+
+
+def run_step(dataset: Dataset, query: Query, model: Generator) -> Episode:
+    """Step-by-step mode: every reference step predicted once from the reference prefix."""
+    pairs = step_requests(dataset, query)
+    outputs = generate_all(model, [r for r, _ in pairs])
+    tools = {t.name: t for t in dataset.tool_metas(query)}
+    episode = Episode("step", [], [])
+    for (request, gold), output in zip(pairs, outputs, strict=True):
+        reply = output.text.strip()
+        record = p.execute(p.parse_reply(reply), tools, p.validate_only)
+        episode.predictions.append(record.to_step())
+        episode.gold.append(gold)
+        episode.turns.append(Turn(request.messages, reply, record, output.usage))
+    return episode
+
+
+def e2e_opening(dataset: Dataset, query: Query) -> list[ChatMessage]:
+    """The history an end-to-end episode starts from: the files message and the query."""
+    files = dataset.abs_files(query)
+    opening = [ChatMessage("user", p.files_message(files))] if files else []
+    opening.append(ChatMessage("user", query.text))
+    return opening
+
+
+def run_e2e(
+    dataset: Dataset,
+    query: Query,
+    model: Generator,
+    run_tool: p.ToolRunner,
+    *,
+    max_turns: int = MAX_TURNS,
+    base_dir: Path | None = None,
+) -> Episode:
+    """End-to-end mode: the Lagent ReAct loop against real tool backends.
+
+    Without a finish within ``max_turns`` the episode ends on the last tool step, as the official
+    harness records it (the default answer is never written as a step).
+    """
+    metas = tuple(dataset.tool_metas(query))
+    tools = {t.name: t for t in metas}
+    system = ChatMessage("system", p.render_system_prompt(metas))
+    history = e2e_opening(dataset, query)
+    gold = dataset.reference_dialogs(query)[1:]
+    episode = Episode("e2e", [], gold)
+    for turn in range(max_turns):
+        messages = [system, *history]
+        if turn == max_turns - 1:
+            messages.append(ChatMessage("system", p.FORCE_STOP_PROMPT))
+        request = ModelRequest(tuple(messages), metas, CaseContext(query.qid, "e2e", turn))
+        output = model.generate(request)
+        reply = output.text.strip()
+        history.append(ChatMessage("assistant", reply))
+        record = p.execute(p.parse_reply(reply), tools, run_tool, base_dir)
+        episode.turns.append(Turn(request.messages, reply, record, output.usage))
+        episode.predictions.append(record.to_step())
+        if record.is_finish:
+            break
+        episode.predictions.append(record.to_tool_return())
+        history.append(ChatMessage("system", record.observation()))
+    return episode

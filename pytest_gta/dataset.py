@@ -1,0 +1,712 @@
+"""Loading and validating a GTA dataset directory.
+
+The official layout is ``dataset.json`` + ``toolmeta.json`` + ``image/``. A benchmark run is only
+as good as its data, so loading checks everything the harness relies on and reports *every*
+problem at once, each naming the file, the query id and the field, instead of failing later with
+a traceback in the middle of a run.
+
+Paths follow the official loader (OpenCompass ``gta_bench.py``): the dataset root is made
+absolute without resolving symlinks, file entries become ``<root>/<path>``, and a string argument
+of a reference tool call is rewritten to ``<root>/<value>`` only when that exact joined path is a
+file under the root.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pytest_gta.errors import GtaError
+
+QueryType = Literal["objective", "subjective", "image"]
+QUERY_TYPES: tuple[QueryType, ...] = ("objective", "subjective", "image")
+
+INPUT_TYPES = ("image", "text", "audio", "bool", "int", "float", "file")
+OUTPUT_TYPES = (*INPUT_TYPES, "video")
+
+#: Tool categories as the official evaluator's ``gettype`` defines them.
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "perception": ("OCR", "ImageDescription", "RegionAttributeDescription", "TextToBbox"),
+    "operation": ("DrawBox", "AddText", "GoogleSearch"),
+    "logic": ("Calculator", "Solver", "Plot", "MathOCR", "CountGivenObject"),
+    "creativity": ("TextToImage", "ImageStylization"),
+}
+CATEGORY_NAMES: tuple[str, ...] = tuple(CATEGORIES)
+
+#: Tools whose calls make up the image-generation score (Ans+I) of the official evaluator.
+IMAGEGEN_TOOLS: tuple[str, ...] = ("DrawBox", "AddText", "Plot", "TextToImage", "ImageStylization")
+
+
+def tool_category(name: str) -> str:
+    """Return the tool's category, or ``"none"`` for tools outside the 14 (official ``gettype``)."""
+    for category, names in CATEGORIES.items():
+        if name in names:
+            return category
+    return "none"
+
+
+@dataclass(frozen=True)
+class ToolParam:
+    """One input or output of a tool, as described in a tool meta."""
+
+    type: str
+    name: str | None
+    description: str | None = None
+    optional: bool = False
+    default: Any = None
+    filetype: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolMeta:
+    """A tool's self-description: what the agent is told about the tool."""
+
+    name: str
+    description: str
+    inputs: tuple[ToolParam, ...]
+    outputs: tuple[ToolParam, ...]
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """Names of the inputs a call must pass."""
+        return tuple(p.name for p in self.inputs if not p.optional and p.name is not None)
+
+    def input(self, name: str) -> ToolParam | None:
+        """Return the input called ``name``, if the tool has one."""
+        for param in self.inputs:
+            if param.name == name:
+                return param
+        return None
+
+    @property
+    def category(self) -> str:
+        """The tool's GTA category (``none`` for custom tools)."""
+        return tool_category(self.name)
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """An input file of a query."""
+
+    type: str
+    path: str
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class Query:
+    """One GTA query with its reference chain, exactly as the data gives it."""
+
+    qid: str
+    position: int
+    tools: tuple[ToolMeta, ...]
+    files: tuple[FileRef, ...]
+    dialogs: tuple[Mapping[str, Any], ...]
+    gt_answer: Any
+
+    @property
+    def type(self) -> QueryType:
+        """``objective`` (whitelist/blacklist), ``subjective`` (reference texts) or ``image``."""
+        if self.gt_answer is None:
+            return "image"
+        if isinstance(self.gt_answer, dict):
+            return "objective"
+        return "subjective"
+
+    @property
+    def text(self) -> str:
+        """The user's question."""
+        return str(self.dialogs[0]["content"])
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """Names of the tools offered to the agent for this query, in data order."""
+        return tuple(t.name for t in self.tools)
+
+    @property
+    def reference_calls(self) -> tuple[tuple[str, Mapping[str, Any]], ...]:
+        """The reference chain's tool calls as ``(name, arguments)`` (relative paths)."""
+        calls = []
+        for message in self.dialogs:
+            if message.get("role") == "assistant" and message.get("tool_calls"):
+                function = message["tool_calls"][0]["function"]
+                calls.append((str(function["name"]), function["arguments"]))
+        return tuple(calls)
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """Categories of the reference chain's tools (sorted, unique, ``none`` omitted)."""
+        return tuple(
+            sorted({tool_category(n) for n, _ in self.reference_calls} - {"none"})
+        )
+
+    @property
+    def assistant_indices(self) -> tuple[int, ...]:
+        """Indices into ``dialogs`` of the assistant messages (one step-mode call each)."""
+        return tuple(i for i, m in enumerate(self.dialogs) if m.get("role") == "assistant")
+
+
+@dataclass
+class DatasetProblem:
+    """One defect found while loading a dataset."""
+
+    file: str
+    query: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        parts = [self.file]
+        if self.query is not None:
+            parts.append(f"query {self.query!r}")
+        if self.field:
+            parts.append(self.field)
+        return ": ".join(parts) + f": {self.message}"
+
+
+class DatasetError(GtaError):
+    """The dataset directory is unusable; carries every problem found."""
+
+    def __init__(self, root: Path, problems: Sequence[DatasetProblem]) -> None:
+        self.root = root
+        self.problems = list(problems)
+        shown = "\n".join(f"  - {p}" for p in self.problems[:50])
+        more = len(self.problems) - 50
+        tail = f"\n  ... and {more} more" if more > 0 else ""
+        super().__init__(
+            f"GTA dataset {root} has {len(self.problems)} problem(s):\n{shown}{tail}\n"
+            "Fix the data, or point --gta-data at a directory in the official layout "
+            "(dataset.json, toolmeta.json, image/)."
+        )
+
+
+@dataclass
+class Dataset:
+    """A loaded, validated dataset. Query order is the order of the keys in ``dataset.json``."""
+
+    root: Path
+    queries: dict[str, Query]
+    toolmeta: dict[str, ToolMeta]
+    sha256: str
+    warnings: list[DatasetProblem] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Query]:
+        return iter(self.queries.values())
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def __getitem__(self, qid: str) -> Query:
+        return self.queries[qid]
+
+    @property
+    def root_str(self) -> str:
+        """The absolute root as the official loader spells it (``Path.absolute``, no resolve)."""
+        return str(self.root)
+
+    def file_path(self, ref: FileRef) -> str:
+        """Absolute path of an input file, spelled as the official loader does."""
+        return str((self.root / ref.path).absolute())
+
+    def abs_files(self, query: Query) -> list[str]:
+        """Absolute paths of a query's input files."""
+        return [self.file_path(f) for f in query.files]
+
+    @cached_property
+    def all_files(self) -> frozenset[str]:
+        """Every file under the root, spelled ``os.path.join(dirpath, name)``."""
+        # Official organize_dialogs lists files with os.walk(root) and tests membership of
+        # os.path.join(root, value): the exact same spelling must be reproduced.
+        paths = set()
+        for dirpath, _dirs, files in os.walk(self.root_str):
+            for name in files:
+                paths.add(os.path.join(dirpath, name))
+        return frozenset(paths)
+
+    def absolutize(self, value: Any) -> Any:
+        """Rewrite a reference argument to an absolute path when it names a dataset file."""
+        if isinstance(value, str):
+            joined = os.path.join(self.root_str, value)
+            if joined in self.all_files:
+                return joined
+        return value
+
+    def reference_dialogs(self, query: Query) -> list[dict[str, Any]]:
+        """The query's dialogs with file arguments made absolute (official ``organize_dialogs``).
+
+        Tool outputs are left as written, only the arguments of assistant tool calls change.
+        """
+        out: list[dict[str, Any]] = []
+        for message in query.dialogs:
+            if message.get("role") == "tool":
+                out.append(
+                    {"role": "tool", "name": message.get("name"), "content": message.get("content")}
+                )
+            elif message.get("role") == "assistant" and "tool_calls" in message:
+                msg = copy.deepcopy(dict(message))
+                args = msg["tool_calls"][0]["function"]["arguments"]
+                for key, value in list(args.items()):
+                    args[key] = self.absolutize(value)
+                out.append(msg)
+            else:
+                out.append(copy.deepcopy(dict(message)))
+        return out
+
+    def tool_metas(self, query: Query) -> list[ToolMeta]:
+        """Metas of the tools offered for ``query``.
+
+        Names and order come from the query (only its chain's tools are offered); the
+        descriptions come from ``toolmeta.json`` as in the official harness, falling back to the
+        query's own copy for tools the file does not describe.
+        """
+        return [self.toolmeta.get(t.name, t) for t in query.tools]
+
+    def select(self, ids: Sequence[str] | None = None, limit: int | None = None) -> list[Query]:
+        """Queries chosen by ``--gta-ids`` and ``--gta-limit``, in dataset order."""
+        chosen = list(self.queries.values())
+        if ids is not None:
+            wanted = set(ids)
+            chosen = [q for q in chosen if q.qid in wanted]
+        if limit is not None:
+            chosen = chosen[:limit]
+        return chosen
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+def _duplicate_checking_pairs(
+    duplicates: list[str],
+) -> Any:
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                duplicates.append(key)
+            out[key] = value
+        return out
+
+    return hook
+
+
+def _read_json(path: Path, problems: list[DatasetProblem], duplicates: list[str]) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        problems.append(DatasetProblem(path.name, None, None, "file not found"))
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(DatasetProblem(path.name, None, None, f"cannot be read: {exc}"))
+        return None
+    try:
+        return json.loads(text, object_pairs_hook=_duplicate_checking_pairs(duplicates))
+    except json.JSONDecodeError as exc:
+        problems.append(
+            DatasetProblem(
+                path.name, None, None, f"invalid JSON at line {exc.lineno} column {exc.colno}: "
+                f"{exc.msg}"
+            )
+        )
+        return None
+
+
+class _Checker:
+    """Collects problems for one file while walking its structure."""
+
+    def __init__(self, file: str, problems: list[DatasetProblem]) -> None:
+        self.file = file
+        self.problems = problems
+
+    def add(self, query: str | None, where: str | None, message: str) -> None:
+        self.problems.append(DatasetProblem(self.file, query, where, message))
+
+    def param(self, query: str | None, where: str, raw: Any, kind: str) -> ToolParam | None:
+        if not isinstance(raw, dict):
+            self.add(query, where, f"must be an object, got {type(raw).__name__}")
+            return None
+        allowed = INPUT_TYPES if kind == "input" else OUTPUT_TYPES
+        ptype = raw.get("type")
+        if ptype not in allowed:
+            self.add(query, f"{where}.type", f"{ptype!r} is not one of {', '.join(allowed)}")
+            return None
+        name = raw.get("name")
+        if kind == "input" and (not isinstance(name, str) or not name):
+            self.add(query, f"{where}.name", "an input needs a non-empty string name")
+            return None
+        description = raw.get("description")
+        if description is not None and not isinstance(description, str):
+            self.add(query, f"{where}.description", "must be a string or null")
+            return None
+        return ToolParam(
+            type=ptype,
+            name=name if isinstance(name, str) else None,
+            description=description,
+            optional=bool(raw.get("optional", False)),
+            default=raw.get("default"),
+            filetype=raw.get("filetype"),
+        )
+
+    def meta(self, query: str | None, where: str, raw: Any) -> ToolMeta | None:
+        if not isinstance(raw, dict):
+            self.add(query, where, f"a tool meta must be an object, got {type(raw).__name__}")
+            return None
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            self.add(query, f"{where}.name", "a tool needs a non-empty string name")
+            return None
+        description = raw.get("description")
+        if not isinstance(description, str):
+            self.add(query, f"{where}.description", f"tool {name!r} needs a string description")
+            return None
+        params: dict[str, list[ToolParam]] = {}
+        ok = True
+        for kind in ("inputs", "outputs"):
+            items = raw.get(kind)
+            if not isinstance(items, list):
+                self.add(query, f"{where}.{kind}", f"tool {name!r} needs a list of {kind}")
+                ok = False
+                continue
+            parsed = [
+                self.param(query, f"{where}.{kind}[{i}]", item, kind[:-1])
+                for i, item in enumerate(items)
+            ]
+            if any(p is None for p in parsed):
+                ok = False
+            params[kind] = [p for p in parsed if p is not None]
+        if not ok:
+            return None
+        names = [p.name for p in params["inputs"]]
+        if len(set(names)) != len(names):
+            self.add(query, f"{where}.inputs", f"tool {name!r} repeats an input name")
+            return None
+        return ToolMeta(name, description, tuple(params["inputs"]), tuple(params["outputs"]))
+
+
+def _check_gt_answer(check: _Checker, qid: str, gt: Any) -> bool:
+    if gt is None:
+        return True
+    if isinstance(gt, list):
+        if not gt or not all(isinstance(s, str) for s in gt):
+            check.add(qid, "gt_answer", "a subjective answer must be a non-empty list of strings")
+            return False
+        return True
+    if not isinstance(gt, dict):
+        check.add(
+            qid, "gt_answer",
+            f"must be an object with whitelist/blacklist, a list of reference answers, or null; "
+            f"got {type(gt).__name__}",
+        )
+        return False
+    ok = True
+    whitelist = gt.get("whitelist")
+    if not isinstance(whitelist, list) or not whitelist:
+        check.add(qid, "gt_answer.whitelist", "must be a non-empty list of alias groups")
+        ok = False
+    else:
+        for i, group in enumerate(whitelist):
+            if not isinstance(group, list) or not group or not all(
+                isinstance(a, str) and a for a in group
+            ):
+                check.add(
+                    qid, f"gt_answer.whitelist[{i}]", "must be a non-empty list of non-empty strings"
+                )
+                ok = False
+    if "blacklist" not in gt:
+        check.add(qid, "gt_answer.blacklist", "missing (use null or [] for none)")
+        ok = False
+    blacklist = gt.get("blacklist")
+    if blacklist is not None:
+        if not isinstance(blacklist, list):
+            check.add(qid, "gt_answer.blacklist", "must be a list of alias groups, [] or null")
+            ok = False
+        else:
+            for i, group in enumerate(blacklist):
+                if not isinstance(group, list) or not all(isinstance(a, str) and a for a in group):
+                    check.add(
+                        qid, f"gt_answer.blacklist[{i}]", "must be a list of non-empty strings"
+                    )
+                    ok = False
+    extra = set(gt) - {"whitelist", "blacklist"}
+    if extra:
+        check.add(qid, "gt_answer", f"unknown keys {sorted(extra)}")
+        ok = False
+    return ok
+
+
+def _check_dialogs(
+    check: _Checker,
+    qid: str,
+    dialogs: Any,
+    tools: dict[str, ToolMeta],
+    toolmeta: dict[str, ToolMeta],
+    warnings: _Checker,
+) -> bool:
+    if not isinstance(dialogs, list) or not dialogs:
+        check.add(qid, "dialogs", "must be a non-empty list of messages")
+        return False
+    ok = True
+    first = dialogs[0]
+    if not isinstance(first, dict) or first.get("role") != "user" or not isinstance(
+        first.get("content"), str
+    ):
+        check.add(qid, "dialogs[0]", "must be the user's question {role: user, content: str}")
+        ok = False
+    pending: str | None = None  # a tool call waiting for its tool message
+    for i, msg in enumerate(dialogs[1:], start=1):
+        where = f"dialogs[{i}]"
+        if not isinstance(msg, dict):
+            check.add(qid, where, "must be an object")
+            ok = False
+            continue
+        role = msg.get("role")
+        if role == "assistant" and "tool_calls" in msg:
+            if pending is not None:
+                check.add(
+                    qid, where, f"tool call {pending!r} at dialogs[{i - 1}] has no tool message"
+                )
+                ok = False
+            calls = msg.get("tool_calls")
+            if not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
+                check.add(qid, f"{where}.tool_calls", "must be a non-empty list of calls")
+                ok = False
+                continue
+            function = calls[0].get("function")
+            if not isinstance(function, dict):
+                check.add(qid, f"{where}.tool_calls[0].function", "must be an object")
+                ok = False
+                continue
+            name = function.get("name")
+            args = function.get("arguments")
+            if not isinstance(name, str):
+                check.add(qid, f"{where}.tool_calls[0].function.name", "must be a string")
+                ok = False
+                continue
+            if name not in tools:
+                offered = ", ".join(tools) or "none"
+                check.add(
+                    qid,
+                    f"{where}.tool_calls[0].function.name",
+                    f"unknown tool {name!r}: not in this query's tools ({offered})",
+                )
+                ok = False
+            elif name not in toolmeta:
+                check.add(
+                    qid,
+                    f"{where}.tool_calls[0].function.name",
+                    f"tool {name!r} is not described in toolmeta.json",
+                )
+                ok = False
+            if not isinstance(args, dict):
+                check.add(
+                    qid, f"{where}.tool_calls[0].function.arguments",
+                    f"must be an object, got {type(args).__name__}",
+                )
+                ok = False
+            elif name in tools:
+                meta = toolmeta.get(name, tools[name])
+                known = {p.name for p in meta.inputs}
+                unknown = sorted(set(args) - known)
+                missing = sorted(set(meta.required) - set(args))
+                if unknown or missing:
+                    # The official data has a few of these; the official harness would reject
+                    # the same call from a model, so even a perfect model loses ArgAcc here.
+                    what = []
+                    if unknown:
+                        what.append(f"unknown arguments {unknown}")
+                    if missing:
+                        what.append(f"missing required arguments {missing}")
+                    warnings.add(
+                        qid, f"{where}.tool_calls[0].function.arguments",
+                        f"reference call to {name} has {' and '.join(what)}; the official "
+                        "parser rejects such a call (ARGS_ERROR), so no model can match it",
+                    )
+            pending = name
+        elif role == "tool":
+            if pending is None:
+                check.add(qid, where, "tool message without a preceding tool call")
+                ok = False
+            elif msg.get("name") != pending:
+                check.add(
+                    qid, f"{where}.name",
+                    f"tool message for {msg.get('name')!r} does not match the call to {pending!r}",
+                )
+                ok = False
+            content = msg.get("content")
+            if content is not None and (
+                not isinstance(content, dict)
+                or content.get("type") not in ("text", "image")
+                or "content" not in content
+            ):
+                check.add(
+                    qid, f"{where}.content",
+                    "must be {type: text|image, content: ...} or null",
+                )
+                ok = False
+            pending = None
+        elif role == "assistant":
+            if not isinstance(msg.get("content"), str):
+                check.add(qid, f"{where}.content", "an answer message needs string content")
+                ok = False
+            if i != len(dialogs) - 1:
+                check.add(qid, where, "the final answer must be the last message")
+                ok = False
+        elif role == "user":
+            check.add(qid, where, "GTA queries have one user message; found another")
+            ok = False
+        else:
+            check.add(qid, f"{where}.role", f"unknown role {role!r}")
+            ok = False
+    if pending is not None:
+        check.add(qid, f"dialogs[{len(dialogs) - 1}]", f"tool call {pending!r} has no tool message")
+        ok = False
+    last = dialogs[-1]
+    if isinstance(last, dict) and not (
+        last.get("role") == "assistant" and "tool_calls" not in last
+    ):
+        check.add(qid, "dialogs", "must end with the assistant's final answer")
+        ok = False
+    return ok
+
+
+def dataset_sha256(root: Path) -> str:
+    """Identify a dataset version by the sha256 of its ``dataset.json``."""
+    digest = hashlib.sha256()
+    with (root / "dataset.json").open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_dataset(root: str | os.PathLike[str]) -> Dataset:
+    """Load and validate a dataset directory.
+
+    Raises:
+        DatasetError: listing every problem (file, query, field) when the data is unusable.
+    """
+    root_path = Path(root).absolute()
+    problems: list[DatasetProblem] = []
+    warnings: list[DatasetProblem] = []
+    if not root_path.is_dir():
+        raise DatasetError(
+            root_path,
+            [DatasetProblem(str(root_path), None, None, "is not a directory")],
+        )
+
+    meta_dups: list[str] = []
+    raw_meta = _read_json(root_path / "toolmeta.json", problems, meta_dups)
+    toolmeta: dict[str, ToolMeta] = {}
+    meta_check = _Checker("toolmeta.json", problems)
+    for key in meta_dups:
+        meta_check.add(None, key, "tool described twice")
+    if raw_meta is not None:
+        if not isinstance(raw_meta, dict):
+            meta_check.add(None, None, "must be an object keyed by tool name")
+        else:
+            for key, value in raw_meta.items():
+                meta = meta_check.meta(None, key, value)
+                if meta is None:
+                    continue
+                if meta.name != key:
+                    meta_check.add(None, f"{key}.name", f"{meta.name!r} does not match its key")
+                    continue
+                toolmeta[key] = meta
+
+    data_dups: list[str] = []
+    raw = _read_json(root_path / "dataset.json", problems, data_dups)
+    check = _Checker("dataset.json", problems)
+    warn = _Checker("dataset.json", warnings)
+    queries: dict[str, Query] = {}
+    if raw is not None and not isinstance(raw, dict):
+        check.add(None, None, "must be an object keyed by query id")
+        raw = None
+    for key in data_dups:
+        check.add(key, None, "query id appears twice")
+    if raw is not None and not raw:
+        check.add(None, None, "holds no queries")
+    for position, (qid, item) in enumerate((raw or {}).items()):
+        if not isinstance(item, dict):
+            check.add(qid, None, f"must be an object, got {type(item).__name__}")
+            continue
+        missing = [k for k in ("tools", "files", "dialogs", "gt_answer") if k not in item]
+        if missing:
+            check.add(qid, None, f"missing field(s) {', '.join(missing)}")
+            continue
+        ok = True
+        metas: dict[str, ToolMeta] = {}
+        if not isinstance(item["tools"], list) or not item["tools"]:
+            check.add(qid, "tools", "must be a non-empty list of tool metas")
+            ok = False
+        else:
+            for i, raw_tool in enumerate(item["tools"]):
+                meta = check.meta(qid, f"tools[{i}]", raw_tool)
+                if meta is None:
+                    ok = False
+                elif meta.name in metas:
+                    check.add(qid, f"tools[{i}].name", f"tool {meta.name!r} listed twice")
+                    ok = False
+                else:
+                    metas[meta.name] = meta
+        files: list[FileRef] = []
+        if not isinstance(item["files"], list):
+            check.add(qid, "files", "must be a list of {type, path, url}")
+            ok = False
+        else:
+            for i, raw_file in enumerate(item["files"]):
+                where = f"files[{i}]"
+                if not isinstance(raw_file, dict) or not isinstance(raw_file.get("path"), str):
+                    check.add(qid, where, "must be an object with a string path")
+                    ok = False
+                    continue
+                rel = raw_file["path"]
+                target = (root_path / rel).absolute()
+                if Path(rel).is_absolute() or ".." in Path(rel).parts:
+                    check.add(qid, f"{where}.path", f"{rel!r} must be relative to the dataset root")
+                    ok = False
+                elif not target.is_file():
+                    check.add(qid, f"{where}.path", f"missing file {rel!r} (looked at {target})")
+                    ok = False
+                files.append(
+                    FileRef(str(raw_file.get("type", "image")), rel, raw_file.get("url"))
+                )
+        dialogs_ok = _check_dialogs(check, qid, item["dialogs"], metas, toolmeta, warn)
+        gt_ok = _check_gt_answer(check, qid, item["gt_answer"])
+        if not (ok and dialogs_ok and gt_ok):
+            continue
+        queries[qid] = Query(
+            qid=qid,
+            position=position,
+            tools=tuple(metas.values()),
+            files=tuple(files),
+            dialogs=tuple(item["dialogs"]),
+            gt_answer=item["gt_answer"],
+        )
+    if problems:
+        raise DatasetError(root_path, problems)
+    return Dataset(
+        root=root_path,
+        queries=queries,
+        toolmeta=toolmeta,
+        sha256=dataset_sha256(root_path),
+        warnings=warnings,
+    )
+
+
+def bundled_sample_path() -> Path:
+    """Location of the sample dataset shipped with the package.
+
+    Wheels carry it inside the package (``pytest_gta/_sample``); an editable install or a source
+    checkout reads ``fixtures/gta_sample`` next to the package.
+    """
+    here = Path(__file__).resolve().parent
+    packaged = here / "_sample"
+    if (packaged / "dataset.json").is_file():
+        return packaged
+    return here.parent / "fixtures" / "gta_sample"

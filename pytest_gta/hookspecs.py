@@ -1,0 +1,77 @@
+"""Hooks pytest-gta calls, for conftest files and plugins to implement.
+
+"Give me one" hooks are ``firstresult``: the first implementation that returns something wins,
+and the built-in implementations run last (``trylast``), so a project's conftest can override
+them. "Add to it" hooks are ``update_*`` and mutate their argument in place.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_gta.models.base import ModelAdapter, ModelContext, RecordedSource
+    from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSpec
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_gta_make_model(
+    config: pytest.Config, spec: str, context: ModelContext
+) -> ModelAdapter | RecordedSource | None:
+    """Build the model named by ``--gta-model`` (return ``None`` to leave it to others).
+
+    Adapters should be cheap to build and defer heavy work (loading weights, connecting) to the
+    first ``generate`` call: the hook runs in every pytest process.
+
+    Example, in ``conftest.py``::
+
+        from pytest_gta import ModelOutput
+
+        class Echo:
+            name = "echo"
+            protocol = "react"
+
+            def generate(self, request):
+                return ModelOutput("Final Answer: " + request.messages[-1].content)
+
+        def pytest_gta_make_model(config, spec, context):
+            if spec == "echo":
+                return Echo()
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_gta_make_tool(
+    config: pytest.Config, spec: ToolSpec, context: ToolBackendContext
+) -> ToolBackend | None:
+    """Build the tool backend for one ``--gta-tools`` entry (``None`` to leave it to others).
+
+    Example, in ``conftest.py``::
+
+        from pytest_gta import ToolResult
+
+        class Constant:
+            name = "constant"
+
+            def offers(self, tool):
+                return tool == "Calculator"
+
+            def call(self, invocation, context):
+                return ToolResult.text("42")
+
+        def pytest_gta_make_tool(config, spec, context):
+            if spec.name == "constant":
+                return Constant()
+    """
+
+
+def pytest_gta_update_report(config: pytest.Config, report: dict[str, Any]) -> None:
+    """Change the report in place before it is printed and written (controller only).
+
+    Example, in ``conftest.py``::
+
+        def pytest_gta_update_report(config, report):
+            report["checkpoint"] = "step-12000"
+    """

@@ -1,0 +1,120 @@
+"""The model adapter interface and its registry.
+
+A model is addressed as ``provider/model`` (``openai/gpt-4o``), ``provider:argument``
+(``opencompass:outputs/predictions``, ``mock:script.json``) or a bare provider (``oracle``).
+Providers are found through the ``pytest_gta.models`` entry-point group and loaded only when
+named, so an SDK that is not installed costs nothing until it is asked for. The built-in
+providers register through the same entry points as third-party ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pytest_gta.dataset import Dataset, Query
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.types import Mode, ModelOutput, ModelRequest
+
+ENTRY_POINT_GROUP = "pytest_gta.models"
+
+
+@runtime_checkable
+class ModelAdapter(Protocol):
+    """A chat model. ``generate`` must be safe to call from several threads at once."""
+
+    #: Name shown in reports and used as the JUnit ``gta_model`` property.
+    name: str
+    #: ``react`` (text in, text out) or ``native`` (provider function calling).
+    protocol: str
+
+    def generate(self, request: ModelRequest) -> ModelOutput:
+        """Answer one request. Raise :class:`~pytest_gta.errors.GtaInfrastructureError` when the
+        endpoint fails for good (after retries); the case then ends as an error."""
+        ...
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Predictions recorded by another harness for one query, in the official record format."""
+
+    predictions: list[dict[str, Any]]
+    gold: list[dict[str, Any]]
+
+
+@runtime_checkable
+class RecordedSource(Protocol):
+    """A "model" that replays recorded predictions instead of generating them."""
+
+    name: str
+    protocol: str
+
+    def recorded(self, query: Query, mode: Mode) -> Recorded | None:
+        """The recorded predictions for ``query`` in ``mode``, or ``None`` if there are none."""
+        ...
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed ``--gta-model`` value."""
+
+    raw: str
+    provider: str
+    #: The part after ``provider/`` or ``provider:`` (empty for a bare provider).
+    name: str = ""
+
+
+@dataclass
+class ModelContext:
+    """What a model factory may use: the dataset, the selected modes, the invocation dir."""
+
+    dataset: Dataset
+    modes: Sequence[Mode]
+    invocation_dir: Path
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+ModelFactory = Callable[[ModelSpec, ModelContext], "ModelAdapter | RecordedSource"]
+
+
+def model_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """Registered providers by name (nothing is imported)."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def parse_model_spec(raw: str, providers: Sequence[str]) -> ModelSpec:
+    """Split ``--gta-model`` into provider and name.
+
+    Raises:
+        GtaUsageError: for an unknown provider, listing the known ones and close matches.
+    """
+    value = raw.strip()
+    if not value:
+        raise GtaUsageError("--gta-model is empty; pass e.g. --gta-model=oracle")
+    for sep in (":", "/"):
+        head, found, tail = value.partition(sep)
+        if found and head in providers:
+            return ModelSpec(value, head, tail)
+    if value in providers:
+        return ModelSpec(value, value, "")
+    head = value.split(":", 1)[0].split("/", 1)[0]
+    close = difflib.get_close_matches(head, list(providers), n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise GtaUsageError(
+        f"--gta-model={raw}: unknown model provider {head!r}.{hint} Known providers: "
+        f"{', '.join(sorted(providers))}. Write provider/model, provider:argument, or a bare "
+        "provider name; more providers can be registered under the "
+        f"{ENTRY_POINT_GROUP!r} entry-point group."
+    )
+
+
+def make_model(raw: str, context: ModelContext) -> ModelAdapter | RecordedSource:
+    """Build the model named by ``--gta-model`` from the registry."""
+    entry_points = model_entry_points()
+    spec = parse_model_spec(raw, list(entry_points))
+    factory: ModelFactory = entry_points[spec.provider].load()
+    return factory(spec, context)

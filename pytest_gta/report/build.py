@@ -1,0 +1,212 @@
+"""Turning per-case records into the run's report (controller only).
+
+The report is a plain dict, the contract of ``--gta-report`` (schema ``pytest-gta-report/1``).
+Metrics are aggregated here, in dataset order, from the primitives each case carried, so the
+numbers do not depend on which process ran which case. Cases that errored are counted as wrong
+in ``metrics`` (as the official numbers would count a missing answer) and left out of
+``metrics_excluding_errors``; skipped cases are in neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_gta.dataset import Dataset
+from pytest_gta.scoring.metrics import (
+    ERROR_KINDS,
+    E2ECaseScore,
+    StepCaseScore,
+    aggregate_e2e,
+    aggregate_step,
+    unanswered_e2e_case,
+    unanswered_step_case,
+)
+from pytest_gta.types import MODES
+
+SCHEMA = "pytest-gta-report/1"
+OUTCOMES = ("passed", "failed", "error", "skipped")
+TABLE5_NOTE = (
+    "Table 5 error types are our mapping (the official repository has no code for it): "
+    "format = NoAction + InvalidAction, args = ARGS_ERROR, other (N/A) = other API errors."
+)
+
+
+@dataclass
+class CaseRecord:
+    """What the controller knows about one case after its reports came in."""
+
+    mode: str
+    qid: str
+    nodeid: str
+    outcome: str = "passed"
+    properties: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] | None = None
+    message: str = ""
+
+
+def _step_score(record: CaseRecord, dataset: Dataset) -> StepCaseScore:
+    if record.detail is not None:
+        return StepCaseScore.from_json(record.detail["score"])
+    query = dataset[record.qid]
+    dialogs = query.dialogs
+    return unanswered_step_case([dialogs[i] for i in query.assistant_indices], query.gt_answer)
+
+
+def _e2e_score(record: CaseRecord, dataset: Dataset) -> E2ECaseScore:
+    if record.detail is not None:
+        return E2ECaseScore.from_json(record.detail["score"])
+    query = dataset[record.qid]
+    return unanswered_e2e_case(list(query.dialogs[1:]), query.gt_answer)
+
+
+def _ordered(records: Iterable[CaseRecord], dataset: Dataset) -> list[CaseRecord]:
+    known = [r for r in records if r.qid in dataset.queries]
+    return sorted(known, key=lambda r: dataset[r.qid].position)
+
+
+def mode_metrics(
+    mode: str, records: Sequence[CaseRecord], dataset: Dataset
+) -> dict[str, Any]:
+    """The mode's official metrics over ``records`` (already filtered and ordered)."""
+    if mode == "step":
+        return aggregate_step([_step_score(r, dataset) for r in records])
+    return aggregate_e2e([_e2e_score(r, dataset) for r in records])
+
+
+def _errors(mode: str, records: Sequence[CaseRecord], dataset: Dataset) -> dict[str, int]:
+    totals = dict.fromkeys(ERROR_KINDS, 0)
+    for record in records:
+        if mode == "step":
+            errors = _step_score(record, dataset).errors()
+        else:
+            errors = _e2e_score(record, dataset).errors
+        for kind in ERROR_KINDS:
+            totals[kind] += int(errors.get(kind, 0))
+    return totals
+
+
+def _denominators(mode: str, records: Sequence[CaseRecord], dataset: Dataset) -> dict[str, int]:
+    queries = [dataset[r.qid] for r in records]
+    out = {
+        "queries": len(queries),
+        "answer_queries": sum(1 for q in queries if q.gt_answer),
+        "reference_tool_calls": sum(len(q.reference_calls) for q in queries),
+    }
+    if mode == "step":
+        out["reference_steps"] = sum(len(q.assistant_indices) for q in queries)
+    return out
+
+
+def build_report(
+    *,
+    model: str,
+    protocol: str,
+    dataset: Dataset,
+    data_source: str,
+    settings: Mapping[str, Any],
+    records: Sequence[CaseRecord],
+    warnings: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The run's report dict (see module docstring)."""
+    by_key: dict[tuple[str, str], CaseRecord] = {}
+    duplicates = []
+    for record in records:
+        key = (record.mode, record.qid)
+        if key in by_key:
+            duplicates.append(f"{record.mode}-{record.qid}")
+        by_key[key] = record
+    notes = list(warnings)
+    if duplicates:
+        notes.append(
+            f"{len(duplicates)} case(s) ran more than once ({', '.join(duplicates[:5])}); the "
+            "metrics use the last result of each"
+        )
+    ordered = _ordered(by_key.values(), dataset)
+    modes = [m for m in MODES if any(r.mode == m for r in ordered)]
+    metrics: dict[str, Any] = {}
+    metrics_ok: dict[str, Any] = {}
+    errors: dict[str, Any] = {}
+    calls: dict[str, Any] = {}
+    denominators: dict[str, Any] = {}
+    for mode in modes:
+        ran = [r for r in ordered if r.mode == mode and r.outcome != "skipped"]
+        if not ran:
+            continue
+        clean = [r for r in ran if r.outcome != "error"]
+        metrics[mode] = mode_metrics(mode, ran, dataset)
+        metrics_ok[mode] = mode_metrics(mode, clean, dataset) if clean else {}
+        errors[mode] = _errors(mode, ran, dataset)
+        total, failed = metrics[mode]["tool_call"], metrics[mode]["tool_call_error"]
+        calls[mode] = {"successful": total - failed, "failed": failed}
+        denominators[mode] = _denominators(mode, ran, dataset)
+    outcomes = dict.fromkeys(OUTCOMES, 0)
+    by_mode: dict[str, dict[str, int]] = {}
+    cases = []
+    for record in ordered:
+        outcomes[record.outcome] = outcomes.get(record.outcome, 0) + 1
+        by_mode.setdefault(record.mode, dict.fromkeys(OUTCOMES, 0))[record.outcome] += 1
+        detail = record.detail or {}
+        verdict = detail.get("verdict", {})
+        cases.append(
+            {
+                "id": f"{record.mode}-{record.qid}",
+                "query_id": record.qid,
+                "mode": record.mode,
+                "type": dataset[record.qid].type,
+                "outcome": record.outcome,
+                "score": float(verdict.get("score", 0.0)),
+                "message": (
+                    verdict.get("message") or record.message
+                    if record.outcome == "failed"
+                    else record.message
+                ),
+                "nodeid": record.nodeid,
+                "steps": detail.get("steps", []),
+                "replies": detail.get("replies", []),
+                "backends": detail.get("backends", {}),
+                "duration": detail.get("duration"),
+                "properties": {
+                    k: v for k, v in record.properties.items() if k.startswith("gta_")
+                },
+            }
+        )
+    if any(sum(counts.values()) for counts in errors.values()):
+        notes.append(TABLE5_NOTE)
+    by_type: dict[str, dict[str, dict[str, Any]]] = {}
+    for case in cases:
+        if case["outcome"] == "skipped":
+            continue
+        slot = by_type.setdefault(str(case["mode"]), {}).setdefault(
+            str(case["type"]), {"cases": 0, "passed": 0, "score_sum": 0.0}
+        )
+        slot["cases"] += 1
+        slot["passed"] += case["outcome"] == "passed"
+        slot["score_sum"] += float(case["score"])
+    for types in by_type.values():
+        for slot in types.values():
+            slot["mean_score"] = slot.pop("score_sum") / slot["cases"]
+    return {
+        "schema": SCHEMA,
+        "model": model,
+        "protocol": protocol,
+        "dataset": {
+            "path": dataset.root_str,
+            "sha256": dataset.sha256,
+            "queries": len(dataset),
+            "selected": len({r.qid for r in ordered}),
+            "source": data_source,
+        },
+        "settings": dict(settings),
+        "metrics": metrics,
+        "metrics_excluding_errors": metrics_ok,
+        "errors": errors,
+        "tool_calls": calls,
+        "denominators": denominators,
+        "outcomes": outcomes,
+        "outcomes_by_mode": by_mode,
+        "by_type": by_type,
+        "notes": notes,
+        "cases": cases,
+    }

@@ -1,0 +1,165 @@
+"""The controller-side collector: gathers per-case results from test reports.
+
+Modelled on pytest's ``junitxml``: an object registered only on the controller (never on an
+xdist worker) reads ``user_properties`` in ``pytest_runtest_logreport``, so the numbers are the
+same with and without xdist and a crashed worker loses only the case it was running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gta.dataset import Dataset
+from pytest_gta.options import GtaSettings
+from pytest_gta.report.build import CaseRecord, build_report
+from pytest_gta.report.table import render_markdown, render_text
+from pytest_gta.runner import DETAIL_KEY
+
+_CASE_ID = re.compile(r"\[(step|e2e)-(.+?)\]")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a whole file or nothing (a crash never leaves half a report)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class GtaCollector:
+    """Collects case results, aggregates them at the end, prints and writes the report."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: GtaSettings,
+        dataset: Callable[[], Dataset],
+        model_info: Callable[[], tuple[str, str, list[str]]],
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self._dataset = dataset
+        self._model_info = model_info
+        self.records: dict[str, CaseRecord] = {}
+        self.report: dict[str, Any] | None = None
+
+    def _identify(self, report: pytest.TestReport, props: dict[str, Any]) -> tuple[str, str] | None:
+        if "gta_query_id" in props and "gta_mode" in props:
+            return str(props["gta_mode"]), str(props["gta_query_id"])
+        # A crashed xdist worker's report carries no properties: recover the case from the id.
+        match = _CASE_ID.search(report.nodeid)
+        if match and match.group(2) in self._dataset().queries:
+            return match.group(1), match.group(2)
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Record the phase outcome; keep the detail payload out of the JUnit properties."""
+        detail = None
+        kept = []
+        for name, value in report.user_properties:
+            if name == DETAIL_KEY:
+                detail = value
+            else:
+                kept.append((name, value))
+        report.user_properties = kept
+        props = dict(kept)
+        record = self.records.get(report.nodeid)
+        if record is None:
+            key = self._identify(report, props)
+            if key is None:
+                return
+            record = CaseRecord(mode=key[0], qid=key[1], nodeid=report.nodeid)
+            self.records[report.nodeid] = record
+        record.properties.update(props)
+        if detail is not None:
+            record.detail = detail
+        if report.when == "call":
+            if report.failed:
+                record.outcome = "failed"
+                record.message = _message(report)
+            elif report.skipped:
+                record.outcome = "skipped"
+                record.message = _message(report)
+        elif report.failed:  # setup, teardown, or an xdist crash ("???")
+            record.outcome = "error"
+            record.message = _message(report)
+        elif report.skipped and report.when == "setup":
+            record.outcome = "skipped"
+            record.message = _message(report)
+
+    def build(self) -> dict[str, Any]:
+        """Aggregate everything collected so far into the report dict."""
+        model, protocol, warnings = self._model_info()
+        settings = self.settings
+        report = build_report(
+            model=model,
+            protocol=protocol,
+            dataset=self._dataset(),
+            data_source=settings.data_source,
+            settings={
+                "modes": list(settings.modes),
+                "tools": settings.tools,
+                "sim_model": settings.sim_model,
+                "sim_threshold": settings.sim_threshold,
+                "limit": settings.limit,
+                "ids": None if settings.ids is None else list(settings.ids),
+                "max_turns": settings.max_turns,
+                "pytest_gta": _version(),
+            },
+            records=list(self.records.values()),
+            warnings=warnings,
+        )
+        self.config.hook.pytest_gta_update_report(config=self.config, report=report)
+        return report
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Aggregate and write the files (the terminal summary prints the same report)."""
+        if not self.records:
+            return
+        self.report = self.build()
+        if self.settings.report is not None:
+            write_atomic(self.settings.report, json.dumps(self.report, indent=2) + "\n")
+        if self.settings.report_md is not None:
+            write_atomic(self.settings.report_md, render_markdown(self.report))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Print the paper's tables for the run."""
+        if self.report is None:
+            return
+        terminalreporter.write_sep("=", "GTA results")
+        for line in render_text(self.report):
+            terminalreporter.write_line(line)
+        for path in (self.settings.report, self.settings.report_md):
+            if path is not None:
+                terminalreporter.write_line(f"report written to {path}")
+
+
+def _message(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # skip: (path, line, reason)
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    text = str(longrepr or "")
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        text = str(crash.message)
+    return text.strip().splitlines()[-1][:500] if text.strip() else ""
+
+
+def _version() -> str:
+    from pytest_gta import __version__
+
+    return __version__

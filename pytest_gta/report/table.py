@@ -1,0 +1,168 @@
+"""Pure renderers of a report dict: terminal text and markdown.
+
+They only read the report, so what is printed, written as markdown and written as JSON can never
+disagree. The metric registry below names each column the way the paper does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Column:
+    """A metric column: report key, paper label, and whether it is a percentage."""
+
+    key: str
+    label: str
+    percent: bool = True
+    higher_is_better: bool = True
+
+
+STEP_COLUMNS = (
+    Column("inst_acc", "InstAcc"),
+    Column("tool_acc", "ToolAcc"),
+    Column("arg_acc", "ArgAcc"),
+    Column("summ_acc", "SummAcc"),
+    Column("tool_call", "Calls", percent=False),
+    Column("tool_call_error", "Errors", percent=False, higher_is_better=False),
+)
+E2E_COLUMNS = (
+    Column("p_f1", "P F1"),
+    Column("o_f1", "O F1"),
+    Column("l_f1", "L F1"),
+    Column("c_f1", "C F1"),
+    Column("ans_acc", "AnsAcc"),
+    Column("ans_acc_img", "Ans+I"),
+    Column("tool_call", "Calls", percent=False),
+    Column("tool_call_error", "Errors", percent=False, higher_is_better=False),
+)
+MODE_TITLES = {"step": "step-by-step mode", "e2e": "end-to-end mode"}
+MODE_COLUMNS = {"step": STEP_COLUMNS, "e2e": E2E_COLUMNS}
+
+
+def fmt(value: Any, percent: bool = True) -> str:
+    """A metric for display: two decimals for percentages, ``n/a`` for undefined."""
+    if value is None:
+        return "n/a"
+    if percent:
+        return f"{float(value):.2f}"
+    return str(value)
+
+
+def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+    lines = []
+    for row in (headers, *rows):
+        cells = [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |"]
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|")
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of every table, shared by both renderers."""
+    sections = []
+    model = str(report.get("model"))
+    for metrics_key, suffix in (("metrics", ""), ("metrics_excluding_errors", ", errored cases excluded")):
+        if metrics_key == "metrics_excluding_errors" and not report["outcomes"].get("error"):
+            continue
+        for mode, metrics in report.get(metrics_key, {}).items():
+            if not metrics:
+                continue
+            columns = MODE_COLUMNS[mode]
+            sections.append(
+                (
+                    f"Table 4, {MODE_TITLES[mode]}{suffix} (percent)",
+                    ["model", *(c.label for c in columns)],
+                    [[model, *(fmt(metrics.get(c.key), c.percent) for c in columns)]],
+                )
+            )
+    errors = report.get("errors", {})
+    if errors:
+        rows = []
+        for mode, counts in errors.items():
+            total = sum(counts.values())
+            shares = [
+                fmt(counts[k] / total * 100) if total else "-" for k in ("format", "args", "other")
+            ]
+            rows.append([mode, str(total), *shares])
+        sections.append(
+            (
+                "Table 5, error types (percent of errored tool calls)",
+                ["mode", "errored calls", "format", "argument format", "N/A"],
+                rows,
+            )
+        )
+    calls = report.get("tool_calls", {})
+    if calls:
+        sections.append(
+            (
+                "Figure 6, tool calls",
+                ["mode", "successful", "failed"],
+                [[m, str(c["successful"]), str(c["failed"])] for m, c in calls.items()],
+            )
+        )
+    by_mode = report.get("outcomes_by_mode", {})
+    if by_mode:
+        sections.append(
+            (
+                "Outcomes",
+                ["mode", "passed", "failed", "error", "skipped"],
+                [
+                    [m, *(str(o.get(k, 0)) for k in ("passed", "failed", "error", "skipped"))]
+                    for m, o in by_mode.items()
+                ],
+            )
+        )
+    return sections
+
+
+def _header(report: Mapping[str, Any]) -> list[str]:
+    dataset = report["dataset"]
+    settings = report.get("settings", {})
+    lines = [
+        f"model: {report['model']}  protocol: {report['protocol']}  "
+        f"modes: {','.join(settings.get('modes', []))}",
+        f"dataset: {dataset['path']} ({dataset.get('source', '')}; {dataset['queries']} queries, "
+        f"{dataset.get('selected', dataset['queries'])} selected; sha256 {dataset['sha256'][:16]})",
+    ]
+    extras = []
+    if settings.get("tools"):
+        extras.append(f"tools: {settings['tools']}")
+    if settings.get("sim_model"):
+        extras.append(
+            f"similarity: {settings['sim_model']} (pass at >= {settings.get('sim_threshold')})"
+        )
+    if extras:
+        lines.append("  ".join(extras))
+    return lines
+
+
+def render_text(report: Mapping[str, Any]) -> list[str]:
+    """The terminal summary, line by line."""
+    lines = _header(report)
+    for title, headers, rows in _sections(report):
+        lines += ["", title, *_aligned(headers, rows)]
+    for note in report.get("notes", []):
+        lines.append(f"note: {note}")
+    return lines
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    """The same tables as markdown, for CI job summaries and pull requests."""
+    lines = ["# GTA results", "", *[f"- {line}" for line in _header(report)]]
+    for title, headers, rows in _sections(report):
+        lines += ["", f"## {title}", "", *_markdown(headers, rows)]
+    notes = report.get("notes", [])
+    if notes:
+        lines += ["", "## Notes", "", *[f"- {n}" for n in notes]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,250 @@
+"""Running and scoring one case: a (query, mode) pair.
+
+This is the seam between the pytest machinery and the pure parts: it runs the right loop (or
+fetches recorded predictions), scores the result with the official primitives, decides the
+outcome, and packs everything into builtins that travel on the test report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gta.agent import loops
+from pytest_gta.dataset import Dataset, Query
+from pytest_gta.errors import GtaUnavailableError
+from pytest_gta.models.base import ModelAdapter, RecordedSource
+from pytest_gta.scoring.metrics import (
+    CATEGORY_NAMES,
+    ERROR_KINDS,
+    E2ECaseScore,
+    StepCaseScore,
+    score_e2e_case,
+    score_step_case,
+)
+from pytest_gta.scoring.similarity import Similarity
+from pytest_gta.scoring.verdict import Verdict, judge_e2e, judge_step
+from pytest_gta.tools import ToolContext, ToolSet
+from pytest_gta.types import Mode, Usage
+
+#: user_properties key of the detailed per-case payload; kept out of the JUnit XML.
+DETAIL_KEY = "gta_detail"
+
+
+def mark_name(prefix: str, value: str) -> str:
+    """A marker name for a data-derived value (``gta_tool_OCR``)."""
+    return f"{prefix}_{re.sub(r'[^0-9A-Za-z_]', '_', value)}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One pytest case: a query evaluated in one mode."""
+
+    mode: Mode
+    query: Query
+
+    @property
+    def id(self) -> str:
+        """Stable id used in node ids, mock scripts and reports: ``e2e-17``."""
+        return f"{self.mode}-{self.query.qid}"
+
+    def marks(self) -> list[str]:
+        """Marker names derived from the data, for ``-m`` selection."""
+        names = ["gta", f"gta_mode_{self.mode}", f"gta_type_{self.query.type}"]
+        names += [f"gta_category_{c}" for c in self.query.categories]
+        tools = dict.fromkeys(name for name, _ in self.query.reference_calls)
+        names += [mark_name("gta_tool", t) for t in tools]
+        return names
+
+    def __repr__(self) -> str:
+        return f"Case({self.id})"
+
+
+class Scorer:
+    """Scores episodes; the similarity model loads on first need."""
+
+    def __init__(self, similarity: Callable[[], Similarity], threshold: float) -> None:
+        self._factory = similarity
+        self._similarity: Similarity | None = None
+        self.threshold = threshold
+
+    def similarity(self) -> Similarity:
+        """The similarity model, loaded once."""
+        if self._similarity is None:
+            self._similarity = self._factory()
+        return self._similarity
+
+    def score(
+        self,
+        mode: Mode,
+        query: Query,
+        predictions: list[dict[str, Any]],
+        gold: list[dict[str, Any]],
+    ) -> tuple[StepCaseScore | E2ECaseScore, Verdict]:
+        """The case's metric primitives and its verdict."""
+        ref = query.gt_answer
+        needs_similarity = query.type == "subjective" or (mode == "e2e" and query.type == "image")
+        similarity = self.similarity() if needs_similarity else None
+        if mode == "step":
+            step = score_step_case(predictions, gold, ref, similarity)
+            return step, judge_step(predictions, gold, ref, step, self.threshold)
+        e2e = score_e2e_case(predictions, gold, ref, similarity)
+        return e2e, judge_e2e(predictions, gold, ref, e2e, self.threshold)
+
+
+@dataclass
+class CaseResult:
+    """Everything known about a finished case."""
+
+    case: Case
+    model: str
+    predictions: list[dict[str, Any]]
+    gold: list[dict[str, Any]]
+    score: StepCaseScore | E2ECaseScore
+    verdict: Verdict
+    replies: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    duration: float = 0.0
+    backends: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """Whether the query was solved."""
+        return self.verdict.passed
+
+    def check(self) -> None:
+        """Fail the current test with the verdict's explanation unless the case passed."""
+        if not self.passed:
+            pytest.fail(f"{self.case.id}: {self.verdict.message}", pytrace=False)
+
+    def properties(self) -> list[tuple[str, Any]]:
+        """Flat per-case properties for JUnit XML (builtins only: execnet refuses the rest)."""
+        props: list[tuple[str, Any]] = [
+            ("gta_score", float(self.verdict.score)),
+            ("gta_passed", bool(self.passed)),
+        ]
+        score = self.score
+        if isinstance(score, StepCaseScore):
+            summary = score.summary
+            props += [
+                ("gta_ref_steps", len(score.steps)),
+                ("gta_ref_tool_steps", score.tool_steps),
+                ("gta_inst_correct", score.inst_correct),
+                ("gta_tool_correct", score.tool_correct),
+                ("gta_arg_correct", score.arg_correct),
+                ("gta_summ_score", None if summary is None else float(summary.value)),
+                ("gta_tool_calls", score.tool_calls),
+                ("gta_tool_call_errors", score.tool_call_errors),
+            ]
+            errors = score.errors()
+        else:
+            props += [
+                ("gta_answer_score", None if score.answer is None else float(score.answer.value)),
+                ("gta_imggen_score", None if score.imggen is None else float(score.imggen.value)),
+                ("gta_tool_calls", score.tool_calls),
+                ("gta_tool_call_errors", score.tool_call_errors),
+                ("gta_turns", len(self.replies)),
+            ]
+            for category in CATEGORY_NAMES:
+                props += [
+                    (f"gta_ref_calls_{category}", score.reference[category]),
+                    (f"gta_pred_calls_{category}", score.predicted[category]),
+                    (f"gta_hit_calls_{category}", score.hits[category]),
+                ]
+            errors = score.errors
+        props += [(f"gta_errors_{kind}", int(errors.get(kind, 0))) for kind in ERROR_KINDS]
+        if self.usage.input_tokens or self.usage.output_tokens:
+            props += [
+                ("gta_tokens_in", self.usage.input_tokens),
+                ("gta_tokens_out", self.usage.output_tokens),
+            ]
+        return props
+
+    def detail(self) -> dict[str, Any]:
+        """The full payload for the controller's report (JSON-able builtins)."""
+        payload = {
+            "score": self.score.to_json(),
+            "verdict": {
+                "passed": self.passed,
+                "score": float(self.verdict.score),
+                "message": self.verdict.message,
+            },
+            "steps": self.predictions,
+            "replies": self.replies,
+            "backends": self.backends,
+            "duration": self.duration,
+        }
+        # Round-trip through JSON: recorded steps may hold tuples or other non-builtins.
+        return json.loads(json.dumps(payload, default=str))
+
+
+def identity_properties(case: Case, model: str) -> list[tuple[str, Any]]:
+    """Properties known before the case runs (they identify errored cases too)."""
+    return [
+        ("gta_query_id", case.query.qid),
+        ("gta_mode", case.mode),
+        ("gta_type", case.query.type),
+        ("gta_model", model),
+    ]
+
+
+def run_case(
+    case: Case,
+    dataset: Dataset,
+    model: ModelAdapter | RecordedSource,
+    tools: ToolSet | None,
+    scorer: Scorer,
+    output_dir: Path,
+    max_turns: int = loops.MAX_TURNS,
+) -> CaseResult:
+    """Run (or fetch) one case and score it.
+
+    Raises:
+        GtaUnavailableError: nothing to evaluate here (no record, no backend for a tool).
+        GtaInfrastructureError: the model or a tool backend broke.
+    """
+    start = time.perf_counter()
+    query = case.query
+    replies: list[str] = []
+    usage = Usage()
+    backends: dict[str, str] = {}
+    if isinstance(model, RecordedSource):
+        recorded = model.recorded(query, case.mode)
+        if recorded is None:
+            raise GtaUnavailableError(
+                f"{model.name} has no recorded {case.mode} prediction for query {query.qid}"
+            )
+        predictions, gold = recorded.predictions, recorded.gold
+    elif case.mode == "step":
+        episode = loops.run_step(dataset, query, model)
+        predictions, gold = episode.predictions, episode.gold
+        replies, usage = [t.reply for t in episode.turns], episode.usage
+    else:
+        if tools is None:
+            raise GtaUnavailableError("end-to-end mode needs tool backends (--gta-tools)")
+        context = ToolContext(dataset, query, output_dir)
+        runner = tools.runner(query, context)
+        backends = {name: b.name for name, b in tools.route(query).items()}
+        episode = loops.run_e2e(dataset, query, model, runner, max_turns=max_turns)
+        predictions, gold = episode.predictions, episode.gold
+        replies, usage = [t.reply for t in episode.turns], episode.usage
+    score, verdict = scorer.score(case.mode, query, predictions, gold)
+    return CaseResult(
+        case=case,
+        model=model.name,
+        predictions=predictions,
+        gold=gold,
+        score=score,
+        verdict=verdict,
+        replies=replies,
+        usage=usage,
+        duration=time.perf_counter() - start,
+        backends=backends,
+    )

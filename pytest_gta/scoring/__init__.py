@@ -1,0 +1,1 @@
+"""scoring package of pytest-gta."""

@@ -1,0 +1,492 @@
+"""GTA's metrics, computed the way the official evaluator computes them.
+
+Scoring is split in two so that ``-n 0`` and ``-n 8`` give identical numbers:
+
+1. *Per case* (on whichever process ran it): the primitives the evaluator's loop looks at, e.g.
+   "predicted type equals reference type and no error", "tool name matched", an answer score.
+   They are plain builtins and travel on the test report.
+2. *Aggregation* (on the controller only): the evaluator's loop replayed over those primitives in
+   dataset order, with the same Python/NumPy scalar types (``bool`` for matches, ``int`` 0 or
+   ``float32`` similarities), so sums round exactly as the official code's do.
+
+Formula quirks kept on purpose (official ``GTABenchEvaluator.score``): ToolAcc counts calls that
+errored; F1 uses ``hit / (predicted + 1e-5)`` and ``2PR / (P + R + 1e-5)`` and its precision can
+exceed 1 because a reference call is a hit if its tool appears *anywhere* among the predictions;
+Ans+I starts each image query at 1 and multiplies similarities of JSON-dumped arguments.
+Scikit-learn's precision/recall/F1 compute the textbook formulas and are therefore not used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from pytest_gta.agent.protocol import INVALID_ACTION, NO_ACTION
+from pytest_gta.dataset import CATEGORY_NAMES, IMAGEGEN_TOOLS, tool_category
+from pytest_gta.scoring.answer import iscorrect
+from pytest_gta.scoring.similarity import Similarity, simscore
+
+ScoreKind = Literal["bool", "int", "f32"]
+ErrorKind = Literal["format", "args", "other"]
+ERROR_KINDS: tuple[ErrorKind, ...] = ("format", "args", "other")
+STEP_METRICS = ("inst_acc", "tool_acc", "arg_acc", "summ_acc", "tool_call", "tool_call_error")
+E2E_METRICS = (
+    "ans_acc", "ans_acc_img", "p_f1", "o_f1", "l_f1", "c_f1", "tool_call", "tool_call_error"
+)
+
+
+@dataclass(frozen=True)
+class Score:
+    """A score with the scalar type the official loop would hold (it changes the rounding)."""
+
+    kind: ScoreKind
+    value: float
+
+    @classmethod
+    def of(cls, native: Any) -> Score:
+        """Wrap a ``bool``, an ``int`` or a NumPy float as produced by the official formulas."""
+        if isinstance(native, (bool, np.bool_)):
+            return cls("bool", float(bool(native)))
+        if isinstance(native, (int, np.integer)):
+            return cls("int", float(int(native)))
+        return cls("f32", float(np.float32(native)))
+
+    def native(self) -> Any:
+        """The value as the official loop holds it: ``bool``, ``int`` or ``np.float32``."""
+        if self.kind == "bool":
+            return bool(self.value)
+        if self.kind == "int":
+            return int(self.value)
+        return np.float32(self.value)
+
+    def to_json(self) -> list[Any]:
+        """A builtin form that survives xdist's execnet transport."""
+        return [self.kind, self.value]
+
+    @classmethod
+    def from_json(cls, raw: Sequence[Any] | None) -> Score | None:
+        """Inverse of :meth:`to_json` (``None`` stays ``None``)."""
+        if raw is None:
+            return None
+        kind, value = raw
+        if kind not in ("bool", "int", "f32"):
+            raise ValueError(f"unknown score kind {kind!r}")
+        return cls(kind, float(value))
+
+
+def response_type(item: Mapping[str, Any]) -> tuple[str, Any]:
+    """The official ``get_response_type``: ``tool``, ``answer`` or ``tool_return``."""
+    if "tool_calls" in item:
+        return "tool", item["tool_calls"][0]["function"]
+    if item.get("role") == "assistant":
+        return "answer", item.get("content")
+    return "tool_return", item.get("content")
+
+
+def error_kind(pred: Mapping[str, Any]) -> ErrorKind | None:
+    """Table 5 class of an errored call: format (NoAction, InvalidAction), args, or other.
+
+    The official repository has no code for Table 5; this mapping is ours.
+    """
+    if "error" not in pred:
+        return None
+    name = ""
+    if "tool_calls" in pred:
+        name = str(pred["tool_calls"][0]["function"].get("name"))
+    if name in (NO_ACTION, INVALID_ACTION):
+        return "format"
+    error = pred.get("error")
+    if isinstance(error, Mapping) and error.get("type") == "ARGS_ERROR":
+        return "args"
+    return "other"
+
+
+def _answer_score(pred: Any, ref: Any, similarity: Similarity | None) -> Score | None:
+    if isinstance(ref, dict):
+        return Score.of(iscorrect(str(pred), ref))
+    if isinstance(ref, list):
+        if similarity is None:
+            raise RuntimeError("a similarity model is needed to score subjective answers")
+        return Score.of(simscore(similarity, str(pred), ref))
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Step-by-step mode
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What the evaluator's step loop sees for one (prediction, reference) pair."""
+
+    gt_type: str
+    pred_type: str
+    error: ErrorKind | None = None
+    tool_ok: bool = False
+    args_ok: bool = False
+    answer: Score | None = None
+
+    @property
+    def inst_ok(self) -> bool:
+        """Counted by InstAcc: same step type and no error."""
+        return self.pred_type == self.gt_type and self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        """Builtin form for transport."""
+        return {
+            "gt_type": self.gt_type,
+            "pred_type": self.pred_type,
+            "error": self.error,
+            "tool_ok": self.tool_ok,
+            "args_ok": self.args_ok,
+            "answer": None if self.answer is None else self.answer.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> StepOutcome:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            gt_type=str(raw["gt_type"]),
+            pred_type=str(raw["pred_type"]),
+            error=raw.get("error"),
+            tool_ok=bool(raw.get("tool_ok")),
+            args_ok=bool(raw.get("args_ok")),
+            answer=Score.from_json(raw.get("answer")),
+        )
+
+
+@dataclass(frozen=True)
+class StepCaseScore:
+    """One query's contribution to the step-mode metrics."""
+
+    has_answer_ref: bool
+    steps: tuple[StepOutcome, ...]
+
+    @property
+    def tool_steps(self) -> int:
+        """Reference tool steps (ToolAcc/ArgAcc denominator share)."""
+        return sum(s.gt_type == "tool" for s in self.steps)
+
+    @property
+    def inst_correct(self) -> int:
+        """Steps counted by InstAcc."""
+        return sum(s.inst_ok for s in self.steps)
+
+    @property
+    def tool_correct(self) -> int:
+        """Steps counted by ToolAcc."""
+        return sum(s.tool_ok for s in self.steps)
+
+    @property
+    def arg_correct(self) -> int:
+        """Steps counted by ArgAcc."""
+        return sum(s.args_ok for s in self.steps)
+
+    @property
+    def tool_calls(self) -> int:
+        """Predicted tool calls."""
+        return sum(s.pred_type == "tool" for s in self.steps)
+
+    @property
+    def tool_call_errors(self) -> int:
+        """Predicted tool calls that errored."""
+        return sum(s.pred_type == "tool" and s.error is not None for s in self.steps)
+
+    @property
+    def summary(self) -> Score | None:
+        """The answer step's score, when the reference has an answer to match."""
+        for step in self.steps:
+            if step.answer is not None:
+                return step.answer
+        return None
+
+    def errors(self) -> dict[str, int]:
+        """Errored predictions by Table 5 class."""
+        return {k: sum(s.error == k for s in self.steps) for k in ERROR_KINDS}
+
+    def to_json(self) -> dict[str, Any]:
+        """Builtin form for transport."""
+        return {
+            "has_answer_ref": self.has_answer_ref,
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> StepCaseScore:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            bool(raw["has_answer_ref"]),
+            tuple(StepOutcome.from_json(s) for s in raw["steps"]),
+        )
+
+
+def score_step_case(
+    predictions: Sequence[Mapping[str, Any]],
+    gold: Sequence[Mapping[str, Any]],
+    ref: Any,
+    similarity: Similarity | None,
+) -> StepCaseScore:
+    """Primitives of one query in step mode (official ``every_with_gt`` branch)."""
+    steps = []
+    for pred, gt in zip(predictions, gold):  # the official zip truncates silently
+        pred_type, pred_ = response_type(pred)
+        gt_type, gt_ = response_type(gt)
+        tool_ok = args_ok = False
+        answer = None
+        if pred_type == gt_type == "tool" and pred_.get("name") == gt_.get("name"):
+            tool_ok = True
+            args_ok = pred_.get("arguments") == gt_.get("arguments")
+        elif pred_type == gt_type == "answer":
+            answer = _answer_score(pred_, ref, similarity)
+        steps.append(StepOutcome(gt_type, pred_type, error_kind(pred), tool_ok, args_ok, answer))
+    return StepCaseScore(bool(ref), tuple(steps))
+
+
+def unanswered_step_case(gold: Sequence[Mapping[str, Any]], ref: Any) -> StepCaseScore:
+    """A query whose predictions never came (infrastructure error): every step is wrong."""
+    steps = tuple(StepOutcome(response_type(gt)[0], "none") for gt in gold)
+    return StepCaseScore(bool(ref), steps)
+
+
+def _pct(numerator: Any, denominator: int) -> float | None:
+    if denominator == 0:
+        return None
+    return float(numerator / denominator * 100)
+
+
+def aggregate_step(cases: Sequence[StepCaseScore]) -> dict[str, Any]:
+    """InstAcc, ToolAcc, ArgAcc, SummAcc (percent) and call counts over cases in dataset order."""
+    total_tool = total_answer = 0
+    inst = tool_acc = arg_acc = tool_call = tool_call_error = 0
+    answer_acc: Any = 0
+    for case in cases:
+        if case.has_answer_ref:
+            total_answer += 1
+        for step in case.steps:
+            if step.inst_ok:
+                inst += 1
+            if step.gt_type == "tool":
+                total_tool += 1
+            if step.pred_type == "tool":
+                tool_call += 1
+                if step.error is not None:
+                    tool_call_error += 1
+            if step.tool_ok:
+                tool_acc += 1
+                if step.args_ok:
+                    arg_acc += 1
+            elif step.answer is not None:
+                answer_acc += step.answer.native()
+    return {
+        "inst_acc": _pct(inst, total_tool + total_answer),
+        "tool_acc": _pct(tool_acc, total_tool),
+        "arg_acc": _pct(arg_acc, total_tool),
+        "summ_acc": _pct(answer_acc, total_answer),
+        "tool_call": tool_call,
+        "tool_call_error": tool_call_error,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# End-to-end mode
+
+
+def _zero_by_category() -> dict[str, int]:
+    return dict.fromkeys(CATEGORY_NAMES, 0)
+
+
+@dataclass(frozen=True)
+class E2ECaseScore:
+    """One query's contribution to the end-to-end metrics."""
+
+    has_answer_ref: bool
+    answer: Score | None = None
+    imggen: Score | None = None
+    tool_calls: int = 0
+    tool_call_errors: int = 0
+    errors: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ERROR_KINDS, 0))
+    predicted: dict[str, int] = field(default_factory=_zero_by_category)
+    reference: dict[str, int] = field(default_factory=_zero_by_category)
+    hits: dict[str, int] = field(default_factory=_zero_by_category)
+
+    def to_json(self) -> dict[str, Any]:
+        """Builtin form for transport."""
+        return {
+            "has_answer_ref": self.has_answer_ref,
+            "answer": None if self.answer is None else self.answer.to_json(),
+            "imggen": None if self.imggen is None else self.imggen.to_json(),
+            "tool_calls": self.tool_calls,
+            "tool_call_errors": self.tool_call_errors,
+            "errors": dict(self.errors),
+            "predicted": dict(self.predicted),
+            "reference": dict(self.reference),
+            "hits": dict(self.hits),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> E2ECaseScore:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            has_answer_ref=bool(raw["has_answer_ref"]),
+            answer=Score.from_json(raw.get("answer")),
+            imggen=Score.from_json(raw.get("imggen")),
+            tool_calls=int(raw.get("tool_calls", 0)),
+            tool_call_errors=int(raw.get("tool_call_errors", 0)),
+            errors={k: int(v) for k, v in raw.get("errors", {}).items()},
+            predicted={k: int(v) for k, v in raw["predicted"].items()},
+            reference={k: int(v) for k, v in raw["reference"].items()},
+            hits={k: int(v) for k, v in raw["hits"].items()},
+        )
+
+
+def _last_imagegen_args(predictions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    predicted: dict[str, Any] = {}
+    for pred in predictions:
+        if "tool_calls" in pred and "error" not in pred:
+            function = pred["tool_calls"][0]["function"]
+            if function["name"] in IMAGEGEN_TOOLS:
+                predicted[function["name"]] = function["arguments"]
+    return predicted
+
+
+def missing_imagegen_tool(
+    predictions: Sequence[Mapping[str, Any]], gold: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """The first reference image tool never called without error, if any."""
+    predicted = _last_imagegen_args(predictions)
+    for gt in gold:
+        if "tool_calls" in gt:
+            name = gt["tool_calls"][0]["function"]["name"]
+            if name in IMAGEGEN_TOOLS and name not in predicted:
+                return str(name)
+    return None
+
+
+def imggen_score(
+    predictions: Sequence[Mapping[str, Any]],
+    gold: Sequence[Mapping[str, Any]],
+    similarity: Similarity | None,
+) -> Any:
+    """The official image-generation factor of one query (``int`` or ``float32``).
+
+    The last error-free argument dict per image tool is compared, as JSON text, with each
+    reference call to that tool in order; a reference image tool never called makes it 0, and
+    a chain without image tools leaves it at 1.
+    """
+    predicted = _last_imagegen_args(predictions)
+    score: Any = 1
+    for gt in gold:
+        if "tool_calls" not in gt:
+            continue
+        function = gt["tool_calls"][0]["function"]
+        name = function["name"]
+        if name not in IMAGEGEN_TOOLS:
+            continue
+        if name not in predicted:
+            return 0
+        if similarity is None:
+            raise RuntimeError("a similarity model is needed to score image-generation queries")
+        score = score * similarity.sim(json.dumps(function["arguments"]), json.dumps(predicted[name]))
+    return score
+
+
+def score_e2e_case(
+    predictions: Sequence[Mapping[str, Any]],
+    gold: Sequence[Mapping[str, Any]],
+    ref: Any,
+    similarity: Similarity | None,
+) -> E2ECaseScore:
+    """Primitives of one query in end-to-end mode (official ``every`` branch)."""
+    answer = imggen = None
+    if predictions:
+        pred_type, pred_answer = response_type(predictions[-1])
+        if ref and pred_type == "answer" and pred_answer:
+            answer = _answer_score(pred_answer, ref, similarity)
+    if not ref:
+        imggen = Score.of(imggen_score(predictions, gold, similarity))
+    calls = [p for p in predictions if "tool_calls" in p]
+    errors = dict.fromkeys(ERROR_KINDS, 0)
+    for call in calls:
+        kind = error_kind(call)
+        if kind is not None:
+            errors[kind] += 1
+    predicted_names = [str(c["tool_calls"][0]["function"]["name"]) for c in calls]
+    predicted, reference, hits = _zero_by_category(), _zero_by_category(), _zero_by_category()
+    for name in predicted_names:
+        category = tool_category(name)
+        if category in predicted:
+            predicted[category] += 1
+    for gt in gold:
+        if "tool_calls" in gt:
+            name = str(gt["tool_calls"][0]["function"]["name"])
+            category = tool_category(name)
+            if category in reference:
+                reference[category] += 1
+                if name in predicted_names:
+                    hits[category] += 1
+    return E2ECaseScore(
+        has_answer_ref=bool(ref),
+        answer=answer,
+        imggen=imggen,
+        tool_calls=len(calls),
+        tool_call_errors=sum(1 for c in calls if "error" in c),
+        errors=errors,
+        predicted=predicted,
+        reference=reference,
+        hits=hits,
+    )
+
+
+def unanswered_e2e_case(gold: Sequence[Mapping[str, Any]], ref: Any) -> E2ECaseScore:
+    """A query whose episode never completed (infrastructure error): no answer, no calls.
+
+    An image query scores 0 even when its chain has no image tool (where the official factor
+    would stay at 1), so an error is never counted as a success.
+    """
+    empty = score_e2e_case([], gold, ref, None)
+    return empty if ref else replace(empty, imggen=Score.of(0))
+
+
+def f1(hits: int, predicted: int, reference: int) -> float:
+    """The official F1 in percent (see module docstring); 0 without reference calls."""
+    precision = hits / (predicted + 1e-5)
+    recall = hits / reference if reference else 0.0
+    return 2 * precision * recall / (precision + recall + 1e-5) * 100
+
+
+def aggregate_e2e(cases: Sequence[E2ECaseScore]) -> dict[str, Any]:
+    """AnsAcc, Ans+I, the four category F1s (percent) and call counts, in dataset order."""
+    total_all = total_answer = 0
+    answer_acc: Any = 0
+    answer_acc_img: Any = 0
+    tool_call = tool_call_error = 0
+    predicted, reference, hits = _zero_by_category(), _zero_by_category(), _zero_by_category()
+    for case in cases:
+        total_all += 1
+        if case.has_answer_ref:
+            total_answer += 1
+        if case.answer is not None:
+            value = case.answer.native()
+            answer_acc += value
+            answer_acc_img += value
+        if case.imggen is not None:
+            answer_acc_img += case.imggen.native()
+        tool_call += case.tool_calls
+        tool_call_error += case.tool_call_errors
+        for category in CATEGORY_NAMES:
+            predicted[category] += case.predicted.get(category, 0)
+            reference[category] += case.reference.get(category, 0)
+            hits[category] += case.hits.get(category, 0)
+    out: dict[str, Any] = {
+        "ans_acc": _pct(answer_acc, total_answer),
+        "ans_acc_img": _pct(answer_acc_img, total_all),
+    }
+    for category in CATEGORY_NAMES:
+        out[f"{category[0]}_f1"] = f1(hits[category], predicted[category], reference[category])
+    out["tool_call"] = tool_call
+    out["tool_call_error"] = tool_call_error
+    return out

@@ -1,0 +1,175 @@
+"""Pass/fail of one case, and the message that explains a failure.
+
+The metrics stay continuous; a case needs a yes/no for pytest. The rules (SPEC section 6):
+objective answers pass when ``iscorrect``; subjective when the similarity reaches
+``--gta-sim-threshold``; image-generation queries when every reference image tool was called
+without error (Ans+I factor > 0); a step-mode case when every step matched type, tool and
+arguments and the summary passed by the same rules. A failure message says what was expected,
+what came instead, and where the first divergence is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_gta.scoring.answer import blacklist_hit, whitelist_hits
+from pytest_gta.scoring.metrics import (
+    E2ECaseScore,
+    Score,
+    StepCaseScore,
+    StepOutcome,
+    missing_imagegen_tool,
+    response_type,
+)
+
+_CLIP = 240
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A case's outcome: passed or not, a score in [0, 1], and why it failed."""
+
+    passed: bool
+    score: float
+    message: str = ""
+
+
+def _clip(text: str, limit: int = _CLIP) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe(step: Mapping[str, Any]) -> str:
+    """A one-line description of a recorded or reference step."""
+    kind, body = response_type(step)
+    if kind == "tool":
+        args = body.get("arguments")
+        shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        text = f"call {body.get('name')} {shown}"
+        error = step.get("error")
+        if isinstance(error, Mapping):
+            text += f" -> {error.get('type')}: {error.get('msg')}"
+        return _clip(text)
+    if kind == "answer":
+        return _clip(f"answer {str(body)!r}")
+    return "tool output"
+
+
+def _answer_problem(pred: str, ref: Any, score: Score | None, threshold: float) -> str | None:
+    """Why an answer fails, or ``None`` if it passes."""
+    if isinstance(ref, dict):
+        if score is not None and score.native():
+            return None
+        missing = [
+            group for group, hit in zip(ref["whitelist"], whitelist_hits(pred, ref)) if not hit
+        ]
+        if missing:
+            return f"expected the answer to mention one of {missing[0]!r}; got {_clip(repr(pred))}"
+        return (
+            f"the answer contains the blacklisted {blacklist_hit(pred, ref)!r}: "
+            f"{_clip(repr(pred))}"
+        )
+    if isinstance(ref, list):
+        value = 0.0 if score is None else score.value
+        if value >= threshold:
+            return None
+        return (
+            f"similarity to the reference answers {value:.3f} < --gta-sim-threshold "
+            f"{threshold}; got {_clip(repr(pred))}; closest reference {_clip(repr(ref[0]), 120)}"
+        )
+    return None
+
+
+def _score_value(score: Score | None) -> float:
+    return 0.0 if score is None else score.value
+
+
+def _step_problem(
+    n: int, total: int, outcome: StepOutcome, pred: Mapping[str, Any], gold: Mapping[str, Any],
+    ref: Any, threshold: float,
+) -> str | None:
+    where = f"step {n}/{total}"
+    if outcome.pred_type != outcome.gt_type:
+        return f"{where}: expected {describe(gold)}; got {describe(pred)}"
+    if outcome.error is not None:
+        return f"{where}: {describe(pred)} (expected {describe(gold)})"
+    if outcome.gt_type == "tool":
+        if not outcome.tool_ok:
+            return f"{where}: expected {describe(gold)}; the model called {describe(pred)}"
+        if not outcome.args_ok:
+            return f"{where}: arguments differ: expected {describe(gold)}; got {describe(pred)}"
+        return None
+    problem = _answer_problem(str(response_type(pred)[1]), ref, outcome.answer, threshold)
+    return None if problem is None else f"{where} (summary): {problem}"
+
+
+def judge_step(
+    predictions: Sequence[Mapping[str, Any]],
+    gold: Sequence[Mapping[str, Any]],
+    ref: Any,
+    scored: StepCaseScore,
+    threshold: float,
+) -> Verdict:
+    """Verdict of a step-mode case; the score is the mean over steps of their match."""
+    problems = []
+    values = []
+    for n, (outcome, pred, gt) in enumerate(zip(scored.steps, predictions, gold), start=1):
+        problem = _step_problem(n, len(gold), outcome, pred, gt, ref, threshold)
+        if problem is not None:
+            problems.append(problem)
+        if outcome.gt_type == "answer" and outcome.answer is not None and outcome.inst_ok:
+            values.append(_score_value(outcome.answer))
+        else:
+            values.append(1.0 if problem is None else 0.0)
+    if len(predictions) < len(gold):
+        problems.append(f"only {len(predictions)} of {len(gold)} steps were predicted")
+        values.extend([0.0] * (len(gold) - len(predictions)))
+    score = sum(values) / len(values) if values else 0.0
+    if problems:
+        more = f" (+{len(problems) - 1} more diverging steps)" if len(problems) > 1 else ""
+        return Verdict(False, score, problems[0] + more)
+    return Verdict(True, score)
+
+
+def judge_e2e(
+    predictions: Sequence[Mapping[str, Any]],
+    gold: Sequence[Mapping[str, Any]],
+    ref: Any,
+    scored: E2ECaseScore,
+    threshold: float,
+) -> Verdict:
+    """Verdict of an end-to-end case; the score is the query's AnsAcc (or Ans+I) share."""
+    if not ref:
+        value = 0.0 if scored.imggen is None else scored.imggen.value
+        if value > 0:
+            return Verdict(True, value)
+        missing = missing_imagegen_tool(predictions, gold)
+        if missing is not None:
+            reason = f"the reference image tool {missing} was never called without error"
+        else:
+            reason = "the image tools' arguments have zero similarity to the reference"
+        return Verdict(False, value, f"{reason} ({_calls_summary(predictions)})")
+    if not predictions:
+        return Verdict(False, 0.0, "the episode recorded no steps")
+    kind, answer = response_type(predictions[-1])
+    if kind != "answer" or not answer:
+        return Verdict(
+            False, 0.0,
+            f"no final answer: the episode ended on {describe(predictions[-1])} "
+            f"({_calls_summary(predictions)})",
+        )
+    value = _score_value(scored.answer)
+    problem = _answer_problem(str(answer), ref, scored.answer, threshold)
+    if problem is None:
+        return Verdict(True, value)
+    return Verdict(False, value, problem)
+
+
+def _calls_summary(predictions: Sequence[Mapping[str, Any]]) -> str:
+    calls = [p for p in predictions if "tool_calls" in p]
+    if not calls:
+        return "no tool calls"
+    names = [str(c["tool_calls"][0]["function"]["name"]) + ("!" if "error" in c else "") for c in calls]
+    return "calls: " + ", ".join(names) + (" (! = error)" if any("error" in c for c in calls) else "")

@@ -1,0 +1,109 @@
+"""Neutral types shared by the agent loops, model adapters and tool backends.
+
+Providers and tool servers each have their own wire format; everything inside the harness speaks
+these small immutable types, and each provider gets a pure converter pair on its edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pytest_gta.dataset import ToolMeta
+
+Role = Literal["system", "user", "assistant", "tool"]
+Mode = Literal["step", "e2e"]
+MODES: tuple[Mode, ...] = ("step", "e2e")
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of a chat request."""
+
+    role: Role
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The OpenAI-style ``{role, content}`` dict."""
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class CaseContext:
+    """Which case, and which call within it, a model request belongs to.
+
+    Real models ignore it; the ``oracle`` and ``mock`` models and caches key on it.
+    """
+
+    qid: str
+    mode: Mode
+    #: step mode: index of the reference assistant message; e2e: the turn number.
+    index: int
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """Everything a model adapter needs for one call."""
+
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolMeta, ...]
+    case: CaseContext
+    protocol: str = "react"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token accounting of one call, when the provider reports it."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ModelOutput:
+    """A model's reply. For the ReAct protocol only ``text`` matters."""
+
+    text: str
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A parsed tool call: the tool's name and the arguments the model passed."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ResultItem:
+    """One output of a tool: text, or a file (``image``, ``audio``, ``file``) by path."""
+
+    type: str
+    content: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``{type, content}`` dict the official records use."""
+        return {"type": self.type, "content": self.content}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returned."""
+
+    items: tuple[ResultItem, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def text(cls, text: str) -> ToolResult:
+        """A single text output."""
+        return cls((ResultItem("text", text),))
+
+    def format(self) -> str:
+        """The observation text, as Lagent's ``ActionReturn.format_result`` renders it."""
+        parts = []
+        for item in self.items:
+            if item.type == "text":
+                parts.append(str(item.content))
+            else:
+                parts.append(f"[{item.type}]({item.content})")
+        return "\n".join(parts)
