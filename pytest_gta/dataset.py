@@ -143,9 +143,7 @@ class Query:
     @property
     def categories(self) -> tuple[str, ...]:
         """Categories of the reference chain's tools (sorted, unique, ``none`` omitted)."""
-        return tuple(
-            sorted({tool_category(n) for n, _ in self.reference_calls} - {"none"})
-        )
+        return tuple(sorted({tool_category(n) for n, _ in self.reference_calls} - {"none"}))
 
     @property
     def assistant_indices(self) -> tuple[int, ...]:
@@ -247,7 +245,11 @@ class Dataset:
         for message in query.dialogs:
             if message.get("role") == "tool":
                 out.append(
-                    {"role": "tool", "name": message.get("name"), "content": message.get("content")}
+                    {
+                        "role": "tool",
+                        "name": message.get("name"),
+                        "content": copy.deepcopy(message.get("content")),
+                    }
                 )
             elif message.get("role") == "assistant" and "tool_calls" in message:
                 msg = copy.deepcopy(dict(message))
@@ -283,21 +285,24 @@ class Dataset:
 # Loading
 
 
-def _duplicate_checking_pairs(
-    duplicates: list[str],
-) -> Any:
+def _duplicate_checking_pairs(duplicates: list[list[str]]) -> Any:
+    """An ``object_pairs_hook`` that records each object's repeated keys (innermost first)."""
+
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        repeated = []
         for key, value in pairs:
             if key in out:
-                duplicates.append(key)
+                repeated.append(key)
             out[key] = value
+        duplicates.append(repeated)
         return out
 
     return hook
 
 
 def _read_json(path: Path, problems: list[DatasetProblem], duplicates: list[str]) -> Any:
+    """Parse a JSON file; ``duplicates`` receives the keys repeated in its top-level object."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -306,16 +311,23 @@ def _read_json(path: Path, problems: list[DatasetProblem], duplicates: list[str]
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(DatasetProblem(path.name, None, None, f"cannot be read: {exc}"))
         return None
+    per_object: list[list[str]] = []
     try:
-        return json.loads(text, object_pairs_hook=_duplicate_checking_pairs(duplicates))
+        value = json.loads(text, object_pairs_hook=_duplicate_checking_pairs(per_object))
     except json.JSONDecodeError as exc:
         problems.append(
             DatasetProblem(
-                path.name, None, None, f"invalid JSON at line {exc.lineno} column {exc.colno}: "
-                f"{exc.msg}"
+                path.name,
+                None,
+                None,
+                f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
             )
         )
         return None
+    # The hook sees the innermost objects first: the top-level object is the last one.
+    if isinstance(value, dict) and per_object:
+        duplicates.extend(per_object[-1])
+    return value
 
 
 class _Checker:
@@ -346,7 +358,7 @@ class _Checker:
             self.add(query, f"{where}.description", "must be a string or null")
             return None
         return ToolParam(
-            type=ptype,
+            type=str(ptype),
             name=name if isinstance(name, str) else None,
             description=description,
             optional=bool(raw.get("optional", False)),
@@ -400,7 +412,8 @@ def _check_gt_answer(check: _Checker, qid: str, gt: Any) -> bool:
         return True
     if not isinstance(gt, dict):
         check.add(
-            qid, "gt_answer",
+            qid,
+            "gt_answer",
             f"must be an object with whitelist/blacklist, a list of reference answers, or null; "
             f"got {type(gt).__name__}",
         )
@@ -412,11 +425,15 @@ def _check_gt_answer(check: _Checker, qid: str, gt: Any) -> bool:
         ok = False
     else:
         for i, group in enumerate(whitelist):
-            if not isinstance(group, list) or not group or not all(
-                isinstance(a, str) and a for a in group
+            if (
+                not isinstance(group, list)
+                or not group
+                or not all(isinstance(a, str) and a for a in group)
             ):
                 check.add(
-                    qid, f"gt_answer.whitelist[{i}]", "must be a non-empty list of non-empty strings"
+                    qid,
+                    f"gt_answer.whitelist[{i}]",
+                    "must be a non-empty list of non-empty strings",
                 )
                 ok = False
     if "blacklist" not in gt:
@@ -454,8 +471,10 @@ def _check_dialogs(
         return False
     ok = True
     first = dialogs[0]
-    if not isinstance(first, dict) or first.get("role") != "user" or not isinstance(
-        first.get("content"), str
+    if (
+        not isinstance(first, dict)
+        or first.get("role") != "user"
+        or not isinstance(first.get("content"), str)
     ):
         check.add(qid, "dialogs[0]", "must be the user's question {role: user, content: str}")
         ok = False
@@ -506,7 +525,8 @@ def _check_dialogs(
                 ok = False
             if not isinstance(args, dict):
                 check.add(
-                    qid, f"{where}.tool_calls[0].function.arguments",
+                    qid,
+                    f"{where}.tool_calls[0].function.arguments",
                     f"must be an object, got {type(args).__name__}",
                 )
                 ok = False
@@ -524,7 +544,8 @@ def _check_dialogs(
                     if missing:
                         what.append(f"missing required arguments {missing}")
                     warnings.add(
-                        qid, f"{where}.tool_calls[0].function.arguments",
+                        qid,
+                        f"{where}.tool_calls[0].function.arguments",
                         f"reference call to {name} has {' and '.join(what)}; the official "
                         "parser rejects such a call (ARGS_ERROR), so no model can match it",
                     )
@@ -535,7 +556,8 @@ def _check_dialogs(
                 ok = False
             elif msg.get("name") != pending:
                 check.add(
-                    qid, f"{where}.name",
+                    qid,
+                    f"{where}.name",
                     f"tool message for {msg.get('name')!r} does not match the call to {pending!r}",
                 )
                 ok = False
@@ -546,7 +568,8 @@ def _check_dialogs(
                 or "content" not in content
             ):
                 check.add(
-                    qid, f"{where}.content",
+                    qid,
+                    f"{where}.content",
                     "must be {type: text|image, content: ...} or null",
                 )
                 ok = False
@@ -673,9 +696,7 @@ def load_dataset(root: str | os.PathLike[str]) -> Dataset:
                 elif not target.is_file():
                     check.add(qid, f"{where}.path", f"missing file {rel!r} (looked at {target})")
                     ok = False
-                files.append(
-                    FileRef(str(raw_file.get("type", "image")), rel, raw_file.get("url"))
-                )
+                files.append(FileRef(str(raw_file.get("type", "image")), rel, raw_file.get("url")))
         dialogs_ok = _check_dialogs(check, qid, item["dialogs"], metas, toolmeta, warn)
         gt_ok = _check_gt_answer(check, qid, item["gt_answer"])
         if not (ok and dialogs_ok and gt_ok):

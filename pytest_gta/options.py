@@ -127,27 +127,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             parser.addini(dest, help=f"default for {flag}", default=None)
 
     add(
-        OPT_MODEL, parse_text, "MODEL",
+        OPT_MODEL,
+        parse_text,
+        "MODEL",
         "model to evaluate; enables the GTA cases: oracle, mock:SCRIPT.json, "
         "opencompass:PREDICTIONS, or provider/model",
     )
     add(
-        OPT_DATA, parse_text, "DIR",
+        OPT_DATA,
+        parse_text,
+        "DIR",
         "dataset directory in the official layout (default: data/gta_dataset under the rootdir "
         "if present, else the bundled sample)",
     )
     add(OPT_MODE, parse_modes, "MODES", "step, e2e or step,e2e (default: e2e)")
     add(
-        OPT_TOOLS, parse_tools, "BACKENDS",
+        OPT_TOOLS,
+        parse_tools,
+        "BACKENDS",
         f"tool backends in priority order, name[=arg],... (default: {DEFAULT_TOOLS})",
     )
     add(
-        OPT_SIM_MODEL, parse_text, "NAME_OR_PATH",
+        OPT_SIM_MODEL,
+        parse_text,
+        "NAME_OR_PATH",
         f"sentence-transformers model for similarity scores (default: {DEFAULT_SIM_MODEL}, "
         "as the official evaluator)",
     )
     add(
-        OPT_SIM_THRESHOLD, parse_threshold, "SIM",
+        OPT_SIM_THRESHOLD,
+        parse_threshold,
+        "SIM",
         f"similarity at which a subjective answer passes (default: {DEFAULT_SIM_THRESHOLD}; "
         "the metric itself stays continuous)",
     )
@@ -156,11 +166,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add(OPT_LIMIT, parse_limit, "N", "run only the first N queries")
     add(OPT_IDS, parse_ids, "IDS", "run only these query ids, e.g. 3,17,42")
     add(
-        OPT_RECORDED_ROOT, parse_text, "DIR",
+        OPT_RECORDED_ROOT,
+        parse_text,
+        "DIR",
         "dataset root recorded in opencompass prediction files (default: detected from paths)",
     )
     add(
-        OPT_MAX_TURNS, parse_max_turns, "N",
+        OPT_MAX_TURNS,
+        parse_max_turns,
+        "N",
         f"model turns per end-to-end episode (default: {DEFAULT_MAX_TURNS}, as official)",
     )
 

@@ -63,7 +63,9 @@ class GtaState:
             try:
                 self._dataset = load_dataset(self.settings.data)
             except DatasetError as exc:
-                raise pytest.UsageError(f"{exc}\n(dataset from {self.settings.data_source})") from None
+                raise pytest.UsageError(
+                    f"{exc}\n(dataset from {self.settings.data_source})"
+                ) from None
             if self.settings.ids is not None:
                 unknown = [i for i in self.settings.ids if i not in self._dataset.queries]
                 if unknown:
@@ -358,13 +360,22 @@ def gta_run(
             tools = state.toolset()
         try:
             return run_case(
-                case, gta_dataset, gta_model, tools, gta_scorer, gta_output_dir,
+                case,
+                gta_dataset,
+                gta_model,
+                tools,
+                gta_scorer,
+                gta_output_dir,
                 max_turns=state.settings.max_turns,
             )
         except GtaUnavailableError as exc:
-            pytest.skip(str(exc))
+            skip, message = True, str(exc)
         except GtaInfrastructureError as exc:
-            pytest.fail(f"{case.id}: infrastructure error: {exc}", pytrace=False)
+            skip, message = False, f"{case.id}: infrastructure error: {exc}"
+        # Outside the except blocks, so the report shows the message, not a chained traceback.
+        if skip:
+            pytest.skip(message)
+        pytest.fail(message, pytrace=False)
 
     return run
 

@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 
 from pytest_gta.agent import loops
-from pytest_gta.dataset import Dataset, Query
+from pytest_gta.dataset import CATEGORY_NAMES, Dataset, Query
 from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.models.base import ModelAdapter, RecordedSource
 from pytest_gta.scoring.metrics import (
-    CATEGORY_NAMES,
     ERROR_KINDS,
     E2ECaseScore,
     StepCaseScore,
@@ -182,7 +181,8 @@ class CaseResult:
             "duration": self.duration,
         }
         # Round-trip through JSON: recorded steps may hold tuples or other non-builtins.
-        return json.loads(json.dumps(payload, default=str))
+        out: dict[str, Any] = json.loads(json.dumps(payload, default=str))
+        return out
 
 
 def identity_properties(case: Case, model: str) -> list[tuple[str, Any]]:

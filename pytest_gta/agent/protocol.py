@@ -161,7 +161,9 @@ def react_style_history(
         elif role == "assistant" and step.get("tool_calls"):
             function = step["tool_calls"][0]["function"]
             out.append(
-                ChatMessage("assistant", format_reference_call(function["name"], function["arguments"]))
+                ChatMessage(
+                    "assistant", format_reference_call(function["name"], function["arguments"])
+                )
             )
         elif role == "tool" and step.get("content"):
             out.append(ChatMessage("system", format_tool_content(step["content"])))
@@ -189,10 +191,10 @@ class ParsedReply:
 
 
 def parse_reply(message: str) -> ParsedReply:
-    """Parse a (stripped) model turn exactly as Lagent 0.2 does.
+    r"""Parse a (stripped) model turn exactly as Lagent 0.2 does.
 
     A ``Final Answer:`` anywhere makes the turn a finish whose answer is the raw text after its
-    last occurrence. Otherwise the action is the last ``Action:...\\n`` match and the input is
+    last occurrence. Otherwise the action is the last ``Action:(.*?)\n`` match and the input is
     ``Action Input:(.*)`` with DOTALL, whose only match runs from the first occurrence to the end.
     """
     thought = message.split(ACTION)[0]
@@ -339,7 +341,9 @@ ToolRunner = Callable[[ToolMeta, dict[str, Any], dict[str, Any]], ToolResult]
 def _builtin(name: str, command: str, thought: str) -> ActionRecord:
     if name == FINISH_ACTION:
         return ActionRecord(
-            FINISH_ACTION, {"text": command}, result=(ResultItem("text", command),),
+            FINISH_ACTION,
+            {"text": command},
+            result=(ResultItem("text", command),),
             thought=thought,
         )
     default = NO_ACTION_MESSAGE if name == NO_ACTION else INVALID_ACTION_MESSAGE
@@ -390,6 +394,8 @@ def execute(
     return ActionRecord(meta.name, arguments, result=result.items, thought=parsed.thought)
 
 
-def validate_only(meta: ToolMeta, arguments: dict[str, Any], converted: dict[str, Any]) -> ToolResult:
+def validate_only(
+    meta: ToolMeta, arguments: dict[str, Any], converted: dict[str, Any]
+) -> ToolResult:
     """Step-mode runner: the official DummyTool validates the call and answers a fixed text."""
     return ToolResult.text("Dummy Result")

@@ -33,8 +33,11 @@ class ModelAdapter(Protocol):
     protocol: str
 
     def generate(self, request: ModelRequest) -> ModelOutput:
-        """Answer one request. Raise :class:`~pytest_gta.errors.GtaInfrastructureError` when the
-        endpoint fails for good (after retries); the case then ends as an error."""
+        """Answer one request.
+
+        Raise :class:`~pytest_gta.errors.GtaInfrastructureError` when the endpoint fails for good
+        (after retries); the case then ends as an error.
+        """
         ...
 
 

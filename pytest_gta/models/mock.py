@@ -1,13 +1,16 @@
-"""``mock:<file>``: scripted replies from a JSON file, for tests and demos.
+r"""``mock:<file>``: scripted replies from a JSON file, for tests and demos.
 
-The script maps case ids to the replies of successive calls::
+The script maps case ids to the replies of successive calls (step mode: one per reference step;
+end-to-end: one per turn)::
 
     {
       "default": "Final Answer: I do not know.",
       "responses": {
-        "e2e-0": ["Thought: read it\\nAction: OCR\\nAction Input: {\\"image\\": \\"{data}/image/image_0.jpg\\"}",
-                  "Final Answer: 42"],
-        "step-0": ["Action: OCR\\nAction Input: ...", "Final Answer: 42"],
+        "e2e-0": [
+          "Thought: read it\nAction: OCR\nAction Input: {\"image\": \"{data}/image/image_0.jpg\"}",
+          "Final Answer: 42"
+        ],
+        "step-0": ["Action: OCR\nAction Input: {}", "Final Answer: 42"],
         "*": ["Final Answer: used for any case without its own list"]
       }
     }
@@ -35,7 +38,7 @@ def _check_reply(where: str, reply: Any) -> None:
         return
     if isinstance(reply, Mapping) and isinstance(reply.get("error"), str) and len(reply) == 1:
         return
-    raise GtaUsageError(f"{where}: a reply must be a string or {{\"error\": \"message\"}}")
+    raise GtaUsageError(f'{where}: a reply must be a string or {{"error": "message"}}')
 
 
 def load_script(path: Path) -> tuple[dict[str, list[Any]], str | None]:

@@ -114,7 +114,9 @@ def _strings(obj: Any, depth: int = 0) -> Iterator[str]:
 
 def detect_recorded_root(records: list[dict[str, Any]], dataset: Dataset) -> str | None:
     """The dataset root the predictions were recorded with, judged from absolute file paths."""
-    relative = {os.path.relpath(p, dataset.root_str).replace(os.sep, "/") for p in dataset.all_files}
+    relative = {
+        os.path.relpath(p, dataset.root_str).replace(os.sep, "/") for p in dataset.all_files
+    }
     votes: Counter[str] = Counter()
     for record in records:
         for text in _strings([record.get("gold"), record.get("prediction")]):
@@ -149,9 +151,7 @@ class OpenCompassPredictions:
 
     protocol = "react"
 
-    def __init__(
-        self, source: Path, dataset: Dataset, recorded_root: str | None = None
-    ) -> None:
+    def __init__(self, source: Path, dataset: Dataset, recorded_root: str | None = None) -> None:
         self.source = source
         self.dataset = dataset
         self.files = find_prediction_files(source)

@@ -23,10 +23,13 @@ def render_reference(message: dict[str, Any]) -> str:
     """A reference assistant message as the ReAct text a perfect model would write."""
     thought = str(message.get("thought") or "").strip()
     # A thought that quotes a protocol marker would change how the turn parses.
-    prefix = f"{p.THOUGHT}{thought}\n" if thought and not any(m in thought for m in _MARKERS) else ""
+    prefix = (
+        f"{p.THOUGHT}{thought}\n" if thought and not any(m in thought for m in _MARKERS) else ""
+    )
     if message.get("tool_calls"):
         function = message["tool_calls"][0]["function"]
-        return f"{prefix}{p.ACTION}{function['name']}\n{p.ACTION_INPUT}{json.dumps(function['arguments'])}"
+        arguments = json.dumps(function["arguments"])
+        return f"{prefix}{p.ACTION}{function['name']}\n{p.ACTION_INPUT}{arguments}"
     return f"{prefix}{p.FINISH} {message.get('content', '')}"
 
 

@@ -63,12 +63,11 @@ def _e2e_score(record: CaseRecord, dataset: Dataset) -> E2ECaseScore:
 
 def _ordered(records: Iterable[CaseRecord], dataset: Dataset) -> list[CaseRecord]:
     known = [r for r in records if r.qid in dataset.queries]
-    return sorted(known, key=lambda r: dataset[r.qid].position)
+    mode_order: dict[str, int] = {m: i for i, m in enumerate(MODES)}
+    return sorted(known, key=lambda r: (mode_order.get(r.mode, 99), dataset[r.qid].position))
 
 
-def mode_metrics(
-    mode: str, records: Sequence[CaseRecord], dataset: Dataset
-) -> dict[str, Any]:
+def mode_metrics(mode: str, records: Sequence[CaseRecord], dataset: Dataset) -> dict[str, Any]:
     """The mode's official metrics over ``records`` (already filtered and ordered)."""
     if mode == "step":
         return aggregate_step([_step_score(r, dataset) for r in records])
@@ -76,7 +75,7 @@ def mode_metrics(
 
 
 def _errors(mode: str, records: Sequence[CaseRecord], dataset: Dataset) -> dict[str, int]:
-    totals = dict.fromkeys(ERROR_KINDS, 0)
+    totals: dict[str, int] = dict.fromkeys(ERROR_KINDS, 0)
     for record in records:
         if mode == "step":
             errors = _step_score(record, dataset).errors()
@@ -167,9 +166,7 @@ def build_report(
                 "replies": detail.get("replies", []),
                 "backends": detail.get("backends", {}),
                 "duration": detail.get("duration"),
-                "properties": {
-                    k: v for k, v in record.properties.items() if k.startswith("gta_")
-                },
+                "properties": {k: v for k, v in record.properties.items() if k.startswith("gta_")},
             }
         )
     if any(sum(counts.values()) for counts in errors.values()):

@@ -68,10 +68,10 @@ class GtaCollector:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Record the phase outcome; keep the detail payload out of the JUnit properties."""
-        detail = None
+        detail: dict[str, Any] | None = None
         kept = []
         for name, value in report.user_properties:
-            if name == DETAIL_KEY:
+            if name == DETAIL_KEY and isinstance(value, dict):
                 detail = value
             else:
                 kept.append((name, value))

@@ -53,10 +53,13 @@ def fmt(value: Any, percent: bool = True) -> str:
 
 
 def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
     lines = []
     for row in (headers, *rows):
-        cells = [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        cells = [
+            str(c).ljust(w) if i == 0 else str(c).rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
         lines.append("  ".join(cells).rstrip())
     return lines
 
@@ -72,7 +75,10 @@ def _sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
     """(title, headers, rows) of every table, shared by both renderers."""
     sections = []
     model = str(report.get("model"))
-    for metrics_key, suffix in (("metrics", ""), ("metrics_excluding_errors", ", errored cases excluded")):
+    for metrics_key, suffix in (
+        ("metrics", ""),
+        ("metrics_excluding_errors", ", errored cases excluded"),
+    ):
         if metrics_key == "metrics_excluding_errors" and not report["outcomes"].get("error"):
             continue
         for mode, metrics in report.get(metrics_key, {}).items():

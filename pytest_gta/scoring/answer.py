@@ -1,6 +1,6 @@
-"""Objective answer matching, exactly as the official evaluator's ``iscorrect``.
+r"""Objective answer matching, exactly as the official evaluator's ``iscorrect``.
 
-The ``\\b`` word boundaries are kept on purpose even where they misfire: an alias that starts or
+The ``\b`` word boundaries are kept on purpose even where they misfire: an alias that starts or
 ends with a non-word character (``$5``) rarely matches, and ``3`` matches inside ``3.5``. The
 leaderboard numbers were computed with these quirks, so parity requires them.
 """

@@ -35,7 +35,14 @@ ErrorKind = Literal["format", "args", "other"]
 ERROR_KINDS: tuple[ErrorKind, ...] = ("format", "args", "other")
 STEP_METRICS = ("inst_acc", "tool_acc", "arg_acc", "summ_acc", "tool_call", "tool_call_error")
 E2E_METRICS = (
-    "ans_acc", "ans_acc_img", "p_f1", "o_f1", "l_f1", "c_f1", "tool_call", "tool_call_error"
+    "ans_acc",
+    "ans_acc_img",
+    "p_f1",
+    "o_f1",
+    "l_f1",
+    "c_f1",
+    "tool_call",
+    "tool_call_error",
 )
 
 
@@ -232,7 +239,7 @@ def score_step_case(
 ) -> StepCaseScore:
     """Primitives of one query in step mode (official ``every_with_gt`` branch)."""
     steps = []
-    for pred, gt in zip(predictions, gold):  # the official zip truncates silently
+    for pred, gt in zip(predictions, gold, strict=False):  # the official zip truncates
         pred_type, pred_ = response_type(pred)
         gt_type, gt_ = response_type(gt)
         tool_ok = args_ok = False
@@ -390,7 +397,9 @@ def imggen_score(
             return 0
         if similarity is None:
             raise RuntimeError("a similarity model is needed to score image-generation queries")
-        score = score * similarity.sim(json.dumps(function["arguments"]), json.dumps(predicted[name]))
+        score = score * similarity.sim(
+            json.dumps(function["arguments"]), json.dumps(predicted[name])
+        )
     return score
 
 
@@ -409,7 +418,7 @@ def score_e2e_case(
     if not ref:
         imggen = Score.of(imggen_score(predictions, gold, similarity))
     calls = [p for p in predictions if "tool_calls" in p]
-    errors = dict.fromkeys(ERROR_KINDS, 0)
+    errors: dict[str, int] = dict.fromkeys(ERROR_KINDS, 0)
     for call in calls:
         kind = error_kind(call)
         if kind is not None:

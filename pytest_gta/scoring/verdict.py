@@ -63,13 +63,14 @@ def _answer_problem(pred: str, ref: Any, score: Score | None, threshold: float) 
         if score is not None and score.native():
             return None
         missing = [
-            group for group, hit in zip(ref["whitelist"], whitelist_hits(pred, ref)) if not hit
+            group
+            for group, hit in zip(ref["whitelist"], whitelist_hits(pred, ref), strict=True)
+            if not hit
         ]
         if missing:
             return f"expected the answer to mention one of {missing[0]!r}; got {_clip(repr(pred))}"
         return (
-            f"the answer contains the blacklisted {blacklist_hit(pred, ref)!r}: "
-            f"{_clip(repr(pred))}"
+            f"the answer contains the blacklisted {blacklist_hit(pred, ref)!r}: {_clip(repr(pred))}"
         )
     if isinstance(ref, list):
         value = 0.0 if score is None else score.value
@@ -87,8 +88,13 @@ def _score_value(score: Score | None) -> float:
 
 
 def _step_problem(
-    n: int, total: int, outcome: StepOutcome, pred: Mapping[str, Any], gold: Mapping[str, Any],
-    ref: Any, threshold: float,
+    n: int,
+    total: int,
+    outcome: StepOutcome,
+    pred: Mapping[str, Any],
+    gold: Mapping[str, Any],
+    ref: Any,
+    threshold: float,
 ) -> str | None:
     where = f"step {n}/{total}"
     if outcome.pred_type != outcome.gt_type:
@@ -115,7 +121,9 @@ def judge_step(
     """Verdict of a step-mode case; the score is the mean over steps of their match."""
     problems = []
     values = []
-    for n, (outcome, pred, gt) in enumerate(zip(scored.steps, predictions, gold), start=1):
+    for n, (outcome, pred, gt) in enumerate(
+        zip(scored.steps, predictions, gold, strict=False), start=1
+    ):
         problem = _step_problem(n, len(gold), outcome, pred, gt, ref, threshold)
         if problem is not None:
             problems.append(problem)
@@ -156,7 +164,8 @@ def judge_e2e(
     kind, answer = response_type(predictions[-1])
     if kind != "answer" or not answer:
         return Verdict(
-            False, 0.0,
+            False,
+            0.0,
             f"no final answer: the episode ended on {describe(predictions[-1])} "
             f"({_calls_summary(predictions)})",
         )
@@ -171,5 +180,9 @@ def _calls_summary(predictions: Sequence[Mapping[str, Any]]) -> str:
     calls = [p for p in predictions if "tool_calls" in p]
     if not calls:
         return "no tool calls"
-    names = [str(c["tool_calls"][0]["function"]["name"]) + ("!" if "error" in c else "") for c in calls]
-    return "calls: " + ", ".join(names) + (" (! = error)" if any("error" in c for c in calls) else "")
+    names = [
+        str(c["tool_calls"][0]["function"]["name"]) + ("!" if "error" in c else "") for c in calls
+    ]
+    return (
+        "calls: " + ", ".join(names) + (" (! = error)" if any("error" in c for c in calls) else "")
+    )

@@ -1,0 +1,55 @@
+"""Settings for pytest-gta's own test suite (not part of the plugin)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent
+SAMPLE = ROOT / "fixtures" / "gta_sample"
+#: The small packaged similarity model keeps black-box runs fast; parity tests that need the
+#: official model say so.
+FAST_SIM = "--gta-sim-model=all-MiniLM-L6-v2"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytester's in-process runs drop modules first imported inside them; NumPy and torch
+    # cannot be imported twice in one process, and the similarity cache should outlive a run.
+    import numpy  # noqa: F401
+    import sentence_transformers  # noqa: F401
+
+    import pytest_gta.runner
+    import pytest_gta.scoring.similarity  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def sample_root() -> Path:
+    return SAMPLE
+
+
+@pytest.fixture(scope="session")
+def sample_dataset():
+    from pytest_gta.dataset import load_dataset
+
+    return load_dataset(SAMPLE)
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    from pytest_gta.scoring.similarity import resolve_sim_model
+
+    return resolve_sim_model("all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="session")
+def minilm(minilm_path):
+    from pytest_gta.scoring.similarity import SentenceSimilarity
+
+    return SentenceSimilarity(minilm_path)
+
+
+@pytest.fixture(params=[[], ["-n", "2"]], ids=["no-xdist", "xdist"])
+def dist_args(request) -> list[str]:
+    """Run a black-box test once without xdist and once with two workers."""
+    return list(request.param)

@@ -1,0 +1,77 @@
+"""The README is the front door: its commands and option table must stay true."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+README = (ROOT / "README.md").read_text()
+
+
+def block_after(marker: str) -> str:
+    start = README.index(marker)
+    match = re.search(r"```\n(.*?)```", README[start:], re.S)
+    assert match, marker
+    return match.group(1).strip()
+
+
+def test_ci_runs_the_readme_test_command():
+    command = block_after("<!-- test-command -->")
+    assert command == "python -m pytest -n 2"
+    assert command in (ROOT / ".ci" / "run").read_text()
+
+
+def test_option_table_lists_every_option(pytester):
+    help_text = pytester.runpytest("--help").stdout.str()
+    options = set(re.findall(r"^  (--gta-[a-z-]+)", help_text, re.M))
+    documented = set(re.findall(r"^\| `(--gta-[a-z-]+)", README, re.M))
+    assert options == documented
+    for option in options:
+        ini = option[2:].replace("-", "_")
+        assert f"`{ini}`" in README
+
+
+def test_mock_script_example_is_a_valid_script(tmp_path, sample_dataset):
+    from pytest_gta.models.mock import load_script
+
+    example = re.search(r"```json\n(.*?)```", README, re.S)
+    assert example
+    path = tmp_path / "script.json"
+    path.write_text(example.group(1))
+    responses, default = load_script(path)
+    assert default == "Final Answer: I do not know."
+    assert set(responses) == {"e2e-0", "step-0", "e2e-1", "*"}
+
+
+@pytest.mark.slow
+def test_demo_command_in_an_empty_directory(tmp_path):
+    """The README's main command, verbatim, with the official similarity model."""
+    command = shlex.split(block_after("<!-- demo-command -->"))
+    assert command[0] == "pytest"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.pop("PYTEST_ADDOPTS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", *command],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "26 passed" in proc.stdout
+    assert "similarity: all-mpnet-base-v2" in proc.stdout
+    report = json.loads(Path(tmp_path, "gta.json").read_text())
+    assert report["metrics"]["step"]["tool_acc"] == 100.0
+    assert report["metrics"]["step"]["arg_acc"] == 100.0
+    assert report["by_type"]["e2e"]["objective"]["mean_score"] == 1.0
+    assert (tmp_path / "gta.xml").read_text().count("<testcase") == 26
