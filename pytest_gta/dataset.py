@@ -402,13 +402,31 @@ class _Checker:
         return ToolMeta(name, description, tuple(params["inputs"]), tuple(params["outputs"]))
 
 
-def _check_gt_answer(check: _Checker, qid: str, gt: Any) -> bool:
+def _check_alias_groups(
+    check: _Checker, warn: _Checker, qid: str, where: str, groups: list[Any]
+) -> bool:
+    """Alias groups must be lists of strings; empty ones are odd but scored, so only warned."""
+    ok = True
+    for i, group in enumerate(groups):
+        if not isinstance(group, list) or not all(isinstance(a, str) for a in group):
+            check.add(qid, f"{where}[{i}]", "must be a list of alias strings")
+            ok = False
+        elif not group or not all(group):
+            # The official regex turns an empty alternative into r"\b(?:)\b", which matches
+            # almost any text: scored as the official evaluator would, but worth a look.
+            warn.add(qid, f"{where}[{i}]", "has an empty alias or no alias: it matches any word")
+    return ok
+
+
+def _check_gt_answer(check: _Checker, warn: _Checker, qid: str, gt: Any) -> bool:
     if gt is None:
         return True
     if isinstance(gt, list):
-        if not gt or not all(isinstance(s, str) for s in gt):
-            check.add(qid, "gt_answer", "a subjective answer must be a non-empty list of strings")
+        if not all(isinstance(s, str) for s in gt):
+            check.add(qid, "gt_answer", "a subjective answer must be a list of reference strings")
             return False
+        if not gt:
+            warn.add(qid, "gt_answer", "no reference answers: the query is never counted")
         return True
     if not isinstance(gt, dict):
         check.add(
@@ -420,23 +438,15 @@ def _check_gt_answer(check: _Checker, qid: str, gt: Any) -> bool:
         return False
     ok = True
     whitelist = gt.get("whitelist")
-    if not isinstance(whitelist, list) or not whitelist:
-        check.add(qid, "gt_answer.whitelist", "must be a non-empty list of alias groups")
+    if not isinstance(whitelist, list):
+        check.add(qid, "gt_answer.whitelist", "must be a list of alias groups")
         ok = False
     else:
-        for i, group in enumerate(whitelist):
-            if (
-                not isinstance(group, list)
-                or not group
-                or not all(isinstance(a, str) and a for a in group)
-            ):
-                check.add(
-                    qid,
-                    f"gt_answer.whitelist[{i}]",
-                    "must be a non-empty list of non-empty strings",
-                )
-                ok = False
+        if not whitelist:
+            warn.add(qid, "gt_answer.whitelist", "is empty: every answer counts as correct")
+        ok = _check_alias_groups(check, warn, qid, "gt_answer.whitelist", whitelist) and ok
     if "blacklist" not in gt:
+        # The official evaluator reads gt_answer["blacklist"] unconditionally.
         check.add(qid, "gt_answer.blacklist", "missing (use null or [] for none)")
         ok = False
     blacklist = gt.get("blacklist")
@@ -445,16 +455,10 @@ def _check_gt_answer(check: _Checker, qid: str, gt: Any) -> bool:
             check.add(qid, "gt_answer.blacklist", "must be a list of alias groups, [] or null")
             ok = False
         else:
-            for i, group in enumerate(blacklist):
-                if not isinstance(group, list) or not all(isinstance(a, str) and a for a in group):
-                    check.add(
-                        qid, f"gt_answer.blacklist[{i}]", "must be a list of non-empty strings"
-                    )
-                    ok = False
+            ok = _check_alias_groups(check, warn, qid, "gt_answer.blacklist", blacklist) and ok
     extra = set(gt) - {"whitelist", "blacklist"}
     if extra:
-        check.add(qid, "gt_answer", f"unknown keys {sorted(extra)}")
-        ok = False
+        warn.add(qid, "gt_answer", f"unknown keys {sorted(extra)} are ignored")
     return ok
 
 
@@ -478,7 +482,11 @@ def _check_dialogs(
     ):
         check.add(qid, "dialogs[0]", "must be the user's question {role: user, content: str}")
         ok = False
-    pending: str | None = None  # a tool call waiting for its tool message
+    # The call waiting for its tool message(s): the names its tool_calls name, and whether a
+    # tool message has answered it. Only tool_calls[0] is scored, but a tool message may answer
+    # any entry.
+    pending: tuple[str, ...] | None = None
+    answered = False
     for i, msg in enumerate(dialogs[1:], start=1):
         where = f"dialogs[{i}]"
         if not isinstance(msg, dict):
@@ -487,9 +495,9 @@ def _check_dialogs(
             continue
         role = msg.get("role")
         if role == "assistant" and "tool_calls" in msg:
-            if pending is not None:
+            if pending is not None and not answered:
                 check.add(
-                    qid, where, f"tool call {pending!r} at dialogs[{i - 1}] has no tool message"
+                    qid, where, f"tool call {pending[0]!r} at dialogs[{i - 1}] has no tool message"
                 )
                 ok = False
             calls = msg.get("tool_calls")
@@ -549,22 +557,29 @@ def _check_dialogs(
                         f"reference call to {name} has {' and '.join(what)}; the official "
                         "parser rejects such a call (ARGS_ERROR), so no model can match it",
                     )
-            pending = name
+            pending = tuple(
+                str(c["function"].get("name"))
+                for c in calls
+                if isinstance(c, dict) and isinstance(c.get("function"), dict)
+            )
+            answered = False
         elif role == "tool":
             if pending is None:
                 check.add(qid, where, "tool message without a preceding tool call")
                 ok = False
-            elif msg.get("name") != pending:
+            elif msg.get("name") not in pending:
                 check.add(
                     qid,
                     f"{where}.name",
-                    f"tool message for {msg.get('name')!r} does not match the call to {pending!r}",
+                    f"tool message for {msg.get('name')!r} does not match the call to "
+                    f"{pending[0]!r}",
                 )
                 ok = False
+            answered = True
             content = msg.get("content")
             if content is not None and (
                 not isinstance(content, dict)
-                or content.get("type") not in ("text", "image")
+                or not isinstance(content.get("type"), str)
                 or "content" not in content
             ):
                 check.add(
@@ -573,7 +588,6 @@ def _check_dialogs(
                     "must be {type: text|image, content: ...} or null",
                 )
                 ok = False
-            pending = None
         elif role == "assistant":
             if not isinstance(msg.get("content"), str):
                 check.add(qid, f"{where}.content", "an answer message needs string content")
@@ -587,8 +601,10 @@ def _check_dialogs(
         else:
             check.add(qid, f"{where}.role", f"unknown role {role!r}")
             ok = False
-    if pending is not None:
-        check.add(qid, f"dialogs[{len(dialogs) - 1}]", f"tool call {pending!r} has no tool message")
+    if pending is not None and not answered:
+        check.add(
+            qid, f"dialogs[{len(dialogs) - 1}]", f"tool call {pending[0]!r} has no tool message"
+        )
         ok = False
     last = dialogs[-1]
     if isinstance(last, dict) and not (
@@ -698,7 +714,7 @@ def load_dataset(root: str | os.PathLike[str]) -> Dataset:
                     ok = False
                 files.append(FileRef(str(raw_file.get("type", "image")), rel, raw_file.get("url")))
         dialogs_ok = _check_dialogs(check, qid, item["dialogs"], metas, toolmeta, warn)
-        gt_ok = _check_gt_answer(check, qid, item["gt_answer"])
+        gt_ok = _check_gt_answer(check, warn, qid, item["gt_answer"])
         if not (ok and dialogs_ok and gt_ok):
             continue
         queries[qid] = Query(

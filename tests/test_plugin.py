@@ -408,7 +408,7 @@ def test_broken_dataset_is_one_clear_error(pytester):
                 "*dataset.json: query '3': dialogs[1].tool_calls[0].function.name: unknown tool "
                 "'Teleport'*"
             ),
-            "*dataset.json: query '5': gt_answer.whitelist: must be a non-empty list*",
+            "*dataset.json: query '5': gt_answer.whitelist: must be a list of alias groups*",
             lit("*dataset.json: query '9': files[1].path: missing file 'image/image_10.jpg'*"),
             "*(dataset from --gta-data)",
         ]
