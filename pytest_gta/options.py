@@ -51,17 +51,21 @@ def parse_modes(value: str) -> tuple[Mode, ...]:
     return tuple(m for m in MODES if m in items)
 
 
+def _positive_int(value: str, flag: str, hint: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise pytest.UsageError(f"{flag}={value}: {hint}")
+    return number
+
+
 def parse_limit(value: str) -> int:
     """A positive number of queries."""
-    try:
-        limit = int(value)
-    except ValueError:
-        limit = 0
-    if limit < 1:
-        raise pytest.UsageError(
-            f"{OPT_LIMIT}={value}: give a positive number of queries, e.g. {OPT_LIMIT}=20"
-        )
-    return limit
+    return _positive_int(
+        value, OPT_LIMIT, f"give a positive number of queries, e.g. {OPT_LIMIT}=20"
+    )
 
 
 def parse_ids(value: str) -> tuple[str, ...]:
@@ -88,16 +92,11 @@ def parse_threshold(value: str) -> float:
 
 def parse_max_turns(value: str) -> int:
     """A positive number of model turns per end-to-end episode."""
-    try:
-        turns = int(value)
-    except ValueError:
-        turns = 0
-    if turns < 1:
-        raise pytest.UsageError(
-            f"{OPT_MAX_TURNS}={value}: give a positive number of turns (official: "
-            f"{DEFAULT_MAX_TURNS})"
-        )
-    return turns
+    return _positive_int(
+        value,
+        OPT_MAX_TURNS,
+        f"give a positive number of turns (official: {DEFAULT_MAX_TURNS})",
+    )
 
 
 def parse_tools(value: str) -> str:

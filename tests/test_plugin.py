@@ -6,14 +6,17 @@ import json
 import shutil
 import subprocess
 import sys
+import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from conftest import FAST_SIM, SAMPLE
+from pytest_gta import hookspecs
 
 OBJECTIVE = 7  # queries 0-6 of the sample
 ALL = 13
+SAMPLE_QUERY_0 = json.loads((SAMPLE / "dataset.json").read_text())["0"]["dialogs"][0]["content"]
 
 
 def lit(text):
@@ -319,49 +322,28 @@ def test_worker_crash_loses_only_its_case(pytester):
     assert report["metrics"]["e2e"]["ans_acc"] == 80.0  # counted as wrong
 
 
+def docstring_example(hook) -> str:
+    """The runnable conftest example of a hookspec's docstring (STYLE: examples must run)."""
+    doc = hook.__doc__
+    example = doc[doc.index("Example, in ``conftest.py``::") :].split("\n", 1)[1]
+    return textwrap.dedent(example)
+
+
 def test_hook_make_model(pytester):
-    pytester.makeconftest(
-        """
-        from pytest_gta import ModelOutput
-
-        class Echo:
-            name = "echo"
-            protocol = "react"
-
-            def generate(self, request):
-                return ModelOutput("Final Answer: " + request.messages[-1].content)
-
-        def pytest_gta_make_model(config, spec, context):
-            if spec == "echo":
-                return Echo()
-        """
-    )
+    pytester.makeconftest(docstring_example(hookspecs.pytest_gta_make_model))
     result = run(pytester, "--gta-model=echo", "--gta-ids=0", "--gta-report=gta.json")
     result.assert_outcomes(failed=1)
-    case = report_of(pytester)["cases"][0]
-    assert report_of(pytester)["model"] == "echo"
-    assert case["steps"] == [{"role": "assistant", "content": " " + case["replies"][0][14:]}]
+    report = report_of(pytester)
+    case = report["cases"][0]
+    assert report["model"] == "echo"
+    # Echo answers with the last message, the query: recorded as the text after "Final Answer:"
+    query = SAMPLE_QUERY_0
+    assert case["replies"] == [f"Final Answer: {query}"]
+    assert case["steps"] == [{"role": "assistant", "content": f" {query}"}]
 
 
 def test_hook_make_tool_and_skip_when_no_backend_offers_a_tool(pytester):
-    pytester.makeconftest(
-        """
-        from pytest_gta import ToolResult
-
-        class Constant:
-            name = "constant"
-
-            def offers(self, tool):
-                return tool == "Calculator"
-
-            def call(self, invocation, context):
-                return ToolResult.text("9.24")
-
-        def pytest_gta_make_tool(config, spec, context):
-            if spec.name == "constant":
-                return Constant()
-        """
-    )
+    pytester.makeconftest(docstring_example(hookspecs.pytest_gta_make_tool))
     result = run(pytester, "--gta-model=oracle", "--gta-tools=constant", "--gta-ids=0", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*no tool backend offers OCR (configured: constant)*"])
@@ -375,19 +357,12 @@ def test_hook_make_tool_and_skip_when_no_backend_offers_a_tool(pytester):
     result.assert_outcomes(passed=1)
     case = report_of(pytester)["cases"][0]
     assert case["backends"] == {"OCR": "replay", "Calculator": "constant"}
-    assert case["steps"][3]["content"] == [{"type": "text", "content": "9.24"}]
+    assert case["steps"][3]["content"] == [{"type": "text", "content": "42"}]
 
 
 def test_hook_update_report(pytester):
-    pytester.makeconftest(
-        """
-        def pytest_gta_update_report(config, report):
-            report["checkpoint"] = "step-12000"
-            report["notes"].append("evaluated by conftest")
-        """
-    )
-    result = run(pytester, "--gta-model=oracle", "--gta-ids=0", "--gta-report=gta.json")
-    result.stdout.fnmatch_lines(["note: evaluated by conftest"])
+    pytester.makeconftest(docstring_example(hookspecs.pytest_gta_update_report))
+    run(pytester, "--gta-model=oracle", "--gta-ids=0", "--gta-report=gta.json")
     assert report_of(pytester)["checkpoint"] == "step-12000"
 
 
