@@ -22,6 +22,7 @@ from pytest_gta.types import MODES
 if TYPE_CHECKING:
     from pytest_gta.dataset import Dataset
     from pytest_gta.models.base import ModelAdapter, ModelContext, RecordedSource
+    from pytest_gta.report.collector import RunInfo
     from pytest_gta.runner import Case, CaseResult, Scorer
     from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSet, ToolSpec
 
@@ -145,11 +146,9 @@ class GtaState:
 
     def needs_similarity(self) -> bool:
         """Whether any selected case is scored by similarity (subjective, or e2e image)."""
-        queries = self.dataset().select(self.settings.ids, self.settings.limit)
-        return any(
-            q.type == "subjective" or ("e2e" in self.settings.modes and q.type == "image")
-            for q in queries
-        )
+        from pytest_gta.runner import needs_similarity
+
+        return any(needs_similarity(case.query, case.mode) for case in self.cases())
 
     def sim_path(self) -> Path:
         """The similarity model's directory (assembled from PyPI parts on first use)."""
@@ -174,21 +173,27 @@ class GtaState:
             )
         return self._scorer
 
-    def model_info(self) -> tuple[str, str, list[str]]:
-        """(name, protocol, warnings) for the report."""
+    def uses_tools(self) -> bool:
+        """Whether tool backends take part: end-to-end mode with a model that calls tools."""
+        from pytest_gta.models.base import RecordedSource
+
+        return "e2e" in self.settings.modes and not isinstance(self.model(), RecordedSource)
+
+    def run_info(self) -> RunInfo:
+        """What the report says about the run besides the cases."""
+        from pytest_gta.report.collector import RunInfo
+
         model = self.model()
         warnings = [str(w) for w in getattr(model, "warnings", [])]
         warnings += [str(w) for w in self.dataset().warnings]
-        return model.name, model.protocol, warnings
+        tools = self.settings.tools if self.uses_tools() else None
+        return RunInfo(model.name, model.protocol, warnings, tools)
 
     def validate(self) -> None:
         """Fail at startup, not mid-run: data, ids, model, tools and similarity model."""
         self.dataset()
         self.cases()
-        self.model()
-        from pytest_gta.models.base import RecordedSource
-
-        if "e2e" in self.settings.modes and not isinstance(self._model, RecordedSource):
+        if self.uses_tools():
             self.toolset()
         if self.needs_similarity():
             self.sim_path()
@@ -219,7 +224,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gta.report.collector import GtaCollector
 
         config.pluginmanager.register(
-            GtaCollector(config, settings, state.dataset, state.model_info), "gta-collector"
+            GtaCollector(config, settings, state.dataset, state.run_info), "gta-collector"
         )
 
 
@@ -235,8 +240,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"({len(dataset)} queries, {settings.data_source})"
     )
     lines = [line]
-    if "e2e" in settings.modes and state._tools is not None:
-        lines.append("gta: tool backends " + ", ".join(b.name for b in state._tools.backends))
+    if state.uses_tools():
+        lines.append("gta: tool backends " + ", ".join(b.name for b in state.toolset().backends))
     return lines
 
 

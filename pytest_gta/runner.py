@@ -66,6 +66,11 @@ class Case:
         return f"Case({self.id})"
 
 
+def needs_similarity(query: Query, mode: Mode) -> bool:
+    """Whether scoring this case embeds text: subjective answers, image queries end to end."""
+    return query.type == "subjective" or (mode == "e2e" and query.type == "image")
+
+
 class Scorer:
     """Scores episodes; the similarity model loads on first need."""
 
@@ -89,8 +94,7 @@ class Scorer:
     ) -> tuple[StepCaseScore | E2ECaseScore, Verdict]:
         """The case's metric primitives and its verdict."""
         ref = query.gt_answer
-        needs_similarity = query.type == "subjective" or (mode == "e2e" and query.type == "image")
-        similarity = self.similarity() if needs_similarity else None
+        similarity = self.similarity() if needs_similarity(query, mode) else None
         if mode == "step":
             step = score_step_case(predictions, gold, ref, similarity)
             return step, judge_step(predictions, gold, ref, step, self.threshold)
@@ -229,9 +233,9 @@ def run_case(
     else:
         if tools is None:
             raise GtaUnavailableError("end-to-end mode needs tool backends (--gta-tools)")
-        context = ToolContext(dataset, query, output_dir)
-        runner = tools.runner(query, context)
-        backends = {name: b.name for name, b in tools.route(query).items()}
+        routes = tools.route(query)
+        backends = {name: b.name for name, b in routes.items()}
+        runner = ToolSet.runner(routes, ToolContext(dataset, query, output_dir))
         episode = loops.run_e2e(dataset, query, model, runner, max_turns=max_turns)
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], episode.usage

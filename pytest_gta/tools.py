@@ -155,11 +155,11 @@ class ToolSet:
             )
         return routes
 
+    @staticmethod
     def runner(
-        self, query: Query, context: ToolContext
+        routes: Mapping[str, ToolBackend], context: ToolContext
     ) -> Callable[[ToolMeta, dict[str, Any], dict[str, Any]], ToolResult]:
-        """A protocol ``ToolRunner`` bound to this query's routes."""
-        routes = self.route(query)
+        """A protocol ``ToolRunner`` that sends each call along ``routes`` (see :meth:`route`)."""
 
         def run(meta: ToolMeta, arguments: dict[str, Any], converted: dict[str, Any]) -> ToolResult:
             return routes[meta.name].call(ToolInvocation(meta, arguments, converted), context)

@@ -658,11 +658,6 @@ DEFECTS = [
         id="tool-without-description",
     ),
     pytest.param(
-        _data(lambda d: d["0"]["tools"].append(d["0"]["tools"][0])),
-        ("dataset.json", "0", "tools[2].name", "listed twice"),
-        id="tool-listed-twice",
-    ),
-    pytest.param(
         _data(lambda d: d["0"].__setitem__("tools", [])),
         ("dataset.json", "0", "tools", "non-empty list"),
         id="tools-empty",
@@ -798,11 +793,6 @@ DEFECTS = [
         id="call-function-not-an-object",
     ),
     pytest.param(
-        _data(lambda d: d["0"]["dialogs"][-1].__setitem__("content", None)),
-        ("dataset.json", "0", "dialogs[5].content", "needs string content"),
-        id="answer-without-text",
-    ),
-    pytest.param(
         _data(lambda d: d["0"].__setitem__("dialogs", [])),
         ("dataset.json", "0", "dialogs", "non-empty list"),
         id="dialogs-empty",
@@ -880,6 +870,16 @@ DEFECTS = [
 
 
 ODD_BUT_SCORED = [
+    pytest.param(
+        _data(lambda d: d["0"]["tools"].append(d["0"]["tools"][0])),
+        ("dataset.json", "0", "tools[2].name", "listed twice"),
+        id="tool-listed-twice",
+    ),
+    pytest.param(
+        _data(lambda d: d["0"]["dialogs"][-1].__setitem__("content", None)),
+        ("dataset.json", "0", "dialogs[5].content", "the reference answer is not a string"),
+        id="answer-without-text",
+    ),
     pytest.param(
         _data(lambda d: d["7"].__setitem__("gt_answer", [])),
         ("dataset.json", "7", "gt_answer", "no reference answers"),

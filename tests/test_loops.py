@@ -61,7 +61,8 @@ def abs_image(dataset: Dataset, name: str) -> str:
 
 
 def replay_runner(dataset: Dataset, query: Query, tmp_path: Path) -> p.ToolRunner:
-    return ToolSet([ReplayBackend()]).runner(query, ToolContext(dataset, query, tmp_path))
+    tools = ToolSet([ReplayBackend()])
+    return tools.runner(tools.route(query), ToolContext(dataset, query, tmp_path))
 
 
 def roles(messages: Sequence[ChatMessage]) -> list[str]:

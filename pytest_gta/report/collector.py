@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,17 @@ from pytest_gta.report.table import render_markdown, render_text
 from pytest_gta.runner import DETAIL_KEY
 
 _CASE_ID = re.compile(r"\[(step|e2e)-(.+?)\]")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the report says about the run besides the cases."""
+
+    model: str
+    protocol: str
+    warnings: list[str]
+    #: The ``--gta-tools`` value when tool backends took part, else ``None``.
+    tools: str | None
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -47,12 +59,12 @@ class GtaCollector:
         config: pytest.Config,
         settings: GtaSettings,
         dataset: Callable[[], Dataset],
-        model_info: Callable[[], tuple[str, str, list[str]]],
+        run_info: Callable[[], RunInfo],
     ) -> None:
         self.config = config
         self.settings = settings
         self._dataset = dataset
-        self._model_info = model_info
+        self._run_info = run_info
         self.records: dict[str, CaseRecord] = {}
         self.report: dict[str, Any] | None = None
 
@@ -103,16 +115,16 @@ class GtaCollector:
 
     def build(self) -> dict[str, Any]:
         """Aggregate everything collected so far into the report dict."""
-        model, protocol, warnings = self._model_info()
+        info = self._run_info()
         settings = self.settings
         report = build_report(
-            model=model,
-            protocol=protocol,
+            model=info.model,
+            protocol=info.protocol,
             dataset=self._dataset(),
             data_source=settings.data_source,
             settings={
                 "modes": list(settings.modes),
-                "tools": settings.tools,
+                "tools": info.tools,
                 "sim_model": settings.sim_model,
                 "sim_threshold": settings.sim_threshold,
                 "limit": settings.limit,
@@ -121,7 +133,7 @@ class GtaCollector:
                 "pytest_gta": _version(),
             },
             records=list(self.records.values()),
-            warnings=warnings,
+            warnings=info.warnings,
         )
         self.config.hook.pytest_gta_update_report(config=self.config, report=report)
         return report

@@ -39,6 +39,8 @@ E2E_COLUMNS = (
     Column("tool_call", "Calls", percent=False),
     Column("tool_call_error", "Errors", percent=False, higher_is_better=False),
 )
+#: Notes beyond this many are left to the JSON report, so the summary stays readable.
+MAX_NOTES = 10
 MODE_TITLES = {"step": "step-by-step mode", "e2e": "end-to-end mode"}
 MODE_COLUMNS = {"step": STEP_COLUMNS, "e2e": E2E_COLUMNS}
 
@@ -158,8 +160,11 @@ def render_text(report: Mapping[str, Any]) -> list[str]:
     lines = _header(report)
     for title, headers, rows in _sections(report):
         lines += ["", title, *_aligned(headers, rows)]
-    for note in report.get("notes", []):
+    notes = list(report.get("notes", []))
+    for note in notes[:MAX_NOTES]:
         lines.append(f"note: {note}")
+    if len(notes) > MAX_NOTES:
+        lines.append(f"note: ... and {len(notes) - MAX_NOTES} more notes in the JSON report")
     return lines
 
 

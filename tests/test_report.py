@@ -1,0 +1,82 @@
+"""The pure report renderers and the report builder."""
+
+from __future__ import annotations
+
+from pytest_gta.report.build import CaseRecord, build_report
+from pytest_gta.report.table import MAX_NOTES, render_markdown, render_text
+
+
+def minimal_report(**overrides):
+    report = {
+        "model": "m",
+        "protocol": "react",
+        "dataset": {"path": "/d", "sha256": "a" * 64, "queries": 3, "selected": 2, "source": "x"},
+        "settings": {"modes": ["e2e"], "tools": None, "sim_model": "s", "sim_threshold": 0.5},
+        "metrics": {
+            "e2e": {
+                "ans_acc": 50.0,
+                "ans_acc_img": None,
+                "p_f1": 1.0,
+                "o_f1": 0.0,
+                "l_f1": 0.0,
+                "c_f1": 0.0,
+                "tool_call": 3,
+                "tool_call_error": 1,
+            }
+        },
+        "metrics_excluding_errors": {},
+        "errors": {"e2e": {"format": 1, "args": 0, "other": 0}},
+        "tool_calls": {"e2e": {"successful": 2, "failed": 1}},
+        "outcomes": {"passed": 1, "failed": 1, "error": 0, "skipped": 0},
+        "outcomes_by_mode": {"e2e": {"passed": 1, "failed": 1, "error": 0, "skipped": 0}},
+        "notes": [],
+    }
+    report.update(overrides)
+    return report
+
+
+def test_text_tables():
+    lines = render_text(minimal_report())
+    assert lines[0] == "model: m  protocol: react  modes: e2e"
+    assert "Table 4, end-to-end mode (percent)" in lines
+    row = lines[lines.index("Table 4, end-to-end mode (percent)") + 2].split()
+    assert row == ["m", "1.00", "0.00", "0.00", "0.00", "50.00", "n/a", "3", "1"]
+    table5 = lines[lines.index("Table 5, error types (percent of errored tool calls)") + 2]
+    assert table5.split() == ["e2e", "1", "100.00", "0.00", "0.00"]
+    assert not any(line.startswith("tools:") for line in lines)  # no backends took part
+
+
+def test_notes_are_capped_in_the_terminal_but_kept():
+    notes = [f"n{i}" for i in range(MAX_NOTES + 5)]
+    lines = render_text(minimal_report(notes=notes))
+    assert f"note: n{MAX_NOTES - 1}" in lines
+    assert f"note: n{MAX_NOTES}" not in lines
+    assert lines[-1] == "note: ... and 5 more notes in the JSON report"
+    assert "- n14" in render_markdown(minimal_report(notes=notes))
+
+
+def test_markdown_tables():
+    text = render_markdown(minimal_report())
+    assert "| model | P F1 | O F1 | L F1 | C F1 | AnsAcc | Ans+I | Calls | Errors |" in text
+    assert "| m | 1.00 | 0.00 | 0.00 | 0.00 | 50.00 | n/a | 3 | 1 |" in text
+
+
+def test_build_report_counts_errors_as_wrong_and_excludes_skips(sample_dataset):
+    records = [
+        CaseRecord("e2e", "1", "n1", "error", message="endpoint down"),
+        CaseRecord("e2e", "0", "n0", "skipped", message="no backend"),
+    ]
+    report = build_report(
+        model="m",
+        protocol="react",
+        dataset=sample_dataset,
+        data_source="x",
+        settings={},
+        records=records,
+    )
+    assert report["outcomes"] == {"passed": 0, "failed": 0, "error": 1, "skipped": 1}
+    assert report["metrics"]["e2e"]["ans_acc"] == 0.0  # the errored query counts as wrong
+    assert report["metrics_excluding_errors"]["e2e"] == {}
+    assert report["denominators"]["e2e"]["queries"] == 1  # the skipped one is not counted
+    assert [c["id"] for c in report["cases"]] == ["e2e-0", "e2e-1"]  # dataset order
+    assert report["cases"][1]["message"] == "endpoint down"
