@@ -53,6 +53,7 @@ class GtaState:
         self._tools: ToolSet | None = None
         self._scorer: Scorer | None = None
         self._sim_path: Path | None = None
+        self._cases: list[Case] | None = None
         self._registered_marks: set[str] = set()
 
     # -- data ------------------------------------------------------------------------------
@@ -80,14 +81,15 @@ class GtaState:
 
     def cases(self) -> list[Case]:
         """The selected (query, mode) cases in collection order: mode-major, dataset order."""
-        from pytest_gta.runner import Case
+        if self._cases is None:
+            from pytest_gta.runner import Case
 
-        queries = self.dataset().select(self.settings.ids, self.settings.limit)
-        cases = [Case(mode, q) for mode in self.settings.modes for q in queries]
-        for case in cases:
-            for name in case.marks():
-                self.register_mark(name)
-        return cases
+            queries = self.dataset().select(self.settings.ids, self.settings.limit)
+            self._cases = [Case(mode, q) for mode in self.settings.modes for q in queries]
+            for case in self._cases:
+                for name in case.marks():
+                    self.register_mark(name)
+        return self._cases
 
     def register_mark(self, name: str, description: str = "selects GTA cases (pytest-gta)") -> None:
         """Declare a marker so ``--strict-markers`` accepts data-derived marks."""
@@ -191,8 +193,8 @@ class GtaState:
 
     def validate(self) -> None:
         """Fail at startup, not mid-run: data, ids, model, tools and similarity model."""
-        self.dataset()
         self.cases()
+        self.model()
         if self.uses_tools():
             self.toolset()
         if self.needs_similarity():

@@ -168,7 +168,8 @@ class CaseResult:
                 ("gta_tokens_in", self.usage.input_tokens),
                 ("gta_tokens_out", self.usage.output_tokens),
             ]
-        return props
+        # JUnit writes every property as text: leave undefined values out rather than "None".
+        return [(name, value) for name, value in props if value is not None]
 
     def detail(self) -> dict[str, Any]:
         """The full payload for the controller's report (JSON-able builtins)."""

@@ -60,6 +60,19 @@ def abs_image(dataset: Dataset, name: str) -> str:
     return str(dataset.root / "image" / name)
 
 
+def recorded_call(function: dict[str, Any]) -> dict[str, Any]:
+    """The prediction step an error-free call records: no thought, no error key."""
+    return {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "type": "function",
+                "function": {"name": function["name"], "arguments": function["arguments"]},
+            }
+        ],
+    }
+
+
 def replay_runner(dataset: Dataset, query: Query, tmp_path: Path) -> p.ToolRunner:
     tools = ToolSet([ReplayBackend()])
     return tools.runner(tools.route(query), ToolContext(dataset, query, tmp_path))
@@ -184,20 +197,7 @@ def test_run_step_oracle_predictions(sample_dataset, sample_root, qid):
     for message in gold:
         if message.get("tool_calls"):
             function = message["tool_calls"][0]["function"]
-            expected.append(
-                {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "type": "function",
-                            "function": {
-                                "name": function["name"],
-                                "arguments": function["arguments"],
-                            },
-                        }
-                    ],
-                }
-            )
+            expected.append(recorded_call(function))
         else:
             expected.append({"role": "assistant", "content": " " + message["content"]})
     assert episode.predictions == expected
@@ -354,20 +354,7 @@ def test_run_e2e_oracle_with_replay(sample_dataset, sample_root, tmp_path, qid):
     for message, original in zip(reference[1:], raw[1:], strict=True):
         if message["role"] == "assistant" and message.get("tool_calls"):
             function = message["tool_calls"][0]["function"]
-            expected.append(
-                {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "type": "function",
-                            "function": {
-                                "name": function["name"],
-                                "arguments": function["arguments"],
-                            },
-                        }
-                    ],
-                }
-            )
+            expected.append(recorded_call(function))
         elif message["role"] == "tool":
             content = dict(original["content"])
             if content["type"] == "image":

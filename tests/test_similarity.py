@@ -387,28 +387,19 @@ def test_assemble_after_waiting_for_the_lock_reuses_the_other_result(
     assert (root / "tiny" / MARKER).read_text().strip() == sha
 
 
-def test_assemble_redoes_a_target_without_marker(
-    tmp_path: Path, model_zip: tuple[list[Path], str], weights: bytes
+@pytest.mark.parametrize(
+    "marker", [None, "0" * 64 + "\n"], ids=["half-written", "verified-for-another-hash"]
+)
+def test_assemble_redoes_a_stale_target(
+    tmp_path: Path, model_zip: tuple[list[Path], str], weights: bytes, marker: str | None
 ) -> None:
     parts, sha = model_zip
     root = tmp_path / "cache"
     stale = root / "tiny"
     stale.mkdir(parents=True)
-    (stale / "model.safetensors").write_bytes(b"half written")
-    target = assemble(parts, root, sha)
-    assert (target / "model.safetensors").read_bytes() == weights
-    assert (target / MARKER).read_text().strip() == sha
-
-
-def test_assemble_redoes_a_target_verified_for_another_hash(
-    tmp_path: Path, model_zip: tuple[list[Path], str], weights: bytes
-) -> None:
-    parts, sha = model_zip
-    root = tmp_path / "cache"
-    stale = root / "tiny"
-    stale.mkdir(parents=True)
-    (stale / "model.safetensors").write_bytes(b"old model")
-    (stale / MARKER).write_text("0" * 64 + "\n")
+    (stale / "model.safetensors").write_bytes(b"stale")
+    if marker is not None:
+        (stale / MARKER).write_text(marker)
     target = assemble(parts, root, sha)
     assert (target / "model.safetensors").read_bytes() == weights
     assert (target / MARKER).read_text().strip() == sha
