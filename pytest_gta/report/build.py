@@ -46,15 +46,17 @@ class CaseRecord:
     message: str = ""
 
 
-def _step_score(record: CaseRecord, dataset: Dataset) -> StepCaseScore:
-    if record.detail is not None:
-        return StepCaseScore.from_json(record.detail["score"])
-    query = dataset[record.qid]
-    dialogs = query.dialogs
-    return unanswered_step_case([dialogs[i] for i in query.assistant_indices], query.gt_answer)
+CaseScore = StepCaseScore | E2ECaseScore
 
 
-def _e2e_score(record: CaseRecord, dataset: Dataset) -> E2ECaseScore:
+def case_score(record: CaseRecord, dataset: Dataset) -> CaseScore:
+    """The case's metric primitives; an errored case without them scores as unanswered."""
+    if record.mode == "step":
+        if record.detail is not None:
+            return StepCaseScore.from_json(record.detail["score"])
+        query = dataset[record.qid]
+        steps = [query.dialogs[i] for i in query.assistant_indices]
+        return unanswered_step_case(steps, query.gt_answer)
     if record.detail is not None:
         return E2ECaseScore.from_json(record.detail["score"])
     query = dataset[record.qid]
@@ -67,20 +69,17 @@ def _ordered(records: Iterable[CaseRecord], dataset: Dataset) -> list[CaseRecord
     return sorted(known, key=lambda r: (mode_order.get(r.mode, 99), dataset[r.qid].position))
 
 
-def mode_metrics(mode: str, records: Sequence[CaseRecord], dataset: Dataset) -> dict[str, Any]:
-    """The mode's official metrics over ``records`` (already filtered and ordered)."""
+def mode_metrics(mode: str, scores: Sequence[CaseScore]) -> dict[str, Any]:
+    """The mode's official metrics over case scores already in dataset order."""
     if mode == "step":
-        return aggregate_step([_step_score(r, dataset) for r in records])
-    return aggregate_e2e([_e2e_score(r, dataset) for r in records])
+        return aggregate_step([s for s in scores if isinstance(s, StepCaseScore)])
+    return aggregate_e2e([s for s in scores if isinstance(s, E2ECaseScore)])
 
 
-def _errors(mode: str, records: Sequence[CaseRecord], dataset: Dataset) -> dict[str, int]:
+def _errors(scores: Sequence[CaseScore]) -> dict[str, int]:
     totals: dict[str, int] = dict.fromkeys(ERROR_KINDS, 0)
-    for record in records:
-        if mode == "step":
-            errors = _step_score(record, dataset).errors()
-        else:
-            errors = _e2e_score(record, dataset).errors
+    for score in scores:
+        errors = score.errors() if isinstance(score, StepCaseScore) else score.errors
         for kind in ERROR_KINDS:
             totals[kind] += int(errors.get(kind, 0))
     return totals
@@ -133,10 +132,11 @@ def build_report(
         ran = [r for r in ordered if r.mode == mode and r.outcome != "skipped"]
         if not ran:
             continue
-        clean = [r for r in ran if r.outcome != "error"]
-        metrics[mode] = mode_metrics(mode, ran, dataset)
-        metrics_ok[mode] = mode_metrics(mode, clean, dataset) if clean else {}
-        errors[mode] = _errors(mode, ran, dataset)
+        scores = [case_score(r, dataset) for r in ran]
+        clean = [score for r, score in zip(ran, scores, strict=True) if r.outcome != "error"]
+        metrics[mode] = mode_metrics(mode, scores)
+        metrics_ok[mode] = mode_metrics(mode, clean) if clean else {}
+        errors[mode] = _errors(scores)
         total, failed = metrics[mode]["tool_call"], metrics[mode]["tool_call_error"]
         calls[mode] = {"successful": total - failed, "failed": failed}
         denominators[mode] = _denominators(mode, ran, dataset)
