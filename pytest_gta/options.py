@@ -8,13 +8,27 @@ Resolution (CLI > ini > default) happens once, in ``pytest_configure``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
+from pytest_gta.models.generation import (
+    CACHE_MODES,
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_RETRIES,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TIMEOUT,
+    OFFICIAL_TEMPERATURE,
+    PROTOCOLS,
+    CacheMode,
+    GenerationSettings,
+    Protocol,
+)
 from pytest_gta.types import MODES, Mode
 
 OPT_MODEL = "--gta-model"
@@ -29,6 +43,22 @@ OPT_LIMIT = "--gta-limit"
 OPT_IDS = "--gta-ids"
 OPT_RECORDED_ROOT = "--gta-recorded-root"
 OPT_MAX_TURNS = "--gta-max-turns"
+OPT_BASE_URL = "--gta-base-url"
+OPT_SERVED_MODEL = "--gta-served-model"
+OPT_MODEL_ARGS = "--gta-model-args"
+OPT_TEMPERATURE = "--gta-temperature"
+OPT_MAX_TOKENS = "--gta-max-tokens"
+OPT_SEED = "--gta-seed"
+OPT_PROTOCOL = "--gta-protocol"
+OPT_TIMEOUT = "--gta-timeout"
+OPT_RETRIES = "--gta-retries"
+OPT_MAX_CONCURRENCY = "--gta-max-concurrency"
+OPT_CACHE = "--gta-cache"
+OPT_CACHE_DIR = "--gta-cache-dir"
+OPT_EPOCH = "--gta-epoch"
+OPT_MAX_TOKENS_TOTAL = "--gta-max-tokens-total"
+OPT_MAX_COST = "--gta-max-cost"
+OPT_PRICE = "--gta-price"
 
 DEFAULT_MODES: tuple[Mode, ...] = ("e2e",)
 DEFAULT_TOOLS = "replay"
@@ -106,6 +136,169 @@ def parse_tools(value: str) -> str:
     return value
 
 
+def _number(value: str, flag: str, hint: str, *, minimum: float = 0.0) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not number >= minimum or number == float("inf"):
+        raise pytest.UsageError(f"{flag}={value}: {hint}")
+    return number
+
+
+def parse_temperature(value: str) -> float:
+    """A sampling temperature in [0, 2]."""
+    temperature = _number(
+        value,
+        OPT_TEMPERATURE,
+        f"give a temperature between 0 and 2 (default {DEFAULT_TEMPERATURE}; "
+        f"{OFFICIAL_TEMPERATURE} reproduces the official runs)",
+    )
+    if temperature > 2:
+        raise pytest.UsageError(f"{OPT_TEMPERATURE}={value}: give a temperature between 0 and 2")
+    return temperature
+
+
+def parse_max_tokens(value: str) -> int:
+    """A positive number of tokens per reply."""
+    return _positive_int(
+        value, OPT_MAX_TOKENS, f"give a positive number of tokens (official: {DEFAULT_MAX_TOKENS})"
+    )
+
+
+def parse_seed(value: str) -> int:
+    """Any integer seed."""
+    try:
+        return int(value)
+    except ValueError:
+        raise pytest.UsageError(f"{OPT_SEED}={value}: give an integer seed") from None
+
+
+def parse_protocol(value: str) -> Protocol:
+    """``react`` (the official text protocol) or ``native`` (provider function calling)."""
+    for protocol in PROTOCOLS:
+        if value.strip() == protocol:
+            return protocol
+    raise pytest.UsageError(
+        f"{OPT_PROTOCOL}={value}: choose react (the official ReAct text protocol, comparable "
+        "with the leaderboard) or native (the provider's function calling)"
+    )
+
+
+def parse_timeout(value: str) -> float:
+    """Seconds per model request."""
+    seconds = _number(value, OPT_TIMEOUT, "give a positive number of seconds", minimum=0.001)
+    return seconds
+
+
+def parse_retries(value: str) -> int:
+    """Retries after a transient failure (0 allowed)."""
+    try:
+        retries = int(value)
+    except ValueError:
+        retries = -1
+    if retries < 0:
+        raise pytest.UsageError(
+            f"{OPT_RETRIES}={value}: give a number of retries >= 0 (default {DEFAULT_RETRIES})"
+        )
+    return retries
+
+
+def parse_max_concurrency(value: str) -> int:
+    """Requests in flight per endpoint and process."""
+    return _positive_int(
+        value,
+        OPT_MAX_CONCURRENCY,
+        f"give a positive number of requests (default {DEFAULT_MAX_CONCURRENCY})",
+    )
+
+
+def parse_cache(value: str) -> CacheMode:
+    """``off``, ``read``, ``write`` or ``readwrite``."""
+    for mode in CACHE_MODES:
+        if value.strip() == mode:
+            return mode
+    raise pytest.UsageError(
+        f"{OPT_CACHE}={value}: choose off, read, write or readwrite (default readwrite)"
+    )
+
+
+def parse_epoch(value: str) -> int:
+    """A sampling epoch >= 0."""
+    try:
+        epoch = int(value)
+    except ValueError:
+        epoch = -1
+    if epoch < 0:
+        raise pytest.UsageError(f"{OPT_EPOCH}={value}: give an epoch number >= 0")
+    return epoch
+
+
+def parse_max_tokens_total(value: str) -> int:
+    """A positive token budget for the session."""
+    return _positive_int(
+        value, OPT_MAX_TOKENS_TOTAL, "give a positive number of tokens (input + output)"
+    )
+
+
+def parse_max_cost(value: str) -> float:
+    """A positive cost budget in USD."""
+    return _number(value, OPT_MAX_COST, "give a positive amount in USD", minimum=1e-9)
+
+
+def parse_price(value: str) -> tuple[float, float]:
+    """``IN,OUT`` in USD per million tokens."""
+    parts = value.split(",")
+    try:
+        prices = tuple(float(p) for p in parts)
+    except ValueError:
+        prices = ()
+    if len(prices) != 2 or any(not p >= 0 for p in prices):
+        raise pytest.UsageError(
+            f"{OPT_PRICE}={value}: give input,output prices in USD per million tokens, e.g. 2.5,10"
+        )
+    return prices[0], prices[1]
+
+
+def parse_model_args(value: str) -> dict[str, Any]:
+    """``key=value,...`` (values read as JSON when they parse, else as text) or a JSON object."""
+    import json
+
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise pytest.UsageError(f"{OPT_MODEL_ARGS}: not a JSON object: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise pytest.UsageError(f"{OPT_MODEL_ARGS}: give a JSON object or key=value pairs")
+        return parsed
+    args: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise pytest.UsageError(
+                f"{OPT_MODEL_ARGS}={value}: {item!r} is not key=value; write e.g. "
+                f"{OPT_MODEL_ARGS}=tensor_parallel_size=4,max_model_len=8192"
+            )
+        try:
+            args[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            args[key.strip()] = raw.strip()
+    return args
+
+
+def parse_url(value: str) -> str:
+    """An http(s) URL."""
+    url = value.strip()
+    if not url.startswith(("http://", "https://")):
+        raise pytest.UsageError(
+            f"{OPT_BASE_URL}={value}: give the endpoint's http(s) URL, e.g. "
+            "http://127.0.0.1:8000/v1"
+        )
+    return url.rstrip("/")
+
+
 def parse_text(value: str) -> str:
     """Any non-empty text."""
     if not value.strip():
@@ -176,6 +369,99 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "N",
         f"model turns per end-to-end episode (default: {DEFAULT_MAX_TURNS}, as official)",
     )
+    add(
+        OPT_BASE_URL,
+        parse_url,
+        "URL",
+        "OpenAI-compatible endpoint (vLLM, LMDeploy, llama.cpp...), e.g. http://gpu:8000/v1 "
+        "(default: $OPENAI_BASE_URL)",
+    )
+    add(
+        OPT_SERVED_MODEL,
+        parse_text,
+        "NAME",
+        "model name to send to the endpoint (default: detected from its /models list)",
+    )
+    add(
+        OPT_MODEL_ARGS,
+        parse_model_args,
+        "K=V,...",
+        "extra engine/provider arguments, e.g. tensor_parallel_size=4,max_model_len=8192",
+    )
+    add(
+        OPT_TEMPERATURE,
+        parse_temperature,
+        "T",
+        f"sampling temperature (default: {DEFAULT_TEMPERATURE}; {OFFICIAL_TEMPERATURE} "
+        "reproduces the official runs)",
+    )
+    add(
+        OPT_MAX_TOKENS,
+        parse_max_tokens,
+        "N",
+        f"max tokens per reply (default: {DEFAULT_MAX_TOKENS}, as official)",
+    )
+    add(OPT_SEED, parse_seed, "N", "sampling seed sent to providers that accept one")
+    add(
+        OPT_PROTOCOL,
+        parse_protocol,
+        "NAME",
+        "react (official ReAct text protocol, default) or native (provider function calling)",
+    )
+    add(
+        OPT_TIMEOUT,
+        parse_timeout,
+        "SECONDS",
+        f"timeout of one model request (default: {DEFAULT_TIMEOUT:g})",
+    )
+    add(
+        OPT_RETRIES,
+        parse_retries,
+        "N",
+        f"retries on 429/5xx/timeouts/connection errors (default: {DEFAULT_RETRIES})",
+    )
+    add(
+        OPT_MAX_CONCURRENCY,
+        parse_max_concurrency,
+        "N",
+        f"requests in flight per endpoint and process (default: {DEFAULT_MAX_CONCURRENCY})",
+    )
+    add(
+        OPT_CACHE,
+        parse_cache,
+        "MODE",
+        "response cache: off, read, write or readwrite (default: readwrite)",
+    )
+    add(
+        OPT_CACHE_DIR,
+        parse_text,
+        "DIR",
+        "response cache directory (default: gta-responses in the pytest cache dir)",
+    )
+    add(
+        OPT_EPOCH,
+        parse_epoch,
+        "N",
+        "sampling epoch: with temperature > 0 each epoch gets its own cached samples (default: 0)",
+    )
+    add(
+        OPT_MAX_TOKENS_TOTAL,
+        parse_max_tokens_total,
+        "N",
+        "stop the session cleanly once the model calls used N tokens (input + output)",
+    )
+    add(
+        OPT_MAX_COST,
+        parse_max_cost,
+        "USD",
+        "stop the session cleanly once the model calls cost this much (catalog or --gta-price)",
+    )
+    add(
+        OPT_PRICE,
+        parse_price,
+        "IN,OUT",
+        "USD per million input and output tokens, for --gta-max-cost",
+    )
 
 
 @dataclass(frozen=True)
@@ -196,6 +482,11 @@ class GtaSettings:
     recorded_root: str | None
     max_turns: int
     invocation_dir: Path
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    cache_dir: Path | None = None
+    max_tokens_total: int | None = None
+    max_cost: float | None = None
+    price: tuple[float, float] | None = None
 
     @property
     def active(self) -> bool:
@@ -253,6 +544,38 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
     recorded_root, _ = _value(config, "gta_recorded_root", parse_text)
     max_turns, _ = _value(config, "gta_max_turns", parse_max_turns)
     data, data_source = _resolve_data(config)
+    base_url, _ = _value(config, "gta_base_url", parse_url)
+    if base_url is None and os.environ.get("OPENAI_BASE_URL", "").strip():
+        base_url = parse_url(os.environ["OPENAI_BASE_URL"])
+    served_model, _ = _value(config, "gta_served_model", parse_text)
+    model_args, _ = _value(config, "gta_model_args", parse_model_args)
+    temperature, _ = _value(config, "gta_temperature", parse_temperature)
+    max_tokens, _ = _value(config, "gta_max_tokens", parse_max_tokens)
+    seed, _ = _value(config, "gta_seed", parse_seed)
+    protocol, _ = _value(config, "gta_protocol", parse_protocol)
+    timeout, _ = _value(config, "gta_timeout", parse_timeout)
+    retries, _ = _value(config, "gta_retries", parse_retries)
+    concurrency, _ = _value(config, "gta_max_concurrency", parse_max_concurrency)
+    cache, _ = _value(config, "gta_cache", parse_cache)
+    cache_dir, _ = _value(config, "gta_cache_dir", parse_text)
+    epoch, _ = _value(config, "gta_epoch", parse_epoch)
+    max_tokens_total, _ = _value(config, "gta_max_tokens_total", parse_max_tokens_total)
+    max_cost, _ = _value(config, "gta_max_cost", parse_max_cost)
+    price, _ = _value(config, "gta_price", parse_price)
+    generation = GenerationSettings(
+        temperature=DEFAULT_TEMPERATURE if temperature is None else temperature,
+        max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
+        seed=seed,
+        protocol=protocol or "react",
+        base_url=base_url,
+        served_model=served_model,
+        model_args=model_args or {},
+        timeout=timeout or DEFAULT_TIMEOUT,
+        retries=DEFAULT_RETRIES if retries is None else retries,
+        max_concurrency=concurrency or DEFAULT_MAX_CONCURRENCY,
+        cache=cache or "readwrite",
+        epoch=epoch or 0,
+    )
     return GtaSettings(
         model=model,
         data=data,
@@ -268,4 +591,9 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         recorded_root=recorded_root,
         max_turns=max_turns or DEFAULT_MAX_TURNS,
         invocation_dir=config.invocation_params.dir,
+        generation=generation,
+        cache_dir=_path(config, cache_dir),
+        max_tokens_total=max_tokens_total,
+        max_cost=max_cost,
+        price=price,
     )

@@ -8,6 +8,7 @@ loaded only when a GTA case needs them.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,8 @@ from pytest_gta.types import MODES
 if TYPE_CHECKING:
     from pytest_gta.dataset import Dataset
     from pytest_gta.models.base import ModelAdapter, ModelContext, RecordedSource
+    from pytest_gta.models.cache import ResponseCache
+    from pytest_gta.models.usage import Budget, Prices
     from pytest_gta.report.collector import RunInfo
     from pytest_gta.runner import Case, CaseResult, Scorer
     from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSet, ToolSpec
@@ -55,6 +58,8 @@ class GtaState:
         self._sim_path: Path | None = None
         self._cases: list[Case] | None = None
         self._registered_marks: set[str] = set()
+        #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
+        self.ledger_path: Path | None = None
 
     # -- data ------------------------------------------------------------------------------
     def dataset(self) -> Dataset:
@@ -106,11 +111,15 @@ class GtaState:
 
             if self.settings.model is None:
                 pytest.skip("no model to evaluate: pass --gta-model (e.g. --gta-model=oracle)")
+            budget = self.budget()
             context = ModelContext(
                 dataset=self.dataset(),
                 modes=self.settings.modes,
                 invocation_dir=self.settings.invocation_dir,
                 options={"recorded_root": self.settings.recorded_root},
+                generation=self.settings.generation,
+                cache=self.response_cache(),
+                budget=budget,
             )
             try:
                 model = self.config.hook.pytest_gta_make_model(
@@ -120,8 +129,51 @@ class GtaState:
                 raise pytest.UsageError(str(exc)) from None
             if model is None:
                 raise pytest.UsageError(f"--gta-model={self.settings.model}: no plugin built it")
+            if budget is not None:
+                budget.prices = self.prices(model)
+                if budget.max_cost is not None and budget.prices is None:
+                    raise pytest.UsageError(
+                        f"--gta-max-cost: no prices known for {model.name}; pass "
+                        "--gta-price=IN,OUT (USD per million input and output tokens)"
+                    )
             self._model = model
         return self._model
+
+    def prices(self, model: object) -> Prices | None:
+        """``--gta-price``, else the catalog's list prices of the model."""
+        from pytest_gta.models.usage import Prices
+
+        if self.settings.price is not None:
+            return Prices(*self.settings.price)
+        entry = getattr(model, "catalog_entry", None)
+        known = getattr(entry, "prices", None)
+        return None if known is None else Prices(*known)
+
+    def response_cache(self) -> ResponseCache | None:
+        """The response cache (``None`` with ``--gta-cache=off``)."""
+        from pytest_gta.models.cache import ResponseCache
+
+        generation = self.settings.generation
+        if generation.cache == "off":
+            return None
+        root = self.settings.cache_dir
+        if root is None:
+            cache = getattr(self.config, "cache", None)
+            if cache is None:
+                return None
+            root = Path(cache.mkdir("gta-responses"))
+        return ResponseCache(root, generation.cache)
+
+    def budget(self) -> Budget | None:
+        """The session's token/cost budget, if one was set."""
+        from pytest_gta.models.usage import Budget, UsageLedger
+
+        settings = self.settings
+        if settings.max_tokens_total is None and settings.max_cost is None:
+            return None
+        if self.ledger_path is None:
+            self.ledger_path = Path(tempfile.mkdtemp(prefix="pytest-gta-")) / "usage.ledger"
+        return Budget(UsageLedger(self.ledger_path), settings.max_tokens_total, settings.max_cost)
 
     def toolset(self) -> ToolSet:
         """The ``--gta-tools`` backends in priority order."""
@@ -183,13 +235,24 @@ class GtaState:
 
     def run_info(self) -> RunInfo:
         """What the report says about the run besides the cases."""
+        from pytest_gta.models.catalog import leaderboard_row
         from pytest_gta.report.collector import RunInfo
 
         model = self.model()
         warnings = [str(w) for w in getattr(model, "warnings", [])]
         warnings += [str(w) for w in self.dataset().warnings]
         tools = self.settings.tools if self.uses_tools() else None
-        return RunInfo(model.name, model.protocol, warnings, tools)
+        describe = getattr(model, "describe", None)
+        prices = self.prices(model)
+        return RunInfo(
+            model.name,
+            model.protocol,
+            warnings,
+            tools,
+            generation=describe() if callable(describe) else None,
+            leaderboard=leaderboard_row(getattr(model, "catalog_entry", None)),
+            prices=None if prices is None else (prices.input, prices.output),
+        )
 
     def validate(self) -> None:
         """Fail at startup, not mid-run: data, ids, model, tools and similarity model."""
@@ -221,13 +284,40 @@ def pytest_configure(config: pytest.Config) -> None:
         state.register_mark(name)
     if not settings.active:
         return
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get("gta_ledger"):
+        state.ledger_path = Path(workerinput["gta_ledger"])
     state.validate()
-    if not hasattr(config, "workerinput"):
+    if workerinput is None:
         from pytest_gta.report.collector import GtaCollector
 
         config.pluginmanager.register(
             GtaCollector(config, settings, state.dataset, state.run_info), "gta-collector"
         )
+        if config.pluginmanager.hasplugin("xdist"):
+            config.pluginmanager.register(_XdistBridge(state), "gta-xdist")
+
+
+class _XdistBridge:
+    """Hands the controller's usage ledger to each xdist worker (one budget per session)."""
+
+    def __init__(self, state: GtaState) -> None:
+        self.state = state
+
+    def pytest_configure_node(self, node: object) -> None:
+        """Tell a starting worker where the session's ledger is."""
+        if self.state.ledger_path is not None:
+            node.workerinput["gta_ledger"] = str(self.state.ledger_path)  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the controller's ledger directory."""
+    state = config.stash.get(STATE, None)
+    if state is None or state.ledger_path is None or hasattr(config, "workerinput"):
+        return
+    import shutil
+
+    shutil.rmtree(state.ledger_path.parent, ignore_errors=True)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -344,6 +434,7 @@ def gta_case() -> Case:
 
 @pytest.fixture
 def gta_run(
+    request: pytest.FixtureRequest,
     pytestconfig: pytest.Config,
     gta_dataset: Dataset,
     gta_model: ModelAdapter | RecordedSource,
@@ -357,7 +448,8 @@ def gta_run(
     """
     from pytest_gta.errors import GtaInfrastructureError, GtaUnavailableError
     from pytest_gta.models.base import RecordedSource
-    from pytest_gta.runner import run_case
+    from pytest_gta.models.usage import GtaBudgetExhausted
+    from pytest_gta.runner import STOPPED_KEY, run_case
 
     state = state_of(pytestconfig)
 
@@ -375,6 +467,11 @@ def gta_run(
                 gta_output_dir,
                 max_turns=state.settings.max_turns,
             )
+        except GtaBudgetExhausted as exc:
+            # Stop handing out cases; with xdist the controller stops once workers report it.
+            request.session.shouldstop = f"pytest-gta: {exc}"
+            request.node.user_properties.append((STOPPED_KEY, str(exc)))
+            skip, message = True, f"{case.id}: {exc}"
         except GtaUnavailableError as exc:
             skip, message = True, str(exc)
         except GtaInfrastructureError as exc:

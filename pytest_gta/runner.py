@@ -35,6 +35,8 @@ from pytest_gta.types import Mode, Usage
 
 #: user_properties key of the detailed per-case payload; kept out of the JUnit XML.
 DETAIL_KEY = "gta_detail"
+#: user_properties key saying why the session stopped early (budget); kept out of the XML.
+STOPPED_KEY = "gta_stopped"
 
 
 def mark_name(prefix: str, value: str) -> str:
@@ -163,10 +165,13 @@ class CaseResult:
                 ]
             errors = score.errors
         props += [(f"gta_errors_{kind}", int(errors.get(kind, 0))) for kind in ERROR_KINDS]
-        if self.usage.input_tokens or self.usage.output_tokens:
+        usage = self.usage
+        if usage.calls or usage.cached_calls or usage.input_tokens or usage.output_tokens:
             props += [
-                ("gta_tokens_in", self.usage.input_tokens),
-                ("gta_tokens_out", self.usage.output_tokens),
+                ("gta_tokens_in", usage.input_tokens),
+                ("gta_tokens_out", usage.output_tokens),
+                ("gta_model_calls", usage.calls),
+                ("gta_cached_calls", usage.cached_calls),
             ]
         # JUnit writes every property as text: leave undefined values out rather than "None".
         return [(name, value) for name, value in props if value is not None]

@@ -17,11 +17,31 @@ MODES: tuple[Mode, ...] = ("step", "e2e")
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A tool call: the tool's name and the arguments the model passed.
+
+    ``id`` is the provider's call id (``native`` protocol); ReAct calls have none.
+    """
+
+    name: str
+    arguments: dict[str, Any]
+    id: str = ""
+
+
+@dataclass(frozen=True)
 class ChatMessage:
-    """One message of a chat request."""
+    """One message of a chat request.
+
+    The ReAct protocol uses only ``role`` and ``content``. The ``native`` protocol adds the
+    assistant's structured ``tool_calls``, the ``tool_call_id`` a ``tool`` message answers, and
+    ``images`` (absolute paths) that vision models receive as pictures.
+    """
 
     role: Role
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    images: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, str]:
         """The OpenAI-style ``{role, content}`` dict."""
@@ -53,26 +73,36 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token accounting of one call, when the provider reports it."""
+    """Token accounting of one or more calls, when the provider reports it.
+
+    ``calls`` counts model calls and ``cached_calls`` those answered from the response cache
+    (their tokens are counted, but they cost nothing).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    calls: int = 0
+    cached_calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.calls + other.calls,
+            self.cached_calls + other.cached_calls,
+        )
 
 
 @dataclass(frozen=True)
 class ModelOutput:
-    """A model's reply. For the ReAct protocol only ``text`` matters."""
+    """A model's reply. For the ReAct protocol only ``text`` matters.
+
+    ``tool_calls`` carries structured calls of the ``native`` protocol.
+    """
 
     text: str
     usage: Usage | None = None
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """A parsed tool call: the tool's name and the arguments the model passed."""
-
-    name: str
-    arguments: dict[str, Any]
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -421,6 +421,22 @@ def test_help_pins_the_options(pytester):
         "--gta-ids=IDS",
         "--gta-recorded-root=DIR",
         "--gta-max-turns=N",
+        "--gta-base-url=URL",
+        "--gta-served-model=NAME",
+        "--gta-model-args=K=V,...",
+        "--gta-temperature=T",
+        "--gta-max-tokens=N",
+        "--gta-seed=N",
+        "--gta-protocol=NAME",
+        "--gta-timeout=SECONDS",
+        "--gta-retries=N",
+        "--gta-max-concurrency=N",
+        "--gta-cache=MODE",
+        "--gta-cache-dir=DIR",
+        "--gta-epoch=N",
+        "--gta-max-tokens-total=N",
+        "--gta-max-cost=USD",
+        "--gta-price=IN,OUT",
     ]
     for key in ("gta_model", "gta_data", "gta_mode", "gta_tools", "gta_report", "gta_ids"):
         assert f"  {key} (string):" in text or f"  {key} (" in text

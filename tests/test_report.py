@@ -40,7 +40,7 @@ def test_text_tables():
     assert lines[0] == "model: m  protocol: react  modes: e2e"
     assert "Table 4, end-to-end mode (percent)" in lines
     row = lines[lines.index("Table 4, end-to-end mode (percent)") + 2].split()
-    assert row == ["m", "1.00", "0.00", "0.00", "0.00", "50.00", "n/a", "3", "1"]
+    assert row == ["m", "[react]", "1.00", "0.00", "0.00", "0.00", "50.00", "n/a", "3", "1"]
     table5 = lines[lines.index("Table 5, error types (percent of errored tool calls)") + 2]
     assert table5.split() == ["e2e", "1", "100.00", "0.00", "0.00"]
     assert not any(line.startswith("tools:") for line in lines)  # no backends took part
@@ -58,7 +58,7 @@ def test_notes_are_capped_in_the_terminal_but_kept():
 def test_markdown_tables():
     text = render_markdown(minimal_report())
     assert "| model | P F1 | O F1 | L F1 | C F1 | AnsAcc | Ans+I | Calls | Errors |" in text
-    assert "| m | 1.00 | 0.00 | 0.00 | 0.00 | 50.00 | n/a | 3 | 1 |" in text
+    assert "| m [react] | 1.00 | 0.00 | 0.00 | 0.00 | 50.00 | n/a | 3 | 1 |" in text
 
 
 def test_build_report_counts_errors_as_wrong_and_excludes_skips(sample_dataset):

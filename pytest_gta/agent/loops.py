@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_gta.agent import native
 from pytest_gta.agent import protocol as p
-from pytest_gta.dataset import Dataset, Query
-from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, Usage
+from pytest_gta.dataset import Dataset, Query, ToolMeta
+from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
 
 #: Lagent ReAct ``max_turn`` in the GTA configuration.
 MAX_TURNS = 10
@@ -72,11 +73,28 @@ class Episode:
     @property
     def usage(self) -> Usage:
         """Tokens used by all turns."""
-        used = [t.usage for t in self.turns if t.usage is not None]
-        return Usage(sum(u.input_tokens for u in used), sum(u.output_tokens for u in used))
+        total = Usage()
+        for turn in self.turns:
+            if turn.usage is not None:
+                total += turn.usage
+        return total
 
 
-def step_requests(dataset: Dataset, query: Query) -> list[tuple[ModelRequest, dict[str, Any]]]:
+def protocol_of(model: object) -> str:
+    """The adapter's protocol (``react`` unless it says ``native``)."""
+    return "native" if getattr(model, "protocol", "react") == "native" else "react"
+
+
+def system_message(metas: Sequence[ToolMeta], protocol: str) -> ChatMessage:
+    """The protocol system message: the ReAct template, or a short native instruction."""
+    if protocol == "native":
+        return ChatMessage("system", native.NATIVE_SYSTEM_PROMPT)
+    return ChatMessage("system", p.render_system_prompt(metas))
+
+
+def step_requests(
+    dataset: Dataset, query: Query, protocol: str = "react"
+) -> list[tuple[ModelRequest, dict[str, Any]]]:
     """Every step-mode request of a query with the reference message it is scored against.
 
     The prompt is the protocol system message followed by the reference prefix rendered by
@@ -86,7 +104,7 @@ def step_requests(dataset: Dataset, query: Query) -> list[tuple[ModelRequest, di
     """
     dialogs = dataset.reference_dialogs(query)
     metas = tuple(dataset.tool_metas(query))
-    system = ChatMessage("system", p.render_system_prompt(metas))
+    system = system_message(metas, protocol)
     files = dataset.abs_files(query)
     indices = query.assistant_indices
     out = []
@@ -94,31 +112,47 @@ def step_requests(dataset: Dataset, query: Query) -> list[tuple[ModelRequest, di
         history: list[dict[str, Any]] = list(dialogs[:i])
         if n == len(indices) - 1:
             history.append({"role": "user", "content": p.SUMMARIZE_PROMPT})
-        messages = (system, *p.react_style_history(history, files))
-        request = ModelRequest(messages, metas, CaseContext(query.qid, "step", i))
+        if protocol == "native":
+            rendered = native.step_history(history, files, dataset.root_str)
+        else:
+            rendered = p.react_style_history(history, files)
+        request = ModelRequest(
+            (system, *rendered), metas, CaseContext(query.qid, "step", i), protocol
+        )
         out.append((request, dialogs[i]))
     return out
 
 
+def _parse(output: ModelOutput, protocol: str) -> tuple[str, p.ParsedReply, ToolCall | None]:
+    """(transcript reply, parsed turn, native call) of one model output."""
+    if protocol == "native":
+        parsed, call = native.parse_output(output)
+        return native.transcript(output), parsed, call
+    reply = output.text.strip()
+    return reply, p.parse_reply(reply), None
+
+
 def run_step(dataset: Dataset, query: Query, model: Generator) -> Episode:
     """Step-by-step mode: every reference step predicted once from the reference prefix."""
-    pairs = step_requests(dataset, query)
+    protocol = protocol_of(model)
+    pairs = step_requests(dataset, query, protocol)
     outputs = generate_all(model, [r for r, _ in pairs])
     tools = {t.name: t for t in dataset.tool_metas(query)}
     episode = Episode("step", [], [])
     for (request, gold), output in zip(pairs, outputs, strict=True):
-        reply = output.text.strip()
-        record = p.execute(p.parse_reply(reply), tools, p.validate_only)
+        reply, parsed, _ = _parse(output, protocol)
+        record = p.execute(parsed, tools, p.validate_only)
         episode.predictions.append(record.to_step())
         episode.gold.append(gold)
         episode.turns.append(Turn(request.messages, reply, record, output.usage))
     return episode
 
 
-def e2e_opening(dataset: Dataset, query: Query) -> list[ChatMessage]:
+def e2e_opening(dataset: Dataset, query: Query, protocol: str = "react") -> list[ChatMessage]:
     """The history an end-to-end episode starts from: the files message and the query."""
     files = dataset.abs_files(query)
-    opening = [ChatMessage("user", p.files_message(files))] if files else []
+    images = native.images_of(files) if protocol == "native" else ()
+    opening = [ChatMessage("user", p.files_message(files), images=images)] if files else []
     opening.append(ChatMessage("user", query.text))
     return opening
 
@@ -137,25 +171,34 @@ def run_e2e(
     Without a finish within ``max_turns`` the episode ends on the last tool step, as the official
     harness records it (the default answer is never written as a step).
     """
+    protocol = protocol_of(model)
     metas = tuple(dataset.tool_metas(query))
     tools = {t.name: t for t in metas}
-    system = ChatMessage("system", p.render_system_prompt(metas))
-    history = e2e_opening(dataset, query)
+    system = system_message(metas, protocol)
+    history = e2e_opening(dataset, query, protocol)
     gold = dataset.reference_dialogs(query)[1:]
     episode = Episode("e2e", [], gold)
     for turn in range(max_turns):
         messages = [system, *history]
         if turn == max_turns - 1:
             messages.append(ChatMessage("system", p.FORCE_STOP_PROMPT))
-        request = ModelRequest(tuple(messages), metas, CaseContext(query.qid, "e2e", turn))
+        request = ModelRequest(
+            tuple(messages), metas, CaseContext(query.qid, "e2e", turn), protocol
+        )
         output = model.generate(request)
-        reply = output.text.strip()
-        history.append(ChatMessage("assistant", reply))
-        record = p.execute(p.parse_reply(reply), tools, run_tool, base_dir)
+        reply, parsed, call = _parse(output, protocol)
+        if call is None:
+            history.append(ChatMessage("assistant", output.text.strip()))
+        else:
+            history.append(ChatMessage("assistant", output.text.strip(), tool_calls=(call,)))
+        record = p.execute(parsed, tools, run_tool, base_dir)
         episode.turns.append(Turn(request.messages, reply, record, output.usage))
         episode.predictions.append(record.to_step())
         if record.is_finish:
             break
         episode.predictions.append(record.to_tool_return())
-        history.append(ChatMessage("system", record.observation()))
+        if call is None:
+            history.append(ChatMessage("system", record.observation()))
+        else:
+            history.append(native.tool_message(record, call))
     return episode

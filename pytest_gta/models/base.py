@@ -14,11 +14,17 @@ import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.types import Mode, ModelOutput, ModelRequest
+
+if TYPE_CHECKING:
+    from pytest_gta.models.cache import ResponseCache
+    from pytest_gta.models.catalog import CatalogEntry
+    from pytest_gta.models.usage import Budget
 
 ENTRY_POINT_GROUP = "pytest_gta.models"
 
@@ -69,16 +75,26 @@ class ModelSpec:
     provider: str
     #: The part after ``provider/`` or ``provider:`` (empty for a bare provider).
     name: str = ""
+    #: The catalog entry a leaderboard name resolved to (stop words, window, leaderboard row).
+    entry: CatalogEntry | None = None
 
 
 @dataclass
 class ModelContext:
-    """What a model factory may use: the dataset, the selected modes, the invocation dir."""
+    """What a model factory may use.
+
+    Besides the dataset, the selected modes and the invocation dir, real adapters get the
+    session's generation settings, its response cache (``None``: ``--gta-cache=off``) and its
+    token/cost budget.
+    """
 
     dataset: Dataset
     modes: Sequence[Mode]
     invocation_dir: Path
     options: Mapping[str, Any] = field(default_factory=dict)
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    cache: ResponseCache | None = None
+    budget: Budget | None = None
 
 
 ModelFactory = Callable[[ModelSpec, ModelContext], "ModelAdapter | RecordedSource"]
@@ -115,9 +131,50 @@ def parse_model_spec(raw: str, providers: Sequence[str]) -> ModelSpec:
     )
 
 
+def catalog_spec(raw: str, entry: CatalogEntry, generation: GenerationSettings) -> ModelSpec:
+    """Where a leaderboard name goes: a compatible server, vLLM/llama.cpp, or its API.
+
+    With ``--gta-base-url`` the ``openai`` adapter asks the server which name to send.
+    """
+    if generation.base_url is not None:
+        return ModelSpec(raw, "openai", generation.served_model or "", entry)
+    if entry.runtime == "vllm" and entry.hf_id:
+        return ModelSpec(raw, "vllm", entry.hf_id, entry)
+    if entry.runtime == "llamacpp":
+        return ModelSpec(raw, "llamacpp", "", entry)
+    return ModelSpec(raw, entry.api_provider or "openai", entry.api_model or entry.name, entry)
+
+
+def resolve_spec(raw: str, providers: Sequence[str], generation: GenerationSettings) -> ModelSpec:
+    """``provider/...``, ``provider:...``, a bare provider, or a catalog (leaderboard) name."""
+    from pytest_gta.models import catalog
+
+    try:
+        spec = parse_model_spec(raw, providers)
+    except GtaUsageError as provider_error:
+        if "/" in raw or ":" in raw:
+            raise
+        entry = catalog.find(raw)
+        if entry is None:
+            try:
+                catalog.lookup(raw)
+            except GtaUsageError as catalog_error:
+                raise GtaUsageError(f"{catalog_error} ({provider_error})") from None
+            raise
+        return catalog_spec(raw, entry, generation)
+    if spec.entry is None and spec.name:
+        return ModelSpec(spec.raw, spec.provider, spec.name, catalog.find(spec.name))
+    return spec
+
+
 def make_model(raw: str, context: ModelContext) -> ModelAdapter | RecordedSource:
-    """Build the model named by ``--gta-model`` from the registry."""
+    """Build the model named by ``--gta-model`` from the registry (or the catalog)."""
     entry_points = model_entry_points()
-    spec = parse_model_spec(raw, list(entry_points))
+    spec = resolve_spec(raw, list(entry_points), context.generation)
+    if spec.provider not in entry_points:
+        raise GtaUsageError(
+            f"--gta-model={raw}: resolves to the {spec.provider!r} provider, which is not "
+            f"registered (is pytest-gta installed with its entry points?)"
+        )
     factory: ModelFactory = entry_points[spec.provider].load()
     return factory(spec, context)

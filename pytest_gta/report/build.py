@@ -85,6 +85,39 @@ def _errors(scores: Sequence[CaseScore]) -> dict[str, int]:
     return totals
 
 
+USAGE_PROPERTIES = {
+    "gta_tokens_in": "input_tokens",
+    "gta_tokens_out": "output_tokens",
+    "gta_model_calls": "calls",
+    "gta_cached_calls": "cached_calls",
+}
+
+
+def usage_totals(
+    records: Sequence[CaseRecord], prices: tuple[float, float] | None
+) -> dict[str, Any]:
+    """Token totals of the cases; ``cost_usd`` counts only calls not served from the cache.
+
+    A case's cached calls are a share of its calls; its paid tokens are estimated by that share
+    when the case mixes both (the exact paid total is in each worker's ledger, not per case).
+    """
+    totals: dict[str, Any] = dict.fromkeys(USAGE_PROPERTIES.values(), 0)
+    paid_in = paid_out = 0.0
+    for record in records:
+        props = record.properties
+        values = {key: int(props.get(prop, 0) or 0) for prop, key in USAGE_PROPERTIES.items()}
+        for key, value in values.items():
+            totals[key] += value
+        made = values["calls"] + values["cached_calls"]
+        share = values["calls"] / made if made else 0.0
+        paid_in += values["input_tokens"] * share
+        paid_out += values["output_tokens"] * share
+    totals["cost_usd"] = (
+        None if prices is None else (paid_in * prices[0] + paid_out * prices[1]) / 1_000_000
+    )
+    return totals
+
+
 def _denominators(mode: str, records: Sequence[CaseRecord], dataset: Dataset) -> dict[str, int]:
     queries = [dataset[r.qid] for r in records]
     out = {
@@ -106,6 +139,9 @@ def build_report(
     settings: Mapping[str, Any],
     records: Sequence[CaseRecord],
     warnings: Sequence[str] = (),
+    leaderboard: Mapping[str, Any] | None = None,
+    prices: tuple[float, float] | None = None,
+    stopped: str | None = None,
 ) -> dict[str, Any]:
     """The run's report dict (see module docstring)."""
     by_key: dict[tuple[str, str], CaseRecord] = {}
@@ -184,10 +220,15 @@ def build_report(
     for types in by_type.values():
         for slot in types.values():
             slot["mean_score"] = slot.pop("score_sum") / slot["cases"]
+    if stopped:
+        notes.append(f"the session stopped early: {stopped}; the metrics cover the cases that ran")
     return {
         "schema": SCHEMA,
         "model": model,
         "protocol": protocol,
+        "leaderboard": None if leaderboard is None else dict(leaderboard),
+        "usage": usage_totals(ordered, prices),
+        "stopped": stopped,
         "dataset": {
             "path": dataset.root_str,
             "sha256": dataset.sha256,

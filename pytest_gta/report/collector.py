@@ -22,7 +22,7 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.options import GtaSettings
 from pytest_gta.report.build import CaseRecord, build_report
 from pytest_gta.report.table import render_markdown, render_text
-from pytest_gta.runner import DETAIL_KEY
+from pytest_gta.runner import DETAIL_KEY, STOPPED_KEY
 
 _CASE_ID = re.compile(r"\[(step|e2e)-(.+?)\]")
 
@@ -36,6 +36,12 @@ class RunInfo:
     warnings: list[str]
     #: The ``--gta-tools`` value when tool backends took part, else ``None``.
     tools: str | None
+    #: Generation settings when the model generates (not for recorded predictions).
+    generation: dict[str, Any] | None = None
+    #: The official leaderboard row to print beside the run.
+    leaderboard: dict[str, Any] | None = None
+    #: USD per million input/output tokens, when known.
+    prices: tuple[float, float] | None = None
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -67,6 +73,7 @@ class GtaCollector:
         self._run_info = run_info
         self.records: dict[str, CaseRecord] = {}
         self.report: dict[str, Any] | None = None
+        self.stopped: str | None = None
 
     def _identify(self, report: pytest.TestReport, props: dict[str, Any]) -> tuple[str, str] | None:
         if "gta_query_id" in props and "gta_mode" in props:
@@ -85,6 +92,8 @@ class GtaCollector:
         for name, value in report.user_properties:
             if name == DETAIL_KEY and isinstance(value, dict):
                 detail = value
+            elif name == STOPPED_KEY:
+                self.stopped = self.stopped or str(value)
             else:
                 kept.append((name, value))
         report.user_properties = kept
@@ -130,10 +139,18 @@ class GtaCollector:
                 "limit": settings.limit,
                 "ids": None if settings.ids is None else list(settings.ids),
                 "max_turns": settings.max_turns,
+                "generation": info.generation,
+                "budget": {
+                    "max_tokens_total": settings.max_tokens_total,
+                    "max_cost": settings.max_cost,
+                },
                 "pytest_gta": _version(),
             },
             records=list(self.records.values()),
             warnings=info.warnings,
+            leaderboard=info.leaderboard,
+            prices=info.prices,
+            stopped=self.stopped,
         )
         self.config.hook.pytest_gta_update_report(config=self.config, report=report)
         return report

@@ -76,7 +76,8 @@ def _markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
 def _sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, headers, rows) of every table, shared by both renderers."""
     sections = []
-    model = str(report.get("model"))
+    model = f"{report.get('model')} [{report.get('protocol', 'react')}]"
+    board = report.get("leaderboard") or None
     for metrics_key, suffix in (
         ("metrics", ""),
         ("metrics_excluding_errors", ", errored cases excluded"),
@@ -87,11 +88,15 @@ def _sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             if not metrics:
                 continue
             columns = MODE_COLUMNS[mode]
+            rows = [[model, *(fmt(metrics.get(c.key), c.percent) for c in columns)]]
+            if board is not None and not suffix:
+                label = f"leaderboard {board['board']}: {board['model']} [react]"
+                rows.append([label, *(fmt(board.get(c.key), c.percent) for c in columns)])
             sections.append(
                 (
                     f"Table 4, {MODE_TITLES[mode]}{suffix} (percent)",
                     ["model", *(c.label for c in columns)],
-                    [[model, *(fmt(metrics.get(c.key), c.percent) for c in columns)]],
+                    rows,
                 )
             )
     errors = report.get("errors", {})
@@ -152,6 +157,21 @@ def _header(report: Mapping[str, Any]) -> list[str]:
         )
     if extras:
         lines.append("  ".join(extras))
+    generation = settings.get("generation")
+    if generation:
+        lines.append(
+            f"generation: temperature {generation['temperature']}, max_tokens "
+            f"{generation['max_tokens']}, seed {generation['seed']}, cache {generation['cache']}"
+            + (f", endpoint {generation['base_url']}" if generation.get("base_url") else "")
+        )
+    usage = report.get("usage") or {}
+    if usage.get("calls") or usage.get("cached_calls"):
+        cost = usage.get("cost_usd")
+        lines.append(
+            f"usage: {usage['calls']} model calls ({usage['cached_calls']} more from the cache), "
+            f"{usage['input_tokens']} tokens in, {usage['output_tokens']} out"
+            + ("" if cost is None else f", about ${cost:.4f}")
+        )
     return lines
 
 
