@@ -75,3 +75,13 @@ def test_demo_command_in_an_empty_directory(tmp_path):
     assert report["metrics"]["step"]["arg_acc"] == 100.0
     assert report["by_type"]["e2e"]["objective"]["mean_score"] == 1.0
     assert (tmp_path / "gta.xml").read_text().count("<testcase") == 26
+
+
+def test_model_table_lists_every_catalog_name():
+    from pytest_gta.models import catalog
+
+    table = README[README.index("| leaderboard names | runs on |") :].split("\n\n")[0]
+    listed = {
+        name.strip() for row in table.splitlines()[2:] for name in row.split("|")[1].split(",")
+    }
+    assert listed == set(catalog.names())

@@ -120,6 +120,16 @@ def official_messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
     return [{"content": m.content, "role": m.role} for m in messages]
 
 
+def _stop_value(stop: str | Sequence[str] | None) -> str | list[str] | None:
+    """One stop word as a string (as the official configs write ``stop='<|im_end|>'``)."""
+    if stop is None or isinstance(stop, str):
+        return stop
+    words = list(stop)
+    if not words:
+        return None
+    return words[0] if len(words) == 1 else words
+
+
 def official_body(
     model: str,
     messages: Sequence[ChatMessage],
@@ -137,6 +147,6 @@ def official_body(
         "messages": official_messages(messages),
         "max_tokens": max_tokens,
         "n": 1,
-        "stop": None if stop is None else (stop if isinstance(stop, str) else list(stop)),
+        "stop": _stop_value(stop),
         "temperature": temperature,
     }

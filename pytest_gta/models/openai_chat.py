@@ -160,7 +160,7 @@ class OpenAIChat(ChatAdapter):
             key_env = str(args.get("api_key_env") or entry.api_key_env or key_env)
         key = os.environ.get(key_env, "").strip()
         if not key:
-            if base_url is None:
+            if settings.base_url is None:
                 raise GtaUsageError(
                     f"--gta-model={spec.raw}: set {key_env} to your API key, or point "
                     "--gta-base-url at an OpenAI-compatible server"

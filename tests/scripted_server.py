@@ -1,0 +1,217 @@
+"""A real HTTP server on 127.0.0.1 that answers from a script and records every request.
+
+It speaks just enough of the OpenAI chat-completions API (``/v1/chat/completions``,
+``/v1/models``) and of Anthropic's Messages API (``/v1/messages``) for the official SDKs to
+talk to it, so adapter tests exercise the real SDKs, real sockets and real retries. Each
+request pops the next scripted step: a JSON answer with a status and headers, a delay (for
+timeouts), or a dropped connection (a server dying mid-run). When the script runs out the
+``default`` answer is used.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Step:
+    """One scripted answer."""
+
+    body: Any = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    #: Close the socket without answering (a crashed server).
+    drop: bool = False
+
+
+@dataclass
+class Recorded:
+    """One request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    raw: bytes
+
+    @property
+    def json(self) -> Any:
+        """The request body parsed as JSON."""
+        return json.loads(self.raw)
+
+
+def chat_completion(
+    text: str,
+    *,
+    tool_calls: list[dict[str, Any]] | None = None,
+    prompt_tokens: int = 11,
+    completion_tokens: int = 7,
+) -> dict[str, Any]:
+    """A chat-completions response body."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "scripted",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if tool_calls else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def anthropic_message(
+    blocks: list[dict[str, Any]], *, input_tokens: int = 13, output_tokens: int = 5
+) -> dict[str, Any]:
+    """A Messages API response body."""
+    stop = "tool_use" if any(b.get("type") == "tool_use" for b in blocks) else "end_turn"
+    return {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": "scripted",
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+    }
+
+
+class ScriptedServer:
+    """``with ScriptedServer(models=[...]) as server: server.url`` -> ``http://127.0.0.1:P/v1``."""
+
+    def __init__(
+        self,
+        *,
+        models: list[str] | None = None,
+        default: Step | Callable[[Recorded], Step] | None = None,
+    ) -> None:
+        self.models = models if models is not None else ["scripted-model"]
+        self.default = default or Step(chat_completion("Final Answer: ok"))
+        self.script: list[Step] = []
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        self._connections: list[socket.socket] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._connections.append(self.connection)
+
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                record = Recorded(self.command, self.path, dict(self.headers.items()), raw)
+                if self.command == "GET" and self.path.rstrip("/").endswith("/models"):
+                    body = {
+                        "object": "list",
+                        "data": [
+                            {"id": m, "object": "model", "created": 0, "owned_by": "test"}
+                            for m in server.models
+                        ],
+                    }
+                    self._send(Step(body))
+                    return
+                with server._lock:
+                    server.requests.append(record)
+                    step = server.script.pop(0) if server.script else None
+                if step is None:
+                    default = server.default
+                    step = default(record) if callable(default) else default
+                if step.delay:
+                    time.sleep(step.delay)
+                if step.drop:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                self._send(step)
+
+            def _send(self, step: Step) -> None:
+                data = json.dumps(step.body).encode()
+                self.send_response(step.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in step.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            do_GET = _answer
+            do_POST = _answer
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base(self) -> str:
+        """``http://127.0.0.1:PORT`` (Anthropic's SDK adds ``/v1`` itself)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The OpenAI-style base URL, ``http://127.0.0.1:PORT/v1``."""
+        return f"{self.base}/v1"
+
+    def then(self, *steps: Step) -> ScriptedServer:
+        """Queue answers for the next requests."""
+        with self._lock:
+            self.script.extend(steps)
+        return self
+
+    def posted(self) -> list[Any]:
+        """Bodies of the POST requests so far."""
+        return [r.json for r in self.requests if r.method == "POST"]
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving, drop open keep-alive connections, free the port (a dead server)."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            connection.close()
