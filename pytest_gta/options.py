@@ -8,7 +8,6 @@ Resolution (CLI > ini > default) happens once, in ``pytest_configure``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -545,8 +544,6 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
     max_turns, _ = _value(config, "gta_max_turns", parse_max_turns)
     data, data_source = _resolve_data(config)
     base_url, _ = _value(config, "gta_base_url", parse_url)
-    if base_url is None and os.environ.get("OPENAI_BASE_URL", "").strip():
-        base_url = parse_url(os.environ["OPENAI_BASE_URL"])
     served_model, _ = _value(config, "gta_served_model", parse_text)
     model_args, _ = _value(config, "gta_model_args", parse_model_args)
     temperature, _ = _value(config, "gta_temperature", parse_temperature)

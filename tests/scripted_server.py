@@ -120,6 +120,9 @@ class ScriptedServer:
 
             def setup(self) -> None:
                 super().setup()
+                # Headers and body go out in separate writes; without this, Nagle's algorithm
+                # and delayed ACKs add ~40 ms to every answer.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 with server._lock:
                     server._connections.append(self.connection)
 

@@ -439,3 +439,11 @@ def test_fatal_errors_are_not_retried(tmp_path):
 
 def test_model_spec_carries_no_entry_for_plain_providers():
     assert ModelSpec("oracle", "oracle").entry is None
+
+
+def test_openai_base_url_env_routes_catalog_names_but_not_other_providers(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://gpu:8000/v1")
+    assert resolve_spec("qwen1.5-72b", PROVIDERS, GenerationSettings()).provider == "openai"
+    explicit = resolve_spec("anthropic/claude-3-opus-20240229", PROVIDERS, GenerationSettings())
+    assert explicit.provider == "anthropic"
+    assert GenerationSettings().base_url is None  # the env never becomes --gta-base-url

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,9 +135,10 @@ def parse_model_spec(raw: str, providers: Sequence[str]) -> ModelSpec:
 def catalog_spec(raw: str, entry: CatalogEntry, generation: GenerationSettings) -> ModelSpec:
     """Where a leaderboard name goes: a compatible server, vLLM/llama.cpp, or its API.
 
-    With ``--gta-base-url`` the ``openai`` adapter asks the server which name to send.
+    With ``--gta-base-url`` (or ``OPENAI_BASE_URL``) the ``openai`` adapter asks the server
+    which name to send.
     """
-    if generation.base_url is not None:
+    if generation.base_url is not None or os.environ.get("OPENAI_BASE_URL", "").strip():
         return ModelSpec(raw, "openai", generation.served_model or "", entry)
     if entry.runtime == "vllm" and entry.hf_id:
         return ModelSpec(raw, "vllm", entry.hf_id, entry)

@@ -153,20 +153,22 @@ class OpenAIChat(ChatAdapter):
         entry = spec.entry
         self.catalog_entry = entry
         args = dict(settings.model_args)
-        base_url = settings.base_url
+        # --gta-base-url, else the SDK's own OPENAI_BASE_URL (both: a server that may need no key).
+        user_base = settings.base_url or os.environ.get("OPENAI_BASE_URL", "").strip() or None
+        base_url = user_base
         key_env = str(args.get("api_key_env") or "OPENAI_API_KEY")
         if base_url is None and entry is not None and entry.api_base and spec.provider != "vllm":
             base_url = entry.api_base
             key_env = str(args.get("api_key_env") or entry.api_key_env or key_env)
         key = os.environ.get(key_env, "").strip()
         if not key:
-            if settings.base_url is None:
+            if user_base is None:
                 raise GtaUsageError(
                     f"--gta-model={spec.raw}: set {key_env} to your API key, or point "
                     "--gta-base-url at an OpenAI-compatible server"
                 )
             key = "EMPTY"  # local servers ignore it; the official configs send key='EMPTY'
-        self.endpoint = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self.endpoint = base_url or "https://api.openai.com/v1"
         headers = args.get("headers")
         self.client = openai.OpenAI(
             api_key=key,
@@ -277,7 +279,8 @@ def _usage(completion: Any) -> Usage:
 def make_openai(spec: ModelSpec, context: ModelContext) -> OpenAIChat:
     """Entry point of the ``openai`` provider."""
     if spec.provider == "openai" and not spec.name and spec.entry is None:
-        if context.generation.served_model is None and context.generation.base_url is None:
+        no_base = context.generation.base_url is None and not os.environ.get("OPENAI_BASE_URL")
+        if context.generation.served_model is None and no_base:
             raise GtaUsageError(
                 "--gta-model=openai needs a model: openai/gpt-4o, or openai/NAME with "
                 "--gta-base-url for a compatible server"
