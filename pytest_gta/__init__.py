@@ -40,10 +40,16 @@ _LAZY = {
     "ToolContext": "pytest_gta.tools",
     "ToolInvocation": "pytest_gta.tools",
     "iscorrect": "pytest_gta.scoring.answer",
+    "ChatAdapter": "pytest_gta.models.chat",
+    "Prepared": "pytest_gta.models.chat",
+    "RetryableError": "pytest_gta.models.chat",
+    "GenerationSettings": "pytest_gta.models.generation",
 }
 
 if TYPE_CHECKING:
     from pytest_gta.models.base import ModelAdapter, Recorded, RecordedSource
+    from pytest_gta.models.chat import ChatAdapter, Prepared, RetryableError
+    from pytest_gta.models.generation import GenerationSettings
     from pytest_gta.runner import Case, CaseResult
     from pytest_gta.scoring.answer import iscorrect
     from pytest_gta.tools import ToolBackend, ToolContext, ToolInvocation
@@ -60,6 +66,7 @@ __all__ = [
     "Case",
     "CaseContext",
     "CaseResult",
+    "ChatAdapter",
     "ChatMessage",
     "Dataset",
     "DatasetError",
@@ -67,14 +74,17 @@ __all__ = [
     "GtaInfrastructureError",
     "GtaToolError",
     "GtaUnavailableError",
+    "GenerationSettings",
     "GtaUsageError",
     "ModelAdapter",
     "ModelOutput",
     "ModelRequest",
+    "Prepared",
     "Query",
     "Recorded",
     "RecordedSource",
     "ResultItem",
+    "RetryableError",
     "ToolBackend",
     "ToolCall",
     "ToolContext",

@@ -85,3 +85,36 @@ def test_model_table_lists_every_catalog_name():
         name.strip() for row in table.splitlines()[2:] for name in row.split("|")[1].split(",")
     }
     assert listed == set(catalog.names())
+
+
+def test_chat_adapter_example_gets_cache_and_retries(tmp_path, sample_dataset, monkeypatch):
+    from pytest_gta import CaseContext, ChatMessage, GenerationSettings, ModelRequest
+    from pytest_gta.models import chat
+    from pytest_gta.models.base import ModelContext, ModelSpec
+    from pytest_gta.models.cache import ResponseCache
+
+    monkeypatch.setattr(chat, "BACKOFF_BASE", 0.001)
+    code = re.search(r"```python\n(from pytest_gta import ChatAdapter.*?)```", README, re.S)
+    assert code
+    answers = [(503, ""), (200, "Final Answer: 4")]
+    sent = []
+
+    def call_my_endpoint(payload):
+        sent.append(payload)
+        return answers.pop(0)
+
+    namespace = {"call_my_endpoint": call_my_endpoint}
+    exec(code.group(1), namespace)
+    context = ModelContext(
+        sample_dataset,
+        ("e2e",),
+        tmp_path,
+        generation=GenerationSettings(),
+        cache=ResponseCache(tmp_path),
+    )
+    model = namespace["MyModel"](ModelSpec("mylab/x", "mylab", "x"), context)
+    request = ModelRequest((ChatMessage("user", "hi"),), (), CaseContext("0", "e2e", 0))
+    assert model.generate(request).text == "Final Answer: 4"  # retried after the 503
+    assert model.generate(request).text == "Final Answer: 4"  # from the cache
+    assert len(sent) == 2
+    assert sent[0] == {"messages": [{"role": "user", "content": "hi"}], "temperature": 0.0}
