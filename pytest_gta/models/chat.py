@@ -224,24 +224,19 @@ class ChatAdapter:
             }
         )
 
-    def generate(self, request: ModelRequest) -> ModelOutput:
-        """Answer one request through cache, budget, concurrency limit and retries."""
-        prepared = self.prepare(request)
-        if isinstance(prepared, ModelOutput):
-            return prepared
-        key = self.cache_key(prepared) if self.cache is not None else None
-        if self.cache is not None and key is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                usage = hit.usage or Usage()
-                return replace(hit, usage=replace(usage, calls=0, cached_calls=1))
-        if self.budget is not None:
-            self.budget.check()
-        describe = f"{self.name} at {self.endpoint}"
-        with endpoint_limit(self.endpoint, self.settings.max_concurrency):
-            output = call_with_retries(
-                lambda: self.send(prepared), retries=self.settings.retries, describe=describe
-            )
+    def lookup(self, prepared: Prepared) -> tuple[str | None, ModelOutput | None]:
+        """The cache key of ``prepared`` (``None`` without a cache) and its cached answer."""
+        if self.cache is None:
+            return None, None
+        key = self.cache_key(prepared)
+        hit = self.cache.get(key)
+        if hit is None:
+            return key, None
+        usage = hit.usage or Usage()
+        return key, replace(hit, usage=replace(usage, calls=0, cached_calls=1))
+
+    def settle(self, key: str | None, output: ModelOutput) -> ModelOutput:
+        """Book a fresh answer as one paid call: charge the budget, store it under ``key``."""
         usage = replace(output.usage or Usage(), calls=1, cached_calls=0)
         output = replace(output, usage=usage)
         if self.budget is not None:
@@ -249,3 +244,20 @@ class ChatAdapter:
         if self.cache is not None and key is not None:
             self.cache.put(key, output, {"model": self.name, "endpoint": self.endpoint})
         return output
+
+    def generate(self, request: ModelRequest) -> ModelOutput:
+        """Answer one request through cache, budget, concurrency limit and retries."""
+        prepared = self.prepare(request)
+        if isinstance(prepared, ModelOutput):
+            return prepared
+        key, hit = self.lookup(prepared)
+        if hit is not None:
+            return hit
+        if self.budget is not None:
+            self.budget.check()
+        describe = f"{self.name} at {self.endpoint}"
+        with endpoint_limit(self.endpoint, self.settings.max_concurrency):
+            output = call_with_retries(
+                lambda: self.send(prepared), retries=self.settings.retries, describe=describe
+            )
+        return self.settle(key, output)
