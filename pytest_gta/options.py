@@ -80,14 +80,18 @@ def parse_modes(value: str) -> tuple[Mode, ...]:
     return tuple(m for m in MODES if m in items)
 
 
-def _positive_int(value: str, flag: str, hint: str) -> int:
+def _int_at_least(value: str, flag: str, hint: str, minimum: int = 1) -> int:
     try:
         number = int(value)
     except ValueError:
-        number = 0
-    if number < 1:
+        number = minimum - 1
+    if number < minimum:
         raise pytest.UsageError(f"{flag}={value}: {hint}")
     return number
+
+
+def _positive_int(value: str, flag: str, hint: str) -> int:
+    return _int_at_least(value, flag, hint)
 
 
 def parse_limit(value: str) -> int:
@@ -192,15 +196,8 @@ def parse_timeout(value: str) -> float:
 
 def parse_retries(value: str) -> int:
     """Retries after a transient failure (0 allowed)."""
-    try:
-        retries = int(value)
-    except ValueError:
-        retries = -1
-    if retries < 0:
-        raise pytest.UsageError(
-            f"{OPT_RETRIES}={value}: give a number of retries >= 0 (default {DEFAULT_RETRIES})"
-        )
-    return retries
+    hint = f"give a number of retries >= 0 (default {DEFAULT_RETRIES})"
+    return _int_at_least(value, OPT_RETRIES, hint, minimum=0)
 
 
 def parse_max_concurrency(value: str) -> int:
@@ -224,13 +221,7 @@ def parse_cache(value: str) -> CacheMode:
 
 def parse_epoch(value: str) -> int:
     """A sampling epoch >= 0."""
-    try:
-        epoch = int(value)
-    except ValueError:
-        epoch = -1
-    if epoch < 0:
-        raise pytest.UsageError(f"{OPT_EPOCH}={value}: give an epoch number >= 0")
-    return epoch
+    return _int_at_least(value, OPT_EPOCH, "give an epoch number >= 0", minimum=0)
 
 
 def parse_max_tokens_total(value: str) -> int:
