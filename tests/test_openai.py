@@ -73,8 +73,12 @@ def test_react_step_requests_are_the_official_ones(server, sample_dataset, monke
         for request, _ in loops.step_requests(sample_dataset, query)
     ]
     assert server.posted() == expected
-    raw = server.requests[0].raw
-    assert raw.startswith(b'{"model":"Qwen/Qwen1.5-7B-Chat","messages":[{"content":"You are a')
+    # Byte for byte what OpenCompass posts: requests.post(url, data=json.dumps(data)).
+    assert [r.raw for r in server.requests] == [json.dumps(b).encode() for b in expected]
+    assert server.requests[0].raw.startswith(
+        b'{"model": "Qwen/Qwen1.5-7B-Chat", "messages": [{"content": "You are a'
+    )
+    assert server.requests[0].headers["content-type"] == "application/json"
     assert server.requests[0].headers["authorization"] == "Bearer EMPTY"
     assert [m["role"] for m in expected[0]["messages"]] == ["system", "system", "user"]
 

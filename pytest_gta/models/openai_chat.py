@@ -239,28 +239,34 @@ class OpenAIChat(ChatAdapter):
         return Prepared(body)
 
     def send(self, prepared: Prepared) -> ModelOutput:
-        """One chat-completions call."""
-        body = dict(prepared.payload)
-        known = {"model", "messages", "max_tokens", "n", "stop", "temperature", "seed", "tools"}
-        known.add("tool_choice")
-        extra_body = {k: body.pop(k) for k in list(body) if k not in known}
+        """One chat-completions call, the body serialised as the official harness does.
+
+        OpenCompass posts ``json.dumps(data)`` (ASCII, ``", "``/``": "`` separators, keys in
+        its order); sending those exact bytes makes our ReAct requests byte-identical to its
+        requests, which the SDK's own serialiser would not.
+        """
+        from openai.types.chat import ChatCompletion
+
         try:
-            completion = self.client.chat.completions.create(**body, extra_body=extra_body or None)
+            completion = self.client.post(
+                "/chat/completions",
+                content=json.dumps(prepared.payload).encode("ascii"),
+                cast_to=ChatCompletion,
+                options={"headers": {"Content-Type": "application/json"}},
+            )
         except Exception as exc:
             raise classify_sdk_error(exc, self.endpoint) from None
         if not completion.choices:
             return ModelOutput("", _usage(completion))
         message = completion.choices[0].message
-        calls = tuple(
-            ToolCall(
-                call.function.name,
-                parse_arguments(call.function.arguments),
-                call.id or "",
-            )
-            for call in (message.tool_calls or [])
-            if getattr(call, "function", None) is not None
-        )
-        return ModelOutput((message.content or "").strip(), _usage(completion), calls)
+        calls = []
+        for call in message.tool_calls or []:
+            function: Any = getattr(call, "function", None)  # custom tool calls have none
+            if function is not None:
+                calls.append(
+                    ToolCall(function.name, parse_arguments(function.arguments), call.id or "")
+                )
+        return ModelOutput((message.content or "").strip(), _usage(completion), tuple(calls))
 
 
 def display_name(spec: ModelSpec) -> str:
