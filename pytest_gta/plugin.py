@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,6 +21,7 @@ from pytest_gta.options import pytest_addoption as _addoption
 from pytest_gta.types import MODES
 
 if TYPE_CHECKING:
+    from pytest_gta.agent.loops import Generator
     from pytest_gta.dataset import Dataset
     from pytest_gta.models.base import ModelAdapter, ModelContext, RecordedSource
     from pytest_gta.models.cache import ResponseCache
@@ -60,6 +61,9 @@ class GtaState:
         self._registered_marks: set[str] = set()
         #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
         self.ledger_path: Path | None = None
+        #: Step-mode answers generated in one batch for the run (batch engines only).
+        self._prefetched: Generator | None = None
+        self._prefetch_tried = False
 
     # -- data ------------------------------------------------------------------------------
     def dataset(self) -> Dataset:
@@ -226,6 +230,35 @@ class GtaState:
                 lambda: SentenceSimilarity(self.sim_path()), self.settings.sim_threshold
             )
         return self._scorer
+
+    def step_model(self, session: pytest.Session) -> Generator | None:
+        """For a batch engine (``prefetch_steps``), every selected step case answered at once.
+
+        Done once per process and only without xdist: a worker does not know which cases it
+        will get, and would pay for all of them. A failure falls back to per-case batches.
+        """
+        if self._prefetch_tried:
+            return self._prefetched
+        self._prefetch_tried = True
+        model = self.model()
+        if not getattr(model, "prefetch_steps", False) or hasattr(self.config, "workerinput"):
+            return None
+        from pytest_gta.agent import loops
+        from pytest_gta.errors import GtaInfrastructureError
+
+        dataset = self.dataset()
+        protocol = loops.protocol_of(model)
+        requests = []
+        for item in session.items:
+            case = getattr(getattr(item, "callspec", None), "params", {}).get("gta_case")
+            if case is not None and case.mode == "step":
+                requests += [r for r, _ in loops.step_requests(dataset, case.query, protocol)]
+        if requests:
+            try:
+                self._prefetched = loops.Prefetched.run(model, requests)  # type: ignore[arg-type]
+            except GtaInfrastructureError:
+                self._prefetched = None
+        return self._prefetched
 
     def uses_tools(self) -> bool:
         """Whether tool backends take part: end-to-end mode with a model that calls tools."""
@@ -455,13 +488,16 @@ def gta_run(
 
     def run(case: Case) -> CaseResult:
         tools = None
+        model: Any = gta_model
         if case.mode == "e2e" and not isinstance(gta_model, RecordedSource):
             tools = state.toolset()
+        elif case.mode == "step" and not isinstance(gta_model, RecordedSource):
+            model = state.step_model(request.session) or gta_model
         try:
             return run_case(
                 case,
                 gta_dataset,
-                gta_model,
+                model,
                 tools,
                 gta_scorer,
                 gta_output_dir,

@@ -665,3 +665,34 @@ def test_single_step_query_gets_the_summarize_message(no_files_dataset):
         ChatMessage("user", SUMMARIZE),
     ]
     assert pairs[0][1] == {"role": "assistant", "content": "5"}
+
+
+def test_prefetched_step_answers_are_one_batch(sample_dataset):
+    from pytest_gta.types import ModelOutput
+
+    class Batching:
+        name = "batching"
+        protocol = "react"
+
+        def __init__(self):
+            self.batches = []
+
+        def generate(self, request):
+            return self.generate_batch([request])[0]
+
+        def generate_batch(self, requests):
+            self.batches.append(len(requests))
+            return [ModelOutput(f"Final Answer: {r.case.qid}-{r.case.index}") for r in requests]
+
+    model = Batching()
+    queries = [sample_dataset["0"], sample_dataset["3"]]
+    requests = [r for q in queries for r, _ in loops.step_requests(sample_dataset, q)]
+    prefetched = loops.Prefetched.run(model, requests)
+    assert model.batches == [len(requests)]
+    episodes = [loops.run_step(sample_dataset, q, prefetched) for q in queries]
+    assert model.batches == [len(requests)]  # every answer came from the one batch
+    assert episodes[1].turns[0].reply == f"Final Answer: 3-{queries[1].assistant_indices[0]}"
+    # Already taken, or asked with other messages: the model answers.
+    loops.run_step(sample_dataset, queries[0], prefetched)
+    assert model.batches == [len(requests), len(queries[0].assistant_indices)]
+    assert prefetched.name == "batching"

@@ -544,16 +544,35 @@ def test_plugin_run_with_the_vllm_provider(pytester, dist_args, monkeypatch):
     cases = {c["id"]: c for c in report["cases"]}
     assert set(cases) == {"step-0", "step-3"}
     assert cases["step-3"]["replies"][0].startswith("Final Answer:")
-    # One LLM.chat call per query (3 and 6 steps); weights loaded once per process that
+    # Without xdist every step prompt of the run goes to the engine as one LLM.chat batch
+    # (3 + 6 steps); an xdist worker batches per query. Weights load once per process that
     # generated, never in the xdist controller.
     events = [json.loads(line) for line in log.read_text().splitlines()]
     chats = [e for e in events if e["event"] == "chat"]
     loads = [e for e in events if e["event"] == "load"]
-    assert sorted(e["size"] for e in chats) == [3, 6]
+    assert sorted(e["size"] for e in chats) == ([3, 6] if dist_args else [9])
     assert sorted(e["pid"] for e in loads) == sorted({e["pid"] for e in chats})
     assert {(e["model"], json.dumps(e["kwargs"])) for e in loads} == {
         ("Qwen/Qwen1.5-7B-Chat", '{"max_model_len": 4096}')
     }
+
+
+def test_run_batch_covers_only_selected_cases(pytester, monkeypatch):
+    package = pytester.path / "fakes" / "vllm"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(FAKE_VLLM)
+    pytester.makeconftest(
+        "import sys\nfrom pathlib import Path\n"
+        "sys.path.insert(0, str(Path(__file__).parent / 'fakes'))\n"
+    )
+    log = pytester.path / "engine.jsonl"
+    monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
+    result = pytester.runpytest(
+        FAST_SIM, f"--gta-model={QWEN}", "--gta-mode=step", "--gta-ids=0,3", "-k", "step-3"
+    )
+    result.assert_outcomes(failed=1)
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["size"] for e in events if e["event"] == "chat"] == [6]  # -k step-3 only
 
 
 # -- the real engine (opt-in) ----------------------------------------------------------------------

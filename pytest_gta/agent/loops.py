@@ -49,6 +49,49 @@ def generate_all(model: Generator, requests: Sequence[ModelRequest]) -> list[Mod
     return [model.generate(r) for r in requests]
 
 
+class Prefetched:
+    """Step-mode answers generated ahead of time, in one batch for the whole run.
+
+    Step mode knows every prompt before the first case runs, so an engine that batches (vLLM
+    in-process) can answer them all in one call. Cases then take their answers from here; a
+    request that was not prefetched, or whose messages differ, goes to the model as usual.
+    """
+
+    def __init__(self, model: Generator, answers: dict[tuple[str, int], tuple[Any, ModelOutput]]):
+        self.model = model
+        self.name: str = getattr(model, "name", type(model).__name__)
+        self.protocol = protocol_of(model)
+        self._answers = answers
+
+    @classmethod
+    def run(cls, model: Generator, requests: Sequence[ModelRequest]) -> Prefetched:
+        """Answer ``requests`` with one :func:`generate_all` call."""
+        outputs = generate_all(model, requests)
+        answers = {
+            (r.case.qid, r.case.index): (r.messages, out)
+            for r, out in zip(requests, outputs, strict=True)
+        }
+        return cls(model, answers)
+
+    def _take(self, request: ModelRequest) -> ModelOutput | None:
+        found = self._answers.pop((request.case.qid, request.case.index), None)
+        if found is None or found[0] != request.messages:
+            return None
+        output: ModelOutput = found[1]
+        return output
+
+    def generate(self, request: ModelRequest) -> ModelOutput:
+        """The prefetched answer, or the model's."""
+        return self._take(request) or self.model.generate(request)
+
+    def generate_batch(self, requests: Sequence[ModelRequest]) -> list[ModelOutput]:
+        """Prefetched answers, the rest from the model in one batch."""
+        taken = [self._take(r) for r in requests]
+        missing = [r for r, out in zip(requests, taken, strict=True) if out is None]
+        fresh = iter(generate_all(self.model, missing) if missing else [])
+        return [out if out is not None else next(fresh) for out in taken]
+
+
 @dataclass
 class Turn:
     """One model call of an episode: what was sent, what came back, what it became."""

@@ -414,6 +414,9 @@ def shutdown_engines() -> None:
 class VLLMChat(ChatAdapter):
     """Chat through an in-process vLLM engine, with the shared cache and budget."""
 
+    #: Ask the plugin to send every step-mode prompt of the run as one batch.
+    prefetch_steps = True
+
     provider = "vllm"
 
     def __init__(self, spec: ModelSpec, context: ModelContext, vllm: Any) -> None:
