@@ -38,3 +38,11 @@ class GtaToolError(GtaError):
     The official harness shows these to the model as the observation and records them as
     ``API_ERROR``; they are part of the episode, not infrastructure failures.
     """
+
+
+class GtaToolMiss(GtaToolError):
+    """A recorded-output backend has no answer for this call.
+
+    The next backend in ``--gta-tools`` that offers the tool gets the call; when none is left,
+    the call fails like any tool error, with this message.
+    """

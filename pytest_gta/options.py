@@ -58,6 +58,9 @@ OPT_EPOCH = "--gta-epoch"
 OPT_MAX_TOKENS_TOTAL = "--gta-max-tokens-total"
 OPT_MAX_COST = "--gta-max-cost"
 OPT_PRICE = "--gta-price"
+OPT_TOOL_CASSETTES = "--gta-tool-cassettes"
+OPT_TOOL_RECORD = "--gta-tool-record"
+TOOL_RECORD_MODES = ("none", "new", "all")
 
 DEFAULT_MODES: tuple[Mode, ...] = ("e2e",)
 DEFAULT_TOOLS = "replay"
@@ -248,6 +251,16 @@ def parse_price(value: str) -> tuple[float, float]:
             f"{OPT_PRICE}={value}: give input,output prices in USD per million tokens, e.g. 2.5,10"
         )
     return prices[0], prices[1]
+
+
+def parse_tool_record(value: str) -> str:
+    """``none``, ``new`` (record calls not yet in the cassettes) or ``all`` (re-record)."""
+    if value.strip() not in TOOL_RECORD_MODES:
+        raise pytest.UsageError(
+            f"{OPT_TOOL_RECORD}={value}: choose none, new (record calls the cassettes lack) or "
+            "all (re-record every call)"
+        )
+    return value.strip()
 
 
 def parse_model_args(value: str) -> dict[str, Any]:
@@ -447,6 +460,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "stop the session cleanly once the model calls cost this much (catalog or --gta-price)",
     )
     add(
+        OPT_TOOL_CASSETTES,
+        parse_text,
+        "DIR",
+        "tool cassette directory: replay/strict-replay read it, --gta-tool-record writes it",
+    )
+    add(
+        OPT_TOOL_RECORD,
+        parse_tool_record,
+        "MODE",
+        "record live tool answers into --gta-tool-cassettes: none (default), new or all",
+    )
+    add(
         OPT_PRICE,
         parse_price,
         "IN,OUT",
@@ -477,6 +502,8 @@ class GtaSettings:
     max_tokens_total: int | None = None
     max_cost: float | None = None
     price: tuple[float, float] | None = None
+    tool_cassettes: Path | None = None
+    tool_record: str = "none"
 
     @property
     def active(self) -> bool:
@@ -520,6 +547,16 @@ def _path(config: pytest.Config, value: str | None) -> Path | None:
     return (config.invocation_params.dir / Path(value).expanduser()).absolute()
 
 
+def _config_path(config: pytest.Config, value: str | None, source: str) -> Path | None:
+    """A path option: relative to the invocation dir on the CLI, to the ini file in ini."""
+    if value is None:
+        return None
+    if source == "ini":
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return (base / Path(value).expanduser()).absolute()
+    return _path(config, value)
+
+
 def resolve_settings(config: pytest.Config) -> GtaSettings:
     """CLI > ini > default, parsed and checked once."""
     model, _ = _value(config, "gta_model", parse_text)
@@ -550,6 +587,8 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
     max_tokens_total, _ = _value(config, "gta_max_tokens_total", parse_max_tokens_total)
     max_cost, _ = _value(config, "gta_max_cost", parse_max_cost)
     price, _ = _value(config, "gta_price", parse_price)
+    cassettes, cassettes_from = _value(config, "gta_tool_cassettes", parse_text)
+    tool_record, _ = _value(config, "gta_tool_record", parse_tool_record)
     generation = GenerationSettings(
         temperature=DEFAULT_TEMPERATURE if temperature is None else temperature,
         max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
@@ -584,4 +623,6 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         max_tokens_total=max_tokens_total,
         max_cost=max_cost,
         price=price,
+        tool_cassettes=_config_path(config, cassettes, cassettes_from),
+        tool_record=tool_record or "none",
     )

@@ -28,7 +28,16 @@ if TYPE_CHECKING:
     from pytest_gta.models.usage import Budget, Prices
     from pytest_gta.report.collector import RunInfo
     from pytest_gta.runner import Case, CaseResult, Scorer
-    from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSet, ToolSpec
+    from pytest_gta.tools import (
+        Recorder,
+        ToolBackend,
+        ToolBackendContext,
+        ToolContext,
+        ToolInvocation,
+        ToolSet,
+        ToolSpec,
+    )
+    from pytest_gta.types import ToolResult
 
 SUITE = Path(__file__).with_name("suite.py")
 SUITE_NODEID = "gta"
@@ -185,8 +194,11 @@ class GtaState:
             from pytest_gta.errors import GtaUsageError
             from pytest_gta.tools import ToolBackendContext, ToolSet, parse_tool_specs
 
+            settings = self.settings
             context = ToolBackendContext(
-                dataset=self.dataset(), invocation_dir=self.settings.invocation_dir, options={}
+                dataset=self.dataset(),
+                invocation_dir=settings.invocation_dir,
+                options={"cassettes": settings.tool_cassettes},
             )
             backends = []
             try:
@@ -199,8 +211,39 @@ class GtaState:
                     backends.append(backend)
             except GtaUsageError as exc:
                 raise pytest.UsageError(str(exc)) from None
-            self._tools = ToolSet(backends)
+            self._tools = ToolSet(backends, self._recorder())
         return self._tools
+
+    def _recorder(self) -> Recorder | None:
+        """Records live backends' answers when ``--gta-tool-record`` asks for it."""
+        settings = self.settings
+        if settings.tool_record == "none":
+            return None
+        if settings.tool_cassettes is None:
+            raise pytest.UsageError(
+                "--gta-tool-record needs --gta-tool-cassettes=DIR: where to write the cassettes"
+            )
+        from tool_backends.cassettes import Cassettes
+
+        cassettes = Cassettes(settings.tool_cassettes)
+        overwrite = settings.tool_record == "all"
+
+        def record(invocation: ToolInvocation, context: ToolContext, result: ToolResult) -> None:
+            cassettes.record(
+                invocation.name,
+                invocation.arguments,
+                result,
+                context.dataset,
+                context.output_dir,
+                overwrite=overwrite,
+            )
+
+        return record
+
+    def tool_routes(self) -> dict[str, str]:
+        """Which backend serves each tool of the selected queries (header and report)."""
+        tools = dict.fromkeys(t for case in self.cases() for t in case.query.tool_names)
+        return self.toolset().describe_routes(list(tools))
 
     def needs_similarity(self) -> bool:
         """Whether any selected case is scored by similarity (subjective, or e2e image)."""
@@ -285,6 +328,7 @@ class GtaState:
             generation=describe() if callable(describe) else None,
             leaderboard=leaderboard_row(getattr(model, "catalog_entry", None)),
             prices=None if prices is None else (prices.input, prices.output),
+            tool_routes=self.tool_routes() if tools is not None else None,
         )
 
     def validate(self) -> None:
@@ -367,6 +411,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     lines = [line]
     if state.uses_tools():
         lines.append("gta: tool backends " + ", ".join(b.name for b in state.toolset().backends))
+        routes = state.tool_routes()
+        lines.append("gta: tools " + ", ".join(f"{t}: {b}" for t, b in routes.items()))
     return lines
 
 

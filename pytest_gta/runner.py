@@ -241,7 +241,7 @@ def run_case(
             raise GtaUnavailableError("end-to-end mode needs tool backends (--gta-tools)")
         routes = tools.route(query)
         backends = {name: b.name for name, b in routes.items()}
-        runner = ToolSet.runner(routes, ToolContext(dataset, query, output_dir))
+        runner = tools.runner(routes, ToolContext(dataset, query, output_dir))
         episode = loops.run_e2e(dataset, query, model, runner, max_turns=max_turns)
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], episode.usage

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pytest_gta.dataset import Dataset, Query, ToolMeta
-from pytest_gta.errors import GtaUnavailableError, GtaUsageError
+from pytest_gta.errors import GtaToolMiss, GtaUnavailableError, GtaUsageError
 from pytest_gta.types import ToolResult
 
 ENTRY_POINT_GROUP = "pytest_gta.tools"
@@ -126,11 +126,34 @@ def make_backend(spec: ToolSpec, context: ToolBackendContext) -> ToolBackend:
     return factory(spec, context)
 
 
-class ToolSet:
-    """The configured backends in priority order."""
+class Recorder(Protocol):
+    """Where live backends' answers are recorded (``--gta-tool-record``)."""
 
-    def __init__(self, backends: Sequence[ToolBackend]) -> None:
+    def __call__(
+        self, invocation: ToolInvocation, context: ToolContext, result: ToolResult
+    ) -> None:
+        """Record one successful call."""
+        ...
+
+
+class ToolSet:
+    """The configured backends in priority order, and an optional recorder of live answers."""
+
+    def __init__(self, backends: Sequence[ToolBackend], recorder: Recorder | None = None) -> None:
         self.backends = list(backends)
+        self.recorder = recorder
+
+    def chain(self, tool: str) -> list[ToolBackend]:
+        """Every backend that offers ``tool``, in priority order (misses fall through)."""
+        return [b for b in self.backends if b.offers(tool)]
+
+    def describe_routes(self, tools: Sequence[str]) -> dict[str, str]:
+        """Which backend serves each tool (``-`` when none does), for headers and reports."""
+        out = {}
+        for tool in tools:
+            chain = self.chain(tool)
+            out[tool] = " > ".join(b.name for b in chain) if chain else "-"
+        return out
 
     def route(self, query: Query) -> dict[str, ToolBackend]:
         """Which backend serves each of the query's tools.
@@ -155,13 +178,31 @@ class ToolSet:
             )
         return routes
 
-    @staticmethod
     def runner(
-        routes: Mapping[str, ToolBackend], context: ToolContext
+        self, routes: Mapping[str, ToolBackend], context: ToolContext
     ) -> Callable[[ToolMeta, dict[str, Any], dict[str, Any]], ToolResult]:
-        """A protocol ``ToolRunner`` that sends each call along ``routes`` (see :meth:`route`)."""
+        """A protocol ``ToolRunner`` that sends each call along ``routes`` (see :meth:`route`).
+
+        A :class:`~pytest_gta.errors.GtaToolMiss` (a replay backend without a recording of the
+        call) passes the call to the next backend that offers the tool; answers of live
+        backends are handed to the recorder.
+        """
 
         def run(meta: ToolMeta, arguments: dict[str, Any], converted: dict[str, Any]) -> ToolResult:
-            return routes[meta.name].call(ToolInvocation(meta, arguments, converted), context)
+            invocation = ToolInvocation(meta, arguments, converted)
+            first = routes[meta.name]
+            chain = [first, *(b for b in self.chain(meta.name) if b is not first)]
+            miss: GtaToolMiss | None = None
+            for backend in chain:
+                try:
+                    result = backend.call(invocation, context)
+                except GtaToolMiss as exc:
+                    miss = miss or exc
+                    continue
+                if self.recorder is not None and getattr(backend, "live", True):
+                    self.recorder(invocation, context, result)
+                return result
+            assert miss is not None
+            raise miss
 
         return run

@@ -436,6 +436,8 @@ def test_help_pins_the_options(pytester):
         "--gta-epoch=N",
         "--gta-max-tokens-total=N",
         "--gta-max-cost=USD",
+        "--gta-tool-cassettes=DIR",
+        "--gta-tool-record=MODE",
         "--gta-price=IN,OUT",
     ]
     for key in ("gta_model", "gta_data", "gta_mode", "gta_tools", "gta_report", "gta_ids"):

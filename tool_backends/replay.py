@@ -1,10 +1,15 @@
-"""``replay``: serve the reference chain's recorded tool outputs.
+"""``replay`` and ``strict-replay``: serve recorded tool outputs instead of running tools.
 
-A call that matches a reference call of the same query (same tool, same arguments once file
-paths are normalised to dataset-relative form) gets that reference call's output; anything else
-is a tool error that names the call and the recorded calls to that tool, so a model that strays
-from the reference sees why. This needs no tool installs at all, which is what makes the oracle
+Two recordings are consulted, in order: the tool cassettes (``--gta-tool-cassettes``: what live
+backends answered, see :mod:`tool_backends.cassettes`), then the reference chain of the query
+(a call matching a reference call, file paths normalised to dataset-relative form, gets that
+reference call's output). This needs no tool installs at all, which is what makes the oracle
 self-check and CI runs possible everywhere.
+
+On a miss, ``replay`` passes the call to the next backend in ``--gta-tools`` that offers the
+tool (:class:`~pytest_gta.errors.GtaToolMiss`); with none left, or with ``strict-replay``, the
+call is a tool error that names it and the recorded calls to that tool, so a model that strays
+from the recording sees why.
 """
 
 from __future__ import annotations
@@ -12,12 +17,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pytest_gta.dataset import Dataset
-from pytest_gta.errors import GtaToolError
+from pytest_gta.errors import GtaToolError, GtaToolMiss
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from pytest_gta.types import ResultItem, ToolResult
+from tool_backends.cassettes import Cassettes
 
 
 def normalise_argument(value: Any, dataset: Dataset) -> Any:
@@ -38,16 +45,30 @@ def normalise_arguments(arguments: Mapping[str, Any], dataset: Dataset) -> dict[
 
 
 class ReplayBackend:
-    """Answers calls that match the reference chain with the reference outputs."""
+    """Answers calls from the cassettes, then from the reference chain's outputs."""
 
     name = "replay"
+    #: Replayed answers are never recorded again into cassettes.
+    live = False
+
+    def __init__(self, cassettes: Cassettes | None = None, *, strict: bool = False) -> None:
+        self.cassettes = cassettes
+        self.strict = strict
+        if strict:
+            self.name = "strict-replay"
 
     def offers(self, tool: str) -> bool:
         """Any tool: whether a call matches is decided per call."""
         return True
 
     def call(self, invocation: ToolInvocation, context: ToolContext) -> ToolResult:
-        """The output recorded for the first matching reference call."""
+        """The recorded output of this call (cassette first, then the reference chain)."""
+        if self.cassettes is not None:
+            hit = self.cassettes.lookup(
+                invocation.name, invocation.arguments, context.dataset, context.output_dir
+            )
+            if hit is not None:
+                return hit
         dataset, query = context.dataset, context.query
         wanted = normalise_arguments(invocation.arguments, dataset)
         dialogs = query.dialogs
@@ -63,7 +84,8 @@ class ReplayBackend:
             if reference == wanted and i + 1 < len(dialogs):
                 return self._output(dialogs[i + 1].get("content"), dataset)
         shown = "; ".join(json.dumps(r, ensure_ascii=False) for r in recorded) or "none"
-        raise GtaToolError(
+        error = GtaToolError if self.strict else GtaToolMiss
+        raise error(
             f"replay has no recorded output for {invocation.name} with arguments "
             f"{json.dumps(dict(invocation.arguments), ensure_ascii=False)} "
             f"(recorded calls to {invocation.name}: {shown})"
@@ -81,6 +103,16 @@ class ReplayBackend:
         return ToolResult((ResultItem(kind, value),))
 
 
+def _cassettes(context: ToolBackendContext) -> Cassettes | None:
+    root = context.options.get("cassettes")
+    return None if root is None else Cassettes(Path(root))
+
+
 def make_replay(spec: ToolSpec, context: ToolBackendContext) -> ReplayBackend:
-    """Entry point for ``--gta-tools=replay``."""
-    return ReplayBackend()
+    """Entry point for ``--gta-tools=replay`` (a miss falls through to the next backend)."""
+    return ReplayBackend(_cassettes(context))
+
+
+def make_strict_replay(spec: ToolSpec, context: ToolBackendContext) -> ReplayBackend:
+    """Entry point for ``--gta-tools=strict-replay`` (a miss is a tool error naming the call)."""
+    return ReplayBackend(_cassettes(context), strict=True)

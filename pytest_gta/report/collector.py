@@ -42,6 +42,8 @@ class RunInfo:
     leaderboard: dict[str, Any] | None = None
     #: USD per million input/output tokens, when known.
     prices: tuple[float, float] | None = None
+    #: Which backend serves each tool (``a > b``: b gets what a has no recording of).
+    tool_routes: dict[str, str] | None = None
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -134,6 +136,7 @@ class GtaCollector:
             settings={
                 "modes": list(settings.modes),
                 "tools": info.tools,
+                "tool_routes": info.tool_routes,
                 "sim_model": settings.sim_model,
                 "sim_threshold": settings.sim_threshold,
                 "limit": settings.limit,

@@ -1,0 +1,184 @@
+"""Tool cassettes, replay fall-through, strict-replay, and the local backend end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FAST_SIM
+from pytest_gta.errors import GtaToolError, GtaToolMiss
+from pytest_gta.tools import ToolContext, ToolInvocation, ToolSet
+from pytest_gta.types import ResultItem, ToolResult
+from tool_backends.cassettes import Cassettes
+from tool_backends.replay import ReplayBackend
+
+
+class Live:
+    """A live backend that counts its calls and answers text or an image file."""
+
+    name = "live"
+
+    def __init__(self, output: Path | None = None) -> None:
+        self.calls = 0
+        self.output = output
+
+    def offers(self, tool: str) -> bool:
+        return True
+
+    def call(self, invocation: ToolInvocation, context: ToolContext) -> ToolResult:
+        self.calls += 1
+        if self.output is not None:
+            return ToolResult((ResultItem("image", str(self.output)),))
+        return ToolResult.text(f"live answer {self.calls}")
+
+
+def ocr_invocation(dataset, query, image: str) -> ToolInvocation:
+    meta = next(m for m in dataset.tool_metas(query) if m.name == "OCR")
+    return ToolInvocation(meta, {"image": image}, {"image": image})
+
+
+def test_record_then_replay_with_live_backends_gone(sample_dataset, sample_root, tmp_path):
+    query = sample_dataset["0"]
+    context = ToolContext(sample_dataset, query, tmp_path / "out")
+    cassettes = Cassettes(tmp_path / "cassettes")
+    live = Live()
+    invocation = ocr_invocation(sample_dataset, query, f"{sample_root}/image/image_0.jpg")
+
+    def record(inv, ctx, result):
+        cassettes.record(
+            inv.name, inv.arguments, result, ctx.dataset, ctx.output_dir, overwrite=False
+        )
+
+    tools = ToolSet([live], record)
+    run = tools.runner(tools.route(query), context)
+    assert run(invocation.tool, dict(invocation.arguments), {}).format() == "live answer 1"
+    entry = next((tmp_path / "cassettes" / "OCR").glob("*.json"))
+    saved = json.loads(entry.read_text())
+    assert saved["arguments"] == {"image": "image/image_0.jpg"}  # portable, not absolute
+    assert len(saved["files"]["image"]) == 64  # keyed by the image's bytes too
+    # Replay alone, no live backend: the recorded answer, for the dataset-relative spelling too.
+    strict = ToolSet([ReplayBackend(cassettes, strict=True)])
+    run = strict.runner(strict.route(query), context)
+    assert run(invocation.tool, {"image": "image/image_0.jpg"}, {}).format() == "live answer 1"
+    assert live.calls == 1
+
+
+def test_cassettes_are_keyed_by_file_content(sample_dataset, sample_root, tmp_path):
+    root = tmp_path / "data"
+    shutil.copytree(sample_root, root)
+    from pytest_gta.dataset import load_dataset
+
+    copy = load_dataset(root)
+    query = copy["0"]
+    cassettes = Cassettes(tmp_path / "cassettes")
+    cassettes.record(
+        "OCR", {"image": "image/image_0.jpg"}, ToolResult.text("x"), copy, tmp_path, overwrite=False
+    )
+    assert cassettes.lookup("OCR", {"image": "image/image_0.jpg"}, copy, tmp_path) is not None
+    (root / "image" / "image_0.jpg").write_bytes(b"another picture")
+    assert cassettes.lookup("OCR", {"image": "image/image_0.jpg"}, copy, tmp_path) is None
+    del query
+
+
+def test_image_outputs_are_copied_into_the_cassette(sample_dataset, sample_root, tmp_path):
+    query = sample_dataset["0"]
+    produced = tmp_path / "made.png"
+    produced.write_bytes(b"\x89PNG fake")
+    cassettes = Cassettes(tmp_path / "cassettes")
+    result = ToolResult((ResultItem("image", str(produced)),))
+    cassettes.record(
+        "DrawBox",
+        {"image": "image/image_0.jpg", "bbox": "(1, 2, 3, 4)"},
+        result,
+        sample_dataset,
+        tmp_path / "out",
+        overwrite=False,
+    )
+    produced.unlink()
+    hit = cassettes.lookup(
+        "DrawBox",
+        {"image": f"{sample_root}/image/image_0.jpg", "bbox": "(1, 2, 3, 4)"},
+        sample_dataset,
+        tmp_path / "out",
+    )
+    assert hit is not None
+    path = Path(hit.items[0].content)
+    assert path.parent == tmp_path / "out"
+    assert path.read_bytes() == b"\x89PNG fake"
+    del query
+
+
+def test_replay_miss_falls_through_but_strict_replay_names_the_call(sample_dataset, tmp_path):
+    query = sample_dataset["0"]
+    context = ToolContext(sample_dataset, query, tmp_path)
+    invocation = ocr_invocation(sample_dataset, query, "image/image_5.jpg")
+    live = Live()
+    tools = ToolSet([ReplayBackend(), live])
+    run = tools.runner(tools.route(query), context)
+    assert run(invocation.tool, dict(invocation.arguments), {}).format() == "live answer 1"
+    alone = ToolSet([ReplayBackend()])
+    with pytest.raises(GtaToolMiss, match=r"no recorded output for OCR .*image_5"):
+        alone.runner(alone.route(query), context)(
+            invocation.tool, {"image": "image/image_5.jpg"}, {}
+        )
+    strict = ToolSet([ReplayBackend(strict=True), live])
+    with pytest.raises(GtaToolError, match=r"no recorded output for OCR") as info:
+        strict.runner(strict.route(query), context)(
+            invocation.tool, {"image": "image/image_5.jpg"}, {}
+        )
+    assert not isinstance(info.value, GtaToolMiss)
+    assert live.calls == 1
+
+
+def test_record_needs_a_cassette_dir(pytester):
+    result = pytester.runpytest("--gta-model=oracle", "--gta-tool-record=new")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--gta-tool-record needs --gta-tool-cassettes=DIR" in result.stderr.str()
+
+
+LOCAL_SCRIPT = {
+    "responses": {
+        "e2e-0": [
+            'Action: OCR\nAction Input: {"image": "{data}/image/image_0.jpg"}',
+            'Action: Calculator\nAction Input: {"expression": "21.08 - 11.84"}',
+            "Final Answer: 9.24",
+        ],
+    },
+    "default": "Final Answer: unknown",
+}
+
+
+@pytest.mark.slow
+def test_local_tools_end_to_end_record_and_replay(pytester, tmp_path):
+    """A scripted model calls local tools on the real receipt; the answers are recorded and then
+    replayed with the live backend gone."""
+    script = pytester.path / "script.json"
+    script.write_text(json.dumps(LOCAL_SCRIPT))
+    cassettes = tmp_path / "cassettes"
+    common = [
+        FAST_SIM,
+        f"--gta-model=mock:{script}",
+        "--gta-ids=0",
+        "--gta-report=r.json",
+        f"--gta-tool-cassettes={cassettes}",
+    ]
+    result = pytester.runpytest(*common, "--gta-tools=local", "--gta-tool-record=new")
+    result.assert_outcomes(passed=1)
+    assert "gta: tools OCR: local, Calculator: local" in result.stdout.str()
+    report = json.loads((pytester.path / "r.json").read_text())
+    case = report["cases"][0]
+    assert case["backends"] == {"OCR": "local", "Calculator": "local"}
+    ocr_output = case["steps"][1]["content"][0]["content"]
+    assert "TOTAL" in ocr_output
+    assert "21.08" in ocr_output
+    # str(eval(...)), as the official Calculator: float arithmetic shows.
+    assert case["steps"][3]["content"][0]["content"] == "9.239999999999998"
+    assert report["settings"]["tool_routes"] == {"OCR": "local", "Calculator": "local"}
+    assert len(list(cassettes.glob("*/*.json"))) == 2
+    replayed = pytester.runpytest(*common, "--gta-tools=strict-replay")
+    replayed.assert_outcomes(passed=1)
+    again = json.loads((pytester.path / "r.json").read_text())["cases"][0]
+    assert again["steps"] == case["steps"]

@@ -1,0 +1,165 @@
+"""Tool cassettes: what live tool backends answered, recorded to a committable directory.
+
+An entry is keyed by the tool and its arguments in portable form: file arguments inside the
+dataset become dataset-relative paths *and* the sha256 of the file's bytes, so an entry replays
+on any machine and never for a different image. Outputs are stored as text, or as the produced
+file copied next to the entry. Each entry is one JSON file written to a temporary name and
+renamed into place, so ``-n 8`` workers recording at once never leave a torn entry. Nothing else
+is stored: no backend URL, no header, no key.
+
+Layout: ``<dir>/<Tool>/<key>.json`` plus ``<dir>/<Tool>/<key>-<n>.<ext>`` for file outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pytest_gta.dataset import Dataset
+from pytest_gta.types import ResultItem, ToolResult
+
+SCHEMA = "pytest-gta-cassette/1"
+RecordMode = Literal["none", "new", "all"]
+RECORD_MODES: tuple[RecordMode, ...] = ("none", "new", "all")
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def portable_arguments(
+    arguments: Mapping[str, Any], dataset: Dataset, output_dir: Path | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(arguments with dataset files as relative paths, sha256 of every file argument).
+
+    Files the run produced (in ``output_dir``) are keyed by content alone: their names are
+    random, their bytes are what the tool sees.
+    """
+    root = dataset.root_str
+    portable: dict[str, Any] = {}
+    hashes: dict[str, str] = {}
+    for key, value in arguments.items():
+        portable[key] = value
+        if not isinstance(value, str):
+            continue
+        candidate = os.path.normpath(value if os.path.isabs(value) else os.path.join(root, value))
+        if not os.path.isfile(candidate):
+            continue
+        hashes[key] = _sha256(candidate)
+        if candidate.startswith(root + os.sep):
+            portable[key] = os.path.relpath(candidate, root).replace(os.sep, "/")
+        elif output_dir is not None and candidate.startswith(str(output_dir) + os.sep):
+            portable[key] = "<output>"
+    return portable, hashes
+
+
+class Cassettes:
+    """A cassette directory: look calls up, record answers."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @staticmethod
+    def key(tool: str, arguments: Mapping[str, Any], hashes: Mapping[str, str]) -> str:
+        """Content address of a call."""
+        material = {"tool": tool, "arguments": dict(arguments), "files": dict(hashes)}
+        text = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+    def _entry(self, tool: str, key: str) -> Path:
+        return self.root / tool / f"{key}.json"
+
+    def lookup(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        dataset: Dataset,
+        output_dir: Path,
+    ) -> ToolResult | None:
+        """The recorded result of this call, or ``None``."""
+        portable, hashes = portable_arguments(arguments, dataset, output_dir)
+        key = self.key(tool, portable, hashes)
+        try:
+            entry = json.loads(self._entry(tool, key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        items = []
+        for n, output in enumerate(entry.get("outputs", [])):
+            if "file" in output:
+                source = self.root / tool / str(output["file"])
+                target = output_dir / f"cassette-{key}-{n}{source.suffix}"
+                if not target.exists():
+                    output_dir.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, target)
+                items.append(ResultItem(str(output["type"]), str(target)))
+            else:
+                items.append(ResultItem(str(output["type"]), output.get("content")))
+        return ToolResult(tuple(items))
+
+    def record(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        result: ToolResult,
+        dataset: Dataset,
+        output_dir: Path,
+        *,
+        overwrite: bool,
+    ) -> bool:
+        """Store a call's result; ``False`` when an entry exists and ``overwrite`` is off."""
+        portable, hashes = portable_arguments(arguments, dataset, output_dir)
+        key = self.key(tool, portable, hashes)
+        entry_path = self._entry(tool, key)
+        if entry_path.exists() and not overwrite:
+            return False
+        entry_path.parent.mkdir(parents=True, exist_ok=True)
+        outputs: list[dict[str, Any]] = []
+        for n, item in enumerate(result.items):
+            content = item.content
+            if item.type != "text" and isinstance(content, str) and os.path.isfile(content):
+                name = f"{key}-{n}{Path(content).suffix or '.bin'}"
+                _atomic_copy(Path(content), entry_path.parent / name)
+                outputs.append({"type": item.type, "file": name})
+            else:
+                outputs.append({"type": item.type, "content": content})
+        entry = {
+            "schema": SCHEMA,
+            "tool": tool,
+            "arguments": portable,
+            "files": hashes,
+            "outputs": outputs,
+        }
+        _atomic_write(entry_path, json.dumps(entry, indent=1, ensure_ascii=False) + "\n")
+        return True
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _atomic_copy(source: Path, target: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
