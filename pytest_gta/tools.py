@@ -171,10 +171,19 @@ class ToolSet:
                 routes[tool] = backend
         if missing:
             configured = ", ".join(b.name for b in self.backends) or "none"
+            reasons = []
+            for backend in self.backends:
+                explain: Callable[[str], str | None] | None = getattr(
+                    backend, "unavailable_reason", None
+                )
+                if explain is None:
+                    continue
+                reasons += [str(r) for r in map(explain, missing) if r]
+            why = f" ({'; '.join(reasons)})" if reasons else ""
             raise GtaUnavailableError(
-                f"no tool backend offers {', '.join(missing)} (configured: {configured}); add a "
-                "backend that serves it to --gta-tools, e.g. --gta-tools=...,replay to use the "
-                "recorded reference outputs"
+                f"no tool backend offers {', '.join(missing)} (configured: {configured}){why}; "
+                "add a backend that serves it to --gta-tools, e.g. --gta-tools=...,replay to use "
+                "the recorded reference outputs"
             )
         return routes
 

@@ -182,3 +182,15 @@ def test_local_tools_end_to_end_record_and_replay(pytester, tmp_path):
     replayed.assert_outcomes(passed=1)
     again = json.loads((pytester.path / "r.json").read_text())["cases"][0]
     assert again["steps"] == case["steps"]
+
+
+def test_missing_key_skips_the_query_and_says_which(pytester, monkeypatch):
+    monkeypatch.delenv("SERPER_API_KEY", raising=False)
+    result = pytester.runpytest(
+        FAST_SIM, "--gta-model=oracle", "--gta-ids=4", "--gta-tools=local,api", "-rs"
+    )
+    result.assert_outcomes(skipped=1)
+    text = result.stdout.str()
+    assert "no tool backend offers GoogleSearch" in text
+    assert "SERPER_API_KEY" in text
+    assert "gta: tools OCR: local, GoogleSearch: -" in text

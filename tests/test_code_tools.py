@@ -17,7 +17,9 @@ pytestmark = pytest.mark.slow
 
 #: Short limits keep the attack tests quick; the host gives up after the limit plus this slack.
 LIMIT_S = 2.0
-WITHIN_S = LIMIT_S + 3.0
+#: A generous bound on how long an attack may take to end: the sandbox's own limits are what end
+#: it (2 s wall clock); the slack absorbs a loaded CI machine and the host-side deadline.
+WITHIN_S = LIMIT_S + 13.0
 
 
 @pytest.fixture(autouse=True)
