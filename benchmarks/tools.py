@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from pytest_gta.dataset import load_dataset  # noqa: E402
 from pytest_gta.tools import ToolContext, ToolInvocation  # noqa: E402
 from pytest_gta.types import ToolResult  # noqa: E402
-from tool_backends import code_tools, sandbox  # noqa: E402
+from tool_backends import code_tools, image_tools, ocr, sandbox  # noqa: E402
 
 ToolFunction = Callable[[ToolInvocation, ToolContext], ToolResult]
 
@@ -47,6 +47,17 @@ BENCHMARKS: list[tuple[str, ToolFunction, dict[str, Any]]] = [
     ("Calculator", code_tools.calculator, {"expression": "sqrt(16) + 2*3"}),
     ("Solver", code_tools.solver, {"command": SOLVER}),
     ("Plot", code_tools.plot, {"command": PLOT}),
+    ("OCR", ocr.ocr, {"image": "image/image_0.jpg"}),
+    (
+        "DrawBox",
+        image_tools.draw_box,
+        {"image": "image/image_0.jpg", "bbox": "(60, 500, 380, 530)"},
+    ),
+    (
+        "AddText",
+        image_tools.add_text,
+        {"image": "image/image_0.jpg", "text": "paid", "position": "mm"},
+    ),
 ]
 
 

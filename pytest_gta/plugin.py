@@ -329,7 +329,16 @@ class GtaState:
             leaderboard=leaderboard_row(getattr(model, "catalog_entry", None)),
             prices=None if prices is None else (prices.input, prices.output),
             tool_routes=self.tool_routes() if tools is not None else None,
+            tool_backends=self.tool_backend_details() if tools is not None else None,
         )
+
+    def tool_backend_details(self) -> dict[str, Any]:
+        """Each backend's ``describe()`` (what it serves, how), for the report."""
+        details: dict[str, Any] = {}
+        for backend in self.toolset().backends:
+            describe = getattr(backend, "describe", None)
+            details[backend.name] = describe() if callable(describe) else {}
+        return details
 
     def validate(self) -> None:
         """Fail at startup, not mid-run: data, ids, model, tools and similarity model."""

@@ -177,6 +177,7 @@ def test_local_tools_end_to_end_record_and_replay(pytester, tmp_path):
     # str(eval(...)), as the official Calculator: float arithmetic shows.
     assert case["steps"][3]["content"][0]["content"] == "9.239999999999998"
     assert report["settings"]["tool_routes"] == {"OCR": "local", "Calculator": "local"}
+    assert report["settings"]["tool_backends"]["local"]["sandbox"] in ("bubblewrap", "rlimit")
     assert len(list(cassettes.glob("*/*.json"))) == 2
     replayed = pytester.runpytest(*common, "--gta-tools=strict-replay")
     replayed.assert_outcomes(passed=1)
@@ -194,3 +195,89 @@ def test_missing_key_skips_the_query_and_says_which(pytester, monkeypatch):
     assert "no tool backend offers GoogleSearch" in text
     assert "SERPER_API_KEY" in text
     assert "gta: tools OCR: local, GoogleSearch: -" in text
+
+
+def action(tool: str, arguments: dict) -> str:
+    return f"Thought: use {tool}\nAction: {tool}\nAction Input: {json.dumps(arguments)}"
+
+
+@pytest.mark.slow
+def test_mock_model_drives_every_local_tool_on_real_images(pytester, sample_dataset):
+    """The acceptance run: OCR reads the receipt, Solver solves the printed equation, Plot makes
+    a PNG, AddText and DrawBox change pixels, Calculator computes, all through ``local``."""
+    from PIL import Image, ImageChops
+
+    solver = (
+        "from sympy import symbols, solve\ndef solution():\n    x = symbols('x')\n"
+        "    return solve(2*x**2 - 3*x - 20, x)\n"
+    )
+    plot = (
+        "import matplotlib.pyplot as plt\ndef solution():\n    fig = plt.figure()\n"
+        "    plt.plot([1, 2, 3], [42, 38, 55])\n    return fig\n"
+    )
+    script = {
+        "responses": {
+            "e2e-0": [
+                action("OCR", {"image": "{data}/image/image_0.jpg"}),
+                action("Calculator", {"expression": "round(21.08 - 11.84, 2)"}),
+                "Final Answer: 9.24",
+            ],
+            "e2e-1": [action("Solver", {"command": solver}), "Final Answer: 4"],
+            "e2e-10": [
+                action("Plot", {"command": plot}),
+                action(
+                    "AddText",
+                    {"image": "{data}/image/image_2.jpg", "text": "June", "position": "mt"},
+                ),
+                "Final Answer: done",
+            ],
+            "e2e-11": [
+                action(
+                    "DrawBox",
+                    {
+                        "image": "{data}/image/image_5.jpg",
+                        "bbox": "(688, 256, 752, 320)",
+                        "annotation": "green",
+                    },
+                ),
+                "Final Answer: done",
+            ],
+        },
+    }
+    path = pytester.path / "script.json"
+    path.write_text(json.dumps(script))
+    pytester.runpytest(
+        FAST_SIM,
+        f"--gta-model=mock:{path}",
+        "--gta-ids=0,1,10,11",
+        "--gta-tools=local,replay",
+        "--gta-report=r.json",
+    )
+    cases = {c["id"]: c for c in json.loads((pytester.path / "r.json").read_text())["cases"]}
+    assert all(c["outcome"] != "error" for c in cases.values())
+
+    def output(case: str, step: int):
+        return cases[case]["steps"][step]["content"][0]
+
+    assert "21.08" in output("e2e-0", 1)["content"]  # the receipt's total, read by OCR
+    assert output("e2e-0", 3)["content"] == "9.24"
+    assert output("e2e-1", 1)["content"] == "[-5/2, 4]"
+
+    def load(path) -> Image.Image:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+
+    with Image.open(output("e2e-10", 1)["content"]) as plotted:
+        assert plotted.format == "PNG"
+        assert plotted.size[0] > 100
+    root = sample_dataset.root
+    for case, step, source in (("e2e-10", 3, "image_2.jpg"), ("e2e-11", 1, "image_5.jpg")):
+        made = load(output(case, step)["content"])
+        original = load(root / "image" / source)
+        assert made.size == original.size
+        assert ImageChops.difference(made, original).getbbox() is not None
+    drawn = load(output("e2e-11", 1)["content"])
+    original = load(root / "image" / "image_5.jpg")
+    # The box border changed; a far corner did not.
+    assert drawn.getpixel((688, 288)) != original.getpixel((688, 288))
+    assert drawn.getpixel((5, 5)) == original.getpixel((5, 5))

@@ -51,6 +51,15 @@ class LocalBackend:
         }
         self._functions: dict[str, ToolFunction] = {}
 
+    def describe(self) -> dict[str, object]:
+        """For the report: the tools served here and which sandbox runs model-written code."""
+        info: dict[str, object] = {"tools": sorted(self.tools)}
+        if {"Calculator", "Solver", "Plot"} & set(self.tools):
+            from tool_backends.sandbox import sandbox_kind
+
+            info["sandbox"] = sandbox_kind()
+        return info
+
     def offers(self, tool: str) -> bool:
         """Whether ``tool`` runs locally here."""
         return tool in self.tools

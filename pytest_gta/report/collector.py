@@ -44,6 +44,8 @@ class RunInfo:
     prices: tuple[float, float] | None = None
     #: Which backend serves each tool (``a > b``: b gets what a has no recording of).
     tool_routes: dict[str, str] | None = None
+    #: What tool backends say about themselves (``local``: which sandbox ran).
+    tool_backends: dict[str, Any] | None = None
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -137,6 +139,7 @@ class GtaCollector:
                 "modes": list(settings.modes),
                 "tools": info.tools,
                 "tool_routes": info.tool_routes,
+                "tool_backends": info.tool_backends,
                 "sim_model": settings.sim_model,
                 "sim_threshold": settings.sim_threshold,
                 "limit": settings.limit,
