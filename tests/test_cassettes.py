@@ -281,3 +281,34 @@ def test_mock_model_drives_every_local_tool_on_real_images(pytester, sample_data
     # The box border changed; a far corner did not.
     assert drawn.getpixel((688, 288)) != original.getpixel((688, 288))
     assert drawn.getpixel((5, 5)) == original.getpixel((5, 5))
+
+
+SHIPPED = Path(__file__).resolve().parent.parent / "fixtures" / "cassettes" / "gta_sample"
+
+
+def test_shipped_sample_cassettes_replay_without_local_tools(pytester):
+    """The cassettes recorded from the local tools on the sample replay under strict-replay,
+    with no tool installed or run: every local-tool call of the oracle hits a cassette."""
+    result = pytester.runpytest(
+        FAST_SIM,
+        "--gta-model=oracle",
+        "--gta-tools=strict-replay",
+        f"--gta-tool-cassettes={SHIPPED}",
+        "--gta-report=r.json",
+    )
+    result.assert_outcomes(passed=13)
+    cases = {c["id"]: c for c in json.loads((pytester.path / "r.json").read_text())["cases"]}
+    ocr = cases["e2e-0"]["steps"][1]["content"][0]["content"]
+    assert "21.08" in ocr
+    assert "12ElmStreet" in ocr  # RapidOCR's text, from the cassette, not the reference output
+    entries = list(SHIPPED.glob("*/*.json"))
+    assert {e.parent.name for e in entries} == {
+        "OCR",
+        "Calculator",
+        "Solver",
+        "Plot",
+        "DrawBox",
+        "AddText",
+    }
+    for entry in entries:
+        assert not json.loads(entry.read_text())["arguments"].get("image", "").startswith("/")
