@@ -312,3 +312,57 @@ def test_shipped_sample_cassettes_replay_without_local_tools(pytester):
     }
     for entry in entries:
         assert not json.loads(entry.read_text())["arguments"].get("image", "").startswith("/")
+
+
+def _record_many(root: str, sample: str, worker: int) -> None:
+    from pytest_gta.dataset import load_dataset
+
+    dataset = load_dataset(Path(sample))
+    cassettes = Cassettes(Path(root))
+    for i in range(30):
+        result = ToolResult.text(f"answer {i}")
+        cassettes.record(
+            "Calculator",
+            {"expression": f"{i}+1"},
+            result,
+            dataset,
+            Path(root),
+            overwrite=worker % 2 == 0,
+        )
+
+
+def test_concurrent_recording_never_tears_an_entry(sample_root, sample_dataset, tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    procs = [
+        context.Process(target=_record_many, args=(str(tmp_path), str(sample_root), w))
+        for w in range(4)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    cassettes = Cassettes(tmp_path)
+    for i in range(30):
+        hit = cassettes.lookup("Calculator", {"expression": f"{i}+1"}, sample_dataset, tmp_path)
+        assert hit is not None
+        assert hit.format() == f"answer {i}"
+    assert not [p for p in tmp_path.rglob(".*") if p.is_file()]
+
+
+def test_record_new_keeps_and_all_replaces(sample_dataset, tmp_path):
+    cassettes = Cassettes(tmp_path)
+    args = {"expression": "1+1"}
+    assert cassettes.record(
+        "Calculator", args, ToolResult.text("2"), sample_dataset, tmp_path, overwrite=False
+    )
+    assert not cassettes.record(
+        "Calculator", args, ToolResult.text("3"), sample_dataset, tmp_path, overwrite=False
+    )
+    assert cassettes.lookup("Calculator", args, sample_dataset, tmp_path).format() == "2"
+    assert cassettes.record(
+        "Calculator", args, ToolResult.text("3"), sample_dataset, tmp_path, overwrite=True
+    )
+    assert cassettes.lookup("Calculator", args, sample_dataset, tmp_path).format() == "3"
