@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from pytest_gta.dataset import Dataset, ToolMeta, ToolParam, bundled_sample_path, load_dataset
+from pytest_gta.dataset import Dataset, ToolMeta, ToolParam
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from tests.scripted_server import Recorded, ScriptedServer, Step
@@ -54,16 +54,6 @@ def png_b64(size: tuple[int, int] = (4, 3)) -> str:
     buffer = io.BytesIO()
     Image.new("RGB", size, "red").save(buffer, format="PNG")
     return base64.b64encode(buffer.getvalue()).decode()
-
-
-@pytest.fixture(scope="module")
-def dataset() -> Dataset:
-    return load_dataset(bundled_sample_path())
-
-
-@pytest.fixture
-def context(dataset: Dataset, tmp_path: Path) -> ToolContext:
-    return ToolContext(dataset, next(iter(dataset)), tmp_path / "out")
 
 
 def route(record: Recorded) -> Step:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gta.dataset import Dataset, bundled_sample_path, load_dataset
+from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from tests.scripted_server import ScriptedServer, Step
@@ -21,16 +21,6 @@ KEYS = {
     "MATHPIX_APP_ID": "mathpix-id",
     "MATHPIX_APP_KEY": "mathpix-secret",
 }
-
-
-@pytest.fixture(scope="module")
-def dataset() -> Dataset:
-    return load_dataset(bundled_sample_path())
-
-
-@pytest.fixture
-def context(dataset: Dataset, tmp_path: Path) -> ToolContext:
-    return ToolContext(dataset, next(iter(dataset)), tmp_path / "out")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import openai
 import pytest
 from PIL import Image
 
-from pytest_gta.dataset import Dataset, bundled_sample_path, load_dataset
+from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from tests.scripted_server import Recorded, ScriptedServer, Step, chat_completion
@@ -31,16 +31,6 @@ def route(record: Recorded) -> Step:
     if record.path.endswith(("/images/generations", "/images/edits")):
         return Step({"created": 0, "data": [{"b64_json": png_b64()}]})
     return Step(chat_completion("A cat on a mat."))
-
-
-@pytest.fixture(scope="module")
-def dataset() -> Dataset:
-    return load_dataset(bundled_sample_path())
-
-
-@pytest.fixture
-def context(dataset: Dataset, tmp_path: Path) -> ToolContext:
-    return ToolContext(dataset, next(iter(dataset)), tmp_path / "out")
 
 
 @pytest.fixture

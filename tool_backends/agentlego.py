@@ -47,6 +47,54 @@ FILE_OUTPUT_EXTENSIONS = {"image": ".png", "audio": ".wav"}
 RETRYABLE = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.RemoteProtocolError)
 
 
+def request_with_retries(
+    method: str,
+    url: str,
+    *,
+    service: str,
+    what: str,
+    timeout: Any,
+    retries: int,
+    backoff: float,
+    show_errors: bool = True,
+    **kwargs: Any,
+) -> httpx2.Response:
+    """One HTTP request, retried with backoff on connection errors only.
+
+    HTTP answers are never retried: a tool that failed would fail again. ``show_errors=False``
+    names only the exception type (for services whose errors could echo a credential).
+
+    Raises:
+        GtaInfrastructureError: the service could not be reached, or timed out.
+    """
+
+    def why(exc: Exception) -> str:
+        return repr(exc) if show_errors else type(exc).__name__
+
+    delay = backoff
+    for attempt in range(retries + 1):
+        try:
+            # A client per request: nothing to close when the run ends, nothing shared between
+            # threads, and one TCP connect is nothing next to a tool's own time.
+            with httpx2.Client(timeout=timeout) as client:
+                response: httpx2.Response = client.request(method, url, **kwargs)
+                return response
+        except RETRYABLE as exc:
+            if attempt == retries:
+                raise GtaInfrastructureError(
+                    f"{service} is unreachable: {why(exc)} (after {attempt + 1} attempts)"
+                ) from exc
+            time.sleep(delay)
+            delay *= 2
+        except httpx2.TimeoutException as exc:
+            raise GtaInfrastructureError(
+                f"{service} did not answer {what} in time: {why(exc)}"
+            ) from exc
+        except httpx2.TransportError as exc:
+            raise GtaInfrastructureError(f"{service} failed on {what}: {why(exc)}") from exc
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
 def resolve_input_path(value: str, context: ToolContext) -> Path:
     """A file argument as a local path: absolute as given, else under the dataset root.
 
@@ -127,37 +175,17 @@ class AgentLegoBackend:
         return frozenset(str(path).strip("/") for path in paths)
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx2.Response:
-        """One request, retried on connection errors only.
-
-        Raises:
-            GtaInfrastructureError: the server could not be reached after all attempts.
-        """
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
-            try:
-                # A client per request: nothing to close when the run ends, nothing shared
-                # between threads, and one TCP connect is nothing next to a GPU tool's time.
-                with httpx2.Client(timeout=self.timeout) as client:
-                    response: httpx2.Response = client.request(method, self.url + path, **kwargs)
-                    return response
-            except RETRYABLE as exc:
-                if attempt == self.retries:
-                    raise GtaInfrastructureError(
-                        f"agentlego server at {self.url} is unreachable: {exc!r} "
-                        f"(after {attempt + 1} attempts)"
-                    ) from exc
-                time.sleep(delay)
-                delay *= 2
-            except httpx2.TimeoutException as exc:
-                raise GtaInfrastructureError(
-                    f"agentlego server at {self.url} did not answer {method} {path} in time: "
-                    f"{exc!r}"
-                ) from exc
-            except httpx2.TransportError as exc:
-                raise GtaInfrastructureError(
-                    f"agentlego server at {self.url} failed on {method} {path}: {exc!r}"
-                ) from exc
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        """One request, retried on connection errors only."""
+        return request_with_retries(
+            method,
+            self.url + path,
+            service=f"agentlego server at {self.url}",
+            what=f"{method} {path}",
+            timeout=self.timeout,
+            retries=self.retries,
+            backoff=self.backoff,
+            **kwargs,
+        )
 
     def offers(self, tool: str) -> bool:
         """Whether the server lists ``tool``; any GTA tool while the server is unreachable.

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import httpx2
 
-from pytest_gta.errors import GtaInfrastructureError, GtaToolError
+from pytest_gta.errors import GtaToolError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from pytest_gta.types import ToolResult
-from tool_backends.agentlego import RETRYABLE, resolve_input_path
+from tool_backends.agentlego import request_with_retries, resolve_input_path
 
 #: Tool -> the environment variables it needs.
 API_TOOLS: dict[str, tuple[str, ...]] = {
@@ -142,25 +141,17 @@ class ApiBackend:
 
     def _post(self, service: str, url: str, **kwargs: Any) -> httpx2.Response:
         """POST with retries on connection errors; a service out of reach is infrastructure."""
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
-            try:
-                with httpx2.Client(timeout=self.timeout) as client:
-                    response: httpx2.Response = client.post(url, **kwargs)
-                    return response
-            except RETRYABLE as exc:
-                if attempt == self.retries:
-                    raise GtaInfrastructureError(
-                        f"{service} at {url} is unreachable: {type(exc).__name__} "
-                        f"(after {attempt + 1} attempts)"
-                    ) from exc
-                time.sleep(delay)
-                delay *= 2
-            except httpx2.TransportError as exc:
-                raise GtaInfrastructureError(
-                    f"{service} at {url} failed: {type(exc).__name__}"
-                ) from exc
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        return request_with_retries(
+            "POST",
+            url,
+            service=f"{service} at {url}",
+            what="POST",
+            timeout=self.timeout,
+            retries=self.retries,
+            backoff=self.backoff,
+            show_errors=False,
+            **kwargs,
+        )
 
     def _search(self, invocation: ToolInvocation) -> str:
         """AgentLego's request: ``POST /search?k=K&q=QUERY`` with ``X-API-KEY``.

@@ -16,12 +16,12 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pytest_gta.dataset import Dataset
+from pytest_gta.files import copy_atomic, write_atomic
 from pytest_gta.types import ResultItem, ToolResult
 
 SCHEMA = "pytest-gta-cassette/1"
@@ -128,7 +128,7 @@ class Cassettes:
             content = item.content
             if item.type != "text" and isinstance(content, str) and os.path.isfile(content):
                 name = f"{key}-{n}{Path(content).suffix or '.bin'}"
-                _atomic_copy(Path(content), entry_path.parent / name)
+                copy_atomic(Path(content), entry_path.parent / name)
                 outputs.append({"type": item.type, "file": name})
             else:
                 outputs.append({"type": item.type, "content": content})
@@ -139,27 +139,5 @@ class Cassettes:
             "files": hashes,
             "outputs": outputs,
         }
-        _atomic_write(entry_path, json.dumps(entry, indent=1, ensure_ascii=False) + "\n")
+        write_atomic(entry_path, json.dumps(entry, indent=1, ensure_ascii=False) + "\n")
         return True
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _atomic_copy(source: Path, target: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

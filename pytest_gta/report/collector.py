@@ -8,17 +8,15 @@ same with and without xdist and a crashed worker loses only the case it was runn
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_gta.dataset import Dataset
+from pytest_gta.files import write_atomic
 from pytest_gta.options import GtaSettings
 from pytest_gta.report.build import CaseRecord, build_report
 from pytest_gta.report.table import render_markdown, render_text
@@ -46,19 +44,6 @@ class RunInfo:
     tool_routes: dict[str, str] | None = None
     #: What tool backends say about themselves (``local``: which sandbox ran).
     tool_backends: dict[str, Any] | None = None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a whole file or nothing (a crash never leaves half a report)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class GtaCollector:
