@@ -287,3 +287,14 @@ def test_real_agentlego_server(real_server: str, dataset: Dataset, context: Tool
     with pytest.raises(GtaToolError) as caught:
         backend.call(invoke(dataset, "Calculator", expression="1/0"), context)
     assert str(caught.value) == "ZeroDivisionError('division by zero')"
+
+
+def test_files_outside_the_dataset_are_never_uploaded(context):
+    from pytest_gta.errors import GtaToolError
+    from tool_backends.agentlego import resolve_input_path
+
+    for value in ("/etc/passwd", "../../etc/passwd", "image/../../outside.jpg"):
+        with pytest.raises(GtaToolError):
+            resolve_input_path(value, context)
+    inside = resolve_input_path("image/image_0.jpg", context)
+    assert inside.is_file()

@@ -96,13 +96,14 @@ def request_with_retries(
 
 
 def resolve_input_path(value: str, context: ToolContext) -> Path:
-    """A file argument as a local path: absolute as given, else under the dataset root.
+    """A file argument as a local path, confined to the dataset and the run's output directory.
 
-    ``convert_arguments`` already checked the file exists, against the same root.
+    A file sent to a remote service leaves the machine: a model that names ``/etc/passwd`` or
+    a symlink out of the dataset gets a tool error, not an upload.
     """
-    if os.path.isabs(value):
-        return Path(value)
-    return Path(context.dataset.root_str) / value
+    from tool_backends.paths import resolve_image
+
+    return resolve_image(value, context)
 
 
 def save_output_file(data: bytes, tool: str, extension: str, context: ToolContext) -> str:
