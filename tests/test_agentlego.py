@@ -6,6 +6,7 @@ import base64
 import email.parser
 import email.policy
 import io
+import json
 import os
 import shutil
 import socket
@@ -298,3 +299,22 @@ def test_files_outside_the_dataset_are_never_uploaded(context):
             resolve_input_path(value, context)
     inside = resolve_input_path("image/image_0.jpg", context)
     assert inside.is_file()
+
+
+def test_server_down_is_an_error_outcome_not_a_failed_score(pytester):
+    from conftest import FAST_SIM
+
+    port = free_port()  # nobody listens there
+    result = pytester.runpytest(
+        FAST_SIM,
+        "--gta-model=oracle",
+        "--gta-ids=0",
+        f"--gta-tools=agentlego=127.0.0.1:{port}",
+        "--gta-report=r.json",
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", outcomes.get("error")) == 1
+    assert "failed" not in outcomes
+    case = json.loads((pytester.path / "r.json").read_text())["cases"][0]
+    assert case["outcome"] == "error"
+    assert f"agentlego server at http://127.0.0.1:{port} is unreachable" in case["message"]
