@@ -283,7 +283,7 @@ def test_mock_model_drives_every_local_tool_on_real_images(pytester, sample_data
     assert drawn.getpixel((5, 5)) == original.getpixel((5, 5))
 
 
-SHIPPED = Path(__file__).resolve().parent.parent / "fixtures" / "cassettes" / "gta_sample"
+SHIPPED = Path(__file__).resolve().parent.parent / "fixtures" / "cassettes"
 
 
 def test_shipped_sample_cassettes_replay_without_local_tools(pytester):
