@@ -188,7 +188,9 @@ PRINT_FLOOD = """
     [
         (LOOP, "time limit"),
         (MEMORY, "MemoryError"),
-        (BIG_LIST, "MemoryError|memory"),
+        # Growing a list hits the memory limit, or on a slow machine the wall clock first:
+        # either way the limit ended it.
+        (BIG_LIST, "MemoryError|memory|time limit"),
         (FORK_BOMB, None),
         (SPAWN, None),
         (PRINT_FLOOD, "time limit"),
