@@ -93,13 +93,9 @@ def _int_at_least(value: str, flag: str, hint: str, minimum: int = 1) -> int:
     return number
 
 
-def _positive_int(value: str, flag: str, hint: str) -> int:
-    return _int_at_least(value, flag, hint)
-
-
 def parse_limit(value: str) -> int:
     """A positive number of queries."""
-    return _positive_int(
+    return _int_at_least(
         value, OPT_LIMIT, f"give a positive number of queries, e.g. {OPT_LIMIT}=20"
     )
 
@@ -128,7 +124,7 @@ def parse_threshold(value: str) -> float:
 
 def parse_max_turns(value: str) -> int:
     """A positive number of model turns per end-to-end episode."""
-    return _positive_int(
+    return _int_at_least(
         value,
         OPT_MAX_TURNS,
         f"give a positive number of turns (official: {DEFAULT_MAX_TURNS})",
@@ -167,7 +163,7 @@ def parse_temperature(value: str) -> float:
 
 def parse_max_tokens(value: str) -> int:
     """A positive number of tokens per reply."""
-    return _positive_int(
+    return _int_at_least(
         value, OPT_MAX_TOKENS, f"give a positive number of tokens (official: {DEFAULT_MAX_TOKENS})"
     )
 
@@ -205,7 +201,7 @@ def parse_retries(value: str) -> int:
 
 def parse_max_concurrency(value: str) -> int:
     """Requests in flight per endpoint and process."""
-    return _positive_int(
+    return _int_at_least(
         value,
         OPT_MAX_CONCURRENCY,
         f"give a positive number of requests (default {DEFAULT_MAX_CONCURRENCY})",
@@ -229,7 +225,7 @@ def parse_epoch(value: str) -> int:
 
 def parse_max_tokens_total(value: str) -> int:
     """A positive token budget for the session."""
-    return _positive_int(
+    return _int_at_least(
         value, OPT_MAX_TOKENS_TOTAL, "give a positive number of tokens (input + output)"
     )
 

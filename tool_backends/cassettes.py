@@ -37,6 +37,22 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
+def _candidate(value: str, root: str) -> str:
+    """The file a path argument names: absolute as given, else under the dataset root."""
+    return os.path.normpath(value if os.path.isabs(value) else os.path.join(root, value))
+
+
+def normalise_argument(value: Any, dataset: Dataset) -> Any:
+    """A file argument inside the dataset as its dataset-relative path; anything else unchanged."""
+    if not isinstance(value, str):
+        return value
+    root = dataset.root_str
+    candidate = _candidate(value, root)
+    if candidate.startswith(root + os.sep) and os.path.exists(candidate):
+        return os.path.relpath(candidate, root).replace(os.sep, "/")
+    return value
+
+
 def portable_arguments(
     arguments: Mapping[str, Any], dataset: Dataset, output_dir: Path | None = None
 ) -> tuple[dict[str, Any], dict[str, str]]:
@@ -45,20 +61,17 @@ def portable_arguments(
     Files the run produced (in ``output_dir``) are keyed by content alone: their names are
     random, their bytes are what the tool sees.
     """
-    root = dataset.root_str
     portable: dict[str, Any] = {}
     hashes: dict[str, str] = {}
     for key, value in arguments.items():
-        portable[key] = value
+        portable[key] = normalise_argument(value, dataset)
         if not isinstance(value, str):
             continue
-        candidate = os.path.normpath(value if os.path.isabs(value) else os.path.join(root, value))
+        candidate = _candidate(value, dataset.root_str)
         if not os.path.isfile(candidate):
             continue
         hashes[key] = _sha256(candidate)
-        if candidate.startswith(root + os.sep):
-            portable[key] = os.path.relpath(candidate, root).replace(os.sep, "/")
-        elif output_dir is not None and candidate.startswith(str(output_dir) + os.sep):
+        if output_dir is not None and candidate.startswith(str(output_dir) + os.sep):
             portable[key] = "<output>"
     return portable, hashes
 

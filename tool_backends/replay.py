@@ -24,19 +24,7 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaToolError, GtaToolMiss
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from pytest_gta.types import ResultItem, ToolResult
-from tool_backends.cassettes import Cassettes
-
-
-def normalise_argument(value: Any, dataset: Dataset) -> Any:
-    """A file argument as its dataset-relative path; anything else unchanged."""
-    if not isinstance(value, str):
-        return value
-    root = dataset.root_str
-    candidate = value if os.path.isabs(value) else os.path.join(root, value)
-    candidate = os.path.normpath(candidate)
-    if candidate.startswith(root + os.sep) and os.path.exists(candidate):
-        return os.path.relpath(candidate, root).replace(os.sep, "/")
-    return value
+from tool_backends.cassettes import Cassettes, normalise_argument
 
 
 def normalise_arguments(arguments: Mapping[str, Any], dataset: Dataset) -> dict[str, Any]:

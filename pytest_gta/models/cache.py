@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from pytest_gta.files import write_atomic
 from pytest_gta.models.generation import CacheMode
 from pytest_gta.types import ModelOutput, ToolCall, Usage
 
@@ -69,19 +68,11 @@ class ResponseCache:
         """Store ``output`` atomically (best effort: a full disk never fails a case)."""
         if not self.writable:
             return
-        path = self._path(key)
         entry = {"schema": SCHEMA, "key": key, **about, "output": _encode(output)}
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(entry, fh, ensure_ascii=False)
-            os.replace(tmp, path)
+            write_atomic(self._path(key), json.dumps(entry, ensure_ascii=False))
         except OSError:
-            try:
-                Path(tmp).unlink(missing_ok=True)
-            except (NameError, OSError):
-                pass
+            pass
 
 
 def _encode(output: ModelOutput) -> dict[str, Any]:
