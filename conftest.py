@@ -41,12 +41,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     # pytester's in-process runs drop modules first imported inside them; NumPy and torch
-    # cannot be imported twice in one process, and the similarity cache should outlive a run.
+    # cannot be imported twice in one process, the similarity cache should outlive a run, and
+    # tests monkeypatch the install modules that in-process runs then use.
     import anthropic  # noqa: F401
     import numpy  # noqa: F401
     import openai  # noqa: F401
     import sentence_transformers  # noqa: F401
 
+    import pytest_gta.datainfo
+    import pytest_gta.install.cli
+    import pytest_gta.install.installer
     import pytest_gta.runner
     import pytest_gta.scoring.similarity  # noqa: F401
 

@@ -14,7 +14,6 @@ file under the root.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_gta.errors import GtaError
+from pytest_gta.files import sha256_file
 
 QueryType = Literal["objective", "subjective", "image"]
 QUERY_TYPES: tuple[QueryType, ...] = ("objective", "subjective", "image")
@@ -617,11 +617,7 @@ def _check_dialogs(
 
 def dataset_sha256(root: Path) -> str:
     """Identify a dataset version by the sha256 of its ``dataset.json``."""
-    digest = hashlib.sha256()
-    with (root / "dataset.json").open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return sha256_file(root / "dataset.json")
 
 
 def load_dataset(root: str | os.PathLike[str]) -> Dataset:

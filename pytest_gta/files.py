@@ -6,6 +6,7 @@ run); a crash or a concurrent writer must never leave half a file under the fina
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -36,3 +37,12 @@ def copy_atomic(source: Path, target: Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in chunks (images and model weights can be large)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

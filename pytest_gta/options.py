@@ -60,6 +60,13 @@ OPT_MAX_COST = "--gta-max-cost"
 OPT_PRICE = "--gta-price"
 OPT_TOOL_CASSETTES = "--gta-tool-cassettes"
 OPT_TOOL_RECORD = "--gta-tool-record"
+OPT_DOWNLOAD = "--gta-download"
+OPT_DOWNLOAD_URL = "--gta-download-url"
+OPT_DATA_DIR = "--gta-data-dir"
+OPT_ALLOW_UNVERIFIED = "--gta-allow-unverified"
+OPT_RECORD_MANIFEST = "--gta-record-manifest"
+OPT_DATA_INFO = "--gta-data-info"
+ENV_DATA_DIR = "GTA_DATA_DIR"
 TOOL_RECORD_MODES = ("none", "new", "all")
 
 DEFAULT_MODES: tuple[Mode, ...] = ("e2e",)
@@ -67,7 +74,23 @@ DEFAULT_TOOLS = "replay"
 DEFAULT_SIM_MODEL = "all-mpnet-base-v2"
 DEFAULT_SIM_THRESHOLD = 0.5
 DEFAULT_MAX_TURNS = 10
-DATA_DIR_DEFAULT = Path("data") / "gta_dataset"
+DATA_DIR_DEFAULT = Path("data")
+DATASET_NAME = "gta_dataset"
+DATA_DIR_DEFAULT_SOURCE = f"{DATA_DIR_DEFAULT}/ under the rootdir"
+#: ``--gta-data=sample``: the 13-query sample shipped with the plugin.
+SAMPLE_KEYWORD = "sample"
+#: The data source of a self-check (or model-less) run that fell back to the sample.
+SAMPLE_FALLBACK = "bundled sample: no dataset installed in"
+
+
+def is_self_check(model: str | None) -> bool:
+    """Whether ``model`` checks the harness (oracle, mock) rather than being evaluated.
+
+    Without an installed dataset such runs use the bundled sample (and say so) instead of
+    stopping; a model under evaluation never silently runs on the sample.
+    """
+    return model is not None and (model in ("oracle", "mock") or model.startswith("mock:"))
+
 
 T = TypeVar("T")
 
@@ -328,8 +351,55 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         OPT_DATA,
         parse_text,
         "DIR",
-        "dataset directory in the official layout (default: data/gta_dataset under the rootdir "
-        "if present, else the bundled sample)",
+        f"dataset directory in the official layout, or '{SAMPLE_KEYWORD}' for the bundled sample "
+        f"(default: {DATASET_NAME} in the data directory)",
+    )
+    add(
+        OPT_DATA_DIR,
+        parse_text,
+        "DIR",
+        f"where datasets are installed and looked up (default: ${ENV_DATA_DIR}, else "
+        f"{DATA_DIR_DEFAULT}/ under the rootdir)",
+    )
+    group.addoption(
+        OPT_DOWNLOAD,
+        dest="gta_download",
+        action="store_true",
+        default=False,
+        help="fetch, verify and unpack the GTA dataset into the data directory, then exit",
+    )
+    add(
+        OPT_DOWNLOAD_URL,
+        parse_text,
+        "URL_OR_PATH",
+        "download from this URL, zip or directory instead of Hugging Face and the GitHub release",
+    )
+    group.addoption(
+        OPT_ALLOW_UNVERIFIED,
+        dest="gta_allow_unverified",
+        action="store_true",
+        default=None,
+        help="install data that fails the manifest's sha256s or the paper's counts (mirrors)",
+    )
+    parser.addini(
+        "gta_allow_unverified",
+        type="bool",
+        default=False,
+        help=f"default for {OPT_ALLOW_UNVERIFIED}",
+    )
+    group.addoption(
+        OPT_RECORD_MANIFEST,
+        dest="gta_record_manifest",
+        action="store_true",
+        default=False,
+        help="with --gta-download: record the verified files' sha256s in data/manifest.json",
+    )
+    group.addoption(
+        OPT_DATA_INFO,
+        dest="gta_data_info",
+        action="store_true",
+        default=False,
+        help="print the installed dataset's origin, verification and statistics, then exit",
     )
     add(OPT_MODE, parse_modes, "MODES", "step, e2e or step,e2e (default: e2e)")
     add(
@@ -480,7 +550,8 @@ class GtaSettings:
     """The resolved ``--gta-*`` settings of a session."""
 
     model: str | None
-    data: Path
+    #: ``None`` when no dataset is installed and none was named (a usage error once needed).
+    data: Path | None
     data_source: str
     modes: tuple[Mode, ...]
     tools: str
@@ -500,6 +571,8 @@ class GtaSettings:
     price: tuple[float, float] | None = None
     tool_cassettes: Path | None = None
     tool_record: str = "none"
+    #: Where datasets are installed (``--gta-data-dir``); the default dataset is ``gta_dataset``.
+    data_dir: Path = DATA_DIR_DEFAULT
 
     @property
     def active(self) -> bool:
@@ -521,20 +594,58 @@ def _value(config: pytest.Config, name: str, parse: Callable[[str], T]) -> tuple
     return None, "default"
 
 
-def _resolve_data(config: pytest.Config) -> tuple[Path, str]:
+def resolve_data_dir(config: pytest.Config) -> tuple[Path, str]:
+    """``--gta-data-dir`` > ``$GTA_DATA_DIR`` > ini ``gta_data_dir`` > ``data/`` under the rootdir.
+
+    The environment beats the ini file: it is the machine's choice (a CI cache), the ini the
+    project's.
+    """
+    import os
+
+    cli = config.getoption("gta_data_dir")
+    if cli is not None:
+        return (config.invocation_params.dir / Path(cli).expanduser()).absolute(), OPT_DATA_DIR
+    env = os.environ.get(ENV_DATA_DIR, "").strip()
+    if env:
+        return (config.invocation_params.dir / Path(env).expanduser()).absolute(), ENV_DATA_DIR
+    ini = config.getini("gta_data_dir")
+    if ini:
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return (base / Path(str(ini)).expanduser()).absolute(), "ini gta_data_dir"
+    return (config.rootpath / DATA_DIR_DEFAULT).absolute(), DATA_DIR_DEFAULT_SOURCE
+
+
+def _named_data(value: str, base: Path) -> Path:
+    from pytest_gta.dataset import bundled_sample_path
+
+    if value == SAMPLE_KEYWORD:
+        return bundled_sample_path()
+    return (base / Path(value).expanduser()).absolute()
+
+
+def _resolve_data(
+    config: pytest.Config, model: str | None, data_dir: Path, data_dir_source: str
+) -> tuple[Path | None, str]:
     from pytest_gta.dataset import bundled_sample_path
 
     cli = config.getoption("gta_data")
     if cli is not None:
-        return (config.invocation_params.dir / Path(cli).expanduser()).absolute(), OPT_DATA
+        source = "bundled sample" if cli == SAMPLE_KEYWORD else OPT_DATA
+        return _named_data(cli, config.invocation_params.dir), source
     ini = config.getini("gta_data")
     if ini:
         base = config.inipath.parent if config.inipath else config.rootpath
-        return (base / Path(str(ini)).expanduser()).absolute(), "ini gta_data"
-    default = config.rootpath / DATA_DIR_DEFAULT
-    if (default / "dataset.json").is_file():
-        return default.absolute(), str(DATA_DIR_DEFAULT)
-    return bundled_sample_path(), "bundled sample"
+        source = "bundled sample" if ini == SAMPLE_KEYWORD else "ini gta_data"
+        return _named_data(str(ini), base), source
+    installed = data_dir / DATASET_NAME
+    if (installed / "dataset.json").is_file():
+        if data_dir_source == DATA_DIR_DEFAULT_SOURCE:
+            return installed.absolute(), str(DATA_DIR_DEFAULT / DATASET_NAME)
+        return installed.absolute(), f"{DATASET_NAME} in the data directory from {data_dir_source}"
+    if model is None or is_self_check(model):
+        # Without a model nothing is evaluated: user tests are collected from the sample and skip.
+        return bundled_sample_path(), f"{SAMPLE_FALLBACK} {data_dir}"
+    return None, f"no dataset installed in {data_dir}"
 
 
 def _path(config: pytest.Config, value: str | None) -> Path | None:
@@ -566,7 +677,8 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
     ids, _ = _value(config, "gta_ids", parse_ids)
     recorded_root, _ = _value(config, "gta_recorded_root", parse_text)
     max_turns, _ = _value(config, "gta_max_turns", parse_max_turns)
-    data, data_source = _resolve_data(config)
+    data_dir, data_dir_source = resolve_data_dir(config)
+    data, data_source = _resolve_data(config, model, data_dir, data_dir_source)
     base_url, _ = _value(config, "gta_base_url", parse_url)
     served_model, _ = _value(config, "gta_served_model", parse_text)
     model_args, _ = _value(config, "gta_model_args", parse_model_args)
@@ -621,4 +733,5 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         price=price,
         tool_cassettes=_config_path(config, cassettes, cassettes_from),
         tool_record=tool_record or "none",
+        data_dir=data_dir,
     )

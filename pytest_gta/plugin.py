@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gta.dataset import CATEGORIES, QUERY_TYPES
-from pytest_gta.options import GtaSettings, resolve_settings
+from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings, resolve_settings
 from pytest_gta.options import pytest_addoption as _addoption
 from pytest_gta.types import MODES
 
@@ -80,6 +80,17 @@ class GtaState:
         if self._dataset is None:
             from pytest_gta.dataset import DatasetError, load_dataset
 
+            if self.settings.data is None:
+                from pytest_gta.install.installer import how_to_get
+                from pytest_gta.options import DATASET_NAME
+
+                raise pytest.UsageError(
+                    f"pytest-gta: no GTA dataset to run --gta-model={self.settings.model} on: "
+                    f"{self.settings.data_source}.\n"
+                    + how_to_get(self.settings.data_dir / DATASET_NAME)
+                    + "\nTo try the plugin on the bundled 13-query sample instead, add "
+                    "--gta-data=sample."
+                )
             try:
                 self._dataset = load_dataset(self.settings.data)
             except DatasetError as exc:
@@ -358,6 +369,20 @@ def state_of(config: pytest.Config) -> GtaState:
     return config.stash[STATE]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """``--gta-download`` and ``--gta-data-info`` run instead of a test session."""
+    if not (
+        config.getoption("gta_download")
+        or config.getoption("gta_data_info")
+        or config.getoption("gta_record_manifest")
+    ):
+        return None
+    from pytest_gta.install.cli import run
+
+    return run(config)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve settings; when a model is given, validate everything and start the collector."""
     static = ["gta", *(f"gta_mode_{m}" for m in MODES), *(f"gta_type_{t}" for t in QUERY_TYPES)]
@@ -418,6 +443,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"({len(dataset)} queries, {settings.data_source})"
     )
     lines = [line]
+    if settings.data_source.startswith(SAMPLE_FALLBACK):
+        lines.append(
+            f"gta: {settings.model} runs on the bundled sample because no dataset is installed; "
+            "get the real one with pytest --gta-download"
+        )
     if state.uses_tools():
         lines.append("gta: tool backends " + ", ".join(b.name for b in state.toolset().backends))
         routes = state.tool_routes()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_gta.dataset import Dataset, bundled_sample_path, load_dataset
 from pytest_gta.tools import ToolContext
+from tests.hf_server import PointAt
 
 
 @pytest.fixture(scope="module")
@@ -20,3 +22,50 @@ def dataset() -> Dataset:
 def context(dataset: Dataset, tmp_path: Path) -> ToolContext:
     """A tool call's context on the sample's first query, writing into a fresh directory."""
     return ToolContext(dataset, next(iter(dataset)), tmp_path / "out")
+
+
+@pytest.fixture
+def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PointAt]:
+    """``point_at(url, offline=False)`` aims huggingface_hub at ``url``; returns the hub cache.
+
+    huggingface_hub reads its environment once, at import, so in-process tests patch its
+    ``constants`` as well as the environment (why each: tests/test_hf_server_selfcheck.py).
+    """
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    home = tmp_path / "hf_home"
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HF_TOKEN_PATH", "HF_OIDC_RESOURCE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    for name, value in {
+        "HF_HOME": str(home),
+        "HF_HUB_CACHE": str(home / "hub"),
+        "HF_ASSETS_CACHE": str(home / "assets"),
+        "HF_XET_CACHE": str(home / "xet"),
+        "HF_TOKEN_PATH": str(home / "token"),
+        "HF_STORED_TOKENS_PATH": str(home / "stored_tokens"),
+        "AGENT_HARNESSES_PATH": str(home / ".agent_harnesses.json"),
+        "HF_HUB_DISABLE_TELEMETRY": True,
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": False,
+    }.items():
+        monkeypatch.setattr(constants, name, value)
+
+    def point_at(url: str, *, offline: bool = False) -> Path:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1" if offline else "0")
+        monkeypatch.setattr(constants, "ENDPOINT", url)
+        monkeypatch.setattr(
+            constants,
+            "HUGGINGFACE_CO_URL_TEMPLATE",
+            url + "/{repo_id}/resolve/{revision}/{filename}",
+        )
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+        return home / "hub"
+
+    yield point_at
+    # Drop the shared client's kept-alive connections to servers that are gone by now.
+    huggingface_hub.close_session()

@@ -306,6 +306,7 @@ def test_server_down_is_an_error_outcome_not_a_failed_score(pytester):
 
     port = free_port()  # nobody listens there
     result = pytester.runpytest(
+        "--gta-data=sample",
         FAST_SIM,
         "--gta-model=oracle",
         "--gta-ids=0",

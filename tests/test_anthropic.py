@@ -496,6 +496,7 @@ def test_client_errors_are_fatal_at_once(sample_dataset, server, status):
 
 def test_plugin_run_against_the_server(pytester, server, dist_args):
     result = pytester.runpytest(
+        "--gta-data=sample",
         "--gta-model=anthropic/claude-3-opus-20240229",
         f"--gta-base-url={server.base}",
         "--gta-mode=step",
@@ -526,6 +527,7 @@ def test_plugin_run_against_the_server(pytester, server, dist_args):
 def test_plugin_run_with_a_failing_server_errors(pytester, server, dist_args):
     server.default = error_reply(500)
     result = pytester.runpytest(
+        "--gta-data=sample",
         "--gta-model=anthropic/claude-opus-4-5",
         f"--gta-base-url={server.base}",
         "--gta-mode=step",

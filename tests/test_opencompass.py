@@ -260,6 +260,7 @@ def predictions(tmp_path, sample_dataset):
 def rescore(pytester, path, mode, *extra):
     report = pytester.path / f"{mode}.json"
     result = pytester.runpytest(
+        "--gta-data=sample",
         f"--gta-model=opencompass:{path}",
         f"--gta-mode={mode}",
         FAST_SIM,
@@ -318,7 +319,9 @@ def test_failure_messages_explain_the_divergence(pytester, predictions):
 
 
 def test_mode_must_match_the_files(pytester, predictions):
-    result = pytester.runpytest(f"--gta-model=opencompass:{predictions['e2e']}", "--gta-mode=step")
+    result = pytester.runpytest(
+        "--gta-data=sample", f"--gta-model=opencompass:{predictions['e2e']}", "--gta-mode=step"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*holds e2e predictions but --gta-mode asks for step*"])
 
@@ -374,7 +377,9 @@ def test_recorded_root_option_and_consistency_warning(pytester, sample_dataset, 
 def test_bad_prediction_files_are_usage_errors(pytester, tmp_path, content, message):
     path = tmp_path / "gta_bench.json"
     path.write_text(content)
-    result = pytester.runpytest(f"--gta-model=opencompass:{tmp_path}", "--gta-mode=step")
+    result = pytester.runpytest(
+        "--gta-data=sample", f"--gta-model=opencompass:{tmp_path}", "--gta-mode=step"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
     assert "Traceback" not in result.stderr.str()
@@ -382,7 +387,9 @@ def test_bad_prediction_files_are_usage_errors(pytester, tmp_path, content, mess
 
 def test_directory_without_prediction_files(pytester, tmp_path):
     (tmp_path / "notes.txt").write_text("x")
-    result = pytester.runpytest(f"--gta-model=opencompass:{tmp_path}", "--gta-mode=step")
+    result = pytester.runpytest(
+        "--gta-data=sample", f"--gta-model=opencompass:{tmp_path}", "--gta-mode=step"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*expected gta_bench.json or gta_bench_0.json*"])
 

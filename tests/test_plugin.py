@@ -140,7 +140,10 @@ def test_selection(pytester, args, count):
         (["--gta-model=oracle", "--gta-limit=0"], "--gta-limit=0: give a positive number*"),
         (["--gta-model=oracle", "--gta-sim-threshold=2"], "*give a similarity between 0 and 1*"),
         (["--gta-model=oracle", "--gta-ids=3,99"], "--gta-ids: unknown query id(s) 99 in *"),
-        (["--gta-model=orcale"], "*unknown model provider 'orcale'. Did you mean oracle? Known*"),
+        (
+            ["--gta-model=orcale", "--gta-data=sample"],
+            "*unknown model provider 'orcale'. Did you mean oracle? Known*",
+        ),
         (["--gta-model=oracle", "--gta-tools=replya"], "*unknown tool backend 'replya'*replay*"),
         (["--gta-model=mock"], "*--gta-model=mock needs a script*"),
         (["--gta-model=mock:nothere.json"], "*mock:*nothere.json: file not found*"),
@@ -308,6 +311,7 @@ def test_worker_crash_loses_only_its_case(pytester):
     result = run(
         pytester,
         "--gta-model=crashing",
+        "--gta-data=sample",
         "--gta-ids=0,1,2,3,4",
         "-n",
         "2",
@@ -331,7 +335,9 @@ def docstring_example(hook) -> str:
 
 def test_hook_make_model(pytester):
     pytester.makeconftest(docstring_example(hookspecs.pytest_gta_make_model))
-    result = run(pytester, "--gta-model=echo", "--gta-ids=0", "--gta-report=gta.json")
+    result = run(
+        pytester, "--gta-model=echo", "--gta-data=sample", "--gta-ids=0", "--gta-report=gta.json"
+    )
     result.assert_outcomes(failed=1)
     report = report_of(pytester)
     case = report["cases"][0]
@@ -411,6 +417,12 @@ def test_help_pins_the_options(pytester):
     assert options == [
         "--gta-model=MODEL",
         "--gta-data=DIR",
+        "--gta-data-dir=DIR",
+        "--gta-download",
+        "--gta-download-url=URL_OR_PATH",
+        "--gta-allow-unverified",
+        "--gta-record-manifest",
+        "--gta-data-info",
         "--gta-mode=MODES",
         "--gta-tools=BACKENDS",
         "--gta-sim-model=NAME_OR_PATH",

