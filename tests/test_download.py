@@ -766,3 +766,22 @@ def test_hub_environment_and_token_reach_a_fresh_process(
     assert f"from hf:Jize1/GTA@{hub.commit}" in proc.stdout
     assert list((tmp_path / "hf" / "hub").glob("datasets--Jize1--GTA"))
     assert_identical_to_sample(installed(project.path))
+
+
+def test_an_unwritable_data_dir_names_the_options(project: pytest.Pytester, tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    result = project.runpytest(
+        "--gta-download", f"--gta-download-url={SAMPLE}", f"--gta-data-dir={blocked / 'data'}"
+    )
+    assert result.ret == 1
+    err = result.stderr.str()
+    assert f"cannot install into {blocked / 'data'}:" in err
+    assert "--gta-data-dir or GTA_DATA_DIR" in err
+    assert "Traceback" not in err
+
+
+def test_a_url_that_cannot_be_fetched_is_not_retried(project: pytest.Pytester) -> None:
+    result = project.runpytest("--gta-download", "--gta-download-url=https://")
+    assert result.ret == 1
+    assert "https://: not a URL that can be downloaded" in result.stderr.str()

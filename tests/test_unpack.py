@@ -292,3 +292,9 @@ def test_packaged_manifest_prefers_the_copy_inside_a_wheel(
     (package / "_data" / "manifest.json").write_text("{}")
     monkeypatch.setattr(manifest_module, "__file__", str(package / "install" / "manifest.py"))
     assert packaged_manifest_path() == package / "_data" / "manifest.json"
+
+
+def test_an_entry_that_is_both_file_and_directory_is_a_clear_error(tmp_path: Path) -> None:
+    archive = make_zip(tmp_path / "a.zip", [("gta/image", b"a file"), ("gta/image/x.jpg", b"x")])
+    with pytest.raises(GtaDataError, match="cannot be unpacked into"):
+        extract_zip(archive, tmp_path / "out")

@@ -62,6 +62,11 @@ def run_download(config: pytest.Config) -> int:
         result = install(request, _say)
     except GtaDataError as exc:
         return _fail(str(exc))
+    except OSError as exc:
+        return _fail(
+            f"cannot install into {data_dir}: {exc}; choose a writable directory with "
+            "--gta-data-dir or GTA_DATA_DIR"
+        )
     if result.status == "present":
         _say(f"already installed: {result.path} (from {result.origin})")
     else:

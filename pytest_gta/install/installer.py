@@ -218,7 +218,7 @@ def check_dataset(
     try:
         dataset = load_dataset(root)
     except DatasetError as exc:
-        raise GtaDataError(f"the downloaded data is not a usable GTA dataset:\n{exc}") from None
+        raise GtaDataError(f"the data is not a usable GTA dataset:\n{exc}") from None
     stats = dataset_statistics(dataset)
     entry = request.manifest.get(request.name)
     flag = "--gta-allow-unverified"

@@ -103,6 +103,10 @@ def fetch_url(url: str, downloads: Path, log: Log, settings: HttpSettings | None
                 time.sleep(settings.backoff * 2 ** (attempt - 1))
             try:
                 done = _download_once(client, url, part, note, log)
+            except (httpx2.UnsupportedProtocol, httpx2.InvalidURL) as exc:
+                raise SourceUnavailable(
+                    f"{url}: not a URL that can be downloaded ({exc})"
+                ) from None
             except httpx2.ConnectError as exc:
                 last_error = f"cannot connect ({exc})"
                 continue

@@ -160,8 +160,9 @@ def extract_zip(path: Path, target: Path, limits: UnpackLimits | None = None) ->
             f"{source}: not a complete zip archive ({exc}); the download was probably "
             "truncated or the URL does not point at gta_dataset.zip"
         ) from None
-    except (EOFError, zipfile.LargeZipFile) as exc:
-        raise GtaDataError(f"{source}: cannot be unpacked: {exc}") from None
+    except (EOFError, zipfile.LargeZipFile, OSError) as exc:
+        # OSError: an entry both a file and a directory, a full disk, a permission.
+        raise GtaDataError(f"{source}: cannot be unpacked into {target}: {exc}") from None
     return written
 
 
