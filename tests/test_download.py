@@ -361,7 +361,7 @@ def test_not_found_is_not_retried_and_says_how_to_get_the_data(project: pytest.P
     assert len(server.gets()) == 1
     assert result.ret == 1
     err = result.stderr.str()
-    assert f"{server.url}: {server.url}: HTTP 404" in err
+    assert f"  - {server.url}: HTTP 404 Not Found\n" in err
     assert "or by hand: download https://github.com/open-compass/GTA/releases" in err
 
 
@@ -376,7 +376,7 @@ def test_refused_connection_gives_the_clear_message(
     assert result.ret == 1
     err = result.stderr.str()
     assert "could not download the GTA dataset; every source failed" in err
-    assert f"{url}: cannot connect" in err
+    assert f"  - {url}: cannot connect (" in err
     for hint in ("pytest --gta-download", "gta_dataset.zip", "dataset.json", "toolmeta.json"):
         assert hint in err
     assert_nothing_installed(project.path / "data")
@@ -678,7 +678,7 @@ def test_a_missing_hub_repo_falls_back_to_the_release(
     assert result.ret == 0, result.stderr.str()
     result.stdout.fnmatch_lines(
         [
-            "*unavailable: hf:Jize1/GTA: RepositoryNotFoundError (HTTP 404); no dataset repo*",
+            "*unavailable: RepositoryNotFoundError (HTTP 404); no dataset repo Jize1/GTA at this*",
             f"*fetching {release.url}",
             f"*installed * from {release.url}",
         ]
@@ -699,7 +699,8 @@ def test_a_private_repo_needs_the_token(
         err = refused.stderr.str()
         assert "every source failed" in err
         assert (
-            "hf:Jize1/GTA: HfHubHTTPError (HTTP 401); a private or gated copy needs HF_TOKEN" in err
+            "  - Hugging Face dataset Jize1/GTA: HfHubHTTPError (HTTP 401); a private or gated "
+            "copy needs HF_TOKEN" in err
         )
         monkeypatch.setenv("HF_TOKEN", "hf_secret")
         result = project.runpytest("--gta-download")
@@ -726,7 +727,11 @@ def test_offline_consults_only_the_hub_cache(
         empty = project.runpytest("--gta-download")
         assert empty.ret == 1
         assert hub.requests == []
-        assert "not in the local cache and offline" in empty.stderr.str()
+        assert (
+            "  - Hugging Face dataset Jize1/GTA: HF_HUB_OFFLINE is set, and Jize1/GTA is not in "
+            "the local Hugging Face cache"
+        ) in empty.stderr.str()
+        assert release.url not in empty.stderr.str().split("Get the GTA dataset")[0]
 
         hub_env(hub.url)  # online once: fills the cache
         assert project.runpytest("--gta-download", f"--gta-data-dir={tmp_path / 'a'}").ret == 0

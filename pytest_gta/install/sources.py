@@ -104,9 +104,7 @@ def fetch_url(url: str, downloads: Path, log: Log, settings: HttpSettings | None
             try:
                 done = _download_once(client, url, part, note, log)
             except (httpx2.UnsupportedProtocol, httpx2.InvalidURL) as exc:
-                raise SourceUnavailable(
-                    f"{url}: not a URL that can be downloaded ({exc})"
-                ) from None
+                raise SourceUnavailable(f"not a URL that can be downloaded ({exc})") from None
             except httpx2.ConnectError as exc:
                 last_error = f"cannot connect ({exc})"
                 continue
@@ -137,7 +135,7 @@ def fetch_url(url: str, downloads: Path, log: Log, settings: HttpSettings | None
         )
     part.unlink(missing_ok=True)
     note.unlink(missing_ok=True)
-    raise SourceUnavailable(f"{url}: {last_error or 'no answer'}")
+    raise SourceUnavailable(last_error or "no answer")
 
 
 def _download_once(client: object, url: str, part: Path, note: Path, log: Log) -> bool:
@@ -166,7 +164,7 @@ def _download_once(client: object, url: str, part: Path, note: Path, log: Log) -
         if response.status_code == 429 or response.status_code >= 500:
             raise _Transient(f"HTTP {response.status_code} {response.reason_phrase}")
         if response.status_code >= 400:
-            raise SourceUnavailable(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
+            raise SourceUnavailable(f"HTTP {response.status_code} {response.reason_phrase}")
         resumed = response.status_code == 206 and have > 0
         if not resumed:
             have = 0
@@ -201,8 +199,12 @@ def fetch_hf(repo_id: str, revision: str | None, log: Log) -> Fetched:
     try:
         path = snapshot_download(repo_id=repo_id, repo_type="dataset", revision=revision)
     except LocalEntryNotFoundError as exc:
+        cause = exc.__cause__ or exc
+        reason = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+            reason = "HF_HUB_OFFLINE is set"
         raise SourceUnavailable(
-            f"hf:{repo_id}: not in the local cache and offline ({exc})"
+            f"{reason}, and {repo_id} is not in the local Hugging Face cache"
         ) from None
     except HfHubHTTPError as exc:
         response = getattr(exc, "response", None)
@@ -212,11 +214,9 @@ def fetch_hf(repo_id: str, revision: str | None, log: Log) -> Fetched:
             hint = "; a private or gated copy needs HF_TOKEN (or hf auth login)"
         elif status == 404:
             hint = f"; no dataset repo {repo_id} at this endpoint (HF_ENDPOINT)"
-        raise SourceUnavailable(
-            f"hf:{repo_id}: {type(exc).__name__} (HTTP {status}){hint}"
-        ) from None
+        raise SourceUnavailable(f"{type(exc).__name__} (HTTP {status}){hint}") from None
     except Exception as exc:  # any failure of this source means: try the next one
-        raise SourceUnavailable(f"hf:{repo_id}: {type(exc).__name__}: {exc}") from None
+        raise SourceUnavailable(f"{type(exc).__name__}: {exc}") from None
     snapshot = Path(path)
     commit = snapshot.name
     log(f"  snapshot {commit} in {snapshot}")
