@@ -594,6 +594,11 @@ def _value(config: pytest.Config, name: str, parse: Callable[[str], T]) -> tuple
     return None, "default"
 
 
+def _ini_base(config: pytest.Config) -> Path:
+    """What a relative path in the ini file is relative to."""
+    return config.inipath.parent if config.inipath else config.rootpath
+
+
 def resolve_data_dir(config: pytest.Config) -> tuple[Path, str]:
     """``--gta-data-dir`` > ``$GTA_DATA_DIR`` > ini ``gta_data_dir`` > ``data/`` under the rootdir.
 
@@ -610,7 +615,7 @@ def resolve_data_dir(config: pytest.Config) -> tuple[Path, str]:
         return (config.invocation_params.dir / Path(env).expanduser()).absolute(), ENV_DATA_DIR
     ini = config.getini("gta_data_dir")
     if ini:
-        base = config.inipath.parent if config.inipath else config.rootpath
+        base = _ini_base(config)
         return (base / Path(str(ini)).expanduser()).absolute(), "ini gta_data_dir"
     return (config.rootpath / DATA_DIR_DEFAULT).absolute(), DATA_DIR_DEFAULT_SOURCE
 
@@ -634,7 +639,7 @@ def _resolve_data(
         return _named_data(cli, config.invocation_params.dir), source
     ini = config.getini("gta_data")
     if ini:
-        base = config.inipath.parent if config.inipath else config.rootpath
+        base = _ini_base(config)
         source = "bundled sample" if ini == SAMPLE_KEYWORD else "ini gta_data"
         return _named_data(str(ini), base), source
     installed = data_dir / DATASET_NAME
@@ -659,7 +664,7 @@ def _config_path(config: pytest.Config, value: str | None, source: str) -> Path 
     if value is None:
         return None
     if source == "ini":
-        base = config.inipath.parent if config.inipath else config.rootpath
+        base = _ini_base(config)
         return (base / Path(value).expanduser()).absolute()
     return _path(config, value)
 

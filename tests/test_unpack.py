@@ -199,7 +199,7 @@ def test_the_committed_sample_entry_matches_the_sample() -> None:
     assert verify(SAMPLE, entry) == []
     assert set(entry.files) == set(dataset_files(SAMPLE))
     assert {"dataset.json", "toolmeta.json"} <= set(entry.files)
-    assert manifest.match(SAMPLE) == entry
+    assert manifest.match(sha256_file(SAMPLE / "dataset.json")) == entry
     assert manifest.sources == [packaged_manifest_path()]
 
 

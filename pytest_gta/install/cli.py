@@ -38,13 +38,11 @@ def run_download(config: pytest.Config) -> int:
     """Install the dataset into the data directory (see :mod:`pytest_gta.install.installer`)."""
     from pytest_gta.install.installer import InstallRequest, install
     from pytest_gta.install.manifest import load_manifest, project_manifest_path
-    from pytest_gta.options import _value, parse_text, resolve_data_dir
+    from pytest_gta.options import _ini_base, _value, parse_text, resolve_data_dir
 
     data_dir, where = resolve_data_dir(config)
     url, url_from = _value(config, "gta_download_url", parse_text)
-    base = config.invocation_params.dir
-    if url_from == "ini" and config.inipath is not None:
-        base = config.inipath.parent
+    base = _ini_base(config) if url_from == "ini" else config.invocation_params.dir
     record_to = (
         project_manifest_path(config.rootpath) if config.getoption("gta_record_manifest") else None
     )
@@ -88,7 +86,7 @@ def data_info(config: pytest.Config) -> dict[str, Any] | None:
     if settings.data is None or settings.data_source.startswith(SAMPLE_FALLBACK):
         return None
     dataset = load_dataset(settings.data)
-    entry = load_manifest(config.rootpath).match(settings.data)
+    entry = load_manifest(config.rootpath).match(dataset.sha256)
     return {
         "path": str(settings.data),
         "source": settings.data_source,

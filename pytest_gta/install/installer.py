@@ -185,7 +185,7 @@ def _sources(request: InstallRequest) -> list[tuple[str, Callable[[Log], Fetched
             lambda log: fetch_hf(request.hf_repo, request.hf_revision, log),
         )
     ]
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes", "on"):
+    if not _sources_module.hf_offline():
         release = request.release_url or _sources_module.RELEASE_URL
         sources.append((release, lambda log: fetch_url(release, downloads, log, request.http)))
     return sources
@@ -296,9 +296,9 @@ def install(request: InstallRequest, log: Log) -> InstallResult:
                 f"{target} was already installed and is left as it is; delete it and run "
                 "--gta-download again to replace it."
             )
-            verification, warnings, _ = check_dataset(target, request, tail)
+            verification, warnings, stats = check_dataset(target, request, tail)
             previous = read_install_record(target) or {}
-            _maybe_record(target, request, verification, log)
+            _maybe_record(target, request, verification, stats["queries"], log)
             return InstallResult(
                 target,
                 "present",
@@ -352,20 +352,19 @@ def _install_fetched(fetched: Fetched, request: InstallRequest, log: Log) -> Ins
         )
         (root / INSTALL_RECORD).write_text(text + "\n", encoding="utf-8")
         os.rename(root, target)
-        _maybe_record(target, request, verification, log)
-    except BaseException:
-        if fetched.owned:
-            # A download that does not unpack or verify is discarded, not resumed.
-            fetched.path.unlink(missing_ok=True)
-        raise
+        _maybe_record(target, request, verification, stats["queries"], log)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if fetched.owned:
-        fetched.path.unlink(missing_ok=True)
+        if fetched.owned:
+            # Installed: the unpacked dataset is the cache. Failed to unpack or verify: a
+            # complete but bad download is discarded, not resumed.
+            fetched.path.unlink(missing_ok=True)
     return result
 
 
-def _maybe_record(target: Path, request: InstallRequest, verification: str, log: Log) -> None:
+def _maybe_record(
+    target: Path, request: InstallRequest, verification: str, queries: int, log: Log
+) -> None:
     if request.record_to is None:
         return
     if verification.startswith("UNVERIFIED"):
@@ -373,9 +372,6 @@ def _maybe_record(target: Path, request: InstallRequest, verification: str, log:
             f"--gta-record-manifest: {target} is not verified ({verification}); only data that "
             "reproduces the paper's counts or an existing entry is recorded"
         )
-    from pytest_gta.dataset import load_dataset
-
-    queries = len(load_dataset(target))
     entry = entry_for(target, request.name, f"GTA dataset recorded from {target}", queries)
     record(request.record_to, [entry])
     log(f"recorded {len(entry.files)} sha256s as entry {request.name!r} in {request.record_to}")

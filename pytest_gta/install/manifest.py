@@ -92,14 +92,10 @@ class Manifest:
         """The entry called ``name``, if one is recorded."""
         return self.entries.get(name)
 
-    def match(self, root: Path) -> ManifestEntry | None:
-        """The entry whose ``dataset.json`` hash equals this directory's, if any."""
-        path = root / "dataset.json"
-        if not path.is_file():
-            return None
-        digest = sha256_file(path)
+    def match(self, dataset_sha256: str) -> ManifestEntry | None:
+        """The entry whose ``dataset.json`` has this sha256 (``Dataset.sha256``), if any."""
         for entry in self.entries.values():
-            if entry.files.get("dataset.json") == digest:
+            if entry.files.get("dataset.json") == dataset_sha256:
                 return entry
         return None
 

@@ -9,15 +9,20 @@ only called complete when its length matches what the server announced.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from pytest_gta.install import GtaDataError
+
+if TYPE_CHECKING:
+    import httpx2
 
 HF_REPO = "Jize1/GTA"
 RELEASE_URL = "https://github.com/open-compass/GTA/releases/download/v0.1.0/gta_dataset.zip"
@@ -44,6 +49,11 @@ class Fetched:
     origin: str
     #: Delete ``path`` once installed (a finished download), or leave it (a user's file).
     owned: bool = False
+
+
+def hf_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` asks for no network (huggingface_hub's own truthy values)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def is_url(value: str) -> bool:
@@ -76,8 +86,6 @@ class HttpSettings:
 
 
 def _part_paths(downloads: Path, url: str) -> tuple[Path, Path]:
-    import hashlib
-
     key = hashlib.sha256(url.encode()).hexdigest()[:16]
     name = Path(urlparse(url).path).name or "download"
     part = downloads / f"{name}.{key}.part"
@@ -138,11 +146,8 @@ def fetch_url(url: str, downloads: Path, log: Log, settings: HttpSettings | None
     raise SourceUnavailable(last_error or "no answer")
 
 
-def _download_once(client: object, url: str, part: Path, note: Path, log: Log) -> bool:
+def _download_once(client: httpx2.Client, url: str, part: Path, note: Path, log: Log) -> bool:
     """One GET (ranged when a partial file exists); True when the file is complete."""
-    import httpx2
-
-    assert isinstance(client, httpx2.Client)
     have = part.stat().st_size if part.exists() else 0
     validator = None
     if have and note.is_file():
@@ -201,7 +206,7 @@ def fetch_hf(repo_id: str, revision: str | None, log: Log) -> Fetched:
     except LocalEntryNotFoundError as exc:
         cause = exc.__cause__ or exc
         reason = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        if hf_offline():
             reason = "HF_HUB_OFFLINE is set"
         raise SourceUnavailable(
             f"{reason}, and {repo_id} is not in the local Hugging Face cache"
