@@ -1,17 +1,27 @@
-"""Settings for pytest-gta's own test suite (not part of the plugin)."""
+"""Settings for pytest-gta's own test suite (not part of the plugin).
+
+pytest loads this file for any run inside the checkout, a user's GTA run included, so it
+imports nothing that a plain ``pip install pytest-gta`` lacks: Hypothesis (a dev extra) only
+when it is there.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
 
-# CI runs must be reproducible: the same examples every time, no wall-clock deadlines.
-settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+try:
+    from hypothesis import settings
+except ImportError:  # a run inside the checkout without the dev extra: no profiles needed
+    pass
+else:
+    # CI runs must be reproducible: the same examples every time, no wall-clock deadlines.
+    settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+    if os.environ.get("CI"):
+        settings.load_profile("ci")
 
 ROOT = Path(__file__).parent
 SAMPLE = ROOT / "fixtures" / "gta_sample"
@@ -42,17 +52,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_configure(config: pytest.Config) -> None:
     # pytester's in-process runs drop modules first imported inside them; NumPy and torch
     # cannot be imported twice in one process, the similarity cache should outlive a run, and
-    # tests monkeypatch the install modules that in-process runs then use.
-    import anthropic  # noqa: F401
-    import numpy  # noqa: F401
-    import openai  # noqa: F401
-    import sentence_transformers  # noqa: F401
-
-    import pytest_gta.datainfo
-    import pytest_gta.install.cli
-    import pytest_gta.install.installer
-    import pytest_gta.runner
-    import pytest_gta.scoring.similarity  # noqa: F401
+    # tests monkeypatch the install modules that in-process runs then use. Only the self-tests
+    # need this (they run with -p pytester); a user's run in the checkout skips it.
+    if not config.pluginmanager.has_plugin("pytester"):
+        return
+    for module in (
+        "anthropic",
+        "numpy",
+        "openai",
+        "sentence_transformers",
+        "pytest_gta.datainfo",
+        "pytest_gta.install.cli",
+        "pytest_gta.install.installer",
+        "pytest_gta.runner",
+        "pytest_gta.scoring.similarity",
+    ):
+        importlib.import_module(module)
 
 
 @pytest.fixture(scope="session")

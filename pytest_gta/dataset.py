@@ -8,20 +8,23 @@ a traceback in the middle of a run.
 Paths follow the official loader (OpenCompass ``gta_bench.py``): the dataset root is made
 absolute without resolving symlinks, file entries become ``<root>/<path>``, and a string argument
 of a reference tool call is rewritten to ``<root>/<value>`` only when that exact joined path is a
-file under the root.
+file under the root. The data is outside input, so the spelling is kept but the target is not
+trusted: a file whose symlinks lead out of the resolved root is refused, and so is anything
+nested deeper than :data:`pytest_gta.jsonsafe.MAX_DEPTH`.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_gta import jsonsafe
 from pytest_gta.errors import GtaError
 from pytest_gta.files import sha256_file
 
@@ -42,6 +45,9 @@ CATEGORY_NAMES: tuple[str, ...] = tuple(CATEGORIES)
 
 #: Tools whose calls make up the image-generation score (Ans+I) of the official evaluator.
 IMAGEGEN_TOOLS: tuple[str, ...] = ("DrawBox", "AddText", "Plot", "TextToImage", "ImageStylization")
+
+#: Why an entry nested deeper than :data:`pytest_gta.jsonsafe.MAX_DEPTH` is refused.
+TOO_DEEP = f"nested too deeply (more than {jsonsafe.MAX_DEPTH} levels)"
 
 
 def tool_category(name: str) -> str:
@@ -302,32 +308,108 @@ def _duplicate_checking_pairs(duplicates: list[list[str]]) -> Any:
 
 
 def _read_json(path: Path, problems: list[DatasetProblem], duplicates: list[str]) -> Any:
-    """Parse a JSON file; ``duplicates`` receives the keys repeated in its top-level object."""
+    """Parse a JSON file; ``duplicates`` receives the keys repeated in its top-level object.
+
+    A file that parses but is nested deeper than :data:`~pytest_gta.jsonsafe.MAX_DEPTH` is still
+    returned, so that the caller can name the query and field at fault (and skip them); any
+    other failure is one problem for the whole file.
+    """
+    per_object: list[list[str]] = []
     try:
-        text = path.read_text(encoding="utf-8")
+        value = jsonsafe.read_json(path, object_pairs_hook=_duplicate_checking_pairs(per_object))
     except FileNotFoundError:
         problems.append(DatasetProblem(path.name, None, None, "file not found"))
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(DatasetProblem(path.name, None, None, f"cannot be read: {exc}"))
-        return None
-    per_object: list[list[str]] = []
-    try:
-        value = json.loads(text, object_pairs_hook=_duplicate_checking_pairs(per_object))
-    except json.JSONDecodeError as exc:
-        problems.append(
-            DatasetProblem(
-                path.name,
-                None,
-                None,
-                f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+    except jsonsafe.JsonInputError as exc:
+        per_object.clear()
+        try:
+            # Parsing again without the depth bound tells "too deep, but loadable" (whose culprit
+            # can be named) from everything else; only broken files pay for the second parse.
+            value = jsonsafe.read_json(
+                path,
+                max_depth=sys.maxsize,
+                object_pairs_hook=_duplicate_checking_pairs(per_object),
             )
-        )
-        return None
+        except (OSError, jsonsafe.JsonInputError):
+            problems.append(DatasetProblem(path.name, None, None, str(exc)))
+            return None
+        if not isinstance(value, dict):
+            problems.append(DatasetProblem(path.name, None, None, str(exc)))
+            return None
     # The hook sees the innermost objects first: the top-level object is the last one.
     if isinstance(value, dict) and per_object:
         duplicates.extend(per_object[-1])
     return value
+
+
+def _deep_part(value: Any, budget: int) -> str:
+    """Where in ``value`` (deeper than ``budget`` levels) the excess lies, as a field path.
+
+    The path follows object keys and the list items that are objects, as every named field of
+    a GTA file is reached (``dialogs[1].tool_calls[0].function.arguments.image``); it stops where
+    the data has no more names, at the culprit's own nesting.
+    """
+    where = ""
+    for _ in range(8):
+        if isinstance(value, dict):
+            children: Iterator[tuple[str, Any]] = ((f".{k}", v) for k, v in value.items())
+        elif isinstance(value, list):
+            children = ((f"[{i}]", v) for i, v in enumerate(value) if isinstance(v, dict))
+        else:
+            break
+        budget -= 1
+        step = next(((n, c) for n, c in children if jsonsafe.depth(c, budget) > budget), None)
+        if step is None:
+            break
+        where += step[0]
+        value = step[1]
+    return where.removeprefix(".")
+
+
+def _refuse_deep(check: _Checker, raw: dict[str, Any], keyed_by_query: bool) -> set[str]:
+    """Report the entries of ``raw`` nested deeper than ``MAX_DEPTH``; return their keys.
+
+    Such an entry loads (Python's parser goes to about 1,000 levels) but would break every
+    recursive walk after it (``copy.deepcopy`` of the reference dialogs, ``repr`` in a message,
+    execnet), so it is refused before anything looks inside it.
+    """
+    budget = jsonsafe.MAX_DEPTH - 1  # the file's own object is the first level
+    refused = set()
+    for key, value in raw.items():
+        if jsonsafe.depth(value, budget) <= budget:
+            continue
+        refused.add(key)
+        where = _deep_part(value, budget)
+        if keyed_by_query:
+            check.add(key, where or None, TOO_DEEP)
+        else:
+            check.add(None, f"{key}.{where}" if where else key, TOO_DEEP)
+    return refused
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether the real path ``path`` is the real path ``root`` itself or lies below it."""
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives on Windows, or a mix of absolute and relative
+        return False
+
+
+def _escape(root_real: str, path: Path) -> str | None:
+    """The real path of the file ``path`` when it lies outside the dataset, else ``None``.
+
+    A dataset file is read and, under the native protocol, sent to the model endpoint: a link
+    to ``/etc/passwd`` or ``~/.ssh`` (or an ``image/`` directory that links to ``/etc``) would
+    ship that file off the machine. Links that stay inside the dataset are fine, and so is a
+    path that names no file (nothing can be sent; other checks say whether it must exist).
+    """
+    if not os.path.isfile(path):  # also False for NUL-bearing or unencodable names
+        return None
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return None
+    return None if inside(real, root_real) else real
 
 
 class _Checker:
@@ -615,6 +697,39 @@ def _check_dialogs(
     return ok
 
 
+def _check_link(
+    check: _Checker, qid: str, where: str, rel: str, root: Path, root_real: str
+) -> bool:
+    """Refuse a dataset path whose symlinks lead out of the dataset (see :func:`_escape`)."""
+    real = _escape(root_real, root / rel)
+    if real is None:
+        return True
+    check.add(
+        qid,
+        where,
+        f"{rel!r} leads out of the dataset directory (to {real}); copy the file into "
+        f"{root} instead of linking to it",
+    )
+    return False
+
+
+def _check_image_outputs(
+    check: _Checker, qid: str, dialogs: Any, root: Path, root_real: str
+) -> bool:
+    """Reference image outputs are shown to vision models too: confine them like the files."""
+    ok = True
+    for i, msg in enumerate(dialogs if isinstance(dialogs, list) else ()):
+        if not isinstance(msg, dict) or msg.get("role") != "tool":
+            continue
+        content = msg.get("content")
+        if not isinstance(content, dict) or content.get("type") != "image":
+            continue
+        if isinstance(content.get("content"), str):
+            where = f"dialogs[{i}].content.content"
+            ok = _check_link(check, qid, where, content["content"], root, root_real) and ok
+    return ok
+
+
 def dataset_sha256(root: Path) -> str:
     """Identify a dataset version by the sha256 of its ``dataset.json``."""
     return sha256_file(root / "dataset.json")
@@ -645,7 +760,10 @@ def load_dataset(root: str | os.PathLike[str]) -> Dataset:
         if not isinstance(raw_meta, dict):
             meta_check.add(None, None, "must be an object keyed by tool name")
         else:
+            deep_tools = _refuse_deep(meta_check, raw_meta, keyed_by_query=False)
             for key, value in raw_meta.items():
+                if key in deep_tools:
+                    continue
                 meta = meta_check.meta(None, key, value)
                 if meta is None:
                     continue
@@ -666,7 +784,11 @@ def load_dataset(root: str | os.PathLike[str]) -> Dataset:
         check.add(key, None, "query id appears twice")
     if raw is not None and not raw:
         check.add(None, None, "holds no queries")
+    deep_queries = _refuse_deep(check, raw, keyed_by_query=True) if raw else set()
+    root_real = os.path.realpath(root_path)
     for position, (qid, item) in enumerate((raw or {}).items()):
+        if qid in deep_queries:
+            continue
         if not isinstance(item, dict):
             check.add(qid, None, f"must be an object, got {type(item).__name__}")
             continue
@@ -708,10 +830,13 @@ def load_dataset(root: str | os.PathLike[str]) -> Dataset:
                 elif not target.is_file():
                     check.add(qid, f"{where}.path", f"missing file {rel!r} (looked at {target})")
                     ok = False
+                else:
+                    ok = _check_link(check, qid, f"{where}.path", rel, root_path, root_real) and ok
                 files.append(FileRef(str(raw_file.get("type", "image")), rel, raw_file.get("url")))
         dialogs_ok = _check_dialogs(check, qid, item["dialogs"], metas, toolmeta, warn)
+        outputs_ok = _check_image_outputs(check, qid, item["dialogs"], root_path, root_real)
         gt_ok = _check_gt_answer(check, warn, qid, item["gt_answer"])
-        if not (ok and dialogs_ok and gt_ok):
+        if not (ok and dialogs_ok and outputs_ok and gt_ok):
             continue
         queries[qid] = Query(
             qid=qid,

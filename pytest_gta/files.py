@@ -6,17 +6,48 @@ run); a crash or a concurrent writer must never leave half a file under the fina
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (``os.umask`` can only set and return)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    # Not Linux: set and restore; a thread creating a file in between is a narrow, benign race.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _temporary(path: Path) -> tuple[int, str]:
+    """A temporary file beside ``path`` with the mode a plain ``open()`` would have given it.
+
+    ``mkstemp`` creates files 0600, which made reports unreadable to the group and others that
+    the user's umask lets read every other file (JUnit XML included).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+    except OSError:
+        pass
+    return fd, tmp
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path``, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = _temporary(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -28,8 +59,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 def copy_atomic(source: Path, target: Path) -> None:
     """Copy ``source`` to a temporary file beside ``target``, then rename it into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    fd, tmp = _temporary(target)
     os.close(fd)
     try:
         shutil.copyfile(source, tmp)
@@ -46,3 +76,24 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the ``with`` block.
+
+    Used where several processes (xdist workers, concurrent CI jobs) may build the same cached
+    artifact; the loser of the race waits, then finds the artifact built.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as fh:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: the atomic rename still protects us
+            yield
+            return
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

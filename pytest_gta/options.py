@@ -66,8 +66,11 @@ OPT_DATA_DIR = "--gta-data-dir"
 OPT_ALLOW_UNVERIFIED = "--gta-allow-unverified"
 OPT_RECORD_MANIFEST = "--gta-record-manifest"
 OPT_DATA_INFO = "--gta-data-info"
+OPT_SANDBOX = "--gta-sandbox"
 ENV_DATA_DIR = "GTA_DATA_DIR"
 TOOL_RECORD_MODES = ("none", "new", "all")
+#: ``--gta-sandbox``: the best available, or insist on one (mirrors tool_backends.sandbox).
+SANDBOX_MODES = ("auto", "bubblewrap", "rlimit")
 
 DEFAULT_MODES: tuple[Mode, ...] = ("e2e",)
 DEFAULT_TOOLS = "replay"
@@ -272,14 +275,32 @@ def parse_price(value: str) -> tuple[float, float]:
     return prices[0], prices[1]
 
 
+def _choice(value: str, choices: tuple[str, ...], flag: str, explained: str) -> str:
+    """One of ``choices``, else a usage error listing them as ``explained`` says."""
+    if value.strip() not in choices:
+        raise pytest.UsageError(f"{flag}={value}: choose {explained}")
+    return value.strip()
+
+
 def parse_tool_record(value: str) -> str:
     """``none``, ``new`` (record calls not yet in the cassettes) or ``all`` (re-record)."""
-    if value.strip() not in TOOL_RECORD_MODES:
-        raise pytest.UsageError(
-            f"{OPT_TOOL_RECORD}={value}: choose none, new (record calls the cassettes lack) or "
-            "all (re-record every call)"
-        )
-    return value.strip()
+    return _choice(
+        value,
+        TOOL_RECORD_MODES,
+        OPT_TOOL_RECORD,
+        "none, new (record calls the cassettes lack) or all (re-record every call)",
+    )
+
+
+def parse_sandbox(value: str) -> str:
+    """``auto``, ``bubblewrap`` (required: refuse to run model code without it) or ``rlimit``."""
+    return _choice(
+        value,
+        SANDBOX_MODES,
+        OPT_SANDBOX,
+        "auto (bubblewrap when it works here, else the rlimit fallback), bubblewrap (required) "
+        "or rlimit",
+    )
 
 
 def parse_model_args(value: str) -> dict[str, Any]:
@@ -543,6 +564,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "IN,OUT",
         "USD per million input and output tokens, for --gta-max-cost",
     )
+    add(
+        OPT_SANDBOX,
+        parse_sandbox,
+        "KIND",
+        "where model-written code (Calculator, Solver, Plot) runs: auto (default), bubblewrap "
+        "(required) or rlimit",
+    )
 
 
 @dataclass(frozen=True)
@@ -571,6 +599,8 @@ class GtaSettings:
     price: tuple[float, float] | None = None
     tool_cassettes: Path | None = None
     tool_record: str = "none"
+    #: ``--gta-sandbox``: auto, bubblewrap or rlimit.
+    sandbox: str = "auto"
     #: Where datasets are installed (``--gta-data-dir``); the default dataset is ``gta_dataset``.
     data_dir: Path = DATA_DIR_DEFAULT
 
@@ -702,6 +732,7 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
     price, _ = _value(config, "gta_price", parse_price)
     cassettes, cassettes_from = _value(config, "gta_tool_cassettes", parse_text)
     tool_record, _ = _value(config, "gta_tool_record", parse_tool_record)
+    sandbox, _ = _value(config, "gta_sandbox", parse_sandbox)
     generation = GenerationSettings(
         temperature=DEFAULT_TEMPERATURE if temperature is None else temperature,
         max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
@@ -738,5 +769,6 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         price=price,
         tool_cassettes=_config_path(config, cassettes, cassettes_from),
         tool_record=tool_record or "none",
+        sandbox=sandbox or "auto",
         data_dir=data_dir,
     )

@@ -21,7 +21,6 @@ from pytest_gta.options import pytest_addoption as _addoption
 from pytest_gta.types import MODES
 
 if TYPE_CHECKING:
-    from pytest_gta.agent.loops import Generator
     from pytest_gta.dataset import Dataset
     from pytest_gta.models.base import ModelAdapter, ModelContext, RecordedSource
     from pytest_gta.models.cache import ResponseCache
@@ -70,9 +69,11 @@ class GtaState:
         self._registered_marks: set[str] = set()
         #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
         self.ledger_path: Path | None = None
-        #: Step-mode answers generated in one batch for the run (batch engines only).
-        self._prefetched: Generator | None = None
-        self._prefetch_tried = False
+        self._output_dir: Path | None = None
+        from pytest_gta.ahead import AheadWork
+
+        #: Models loaded and replies generated before the first case (:mod:`pytest_gta.ahead`).
+        self.ahead = AheadWork(self)
 
     # -- data ------------------------------------------------------------------------------
     def dataset(self) -> Dataset:
@@ -120,11 +121,18 @@ class GtaState:
                     self.register_mark(name)
         return self._cases
 
-    def register_mark(self, name: str, description: str = "selects GTA cases (pytest-gta)") -> None:
+    def register_mark(self, name: str) -> None:
         """Declare a marker so ``--strict-markers`` accepts data-derived marks."""
+        from pytest_gta.marks import describe_mark
+
         if name not in self._registered_marks:
             self._registered_marks.add(name)
-            self.config.addinivalue_line("markers", f"{name}: {description}")
+            self.config.addinivalue_line("markers", f"{name}: {describe_mark(name)}")
+
+    @property
+    def marks(self) -> list[str]:
+        """Every GTA marker known in this session (static and data-derived)."""
+        return sorted(self._registered_marks)
 
     # -- model, tools, scorer ------------------------------------------------------------------
     def model(self) -> ModelAdapter | RecordedSource:
@@ -209,7 +217,7 @@ class GtaState:
             context = ToolBackendContext(
                 dataset=self.dataset(),
                 invocation_dir=settings.invocation_dir,
-                options={"cassettes": settings.tool_cassettes},
+                options={"cassettes": settings.tool_cassettes, "sandbox": settings.sandbox},
             )
             backends = []
             try:
@@ -285,34 +293,18 @@ class GtaState:
             )
         return self._scorer
 
-    def step_model(self, session: pytest.Session) -> Generator | None:
-        """For a batch engine (``prefetch_steps``), every selected step case answered at once.
-
-        Done once per process and only without xdist: a worker does not know which cases it
-        will get, and would pay for all of them. A failure falls back to per-case batches.
-        """
-        if self._prefetch_tried:
-            return self._prefetched
-        self._prefetch_tried = True
-        model = self.model()
-        if not getattr(model, "prefetch_steps", False) or hasattr(self.config, "workerinput"):
-            return None
-        from pytest_gta.agent import loops
-        from pytest_gta.errors import GtaInfrastructureError
-
-        dataset = self.dataset()
-        protocol = loops.protocol_of(model)
-        requests = []
-        for item in session.items:
-            case = getattr(getattr(item, "callspec", None), "params", {}).get("gta_case")
-            if case is not None and case.mode == "step":
-                requests += [r for r, _ in loops.step_requests(dataset, case.query, protocol)]
-        if requests:
-            try:
-                self._prefetched = loops.Prefetched.run(model, requests)  # type: ignore[arg-type]
-            except GtaInfrastructureError:
-                self._prefetched = None
-        return self._prefetched
+    def output_dir(self, factory: pytest.TempPathFactory | None = None) -> Path:
+        """Where tools write the files they produce during this session (one per process)."""
+        if self._output_dir is None:
+            if factory is None:
+                # pytest's own factory (the object the tmp_path_factory fixture returns), so the
+                # files land under the session's basetemp and are cleaned up like tmp_path's.
+                factory = getattr(self.config, "_tmp_path_factory", None)
+            if factory is not None:
+                self._output_dir = factory.mktemp("gta-output")
+            else:
+                self._output_dir = Path(tempfile.mkdtemp(prefix="gta-output-"))
+        return self._output_dir
 
     def uses_tools(self) -> bool:
         """Whether tool backends take part: end-to-end mode with a model that calls tools."""
@@ -395,6 +387,9 @@ def pytest_configure(config: pytest.Config) -> None:
         state.register_mark(name)
     if not settings.active:
         return
+    from pytest_gta.outward import install_log_filter
+
+    install_log_filter()
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and workerinput.get("gta_ledger"):
         state.ledger_path = Path(workerinput["gta_ledger"])
@@ -419,6 +414,66 @@ class _XdistBridge:
         """Tell a starting worker where the session's ledger is."""
         if self.state.ledger_path is not None:
             node.workerinput["gta_ledger"] = str(self.state.ledger_path)  # type: ignore[attr-defined]
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """Collect a finished worker's loading and generation times for the report."""
+        collector = self.state.config.pluginmanager.get_plugin("gta-collector")
+        timings = getattr(node, "workeroutput", {}).get("gta_timings")
+        if collector is not None and isinstance(timings, dict):
+            collector.add_timings(str(node.workerinput.get("workerid", "worker")), timings)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """When a ``-m`` expression naming GTA marks selected nothing, say which marks exist."""
+    markexpr = str(config.getoption("markexpr", "") or "")
+    state = config.stash.get(STATE, None)
+    if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or "gta" not in markexpr or state is None:
+        return
+    for line in mark_hint(markexpr, state.marks, state.settings.active):
+        terminalreporter.write_line(line, yellow=True)
+
+
+def mark_hint(markexpr: str, marks: list[str], active: bool) -> list[str]:
+    """Why ``-m markexpr`` selected no GTA case: no model, or marks that do not exist."""
+    import difflib
+    import re
+
+    if not active:
+        return [
+            f"pytest-gta: -m {markexpr!r} selected nothing: GTA cases (and their gta_* marks) are "
+            "collected only with --gta-model, e.g. --gta-model=oracle --gta-data=sample"
+        ]
+    lines = []
+    lowered = {m.lower(): m for m in marks}
+    for word in dict.fromkeys(re.findall(r"\bgta\w*", markexpr)):
+        if word in marks:
+            continue
+        close = difflib.get_close_matches(word.lower(), list(lowered), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(lowered[c] for c in close)}?" if close else ""
+        lines.append(
+            f"pytest-gta: no GTA case has the mark {word!r} (marks are case-sensitive){hint}"
+        )
+    shown = ", ".join(marks)
+    lines.append(
+        f"pytest-gta: the GTA marks of this run: {shown} (pytest --markers describes each)"
+    )
+    return lines
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Hand this process's loading times to the report (through xdist from a worker)."""
+    config = session.config
+    state = config.stash.get(STATE, None)
+    if state is None or not state.settings.active or not state.ahead.timings:
+        return
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["gta_timings"] = dict(state.ahead.timings)
+        return
+    collector = config.pluginmanager.get_plugin("gta-collector")
+    if collector is not None:
+        collector.add_timings("main", state.ahead.timings)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -452,6 +507,10 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         lines.append("gta: tool backends " + ", ".join(b.name for b in state.toolset().backends))
         routes = state.tool_routes()
         lines.append("gta: tools " + ", ".join(f"{t}: {b}" for t, b in routes.items()))
+        for name, details in state.tool_backend_details().items():
+            isolation = details.get("isolation") if isinstance(details, dict) else None
+            if isinstance(isolation, dict) and isolation.get("summary"):
+                lines.append(f"gta: model-written code ({name}) runs in {isolation['summary']}")
     return lines
 
 
@@ -482,6 +541,32 @@ def pytest_collection_modifyitems(
         return
     module = pytest.Module.from_parent(session, path=SUITE, nodeid=SUITE_NODEID)
     items.extend(session.genitems(module))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Clean every test report before it is shown, sent to the controller or written.
+
+    Whatever path a secret or an unwritable value took (a model's reply, a tool's output, a
+    failure message, captured output), it is caught here, in the process that ran the test:
+    before xdist's transport (which refuses lone surrogates), the terminal and JUnit XML.
+    """
+    report: pytest.TestReport = yield
+    state = item.config.stash.get(STATE, None)
+    if state is not None and state.settings.active:
+        from pytest_gta.outward import clean_report
+
+        clean_report(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> Any:
+    """Load models and batch generation before the first case (:mod:`pytest_gta.ahead`)."""
+    state = session.config.stash.get(STATE, None)
+    if state is not None and state.settings.active and not session.shouldstop:
+        state.ahead.run(session)
+    return (yield)
 
 
 @pytest.hookimpl(trylast=True)
@@ -539,9 +624,9 @@ def gta_scorer(pytestconfig: pytest.Config) -> Scorer:
 
 
 @pytest.fixture(scope="session")
-def gta_output_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def gta_output_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where tools write the files they produce during this session."""
-    return tmp_path_factory.mktemp("gta-output")
+    return state_of(pytestconfig).output_dir(tmp_path_factory)
 
 
 @pytest.fixture
@@ -577,7 +662,7 @@ def gta_run(
         if case.mode == "e2e" and not isinstance(gta_model, RecordedSource):
             tools = state.toolset()
         elif case.mode == "step" and not isinstance(gta_model, RecordedSource):
-            model = state.step_model(request.session) or gta_model
+            model = state.ahead.step_model or gta_model
         try:
             return run_case(
                 case,
@@ -587,6 +672,7 @@ def gta_run(
                 gta_scorer,
                 gta_output_dir,
                 max_turns=state.settings.max_turns,
+                ahead=state.ahead.take(case) if case.mode == "e2e" else None,
             )
         except GtaBudgetExhausted as exc:
             # Stop handing out cases; with xdist the controller stops once workers report it.

@@ -7,13 +7,12 @@ outcome, and packs everything into builtins that travel on the test report.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,6 +20,7 @@ from pytest_gta.agent import loops
 from pytest_gta.dataset import CATEGORY_NAMES, Dataset, Query
 from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.models.base import ModelAdapter, RecordedSource
+from pytest_gta.outward import Cleaner
 from pytest_gta.scoring.metrics import (
     ERROR_KINDS,
     E2ECaseScore,
@@ -33,10 +33,20 @@ from pytest_gta.scoring.verdict import Verdict, judge_e2e, judge_step
 from pytest_gta.tools import ToolContext, ToolSet
 from pytest_gta.types import Mode, Usage
 
+if TYPE_CHECKING:
+    from pytest_gta.ahead import Ahead
+
 #: user_properties key of the detailed per-case payload; kept out of the JUnit XML.
 DETAIL_KEY = "gta_detail"
 #: user_properties key saying why the session stopped early (budget); kept out of the XML.
 STOPPED_KEY = "gta_stopped"
+#: Characters of a model's reply shown in a failed case's message.
+REPLY_SHOWN = 300
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying so."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def mark_name(prefix: str, value: str) -> str:
@@ -125,14 +135,39 @@ class CaseResult:
         return self.verdict.passed
 
     def check(self) -> None:
-        """Fail the current test with the verdict's explanation unless the case passed."""
-        if not self.passed:
-            pytest.fail(f"{self.case.id}: {self.verdict.message}", pytrace=False)
+        """Fail the current test with the verdict's explanation unless the case passed.
+
+        The explanation says what diverged in the record's terms (``call NoAction ...``); the
+        model's own words for that turn follow, so a failure can be read without the report.
+        """
+        if self.passed:
+            return
+        message = f"{self.case.id}: {self.verdict.message}"
+        wrote = self.reply_of_verdict()
+        if wrote is not None:
+            message += f"\nthe model wrote: {clip(repr(wrote), REPLY_SHOWN)}"
+        pytest.fail(message, pytrace=False)
+
+    def reply_of_verdict(self) -> str | None:
+        """The model's reply in the turn the verdict points at, if there is one."""
+        turn = self.verdict.turn
+        if turn is None or not self.replies or not -len(self.replies) <= turn < len(self.replies):
+            return None
+        return self.replies[turn]
+
+    @property
+    def reported_score(self) -> float:
+        """The verdict's score within [0, 1].
+
+        Similarities are float32 cosines, which can exceed 1 by a rounding step
+        (``1.0000003576278687``); the metrics keep the exact value, a dashboard gets a score.
+        """
+        return min(1.0, max(0.0, float(self.verdict.score)))
 
     def properties(self) -> list[tuple[str, Any]]:
         """Flat per-case properties for JUnit XML (builtins only: execnet refuses the rest)."""
         props: list[tuple[str, Any]] = [
-            ("gta_score", float(self.verdict.score)),
+            ("gta_score", self.reported_score),
             ("gta_passed", bool(self.passed)),
         ]
         score = self.score
@@ -182,7 +217,7 @@ class CaseResult:
             "score": self.score.to_json(),
             "verdict": {
                 "passed": self.passed,
-                "score": float(self.verdict.score),
+                "score": self.reported_score,
                 "message": self.verdict.message,
             },
             "steps": self.predictions,
@@ -190,8 +225,12 @@ class CaseResult:
             "backends": self.backends,
             "duration": self.duration,
         }
-        # Round-trip through JSON: recorded steps may hold tuples or other non-builtins.
-        out: dict[str, Any] = json.loads(json.dumps(payload, default=str))
+        # Recorded steps may hold tuples, NaN, lone surrogates, huge numbers or secrets (they
+        # come from a model or a prediction file): builtins any writer and execnet accept.
+        cleaner = Cleaner()
+        out: dict[str, Any] = cleaner.value(payload)
+        if cleaner.nonfinite:
+            out["nonfinite"] = cleaner.nonfinite
         return out
 
 
@@ -213,8 +252,12 @@ def run_case(
     scorer: Scorer,
     output_dir: Path,
     max_turns: int = loops.MAX_TURNS,
+    ahead: Ahead | None = None,
 ) -> CaseResult:
     """Run (or fetch) one case and score it.
+
+    ``ahead`` is the case's end-to-end episode when it was generated before pytest's loop
+    (batch engines, :mod:`pytest_gta.ahead`); its failure is raised here, in the case.
 
     Raises:
         GtaUnavailableError: nothing to evaluate here (no record, no backend for a tool).
@@ -234,6 +277,12 @@ def run_case(
         predictions, gold = recorded.predictions, recorded.gold
     elif case.mode == "step":
         episode = loops.run_step(dataset, query, model)
+        predictions, gold = episode.predictions, episode.gold
+        replies, usage = [t.reply for t in episode.turns], episode.usage
+    elif ahead is not None:
+        if isinstance(ahead.outcome, BaseException):
+            raise ahead.outcome
+        episode, backends = ahead.outcome, ahead.backends
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], episode.usage
     else:

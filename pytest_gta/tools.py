@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pytest_gta.dataset import Dataset, Query, ToolMeta
-from pytest_gta.errors import GtaToolMiss, GtaUnavailableError, GtaUsageError
-from pytest_gta.types import ToolResult
+from pytest_gta.errors import GtaToolError, GtaToolMiss, GtaUnavailableError, GtaUsageError
+from pytest_gta.outward import redact
+from pytest_gta.types import ResultItem, ToolResult
 
 ENTRY_POINT_GROUP = "pytest_gta.tools"
 
@@ -126,6 +127,17 @@ def make_backend(spec: ToolSpec, context: ToolBackendContext) -> ToolBackend:
     return factory(spec, context)
 
 
+def _redacted(result: ToolResult) -> ToolResult:
+    """A tool's text outputs without secrets: they are shown to the model and reported."""
+    items = tuple(
+        ResultItem(i.type, redact(i.content))
+        if isinstance(i.content, str) and i.type == "text"
+        else i
+        for i in result.items
+    )
+    return result if items == result.items else ToolResult(items)
+
+
 class Recorder(Protocol):
     """Where live backends' answers are recorded (``--gta-tool-record``)."""
 
@@ -208,9 +220,12 @@ class ToolSet:
                 except GtaToolMiss as exc:
                     miss = miss or exc
                     continue
+                except GtaToolError as exc:
+                    # The message becomes the model's observation and lands in every report.
+                    raise GtaToolError(redact(str(exc))) from None
                 if self.recorder is not None and getattr(backend, "live", True):
                     self.recorder(invocation, context, result)
-                return result
+                return _redacted(result)
             assert miss is not None
             raise miss
 

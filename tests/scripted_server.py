@@ -3,9 +3,9 @@
 It speaks just enough of the OpenAI chat-completions API (``/v1/chat/completions``,
 ``/v1/models``) and of Anthropic's Messages API (``/v1/messages``) for the official SDKs to
 talk to it, so adapter tests exercise the real SDKs, real sockets and real retries. Each
-request pops the next scripted step: a JSON answer with a status and headers, a delay (for
-timeouts), or a dropped connection (a server dying mid-run). When the script runs out the
-``default`` answer is used.
+request pops the next scripted step: a JSON answer with a status and headers, raw bytes of any
+content type (an HTML page, truncated or non-UTF-8 JSON), a delay (for timeouts), or a dropped
+connection (a server dying mid-run). When the script runs out the ``default`` answer is used.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ class Step:
     delay: float = 0.0
     #: Close the socket without answering (a crashed server).
     drop: bool = False
+    #: Send these bytes as the body instead of ``body`` as JSON.
+    raw: bytes | None = None
+    #: ``None`` sends no Content-Type header at all.
+    content_type: str | None = "application/json"
 
 
 @dataclass
@@ -105,6 +109,8 @@ class ScriptedServer:
         default: Step | Callable[[Recorded], Step] | None = None,
     ) -> None:
         self.models = models if models is not None else ["scripted-model"]
+        #: Answer ``GET /models`` with this instead of the listing of ``models``.
+        self.models_answer: Step | None = None
         self.default = default or Step(chat_completion("Final Answer: ok"))
         self.script: list[Step] = []
         self.requests: list[Recorded] = []
@@ -131,6 +137,9 @@ class ScriptedServer:
                 raw = self.rfile.read(length) if length else b""
                 record = Recorded(self.command, self.path, dict(self.headers.items()), raw)
                 if self.command == "GET" and self.path.rstrip("/").endswith("/models"):
+                    if server.models_answer is not None:
+                        self._send(server.models_answer)
+                        return
                     body = {
                         "object": "list",
                         "data": [
@@ -156,9 +165,10 @@ class ScriptedServer:
                 self._send(step)
 
             def _send(self, step: Step) -> None:
-                data = json.dumps(step.body).encode()
+                data = step.raw if step.raw is not None else json.dumps(step.body).encode()
                 self.send_response(step.status)
-                self.send_header("Content-Type", "application/json")
+                if step.content_type is not None:
+                    self.send_header("Content-Type", step.content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in step.headers.items():
                     self.send_header(key, value)

@@ -276,7 +276,7 @@ def test_the_worker_recovers(sample_dataset, context):
 
 def test_rlimit_fallback(monkeypatch, tmp_path):
     """Without bubblewrap the same worker runs as a plain subprocess with the rlimits."""
-    monkeypatch.setattr(sandbox, "_KIND", "rlimit")
+    monkeypatch.setattr(sandbox, "_MODE", "rlimit")
     worker = sandbox.SandboxWorker()
     try:
         solve = "import sympy\ndef solution():\n    return sympy.sqrt(8)"

@@ -485,7 +485,7 @@ def test_invalid_json_in_toolmeta(data_copy: Path) -> None:
 def test_undecodable_file(data_copy: Path) -> None:
     (data_copy / "dataset.json").write_bytes(b"\xff\xfe{")
     error = load_error(data_copy)
-    assert matching(error, "dataset.json", None, None, "cannot be read"), describe(error)
+    assert matching(error, "dataset.json", None, None, "not UTF-8 text (byte 0"), describe(error)
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,9 @@ CI sets ``PYTEST_GTA_REQUIRE_LLAMACPP=1`` so that there they fail instead of hid
 
 from __future__ import annotations
 
-import configparser
 import importlib.util
 import json
 import os
-import re
-import shlex
 import socket
 import subprocess
 import sys
@@ -26,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_SIM, ROOT
+from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.models import llamacpp
 from pytest_gta.models.base import ModelContext, make_model, model_entry_points, resolve_spec
@@ -212,7 +209,7 @@ def test_in_process_end_to_end_records_real_replies(pytester, smollm2_gguf, monk
     result = pytester.runpytest_subprocess(
         "--gta-data=sample",
         FAST_SIM,
-        "--gta-model=smollm2",
+        "--gta-model=llamacpp:smollm2",
         "--gta-mode=e2e",
         "--gta-tools=replay",
         "--gta-ids=1",
@@ -225,7 +222,7 @@ def test_in_process_end_to_end_records_real_replies(pytester, smollm2_gguf, monk
     )
     _ran_without_errors(result, 1)
     report = _report(pytester, "gta.json")
-    assert report["model"] == SERVED
+    assert report["model"] == "llamacpp:smollm2"
     generation = report["settings"]["generation"]
     assert generation["provider"] == "llamacpp"
     assert generation["gguf"] == str(smollm2_gguf)
@@ -239,14 +236,14 @@ def test_in_process_end_to_end_records_real_replies(pytester, smollm2_gguf, monk
     assert usage["calls"] == len(case["replies"])
     assert usage["input_tokens"] > 0
     assert usage["output_tokens"] > 0
-    result.stdout.fnmatch_lines(["*GTA results*", "model: smollm2-135m-instruct*", "*AnsAcc*"])
+    result.stdout.fnmatch_lines(["*GTA results*", "model: llamacpp:smollm2*", "*AnsAcc*"])
 
 
 def test_same_request_as_the_openai_adapter(sample_dataset, smollm2_gguf):
     """In-process and server runs of the same model send the same official ReAct body."""
     from pytest_gta.agent import loops
 
-    local = make_model("smollm2", _context(sample_dataset, seed=7))
+    local = make_model("llamacpp:smollm2", _context(sample_dataset, seed=7))
     remote = make_model(
         "smollm2",
         _context(sample_dataset, seed=7, base_url="http://127.0.0.1:9/v1", served_model=SERVED),
@@ -277,7 +274,7 @@ def test_one_engine_per_process_and_model_args(sample_dataset, smollm2_gguf):
         f"llamacpp:{smollm2_gguf}", _context(sample_dataset, base_url="http://h/v1")
     )
     assert "--gta-base-url=http://h/v1 is not used" in served.warnings[0]
-    other = make_model("smollm2", _context(sample_dataset))
+    other = make_model("llamacpp:smollm2", _context(sample_dataset))
     assert other.engine is not first.engine
     assert other.engine_args["n_ctx"] == llamacpp.DEFAULT_N_CTX
 
@@ -287,8 +284,10 @@ def test_one_engine_per_process_and_model_args(sample_dataset, smollm2_gguf):
 
 def test_catalog_name_runs_in_process_without_a_base_url():
     providers = list(model_entry_points())
-    spec = resolve_spec("smollm2", providers, GenerationSettings())
+    spec = resolve_spec("llamacpp:smollm2", providers, GenerationSettings())
     assert (spec.provider, spec.entry.name) == ("llamacpp", SERVED)
+    # The bare name runs on transformers (nothing to compile); llamacpp: asks for llama.cpp.
+    assert resolve_spec("smollm2", providers, GenerationSettings()).provider == "transformers"
     served = resolve_spec("smollm2", providers, GenerationSettings(base_url="http://h:1/v1"))
     assert served.provider == "openai"
 
@@ -299,7 +298,7 @@ def test_catalog_name_runs_in_process_without_a_base_url():
         ("llamacpp:nothere.gguf", None, "*nothere.gguf does not exist; pass a GGUF model file*"),
         ("llamacpp:notgguf.gguf", "file", "*notgguf.gguf is not a GGUF file*"),
         ("llamacpp:adir", "dir", "*adir is a directory*"),
-        ("llamacpp", None, "*--gta-model=llamacpp: name a GGUF file*--gta-model=smollm2*"),
+        ("llamacpp", None, "*--gta-model=llamacpp: name a GGUF file*--gta-model=llamacpp:smollm2*"),
     ],
     ids=["missing", "not-gguf", "directory", "bare"],
 )
@@ -340,25 +339,6 @@ def test_catalog_entry_without_a_bundled_gguf():
 
 def test_unknown_model_arg_and_native_protocol_are_usage_errors(sample_dataset, smollm2_gguf):
     with pytest.raises(GtaUsageError, match=r"n_ctxx is not an argument of llama_cpp.Llama"):
-        make_model("smollm2", _context(sample_dataset, model_args={"n_ctxx": 4096}))
+        make_model("llamacpp:smollm2", _context(sample_dataset, model_args={"n_ctxx": 4096}))
     with pytest.raises(GtaUsageError, match=r"react protocol only"):
-        make_model("smollm2", _context(sample_dataset, protocol="native"))
-
-
-def test_readme_shows_the_demo_that_tox_runs():
-    readme = (ROOT / "README.md").read_text()
-
-    def block_after(marker: str) -> list[str]:
-        match = re.search(r"```\n(.*?)```", readme[readme.index(marker) :], re.S)
-        assert match, marker
-        return shlex.split(match.group(1))
-
-    assert block_after("<!-- demo-tox-command -->") == ["tox", "-e", "demo"]
-    tox = configparser.ConfigParser(interpolation=None)
-    tox.read(ROOT / "tox.ini")
-    commands = tox["testenv:demo"]["commands"].replace("\\\n", " ")
-    (pytest_line,) = [c for c in commands.splitlines() if "-m pytest" in c]
-    ran = shlex.split(pytest_line)
-    assert ran[:4] == ["-", "python", "-m", "pytest"]
-    assert ran[-1] == "{posargs}"
-    assert block_after("<!-- demo-tox-pytest -->") == ["pytest", *ran[4:-1]]
+        make_model("llamacpp:smollm2", _context(sample_dataset, protocol="native"))

@@ -159,7 +159,7 @@ def test_leaderboard_row_is_the_latest_board():
         ("gpt-4o", None, "openai", "gpt-4o"),
         ("claude3-opus", None, "anthropic", "claude-3-opus-20240229"),
         ("mistral-large", None, "openai", "mistral-large-2402"),
-        ("smollm2", None, "llamacpp", ""),
+        ("smollm2", None, "transformers", ""),
         ("openai/gpt-4o", None, "openai", "gpt-4o"),
         ("vllm/Qwen/Qwen1.5-72B-Chat", None, "vllm", "Qwen/Qwen1.5-72B-Chat"),
         ("openai/my-finetune", "http://gpu:8000/v1", "openai", "my-finetune"),
@@ -177,12 +177,21 @@ def test_explicit_provider_names_still_find_their_catalog_entry():
     assert resolve_spec("openai/my-finetune", PROVIDERS, GenerationSettings()).entry is None
 
 
-def test_unknown_bare_name_mentions_providers_and_names():
+def test_unknown_bare_name_leads_with_close_matches_in_a_few_lines():
     with pytest.raises(GtaUsageError) as info:
         resolve_spec("gpt4-o", PROVIDERS, GenerationSettings())
     text = str(info.value)
-    assert "gpt-4o" in text
-    assert "unknown model provider" in text
+    assert text.startswith("--gta-model=gpt4-o: not a known model name. Did you mean gpt-4o")
+    assert "openai/NAME" in text
+    assert "qwen1.5-72b-chat" not in text  # no dump of the whole catalog
+    assert len(text) < 500
+    assert text.count("\n") <= 2
+
+
+def test_misspelt_provider_names_the_provider():
+    with pytest.raises(GtaUsageError) as info:
+        resolve_spec("oracel", PROVIDERS, GenerationSettings())
+    assert "unknown model provider 'oracel'. Did you mean oracle?" in str(info.value)
 
 
 # -- response cache ------------------------------------------------------------------------------

@@ -142,7 +142,7 @@ def test_selection(pytester, args, count):
         (["--gta-model=oracle", "--gta-ids=3,99"], "--gta-ids: unknown query id(s) 99 in *"),
         (
             ["--gta-model=orcale", "--gta-data=sample"],
-            "*unknown model provider 'orcale'. Did you mean oracle? Known*",
+            "*unknown model provider 'orcale'. Did you mean oracle?",
         ),
         (["--gta-model=oracle", "--gta-tools=replya"], "*unknown tool backend 'replya'*replay*"),
         (["--gta-model=mock"], "*--gta-model=mock needs a script*"),
@@ -451,6 +451,7 @@ def test_help_pins_the_options(pytester):
         "--gta-tool-cassettes=DIR",
         "--gta-tool-record=MODE",
         "--gta-price=IN,OUT",
+        "--gta-sandbox=KIND",
     ]
     for key in ("gta_model", "gta_data", "gta_mode", "gta_tools", "gta_report", "gta_ids"):
         assert f"  {key} (string):" in text or f"  {key} (" in text
@@ -472,7 +473,7 @@ def test_max_turns_ends_on_a_tool_step(pytester):
     case = report_of(pytester)["cases"][0]
     assert len(case["replies"]) == 3
     assert case["steps"][-1]["role"] == "tool"
-    assert "no final answer: the episode ended on tool output" in case["message"]
+    assert "no final answer: the episode ended on call OCR" in case["message"]
 
 
 def test_unrelated_project_imports_nothing_heavy(pytester):

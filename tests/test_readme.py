@@ -58,8 +58,10 @@ def test_mock_script_example_is_a_valid_script(tmp_path, sample_dataset):
 
 @pytest.mark.slow
 def test_demo_command_in_an_empty_directory(tmp_path):
-    """The README's main command, verbatim, with the official similarity model."""
-    command = shlex.split(block_after("<!-- demo-command -->"))
+    """The README's self-check command, verbatim, with the official similarity model."""
+    cd, _, rest = block_after("<!-- demo-command -->").partition(" && ")
+    assert cd == 'cd "$(mktemp -d)"'  # an empty directory, which tmp_path is
+    command = shlex.split(rest)
     assert command[0] == "pytest"
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     env.pop("PYTEST_ADDOPTS", None)

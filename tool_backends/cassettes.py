@@ -13,7 +13,6 @@ Layout: ``<dir>/<Tool>/<key>.json`` plus ``<dir>/<Tool>/<key>-<n>.<ext>`` for fi
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from typing import Any, Literal
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.files import copy_atomic, write_atomic
+from pytest_gta.models.cache import digest, dump_entry, read_entry
 from pytest_gta.types import ResultItem, ToolResult
 
 SCHEMA = "pytest-gta-cassette/1"
@@ -76,6 +76,20 @@ def portable_arguments(
     return portable, hashes
 
 
+def _usable(output: Any) -> bool:
+    """Whether a stored output has the shape :meth:`Cassettes.record` writes.
+
+    A file output must name a file beside the entry: a hand-edited or hostile cassette must not
+    make replay copy ``../../secret`` into the run as a tool result.
+    """
+    if not isinstance(output, dict) or not isinstance(output.get("type"), str):
+        return False
+    if "file" not in output:
+        return True
+    name = output["file"]
+    return isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name
+
+
 class Cassettes:
     """A cassette directory: look calls up, record answers."""
 
@@ -85,9 +99,7 @@ class Cassettes:
     @staticmethod
     def key(tool: str, arguments: Mapping[str, Any], hashes: Mapping[str, str]) -> str:
         """Content address of a call."""
-        material = {"tool": tool, "arguments": dict(arguments), "files": dict(hashes)}
-        text = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+        return digest({"tool": tool, "arguments": dict(arguments), "files": dict(hashes)})[:32]
 
     def _entry(self, tool: str, key: str) -> Path:
         return self.root / tool / f"{key}.json"
@@ -102,21 +114,24 @@ class Cassettes:
         """The recorded result of this call, or ``None``."""
         portable, hashes = portable_arguments(arguments, dataset, output_dir)
         key = self.key(tool, portable, hashes)
-        try:
-            entry = json.loads(self._entry(tool, key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        entry = read_entry(self._entry(tool, key))
+        outputs = entry.get("outputs", []) if entry is not None else None
+        if not isinstance(outputs, list) or not all(_usable(o) for o in outputs):
             return None
         items = []
-        for n, output in enumerate(entry.get("outputs", [])):
+        for n, output in enumerate(outputs):
             if "file" in output:
-                source = self.root / tool / str(output["file"])
+                source = self.root / tool / output["file"]
                 target = output_dir / f"cassette-{key}-{n}{source.suffix}"
                 if not target.exists():
-                    output_dir.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(source, target)
-                items.append(ResultItem(str(output["type"]), str(target)))
+                    try:
+                        output_dir.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(source, target)
+                    except (OSError, ValueError):  # gone, unreadable or unnameable: a miss
+                        return None
+                items.append(ResultItem(output["type"], str(target)))
             else:
-                items.append(ResultItem(str(output["type"]), output.get("content")))
+                items.append(ResultItem(output["type"], output.get("content")))
         return ToolResult(tuple(items))
 
     def record(
@@ -152,5 +167,5 @@ class Cassettes:
             "files": hashes,
             "outputs": outputs,
         }
-        write_atomic(entry_path, json.dumps(entry, indent=1, ensure_ascii=False) + "\n")
+        write_atomic(entry_path, dump_entry(entry, indent=1) + "\n")
         return True

@@ -25,6 +25,9 @@ _NUMBER = re.compile(r"[-+]?\d*\.?\d+")
 POSITIONS = ("lt", "lm", "lb", "mt", "mm", "mb", "rt", "rm", "rb")
 BOX_COLOR = (255, 0, 0)
 LABEL_TEXT_COLOR = (255, 255, 255)
+#: Far beyond any image, yet below where Pillow's C integers overflow (near 9.2e18 it raises
+#: SystemError or OverflowError instead of drawing nothing).
+MAX_COORDINATE = 1e18
 
 
 def parse_numbers(value: Any, count: int, what: str) -> tuple[float, ...]:
@@ -39,12 +42,16 @@ def parse_numbers(value: Any, count: int, what: str) -> tuple[float, ...]:
         The numbers in order.
 
     Raises:
-        GtaToolError: The value is not a string or has a different count of numbers.
+        GtaToolError: The value is not a string, has a different count of numbers, or a number
+            too large to be a pixel coordinate.
     """
     matches = _NUMBER.findall(value) if isinstance(value, str) else []
     if len(matches) != count:
         raise GtaToolError(f"expected {what}, got {value!r}")
-    return tuple(float(m) for m in matches)
+    numbers = tuple(float(m) for m in matches)
+    if not all(abs(n) <= MAX_COORDINATE for n in numbers):  # also refuses inf (310+ digits)
+        raise GtaToolError(f"expected {what} in pixels, got {value!r}: a number is out of range")
+    return numbers
 
 
 def _color(value: Any) -> tuple[int, ...]:
@@ -84,7 +91,8 @@ def draw_box(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
         The edited image's path as an ``image`` output.
 
     Raises:
-        GtaToolError: A refused image path, a malformed box or one whose corners are swapped.
+        GtaToolError: A refused image path, an unreadable or oversized image, a malformed box
+            or one whose corners are swapped.
     """
     path = resolve_image(argument(invocation, "image"), context)
     x1, y1, x2, y2 = parse_numbers(argument(invocation, "bbox"), 4, "a bbox '(x1, y1, x2, y2)'")
@@ -129,7 +137,8 @@ def add_text(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
         The edited image's path as an ``image`` output.
 
     Raises:
-        GtaToolError: A refused image path, an unknown position or colour, or no text.
+        GtaToolError: A refused image path, an unreadable or oversized image, an unknown
+            position or colour, or no text.
     """
     path = resolve_image(argument(invocation, "image"), context)
     text = argument(invocation, "text")

@@ -38,26 +38,36 @@ def _available(module: str, needs: tuple[str, ...]) -> bool:
     return found and all(importlib.util.find_spec(n) is not None for n in needs)
 
 
+#: The tools that run model-written code in :mod:`tool_backends.sandbox`.
+CODE_TOOLS = frozenset({"Calculator", "Solver", "Plot"})
+
+
 class LocalBackend:
     """Serves the CPU tools whose implementation and dependencies are installed."""
 
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, sandbox: str = "auto") -> None:
         self.tools = {
             tool: (module, function)
             for tool, (module, function, needs) in LOCAL_TOOLS.items()
             if _available(module, needs)
         }
         self._functions: dict[str, ToolFunction] = {}
+        self.isolation = None
+        if CODE_TOOLS & set(self.tools):
+            from tool_backends import sandbox as code_sandbox
+
+            # Probed now, so --gta-sandbox=bubblewrap without bubblewrap stops the session at
+            # startup instead of failing every code call.
+            self.isolation = code_sandbox.configure(sandbox)  # type: ignore[arg-type]
 
     def describe(self) -> dict[str, object]:
-        """For the report: the tools served here and which sandbox runs model-written code."""
+        """For the report: the tools served here and how model-written code is isolated."""
         info: dict[str, object] = {"tools": sorted(self.tools)}
-        if {"Calculator", "Solver", "Plot"} & set(self.tools):
-            from tool_backends.sandbox import sandbox_kind
-
-            info["sandbox"] = sandbox_kind()
+        if self.isolation is not None:
+            info["sandbox"] = self.isolation.kind
+            info["isolation"] = self.isolation.describe()
         return info
 
     def offers(self, tool: str) -> bool:
@@ -75,5 +85,5 @@ class LocalBackend:
 
 
 def make_local(spec: ToolSpec, context: ToolBackendContext) -> LocalBackend:
-    """Entry point for ``--gta-tools=local``."""
-    return LocalBackend()
+    """Entry point for ``--gta-tools=local`` (``--gta-sandbox`` comes in the options)."""
+    return LocalBackend(str(context.options.get("sandbox") or "auto"))

@@ -110,7 +110,7 @@ def recognise(path: Path) -> list[Region]:
         The non-empty text regions in reading order.
 
     Raises:
-        GtaToolError: The file is not a readable image.
+        GtaToolError: The file is not a readable image, or is too large to decode.
     """
     image = open_rgb(path)
     engine = _engine()

@@ -13,21 +13,16 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
+from pytest_gta.dataset import inside
 from pytest_gta.errors import GtaToolError
 from pytest_gta.tools import ToolContext, ToolInvocation
-
-
-def _inside(path: str, root: str) -> bool:
-    """Whether the real path ``path`` is ``root`` itself or lies below it."""
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:  # different drives on Windows: certainly not inside
-        return False
 
 
 def allowed_roots(context: ToolContext) -> tuple[str, ...]:
@@ -66,12 +61,13 @@ def resolve_image(value: Any, context: ToolContext) -> Path:
     """
     if not isinstance(value, str) or not value.strip():
         raise GtaToolError(f"expected an image path, got {value!r}")
-    if "\x00" in value:
-        raise GtaToolError(f"invalid image path {value!r}")
     root = context.dataset.root_str
     candidate = value if os.path.isabs(value) else os.path.join(root, value)
-    real = os.path.realpath(candidate)
-    if not any(_inside(real, allowed) for allowed in allowed_roots(context)):
+    try:
+        real = os.path.realpath(candidate)
+    except ValueError:  # a NUL byte, or a lone surrogate no file name can hold
+        raise GtaToolError(f"invalid image path {value!r}") from None
+    if not any(inside(real, allowed) for allowed in allowed_roots(context)):
         raise GtaToolError(
             f"image path {value!r} is outside the dataset directory and the run's output "
             "directory; pass a dataset-relative path such as 'image/image_0.jpg' or a path a "
@@ -117,6 +113,43 @@ def argument(invocation: ToolInvocation, name: str) -> Any:
     return invocation.arguments.get(name)
 
 
+@contextmanager
+def _decoding(path: Path) -> Iterator[None]:
+    """Turn any failure to decode the image at ``path`` into a tool error naming the file.
+
+    The file is outside data (a dataset image, or one a model pointed at), and Pillow's decoders
+    fail on hostile files in many ways beyond ``OSError`` (``SyntaxError`` from broken PNG
+    chunks, ``ValueError``, ``struct.error``, ``EOFError``, ``DecompressionBombError``, and the
+    ``DecompressionBombWarning`` a strict warnings filter raises). Whatever the decoder raises,
+    the image cannot be used, and the model that chose it sees why.
+    """
+    try:
+        yield
+    except GtaToolError:
+        raise
+    except Exception as exc:
+        reason = str(exc) or type(exc).__name__
+        raise GtaToolError(f"cannot read image {str(path)!r}: {reason}") from exc
+
+
+def _open_checked(path: Path) -> Image.Image:
+    """Open ``path`` (its header only) and refuse a size past ``Image.MAX_IMAGE_PIXELS``.
+
+    Pillow only warns between one and two times that limit and would then decode, allocating
+    gigabytes for a small file whose header claims, say, 60000x60000 pixels.
+    """
+    image = Image.open(path)
+    width, height = image.size
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit is not None and width * height > limit:
+        image.close()
+        raise GtaToolError(
+            f"cannot read image {str(path)!r}: it claims {width}x{height} pixels, more than "
+            f"the {limit} an image tool accepts"
+        )
+    return image
+
+
 def open_rgb(path: Path) -> Image.Image:
     """Load an image fully into memory as RGB, turning unreadable files into tool errors.
 
@@ -127,12 +160,25 @@ def open_rgb(path: Path) -> Image.Image:
         A detached RGB copy (the file is closed; editing it never touches the source).
 
     Raises:
-        GtaToolError: The file is not an image Pillow can read.
+        GtaToolError: The file is not an image Pillow can read, or is too large to decode.
     """
-    try:
-        source = Image.open(path)
-        with source:
-            image: Image.Image = source.convert("RGB")
-    except (UnidentifiedImageError, OSError) as exc:
-        raise GtaToolError(f"cannot read image {str(path)!r}: {exc}") from exc
+    with _decoding(path), _open_checked(path) as source:
+        image: Image.Image = source.convert("RGB")
     return image
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """The ``(width, height)`` an image's header declares, without decoding its pixels.
+
+    Args:
+        path: A path returned by :func:`resolve_image`.
+
+    Returns:
+        The image's size in pixels.
+
+    Raises:
+        GtaToolError: The file is not an image Pillow can read, or is too large to decode.
+    """
+    with _decoding(path), _open_checked(path) as source:
+        size: tuple[int, int] = source.size
+    return size

@@ -1,35 +1,49 @@
 """A sandbox for model-written code: a warm worker process that forks one child per call.
 
 Solver and Plot run Python the model wrote, and the Calculator evaluates an expression the model
-wrote; none of it may run in the pytest process, where a ``while True`` would hang the run and a
-``'a' * 10**10`` would take the machine down. Each call therefore runs in a child process with:
+wrote; none of it may run in the pytest process, where a ``while True`` would hang the run, a
+``'a' * 10**10`` would take the machine down and ``os.environ`` holds the user's API keys. Each
+call therefore runs in a child process with:
 
-* a wall-clock deadline, after which the child's whole process group is killed (and, inside
-  bubblewrap's PID namespace, every process the call left behind);
+* an environment that holds nothing but ``PATH``, ``LANG``, ``HOME`` (the scratch directory) and
+  ``MPLCONFIGDIR`` (:func:`sandbox_environment`), whichever sandbox runs it;
+* a wall-clock deadline, after which the child's whole process group is killed and, inside a
+  PID namespace, every process the call left behind (a double fork with ``setsid`` included);
 * ``RLIMIT_CPU``, ``RLIMIT_AS`` (memory on top of what the warm worker already holds),
   ``RLIMIT_FSIZE`` and ``RLIMIT_NPROC`` (so a fork bomb stops at a handful of processes);
 * a non-root uid when the worker runs as root (``nobody``), since the kernel never applies
-  ``RLIMIT_NPROC`` to root;
-* with bubblewrap (:func:`sandbox_kind` says ``"bubblewrap"``): no network (``--unshare-net``),
-  its own PID/IPC/UTS namespaces, and a filesystem that shows only the system and Python paths,
-  read-only, plus a tmpfs scratch directory as the only writable place. Without bubblewrap
-  (``"rlimit"``) the same worker runs as a plain subprocess with the limits above, under
-  ``unshare -n`` when that works (no network) and in a private scratch directory, but the rest of
-  the filesystem stays visible: that fallback is best effort.
+  ``RLIMIT_NPROC`` to root.
+
+What else isolates it depends on the machine (:func:`isolation`, ``--gta-sandbox``):
+
+* ``bubblewrap`` (Debian's ``bwrap``): no network, its own PID/IPC/UTS namespaces, and a
+  filesystem that shows only the system and Python paths, read-only, plus a tmpfs scratch
+  directory as the only writable place. Python may live anywhere, ``/tmp`` included.
+* ``rlimit`` as root without bubblewrap: the worker starts under ``unshare`` in private mount,
+  PID and network namespaces, with fresh tmpfs over every world-writable directory (``/tmp``,
+  ``/var/tmp``, ``/run/lock``, ``/dev/shm``) and the root filesystem remounted read-only; the
+  rest of the filesystem stays readable (but not writable by ``nobody``).
+* ``rlimit`` otherwise: a plain subprocess with the limits above, in a private scratch
+  directory, with no network when ``unshare -rn`` works. Files stay readable and world-writable
+  directories writable, and a process that escapes the call's process group survives the call:
+  :attr:`Isolation.gaps` says so, and the terminal header shows it.
 
 Importing SymPy and Matplotlib takes over a second, so the worker imports them once and forks a
 child per call (a "zygote"); a call then costs a fork and the user code. One worker serves the
 whole pytest process (calls are serialised by a lock), is started on first use and restarted if
-it dies.
+it dies. A worker that does not start is an infrastructure failure (the case is an *error*),
+never the model's mistake.
 """
 
 from __future__ import annotations
 
 import atexit
 import base64
+import functools
 import json
 import os
 import select
+import shlex
 import shutil
 import signal
 import site
@@ -39,13 +53,19 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_gta.errors import GtaToolError
+from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 
 SandboxKind = Literal["bubblewrap", "rlimit"]
+SandboxMode = Literal["auto", "bubblewrap", "rlimit"]
+SANDBOX_MODES: tuple[SandboxMode, ...] = ("auto", "bubblewrap", "rlimit")
+INSTALL_BUBBLEWRAP = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+)
 
 #: Defaults of one call; callers may pass their own.
 DEFAULT_TIMEOUT_S = 10.0
@@ -64,6 +84,11 @@ START_TIMEOUT_S = 60.0
 HOST_SLACK_S = 10.0
 
 SCRATCH_IN_SANDBOX = "/scratch"
+#: Directories anyone may write to on a usual Linux; the namespace fallback hides each behind
+#: a fresh tmpfs.
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm")
+#: PATH inside the sandbox: the system's, never the user's (which may name their own tools).
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 # The worker program. It runs with ``python -I -c`` so that it needs nothing from this checkout
 # (the bubblewrap sandbox does not show it). Messages are a 4-byte big-endian length and JSON.
@@ -73,6 +98,8 @@ import base64, io, json, os, resource, select, signal, struct, sys, time
 SCRATCH = sys.argv[1]
 MAX_TEXT, MAX_REPLY, FSIZE, EXTRA = (int(a) for a in sys.argv[2:6])
 PID_NAMESPACE = sys.argv[6] == "1"
+os.makedirs(SCRATCH, exist_ok=True)
+os.chmod(SCRATCH, 0o755)
 os.environ["MPLCONFIGDIR"] = os.path.join(SCRATCH, ".mpl")
 os.environ["HOME"] = SCRATCH
 os.makedirs(os.environ["MPLCONFIGDIR"], exist_ok=True)
@@ -198,17 +225,21 @@ def kill_leftovers(pid):
         os.killpg(pid, signal.SIGKILL)
     except OSError:
         pass
-    if PID_NAMESPACE:  # everything in this namespace but bwrap's init and us is a call's leftover
+    if PID_NAMESPACE:  # everything in this namespace but its init and us is a call's leftover
         for entry in os.listdir("/proc"):
             if entry.isdigit() and int(entry) not in (1, os.getpid()):
                 try:
                     os.kill(int(entry), signal.SIGKILL)
                 except OSError:
                     pass
-    while True:
+    # Reap until no child is left (when this worker is the namespace's init, orphans are ours
+    # too), so nothing of the call remains, not even a zombie; give up after a few seconds
+    # rather than hang on a process stuck in the kernel.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
         try:
             if os.waitpid(-1, os.WNOHANG) == (0, 0):
-                break
+                time.sleep(0.005)
         except ChildProcessError:
             break
 
@@ -275,16 +306,79 @@ while True:
 """
 
 
+def _program(name: str) -> str:
+    """``name`` as found on the user's PATH (the sandbox's own PATH is the system's).
+
+    Resolved here so that the program probed is the program run, and a user can put the
+    bubblewrap of their choice first on PATH.
+    """
+    return shutil.which(name) or name
+
+
+def sandbox_environment(scratch: str) -> dict[str, str]:
+    """The whole environment of model-written code: nothing the user's shell holds.
+
+    API keys, tokens, proxies with credentials and the user's PATH never reach a call.
+    """
+    return {
+        "PATH": SANDBOX_PATH,
+        "LANG": "C.UTF-8",
+        "HOME": scratch,
+        "MPLCONFIGDIR": os.path.join(scratch, ".mpl"),
+    }
+
+
+@functools.cache
+def python_paths() -> tuple[str, ...]:
+    """Directories the worker's interpreter imports from, with the interpreter itself.
+
+    Read from ``python -I`` itself, so a virtualenv anywhere (``/tmp`` included) and paths its
+    ``.pth`` files add are covered; a checkout on ``sys.path`` is not, since the worker imports
+    nothing from it and model code has no business reading it.
+    """
+    wanted = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    wanted.append(os.path.dirname(os.path.abspath(sys.executable)))
+    try:
+        out = subprocess.run(
+            [sys.executable, "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
+            capture_output=True,
+            timeout=30,
+            check=True,
+            env=sandbox_environment(tempfile.gettempdir()),
+        ).stdout
+        entries = [p for p in json.loads(out) if isinstance(p, str) and p]
+    except (OSError, ValueError, subprocess.SubprocessError):
+        entries = list(site.getsitepackages())
+    prefixes = tuple(os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix) if p)
+    for entry in entries:
+        real = os.path.realpath(entry)
+        inside = (real + os.sep).startswith(prefixes)
+        if inside or "site-packages" in real or "dist-packages" in real:
+            wanted.append(entry)
+    found = []
+    for path in wanted:
+        for candidate in dict.fromkeys((os.path.realpath(path), os.path.abspath(path))):
+            if os.path.isdir(candidate) and candidate not in found:
+                found.append(candidate)
+    return tuple(found)
+
+
 def _bwrap_command(scratch: str) -> list[str]:
-    """The bubblewrap prefix: system and Python paths read-only, a tmpfs scratch, no network."""
+    """The bubblewrap prefix: system and Python paths read-only, a tmpfs scratch, no network.
+
+    ``/tmp`` is an empty tmpfs, not writable by the call; Python paths under it are mounted
+    into it. Mount points are created parents first, each ``0755`` so the dropped uid can
+    traverse them (bubblewrap would create them ``0700``).
+    """
     command = [
-        "bwrap",
+        _program("bwrap"),
         "--unshare-net",
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",
         "--die-with-parent",
         "--new-session",
+        "--clearenv",
         "--proc",
         "/proc",
         "--dev",
@@ -293,76 +387,265 @@ def _bwrap_command(scratch: str) -> list[str]:
         "0755",
         "--tmpfs",
         "/dev/shm",
+        "--perms",
+        "0755",
+        "--tmpfs",
+        "/tmp",
+        "--perms",
+        "0755",
         "--tmpfs",
         scratch,
-        # Only the per-call directory in the scratch tmpfs is writable by the call's uid.
-        "--symlink",
-        scratch,
-        "/tmp",
     ]
-    bound: set[str] = set()
-    wanted = ["/usr", "/etc", sys.prefix, sys.base_prefix, *site.getsitepackages()]
-    wanted.append(os.path.dirname(os.path.realpath(sys.executable)))
+    for name, value in sandbox_environment(scratch).items():
+        command += ["--setenv", name, value]
+    wanted = ["/usr", "/etc", *python_paths()]
     for name in ("/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32"):
         if os.path.islink(name):
             command += ["--symlink", os.readlink(name), name]
         elif os.path.isdir(name):
             wanted.append(name)
-    parents: list[str] = []
-    binds: list[str] = []
+    binds: list[tuple[str, str]] = []
     for path in wanted:
         real = os.path.realpath(path)
         if not os.path.isdir(real):
             continue
         for target in dict.fromkeys((real, os.path.abspath(path))):
-            if target in bound:
-                continue
-            bound.add(target)
-            binds += ["--ro-bind", real, target]
-            # bubblewrap creates missing parents as 0700; the dropped uid must traverse them.
-            for parent in reversed(Path(target).parents):
-                if str(parent) != "/" and str(parent) not in parents:
-                    parents.append(str(parent))
-    for directory in parents:
+            if target not in (b[1] for b in binds):
+                binds.append((real, target))
+    parents: list[str] = []
+    for _, target in binds:
+        for parent in reversed(Path(target).parents):
+            name = str(parent)
+            if name not in ("/", "/tmp") and name not in parents:
+                parents.append(name)
+    for directory in sorted(parents, key=lambda p: p.count("/")):
         command += ["--perms", "0755", "--dir", directory]
-    return command + binds
+    for real, target in sorted(binds, key=lambda b: b[1].count("/")):
+        command += ["--ro-bind", real, target]
+    return command
 
 
-_KIND: SandboxKind | None = None
-_NET_PREFIX: list[str] | None = None
+def _namespace_plan() -> tuple[str, tuple[str, ...]]:
+    """The shell that sets up the namespace fallback's mounts, and what stays visible.
+
+    Every world-writable directory gets a fresh private tmpfs, unless Python lives under it (a
+    virtualenv in /tmp): hiding it would hide the interpreter, so it is made read-only instead,
+    and the gap is said. The scratch directory (``$1``, created empty by the host) then gets a
+    private tmpfs of its own, the only writable place; mounting onto a read-only directory is
+    allowed, writing into it is not.
+    """
+    paths = python_paths()
+    tmpfs = "mount -t tmpfs -o mode=0755,size=256m,nosuid,nodev tmpfs"
+    steps = []
+    gaps = []
+    for directory in WORLD_WRITABLE:
+        quoted = shlex.quote(directory)
+        if any(p == directory or p.startswith(directory + os.sep) for p in paths):
+            steps.append(
+                f"if [ -d {quoted} ]; then mount --rbind {quoted} {quoted} && "
+                f"mount -o remount,bind,ro {quoted} || exit 97; fi"
+            )
+            gaps.append(f"{directory} stays readable (Python lives there)")
+        else:
+            steps.append(f"if [ -d {quoted} ]; then {tmpfs} {quoted} || exit 97; fi")
+    steps.append(f'mkdir -p "$1" && {tmpfs} "$1" || exit 98')
+    steps.append("mount -o remount,bind,ro / 2>/dev/null")
+    steps.append('shift; exec "$@"')
+    return "; ".join(steps), tuple(gaps)
+
+
+def _namespace_command(scratch: str) -> list[str]:
+    """``unshare`` into private mount, PID and network namespaces, with world-writable dirs hidden.
+
+    Only root can do this without a user namespace; the worker becomes PID 1 of its namespace,
+    so every process a call leaves behind dies with the namespace or is killed after the call.
+    """
+    setup, _ = _namespace_plan()
+    return [
+        _program("unshare"),
+        "--mount",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+        "--net",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        setup,
+        "sh",
+        scratch,
+    ]
 
 
 def _probe(command: list[str]) -> bool:
     try:
-        return subprocess.run(command, capture_output=True, timeout=10, check=False).returncode == 0
+        result = subprocess.run(
+            command,
+            capture_output=True,
+            timeout=10,
+            check=False,
+            env=sandbox_environment(tempfile.gettempdir()),
+        )
     except (OSError, subprocess.SubprocessError):
         return False
+    return result.returncode == 0
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How model-written code is isolated on this machine, and what is not isolated."""
+
+    kind: SandboxKind
+    #: Command prefix the worker starts under, for a scratch directory on the host (ignored
+    #: when :attr:`scratch` is set).
+    prefix: Callable[[str], list[str]]
+    #: Scratch directory as the worker sees it (``None``: a temporary directory on the host).
+    scratch: str | None
+    #: Whether the worker has its own PID namespace (leftover processes can be killed).
+    pid_namespace: bool
+    guarantees: tuple[str, ...]
+    gaps: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """One line for the terminal header and the report."""
+        text = f"{self.kind} ({', '.join(self.guarantees)})"
+        if self.gaps:
+            text += f"; NOT isolated: {', '.join(self.gaps)}"
+        return text
+
+    def describe(self) -> dict[str, Any]:
+        """For the report."""
+        return {
+            "kind": self.kind,
+            "guarantees": list(self.guarantees),
+            "gaps": list(self.gaps),
+            "summary": self.summary(),
+        }
+
+
+_COMMON = ("minimal environment", "time, CPU, memory, file-size and process limits")
+
+
+def _bubblewrap() -> Isolation | None:
+    if shutil.which("bwrap") is None or not _probe([*_bwrap_command(SCRATCH_IN_SANDBOX), "true"]):
+        return None
+    return Isolation(
+        "bubblewrap",
+        _bwrap_command,
+        SCRATCH_IN_SANDBOX,
+        True,
+        (*_COMMON, "no network", "read-only filesystem view", "private /tmp", "PID namespace"),
+    )
+
+
+def _namespace_works() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    with tempfile.TemporaryDirectory(prefix="gta-sandbox-probe-") as scratch:
+        return _probe([*_namespace_command(scratch), "true"])
+
+
+def _rlimit() -> Isolation:
+    if _namespace_works():
+        _, kept = _namespace_plan()
+        hidden = [d for d in WORLD_WRITABLE if not any(k.startswith(d + " ") for k in kept)]
+        return Isolation(
+            "rlimit",
+            _namespace_command,
+            None,
+            True,
+            (
+                *_COMMON,
+                "no network",
+                "read-only root filesystem",
+                f"private {', '.join(hidden)}",
+                "PID namespace",
+            ),
+            ("other files stay readable", *kept),
+        )
+    flags = "-n" if os.geteuid() == 0 else "-rn"
+    network = [_program("unshare"), flags]
+    if shutil.which("unshare") and _probe([*network, "true"]):
+        return Isolation(
+            "rlimit",
+            lambda scratch: list(network),
+            None,
+            False,
+            (*_COMMON, "no network"),
+            (
+                "files stay readable",
+                "world-writable directories stay writable",
+                "processes that leave the call's process group outlive it",
+            ),
+        )
+    return Isolation(
+        "rlimit",
+        lambda scratch: [],
+        None,
+        False,
+        _COMMON,
+        (
+            "network",
+            "files stay readable",
+            "world-writable directories stay writable",
+            "processes that leave the call's process group outlive it",
+        ),
+    )
+
+
+_ISOLATION: dict[str, Isolation] = {}
+_ISOLATION_LOCK = threading.Lock()
+#: The ``--gta-sandbox`` choice of this process (set by the local backend).
+_MODE: SandboxMode = "auto"
+
+
+def configure(mode: SandboxMode) -> Isolation:
+    """Choose the sandbox for this process (``--gta-sandbox``) and check it can run.
+
+    Raises:
+        GtaUsageError: ``bubblewrap`` was asked for and cannot run here, saying how to get it.
+    """
+    global _MODE
+    if mode not in SANDBOX_MODES:
+        raise GtaUsageError(f"--gta-sandbox={mode}: choose auto, bubblewrap or rlimit")
+    _MODE = mode
+    return isolation(mode)
+
+
+def isolation(mode: SandboxMode | None = None) -> Isolation:
+    """The isolation model-written code gets here (probed once per process and mode).
+
+    Raises:
+        GtaUsageError: ``bubblewrap`` was asked for and cannot run here.
+    """
+    mode = mode or _MODE
+    with _ISOLATION_LOCK:
+        found = _ISOLATION.get(mode)
+        if found is None:
+            found = None if mode == "rlimit" else _bubblewrap()
+            if found is None and mode == "bubblewrap":
+                why = (
+                    "bwrap is not installed"
+                    if shutil.which("bwrap") is None
+                    else "bwrap is installed but cannot create its namespaces here (user "
+                    "namespaces disabled, or a container that forbids mounts)"
+                )
+                raise GtaUsageError(
+                    f"--gta-sandbox=bubblewrap: {why}; {INSTALL_BUBBLEWRAP}, or pass "
+                    "--gta-sandbox=rlimit to accept the weaker fallback"
+                )
+            if found is None:
+                found = _rlimit()
+            _ISOLATION[mode] = found
+        return found
 
 
 def sandbox_kind() -> SandboxKind:
-    """Which sandbox runs model code here: ``"bubblewrap"`` if ``bwrap`` works, else ``"rlimit"``.
-
-    Probed once per process, since bubblewrap may be installed yet refused (no user namespaces,
-    a container that forbids mounts).
-    """
-    global _KIND
-    if _KIND is None:
-        works = shutil.which("bwrap") is not None and _probe(
-            [*_bwrap_command(SCRATCH_IN_SANDBOX), "true"]
-        )
-        _KIND = "bubblewrap" if works else "rlimit"
-    return _KIND
-
-
-def _network_prefix() -> list[str]:
-    """``unshare -n`` (or ``-rn`` when not root) if it works here, so rlimit mode has no network."""
-    global _NET_PREFIX
-    if _NET_PREFIX is None:
-        flags = "-n" if os.geteuid() == 0 else "-rn"
-        candidate = ["unshare", flags]
-        works = shutil.which("unshare") is not None and _probe([*candidate, "true"])
-        _NET_PREFIX = candidate if works else []
-    return _NET_PREFIX
+    """Which sandbox runs model code here: ``"bubblewrap"`` or ``"rlimit"``."""
+    return isolation().kind
 
 
 @dataclass(frozen=True)
@@ -382,29 +665,39 @@ class SandboxWorker:
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
 
     def _start(self) -> subprocess.Popen[bytes]:
-        kind = sandbox_kind()
-        if kind == "bubblewrap":
-            scratch = SCRATCH_IN_SANDBOX
-            prefix = _bwrap_command(scratch)
-        else:
+        """Start the worker under this machine's isolation.
+
+        Raises:
+            GtaInfrastructureError: it did not start; the harness is broken, not the model.
+        """
+        chosen = isolation()
+        scratch = chosen.scratch
+        if scratch is None:
             self._scratch = tempfile.TemporaryDirectory(prefix="gta-sandbox-")
             os.chmod(self._scratch.name, 0o755)
             scratch = self._scratch.name
-            prefix = _network_prefix()
         arguments = [scratch, MAX_TEXT_CHARS, MAX_REPLY_BYTES, FILE_SIZE_BYTES, EXTRA_PROCESSES]
-        command = [*prefix, sys.executable, "-I", "-c", _WORKER_SOURCE]
-        command += [str(a) for a in arguments] + ["1" if kind == "bubblewrap" else "0"]
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        command = [*chosen.prefix(scratch), sys.executable, "-I", "-c", _WORKER_SOURCE]
+        command += [str(a) for a in arguments] + ["1" if chosen.pid_namespace else "0"]
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                env=sandbox_environment(scratch),
+            )
+        except OSError as exc:
+            raise GtaInfrastructureError(
+                f"the code sandbox ({chosen.kind}) could not be started: {exc}"
+            ) from None
         self._process = process
         if self._receive(process, START_TIMEOUT_S) is None:
             self._stop()
-            raise GtaToolError("the code sandbox did not start")
+            raise GtaInfrastructureError(
+                f"the code sandbox ({chosen.kind}) did not start within {START_TIMEOUT_S:g} s"
+            )
         return process
 
     def _stop(self) -> None:
@@ -478,8 +771,12 @@ class SandboxWorker:
             else:
                 reply = self._receive(process, timeout + HOST_SLACK_S)
             if reply is None:
+                # The worker enforces every limit of a call itself; one that stops answering
+                # broke (killed from outside, out of memory), which is not the model's doing.
                 self._stop()
-                raise GtaToolError("the code sandbox stopped answering; it will be restarted")
+                raise GtaInfrastructureError(
+                    "the code sandbox stopped answering; it will be restarted for the next call"
+                )
         if "error" in reply:
             raise GtaToolError(str(reply["error"]))
         if "limit" in reply:

@@ -203,19 +203,17 @@ class VlmBackend:
     @staticmethod
     def _crop(args: Mapping[str, Any], context: ToolContext, box: tuple[int, int, int, int]) -> str:
         """The bbox region as a PNG data URL, so the model looks only where it was asked to."""
-        from PIL import Image
+        from tool_backends.paths import open_rgb
 
-        with Image.open(resolve_input_path(str(args["image"]), context)) as image:
-            region = image.convert("RGB").crop(box)
+        region = open_rgb(resolve_input_path(str(args["image"]), context)).crop(box)
         buffer = io.BytesIO()
         region.save(buffer, format="PNG")
         return data_url(buffer.getvalue(), "image/png")
 
     def _boxes(self, args: Mapping[str, Any], context: ToolContext) -> str:
-        from PIL import Image
+        from tool_backends.paths import image_size
 
-        with Image.open(resolve_input_path(str(args["image"]), context)) as image:
-            width, height = image.size
+        width, height = image_size(resolve_input_path(str(args["image"]), context))
         prompt = BBOX_PROMPT.format(text=args["text"], width=width, height=height)
         reply = self._ask(prompt, self._image(args, context))
         return format_boxes(reply, width, height, bool(args.get("top1", True)))

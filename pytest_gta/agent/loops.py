@@ -12,6 +12,7 @@ re-scored OpenCompass prediction files alike.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from collections.abc import Generator as Generator_
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -200,21 +201,28 @@ def e2e_opening(dataset: Dataset, query: Query, protocol: str = "react") -> list
     return opening
 
 
-def run_e2e(
+#: An end-to-end episode in progress: yields its model requests, is sent their outputs, and
+#: returns the finished :class:`Episode`.
+EpisodeSteps = Generator_[ModelRequest, ModelOutput, Episode]
+
+
+def e2e_episode(
     dataset: Dataset,
     query: Query,
-    model: Generator,
+    protocol: str,
     run_tool: p.ToolRunner,
     *,
     max_turns: int = MAX_TURNS,
     base_dir: Path | None = None,
-) -> Episode:
-    """End-to-end mode: the Lagent ReAct loop against real tool backends.
+) -> EpisodeSteps:
+    """End-to-end mode as a generator: the Lagent ReAct loop against real tool backends.
 
-    Without a finish within ``max_turns`` the episode ends on the last tool step, as the official
-    harness records it (the default answer is never written as a step).
+    The loop is written once and driven two ways: one request at a time
+    (:func:`run_e2e`), or many episodes in lockstep so that a batch engine answers every live
+    episode's turn in one batch (:func:`run_lockstep`). Without a finish within ``max_turns``
+    the episode ends on the last tool step, as the official harness records it (the default
+    answer is never written as a step).
     """
-    protocol = protocol_of(model)
     metas = tuple(dataset.tool_metas(query))
     tools = {t.name: t for t in metas}
     system = system_message(metas, protocol)
@@ -228,7 +236,7 @@ def run_e2e(
         request = ModelRequest(
             tuple(messages), metas, CaseContext(query.qid, "e2e", turn), protocol
         )
-        output = model.generate(request)
+        output = yield request
         reply, parsed, call = _parse(output, protocol)
         if call is None:
             history.append(ChatMessage("assistant", output.text.strip()))
@@ -245,3 +253,94 @@ def run_e2e(
         else:
             history.append(native.tool_message(record, call))
     return episode
+
+
+def run_e2e(
+    dataset: Dataset,
+    query: Query,
+    model: Generator,
+    run_tool: p.ToolRunner,
+    *,
+    max_turns: int = MAX_TURNS,
+    base_dir: Path | None = None,
+) -> Episode:
+    """End-to-end mode, one model call at a time (see :func:`e2e_episode`)."""
+    steps = e2e_episode(
+        dataset, query, protocol_of(model), run_tool, max_turns=max_turns, base_dir=base_dir
+    )
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(model.generate(request))
+    except StopIteration as done:
+        episode: Episode = done.value
+        return episode
+
+
+def run_lockstep(
+    model: Generator,
+    episodes: Sequence[EpisodeSteps],
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Episode | BaseException]:
+    """Drive many episodes together: each round, every live episode's turn in one batch.
+
+    The rounds make the batches a function of the episodes alone (not of thread timing), so
+    a batch engine gives the same replies on every run. An episode that fails (a tool server
+    down, the model unreachable for its request) ends with its exception in its slot; the
+    others go on. ``progress(round, live)`` is called before each round.
+    """
+    results: list[Episode | BaseException | None] = [None] * len(episodes)
+    pending: dict[int, ModelRequest] = {}
+
+    def advance(index: int, output: ModelOutput | None) -> None:
+        steps = episodes[index]
+        try:
+            pending[index] = next(steps) if output is None else steps.send(output)
+        except StopIteration as done:
+            results[index] = done.value
+            pending.pop(index, None)
+        except Exception as exc:  # this episode's failure, recorded for its own case
+            results[index] = exc
+            pending.pop(index, None)
+
+    for index in range(len(episodes)):
+        advance(index, None)
+    rounds = 0
+    while pending:
+        rounds += 1
+        if progress is not None:
+            progress(rounds, len(pending))
+        order = sorted(pending)
+        try:
+            answers = answer_each(model, [pending[i] for i in order])
+        except Exception as exc:  # the whole round failed (the budget ran out, say)
+            answers = [exc] * len(order)
+        for index, answer in zip(order, answers, strict=True):
+            if isinstance(answer, BaseException):
+                results[index] = answer
+                pending.pop(index)
+                episodes[index].close()
+            else:
+                advance(index, answer)
+    return [r if r is not None else RuntimeError("episode did not finish") for r in results]
+
+
+def answer_each(
+    model: Generator, requests: Sequence[ModelRequest]
+) -> list[ModelOutput | BaseException]:
+    """Answer independent requests; one request's failure does not fail the others.
+
+    Adapters with ``generate_each`` batch them; others answer one by one.
+    """
+    each: Callable[[Sequence[ModelRequest]], list[ModelOutput | BaseException]] | None = getattr(
+        model, "generate_each", None
+    )
+    if each is not None:
+        return list(each(requests))
+    out: list[ModelOutput | BaseException] = []
+    for request in requests:
+        try:
+            out.append(model.generate(request))
+        except Exception as exc:
+            out.append(exc)
+    return out

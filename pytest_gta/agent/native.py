@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_gta import jsonsafe
 from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import ToolMeta
 from pytest_gta.types import ChatMessage, ModelOutput, ToolCall
@@ -92,6 +93,33 @@ def step_history(
         elif role == "assistant" and step.get("content"):
             out.append(ChatMessage("assistant", str(step["content"])))
     return out
+
+
+def decode_arguments(raw: str | None) -> dict[str, Any]:
+    """A tool call's JSON arguments text as a dict; anything else is kept raw (``ARGS_ERROR``).
+
+    Malformed, nested too deeply (past :data:`~pytest_gta.jsonsafe.MAX_DEPTH`: every GTA tool
+    input is a scalar, so no real call is refused) or holding a number past Python's digit limit:
+    all are the model's malformed call, recorded as ReAct records a bad ``Action Input``.
+    """
+    try:
+        value = jsonsafe.loads(raw or "{}")
+    except jsonsafe.JsonInputError:
+        return {INVALID_JSON: raw or ""}
+    return value if isinstance(value, dict) else {INVALID_JSON: raw or ""}
+
+
+def object_arguments(value: Any) -> dict[str, Any]:
+    """Arguments a provider SDK or a parser already decoded, held to :func:`decode_arguments`.
+
+    An SDK's decoder is not ours: it may hand over nesting or integers that no JSON text we
+    accept could hold, and writing those back out fails, so such a call is malformed too.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return {INVALID_JSON: f"<arguments that cannot be written as JSON: {exc}>"}
+    return decode_arguments(text)
 
 
 def parse_output(output: ModelOutput) -> tuple[p.ParsedReply, ToolCall | None]:

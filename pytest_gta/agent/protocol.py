@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_gta import jsonsafe
 from pytest_gta.dataset import ToolMeta
 from pytest_gta.errors import GtaToolError
 from pytest_gta.types import ChatMessage, ResultItem, ToolResult
@@ -230,8 +231,12 @@ def parse_action_input(raw: str, meta: ToolMeta) -> dict[str, Any]:
     if match:
         text = match.group(2).strip()
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+        # Lagent catches only JSONDecodeError; text nested past the parser's limit or holding a
+        # number of more than 4,300 digits is just as much the model's malformed input. The
+        # MAX_DEPTH bound is deliberate and ours: every GTA tool input is a scalar, so no real
+        # call is refused, and deeper values would break later recursive walks of the record.
+        value = jsonsafe.loads(text)
+    except jsonsafe.JsonInputError as exc:
         raise ArgumentError(f"invalid json format: {text}") from exc
     if not isinstance(value, dict):
         # Lagent would crash or misbehave on non-object JSON; record it as an argument error.

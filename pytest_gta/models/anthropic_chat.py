@@ -33,26 +33,35 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_gta.agent.native import json_schema
+from pytest_gta.agent.native import json_schema, object_arguments
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.base import ModelContext, ModelSpec
-from pytest_gta.models.chat import ChatAdapter, Prepared, classify_sdk_error
+from pytest_gta.models.chat import (
+    ChatAdapter,
+    MalformedReply,
+    Prepared,
+    classify_sdk_error,
+    expect,
+    member,
+    read_reply,
+    reply_usage,
+)
 from pytest_gta.models.generation import react_max_tokens
 from pytest_gta.models.openai_chat import (
     ADAPTER_ARGS,
     display_name,
     image_data_url,
-    parse_arguments,
 )
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
+#: What a 200 answer must be, in error messages.
+MESSAGES_REPLY = "a Messages API reply"
 #: Image types the Messages API accepts; others are left out (the text names the file).
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 #: ``messages.create`` parameters that steer the SDK rather than go into the JSON body.
@@ -181,11 +190,34 @@ def deprecation_note(model: str) -> str | None:
     return f"{model}: the anthropic SDK lists this model as deprecated (end of life {when})"
 
 
+def check_message(body: Any) -> None:
+    """Hold a Messages API reply's JSON to what :func:`parse_message` reads of it.
+
+    Raises:
+        MalformedReply: naming the first member that is missing or of the wrong type.
+    """
+    message = expect(body, "the body", dict)
+    reply_usage(message, "input_tokens", "output_tokens")
+    for n, item in enumerate(member(message, "content", list)):
+        at = f"content[{n}]"
+        block = expect(item, at, dict)
+        kind = member(block, "type", str, at=at)
+        if kind == "text":
+            member(block, "text", str, at=at)
+        elif kind == "tool_use":
+            member(block, "name", str, at=at)
+            member(block, "id", str, at=at)
+            if "input" not in block:  # any value: what it holds is the model's call to judge
+                raise MalformedReply(f"{at}.input is missing")
+
+
 def _usage(message: Any) -> Usage:
     usage = getattr(message, "usage", None)
     if usage is None:
         return Usage()
-    return Usage(int(usage.input_tokens or 0), int(usage.output_tokens or 0))
+    # A count the server left out is unset on the SDK's model, not None.
+    counts = (getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None))
+    return Usage(int(counts[0] or 0), int(counts[1] or 0))
 
 
 def parse_message(message: Any) -> ModelOutput:
@@ -197,7 +229,7 @@ def parse_message(message: Any) -> ModelOutput:
         if kind == "text":
             texts.append(str(block.text))
         elif kind == "tool_use":
-            arguments = parse_arguments(json.dumps(block.input, ensure_ascii=False))
+            arguments = object_arguments(block.input)
             calls.append(ToolCall(str(block.name), arguments, str(block.id or "")))
     return ModelOutput("".join(texts).strip(), _usage(message), tuple(calls))
 
@@ -286,14 +318,31 @@ class AnthropicChat(ChatAdapter):
         return Prepared(body)
 
     def send(self, prepared: Prepared) -> ModelOutput:
-        """One ``messages.create`` call: named arguments where the SDK has them, else body."""
+        """One ``messages.create`` call: named arguments where the SDK has them, else body.
+
+        The answer comes back raw so that :func:`~pytest_gta.models.chat.read_reply` checks
+        it (:func:`check_message`) before the SDK builds its models from it.
+        """
         named = {k: v for k, v in prepared.payload.items() if k in self._named}
         extra_body = {k: v for k, v in prepared.payload.items() if k not in self._named}
         try:
-            message = self.client.messages.create(**named, extra_body=extra_body or None)
+            raw: Any = self.client.messages.with_raw_response.create(
+                **named, extra_body=extra_body or None
+            )
         except Exception as exc:
             raise classify_sdk_error(exc, self.endpoint) from None
-        return parse_message(message)
+
+        def convert(body: Any) -> ModelOutput:
+            check_message(body)
+            return parse_message(raw.parse())
+
+        return read_reply(
+            raw.http_response,
+            convert,
+            endpoint=self.endpoint,
+            expected=MESSAGES_REPLY,
+            secret=self.client.api_key,
+        )
 
 
 def make_anthropic(spec: ModelSpec, context: ModelContext) -> AnthropicChat:

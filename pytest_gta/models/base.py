@@ -125,10 +125,10 @@ def parse_model_spec(raw: str, providers: Sequence[str]) -> ModelSpec:
     close = difflib.get_close_matches(head, list(providers), n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     raise GtaUsageError(
-        f"--gta-model={raw}: unknown model provider {head!r}.{hint} Known providers: "
-        f"{', '.join(sorted(providers))}. Write provider/model, provider:argument, or a bare "
-        "provider name; more providers can be registered under the "
-        f"{ENTRY_POINT_GROUP!r} entry-point group."
+        f"--gta-model={raw}: unknown model provider {head!r}.{hint}\nKnown providers: "
+        f"{', '.join(sorted(providers))} (more can be registered under the "
+        f"{ENTRY_POINT_GROUP!r} entry-point group); write provider/model, provider:argument, or "
+        "a bare provider name."
     )
 
 
@@ -142,8 +142,8 @@ def catalog_spec(raw: str, entry: CatalogEntry, generation: GenerationSettings) 
         return ModelSpec(raw, "openai", generation.served_model or "", entry)
     if entry.runtime == "vllm" and entry.hf_id:
         return ModelSpec(raw, "vllm", entry.hf_id, entry)
-    if entry.runtime == "llamacpp":
-        return ModelSpec(raw, "llamacpp", "", entry)
+    if entry.runtime in ("llamacpp", "transformers"):
+        return ModelSpec(raw, entry.runtime, "", entry)
     return ModelSpec(raw, entry.api_provider or "openai", entry.api_model or entry.name, entry)
 
 
@@ -158,10 +158,12 @@ def resolve_spec(raw: str, providers: Sequence[str], generation: GenerationSetti
             raise
         entry = catalog.find(raw)
         if entry is None:
-            try:
-                catalog.lookup(raw)
-            except GtaUsageError as catalog_error:
-                raise GtaUsageError(f"{catalog_error} ({provider_error})") from None
+            # A bare word is a catalog name or a provider: lead with whichever it resembles.
+            head = raw.strip()
+            close = difflib.get_close_matches(head, list(providers), n=2, cutoff=0.75)
+            if close and not catalog.close_names(head):
+                raise provider_error from None
+            catalog.lookup(raw)
             raise
         return catalog_spec(raw, entry, generation)
     if spec.entry is None and spec.name:

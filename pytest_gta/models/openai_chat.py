@@ -20,19 +20,31 @@ import mimetypes
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import NoneType
 from typing import Any
 
-from pytest_gta.agent.native import INVALID_JSON, json_schema
-from pytest_gta.errors import GtaUsageError
+from pytest_gta.agent.native import decode_arguments, json_schema
+from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.base import ModelContext, ModelSpec
 from pytest_gta.models.catalog import CatalogEntry
-from pytest_gta.models.chat import ChatAdapter, Prepared, classify_sdk_error
+from pytest_gta.models.chat import (
+    ChatAdapter,
+    Prepared,
+    RetryableError,
+    classify_sdk_error,
+    expect,
+    member,
+    read_reply,
+    reply_usage,
+)
 from pytest_gta.models.generation import official_body, react_max_tokens
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
 
 #: ``--gta-model-args`` keys the adapter itself consumes; the rest go into the request body.
 TOOL_IMAGE_NOTE = "The tool returned this image."
 ADAPTER_ARGS = frozenset({"vision", "stop", "api_key_env", "headers"})
+#: What a 200 answer must be, in error messages.
+CHAT_COMPLETION = "a chat completion"
 
 
 def image_data_url(path: str) -> str:
@@ -44,11 +56,7 @@ def image_data_url(path: str) -> str:
 
 def parse_arguments(raw: str | None) -> dict[str, Any]:
     """A tool call's JSON arguments; anything else is kept raw so it scores as ``ARGS_ERROR``."""
-    try:
-        value = json.loads(raw or "{}")
-    except json.JSONDecodeError:
-        return {INVALID_JSON: raw or ""}
-    return value if isinstance(value, dict) else {INVALID_JSON: raw or ""}
+    return decode_arguments(raw)
 
 
 def _user_content(message: ChatMessage, vision: bool) -> str | list[dict[str, Any]]:
@@ -188,14 +196,24 @@ class OpenAIChat(ChatAdapter):
 
     def _detect(self, entry: CatalogEntry | None) -> str:
         try:
-            ids = [m.id for m in self.client.models.list()]
+            raw: Any = self.client.models.with_raw_response.list()
+            ids = read_reply(
+                raw.http_response,
+                model_ids,
+                endpoint=self.endpoint,
+                expected="a model list",
+                secret=self.client.api_key,
+            )
+        except (GtaInfrastructureError, RetryableError) as exc:  # what read_reply found
+            problem: Exception = exc
         except Exception as exc:
             problem = classify_sdk_error(exc, self.endpoint)
-            raise GtaUsageError(
-                f"cannot list the models served at {self.endpoint}: {problem}. Start the "
-                "server, fix --gta-base-url, or pass --gta-served-model=NAME."
-            ) from None
-        return detect_served_model(ids, entry, self.endpoint)
+        else:
+            return detect_served_model(ids, entry, self.endpoint)
+        raise GtaUsageError(
+            f"cannot list the models served at {self.endpoint}: {problem}. Start the "
+            "server, fix --gta-base-url, or pass --gta-served-model=NAME."
+        )
 
     def identity(self) -> dict[str, Any]:
         """Provider, endpoint and served model name."""
@@ -243,43 +261,71 @@ class OpenAIChat(ChatAdapter):
 
         OpenCompass posts ``json.dumps(data)`` (ASCII, ``", "``/``": "`` separators, keys in
         its order); sending those exact bytes makes our ReAct requests byte-identical to its
-        requests, which the SDK's own serialiser would not.
+        requests, which the SDK's own serialiser would not. The answer comes back raw (what
+        ``with_raw_response`` asks for, which ``client.post`` has no wrapper for) so that
+        :func:`~pytest_gta.models.chat.read_reply` reads it, not the SDK's unchecked parse.
         """
-        from openai.types.chat import ChatCompletion
+        from openai._constants import RAW_RESPONSE_HEADER
 
+        headers = {"Content-Type": "application/json", RAW_RESPONSE_HEADER: "true"}
         try:
-            completion = self.client.post(
+            raw: Any = self.client.post(
                 "/chat/completions",
                 content=json.dumps(prepared.payload).encode("ascii"),
-                cast_to=ChatCompletion,
-                options={"headers": {"Content-Type": "application/json"}},
+                cast_to=object,
+                options={"headers": headers},
             )
         except Exception as exc:
             raise classify_sdk_error(exc, self.endpoint) from None
-        if not completion.choices:
-            return ModelOutput("", _usage(completion))
-        message = completion.choices[0].message
-        calls = []
-        for call in message.tool_calls or []:
-            function: Any = getattr(call, "function", None)  # custom tool calls have none
-            if function is not None:
-                calls.append(
-                    ToolCall(function.name, parse_arguments(function.arguments), call.id or "")
-                )
-        return ModelOutput((message.content or "").strip(), _usage(completion), tuple(calls))
+        return read_reply(
+            raw.http_response,
+            completion_output,
+            endpoint=self.endpoint,
+            expected=CHAT_COMPLETION,
+            secret=self.client.api_key,
+        )
+
+
+def model_ids(body: Any) -> list[str]:
+    """The ids of a ``/models`` listing, or :class:`~pytest_gta.models.chat.MalformedReply`."""
+    listing = expect(body, "the body", dict)
+    items = enumerate(member(listing, "data", list))
+    return [member(expect(m, f"data[{n}]", dict), "id", str, at=f"data[{n}]") for n, m in items]
+
+
+def completion_output(body: Any) -> ModelOutput:
+    """A chat completion's first choice, or :class:`~pytest_gta.models.chat.MalformedReply`.
+
+    Only what is read is checked, so servers that leave out or vary the rest (``id``,
+    ``created``, ``object``, ``finish_reason``) still work. No choices is an empty reply.
+    """
+    completion = expect(body, "the body", dict)
+    usage = reply_usage(completion, "prompt_tokens", "completion_tokens")
+    choices = member(completion, "choices", list)
+    if not choices:
+        return ModelOutput("", usage)
+    choice = expect(choices[0], "choices[0]", dict)
+    message = member(choice, "message", dict, at="choices[0]")
+    at = "choices[0].message"
+    content = member(message, "content", str, NoneType, at=at)
+    calls = []
+    for n, item in enumerate(member(message, "tool_calls", list, NoneType, at=at) or []):
+        where = f"{at}.tool_calls[{n}]"
+        call = expect(item, where, dict)
+        function = member(call, "function", dict, NoneType, at=where)
+        if function is None:  # custom tool calls have none
+            continue
+        name = member(function, "name", str, at=f"{where}.function")
+        arguments = member(function, "arguments", str, NoneType, at=f"{where}.function")
+        call_id = member(call, "id", str, NoneType, at=where)
+        calls.append(ToolCall(name, parse_arguments(arguments), call_id or ""))
+    return ModelOutput((content or "").strip(), usage, tuple(calls))
 
 
 def display_name(spec: ModelSpec) -> str:
     """The leaderboard name for a catalog name, else what the user typed."""
     explicit = "/" in spec.raw or ":" in spec.raw
     return spec.entry.name if spec.entry is not None and not explicit else spec.raw
-
-
-def _usage(completion: Any) -> Usage:
-    usage = getattr(completion, "usage", None)
-    if usage is None:
-        return Usage()
-    return Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
 
 
 def make_openai(spec: ModelSpec, context: ModelContext) -> OpenAIChat:

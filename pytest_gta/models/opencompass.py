@@ -13,21 +13,28 @@ recorded in the files (detected from the paths, or given with ``--gta-recorded-r
 onto ``--gta-data`` only where the files are compared with the local dataset: a consistency
 check, and files without ``gold`` (then the local reference chain is used and the recorded
 paths are rewritten to the local root).
+
+Files come from elsewhere and may be damaged. A file that cannot be used at all (unreadable, not
+UTF-8 JSON, nested too deeply, not an object of records, no detectable mode) is a usage error
+naming it. An entry the official evaluator could not score (it would crash on it, see
+:func:`~pytest_gta.scoring.metrics.check_steps`) errors on its own case, naming the file, the
+entry and the field, and the other cases are scored; whatever that evaluator scores is scored.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from pytest_gta import jsonsafe
 from pytest_gta.dataset import Dataset, Query
-from pytest_gta.errors import GtaUsageError
+from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.base import ModelContext, ModelSpec, Recorded
+from pytest_gta.scoring.metrics import check_steps
 from pytest_gta.types import Mode
 
 DEFAULT_STEM = "gta_bench"
@@ -65,38 +72,137 @@ def find_prediction_files(path: Path) -> list[Path]:
     )
 
 
-def load_records(files: list[Path]) -> list[dict[str, Any]]:
-    """Per-query records of all files, in official position order."""
-    records: list[dict[str, Any]] = []
+#: How to repair a prediction file that cannot be used at all.
+REDO_HINT = "re-copy the file, or re-run the OpenCompass inference that wrote it"
+
+
+class Entry(NamedTuple):
+    """One query's record, and where it was read (messages name the file and the entry)."""
+
+    file: Path
+    key: str
+    record: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        """``gta_bench_1.json: entry '3'``."""
+        return f"{self.file.name}: entry {self.key!r}"
+
+
+def load_entries(files: list[Path]) -> list[Entry]:
+    """Per-query records of all files, in official position order.
+
+    Raises:
+        GtaUsageError: a file is unreadable, not UTF-8 JSON, nested too deeply, or not an
+            object of records keyed ``"0"``, ``"1"``, ... each with a ``prediction`` list.
+    """
+    entries: list[Entry] = []
     for file in files:
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise GtaUsageError(f"{file}: not a readable JSON prediction file: {exc}") from None
+            data = jsonsafe.read_json(file)
+        except FileNotFoundError:
+            raise GtaUsageError(f"{file}: no such file") from None
+        except jsonsafe.JsonInputError as exc:
+            raise GtaUsageError(
+                f"{file}: not a readable JSON prediction file: {exc}; {REDO_HINT}"
+            ) from None
         if not isinstance(data, dict):
-            raise GtaUsageError(f"{file}: expected an object keyed '0', '1', ...")
+            raise GtaUsageError(
+                f"{file}: expected an object keyed '0', '1', ... as OpenCompass writes "
+                "prediction files; pass a gta_bench*.json file from its predictions directory"
+            )
         for i in range(len(data)):
             record = data.get(str(i))
             if not isinstance(record, dict) or not isinstance(record.get("prediction"), list):
                 raise GtaUsageError(
                     f"{file}: entry {str(i)!r} is missing or has no 'prediction' list "
-                    f"(OpenCompass numbers entries 0..{len(data) - 1})"
+                    f"(OpenCompass numbers entries 0..{len(data) - 1}); {REDO_HINT}"
                 )
-            records.append(record)
-    return records
+            entries.append(Entry(file, str(i), record))
+    return entries
 
 
-def detect_mode(records: list[dict[str, Any]], source: str) -> Mode:
-    """Step files hold one dict per step; end-to-end files hold ``[steps]`` per query."""
-    modes = set()
-    for record in records:
-        prediction = record["prediction"]
-        if prediction:
-            modes.add("e2e" if isinstance(prediction[0], list) else "step")
-    if len(modes) != 1:
-        what = "both step and end-to-end entries" if modes else "no predictions at all"
-        raise GtaUsageError(f"{source}: cannot tell the mode: the files hold {what}")
-    return "e2e" if "e2e" in modes else "step"
+def detect_mode(entries: list[Entry], source: str) -> Mode:
+    """Step files hold one object per step; end-to-end files hold ``[steps]`` per query.
+
+    An entry whose first prediction is neither says nothing about the mode; its own case
+    reports what is wrong with it.
+
+    Raises:
+        GtaUsageError: no entry tells the mode, or entries tell both.
+    """
+    found: dict[Mode, list[str]] = {"step": [], "e2e": []}
+    for entry in entries:
+        prediction = entry.record["prediction"]
+        if prediction and isinstance(prediction[0], list | dict):
+            found["e2e" if isinstance(prediction[0], list) else "step"].append(entry.label)
+    modes = [mode for mode, labels in found.items() if labels]
+    if len(modes) == 1:
+        return modes[0]
+    if not modes:
+        raise GtaUsageError(
+            f"{source}: cannot tell the mode: no entry's 'prediction' starts with a step object "
+            "(step mode) or a list of steps (end-to-end mode)"
+        )
+    shown = {
+        mode: ", ".join(labels[:3]) + (" ..." if len(labels) > 3 else "")
+        for mode, labels in found.items()
+    }
+    raise GtaUsageError(
+        f"{source}: cannot tell the mode: the files hold both step entries ({shown['step']}) "
+        f"and end-to-end entries ({shown['e2e']}); OpenCompass writes each mode to its own "
+        "files: pass one mode's files, or repair the odd entries"
+    )
+
+
+class RecordedSteps(NamedTuple):
+    """An entry's steps as the official loops see them, named as messages name them."""
+
+    predictions: list[Any]
+    #: ``None`` when the file records no reference chain (the local one is used instead).
+    gold: list[Any] | None
+    pred_at: str
+    gold_at: str
+
+
+def recorded_steps(record: dict[str, Any], mode: Mode) -> RecordedSteps | str:
+    """The steps of one entry, or why the official evaluator could not even iterate them.
+
+    A string or an object where a list of steps belongs is iterated by the official loops
+    (characters, keys) and only breaks them once an element is read as a step; it is kept
+    here the same way, so exactly those entries fail in :func:`check_steps`.
+    """
+    prediction: list[Any] = record["prediction"]
+    gold = record.get("gold")
+    if mode == "step":
+        if gold is None or isinstance(gold, list):
+            return RecordedSteps(prediction, gold, "prediction", "gold")
+        if isinstance(gold, str | dict) and not (prediction and gold):
+            return RecordedSteps(prediction, list(gold), "prediction", "gold")
+        return "gold: must be a list of steps"
+    episode = prediction[0] if prediction else []
+    if not isinstance(episode, list):
+        return "prediction[0]: must be a list of steps (the episode)"
+    if not gold:
+        return RecordedSteps(episode, None, "prediction[0]", "gold[0]")
+    if not isinstance(gold, list | str):
+        return "gold: must be a list holding the reference chain"
+    chain = gold[0]
+    if chain is None:
+        return RecordedSteps(episode, None, "prediction[0]", "gold[0]")
+    if not isinstance(chain, list | str | dict):
+        return "gold[0]: must be a list of steps (the reference chain)"
+    return RecordedSteps(episode, list(chain), "prediction[0]", "gold[0]")
+
+
+def _call_name(step: dict[str, Any]) -> Any:
+    """The called tool's name, or ``None`` where the record has none to read."""
+    calls = step["tool_calls"]
+    if isinstance(calls, list) and calls and isinstance(calls[0], dict):
+        function = calls[0].get("function")
+        if isinstance(function, dict):
+            return function.get("name")
+    return None
 
 
 def _strings(obj: Any, depth: int = 0) -> Iterator[str]:
@@ -155,8 +261,9 @@ class OpenCompassPredictions:
         self.source = source
         self.dataset = dataset
         self.files = find_prediction_files(source)
-        self.records = load_records(self.files)
-        self.mode: Mode = detect_mode(self.records, str(source))
+        self.entries = load_entries(self.files)
+        self.records = [entry.record for entry in self.entries]
+        self.mode: Mode = detect_mode(self.entries, str(source))
         self.name = f"opencompass:{source.name}"
         self.recorded_root = recorded_root or detect_recorded_root(self.records, dataset)
         self.warnings: list[str] = []
@@ -181,17 +288,12 @@ class OpenCompassPredictions:
     def _check_consistency(self) -> None:
         differing = []
         for query in self.dataset:
-            if query.position >= len(self.records):
+            if query.position >= len(self.entries):
                 break
-            gold = self.records[query.position].get("gold")
-            if gold is None:
-                continue
-            recorded = gold if self.mode == "step" else (gold[0] if gold else [])
-            names = [
-                m["tool_calls"][0]["function"]["name"]
-                for m in recorded
-                if isinstance(m, dict) and "tool_calls" in m
-            ]
+            steps = recorded_steps(self.entries[query.position].record, self.mode)
+            if isinstance(steps, str) or steps.gold is None:
+                continue  # a malformed entry errors on its own case, with the reason
+            names = [_call_name(m) for m in steps.gold if isinstance(m, dict) and "tool_calls" in m]
             expected = [name for name, _ in query.reference_calls]
             if names != expected:
                 differing.append(query.qid)
@@ -204,18 +306,36 @@ class OpenCompassPredictions:
             )
 
     def recorded(self, query: Query, mode: Mode) -> Recorded | None:
-        """The record at the query's position, if the files have one for this mode."""
-        if mode != self.mode or query.position >= len(self.records):
+        """The record at the query's position, if the files have one for this mode.
+
+        Raises:
+            GtaInfrastructureError: the entry cannot be scored (the official evaluator would
+                crash on it); only this case errors, the others are scored.
+        """
+        if mode != self.mode or query.position >= len(self.entries):
             return None
-        record = self.records[query.position]
-        prediction = record["prediction"]
-        gold = record.get("gold")
-        if mode == "e2e":
-            prediction = prediction[0] if prediction else []
-            gold = gold[0] if gold else None
+        entry = self.entries[query.position]
+        steps = recorded_steps(entry.record, mode)
+        if isinstance(steps, str):
+            raise _unscorable(entry, steps)
+        predictions, gold, gold_at = steps.predictions, steps.gold, steps.gold_at
         if gold is None:
-            return Recorded(self._local(prediction), self._reference_gold(query))
-        return Recorded(list(prediction), list(gold))
+            predictions = self._local(predictions)
+            gold, gold_at = self._reference_gold(query), "the local reference"
+        problem = check_steps(
+            mode, predictions, gold, query.gt_answer, pred_at=steps.pred_at, gold_at=gold_at
+        )
+        if problem is not None:
+            raise _unscorable(entry, problem)
+        return Recorded(list(predictions), list(gold))
+
+
+def _unscorable(entry: Entry, problem: str) -> GtaInfrastructureError:
+    # An error of this case only: the other entries of the file are still scored.
+    return GtaInfrastructureError(
+        f"{entry.label}: {problem} (the official evaluator cannot score this entry either; "
+        "repair it or re-run its inference)"
+    )
 
 
 def make_opencompass(spec: ModelSpec, context: ModelContext) -> OpenCompassPredictions:

@@ -144,6 +144,8 @@ def build_report(
     leaderboard: Mapping[str, Any] | None = None,
     prices: tuple[float, float] | None = None,
     stopped: str | None = None,
+    interrupted: bool = False,
+    timings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The run's report dict (see module docstring)."""
     by_key: dict[tuple[str, str], CaseRecord] = {}
@@ -224,6 +226,10 @@ def build_report(
             slot["mean_score"] = slot.pop("score_sum") / slot["cases"]
     if stopped:
         notes.append(f"the session stopped early: {stopped}; the metrics cover the cases that ran")
+    if interrupted:
+        notes.append(
+            "the run was interrupted (Ctrl-C): the metrics cover only the cases that finished"
+        )
     return {
         "schema": SCHEMA,
         "model": model,
@@ -231,6 +237,8 @@ def build_report(
         "leaderboard": None if leaderboard is None else dict(leaderboard),
         "usage": usage_totals(ordered, prices),
         "stopped": stopped,
+        "interrupted": interrupted,
+        "timings": None if timings is None else dict(timings),
         "dataset": {
             "path": dataset.root_str,
             "sha256": dataset.sha256,

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from pytest_gta.dataset import Dataset
 from pytest_gta.files import write_atomic
 from pytest_gta.options import GtaSettings
+from pytest_gta.outward import Cleaner
 from pytest_gta.report.build import CaseRecord, build_report
 from pytest_gta.report.table import render_markdown, render_text
 from pytest_gta.runner import DETAIL_KEY, STOPPED_KEY
@@ -63,6 +65,12 @@ class GtaCollector:
         self.records: dict[str, CaseRecord] = {}
         self.report: dict[str, Any] | None = None
         self.stopped: str | None = None
+        #: Set by Ctrl-C: the report then covers only the cases that finished.
+        self.interrupted = False
+        #: Seconds spent loading and generating ahead, per process (``main`` or the worker id).
+        self.timings: dict[str, dict[str, float]] = {}
+        #: Files that could not be written, with the reason (shown after the tables).
+        self.write_errors: list[str] = []
 
     def _identify(self, report: pytest.TestReport, props: dict[str, Any]) -> tuple[str, str] | None:
         if "gta_query_id" in props and "gta_mode" in props:
@@ -142,19 +150,52 @@ class GtaCollector:
             leaderboard=info.leaderboard,
             prices=info.prices,
             stopped=self.stopped,
+            interrupted=self.interrupted,
+            timings=self.timings or None,
         )
         self.config.hook.pytest_gta_update_report(config=self.config, report=report)
-        return report
+        # The report is written and printed: whatever came from outside (replies, prediction
+        # files) or a hook leaves as strict JSON without secrets (see pytest_gta.outward).
+        cleaner = Cleaner()
+        cleaned: dict[str, Any] = cleaner.value(report)
+        nonfinite = cleaner.nonfinite + sum(
+            int(r.detail.get("nonfinite", 0)) for r in self.records.values() if r.detail
+        )
+        cleaner.nonfinite = nonfinite
+        cleaned["notes"] = [*cleaned.get("notes", []), *cleaner.notes()]
+        return cleaned
+
+    def pytest_keyboard_interrupt(self) -> None:
+        """Ctrl-C: the partial report says so."""
+        self.interrupted = True
+
+    def add_timings(self, process: str, timings: dict[str, float]) -> None:
+        """Loading and ahead-generation times of one process (``main`` or an xdist worker)."""
+        if timings:
+            self.timings[process] = dict(timings)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Aggregate and write the files (the terminal summary prints the same report)."""
+        """Aggregate and write the files (the terminal summary prints the same report).
+
+        A file that cannot be written (a full disk, a missing permission) does not lose the
+        run: the tables are still printed, then the error, and the exit status is not 0.
+        """
         if not self.records:
             return
-        self.report = self.build()
-        if self.settings.report is not None:
-            write_atomic(self.settings.report, json.dumps(self.report, indent=2) + "\n")
-        if self.settings.report_md is not None:
-            write_atomic(self.settings.report_md, render_markdown(self.report))
+        report = self.report = self.build()
+        outputs: list[tuple[Path | None, Callable[[], str]]] = [
+            (self.settings.report, lambda: json.dumps(report, indent=2, allow_nan=False) + "\n"),
+            (self.settings.report_md, lambda: render_markdown(report)),
+        ]
+        for path, render in outputs:
+            if path is None:
+                continue
+            try:
+                write_atomic(path, render())
+            except OSError as exc:
+                self.write_errors.append(f"{path}: {exc.strerror or exc}")
+        if self.write_errors and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Print the paper's tables for the run."""
@@ -163,9 +204,16 @@ class GtaCollector:
         terminalreporter.write_sep("=", "GTA results")
         for line in render_text(self.report):
             terminalreporter.write_line(line)
+        failed = {error.split(": ", 1)[0] for error in self.write_errors}
         for path in (self.settings.report, self.settings.report_md):
-            if path is not None:
+            if path is not None and str(path) not in failed:
                 terminalreporter.write_line(f"report written to {path}")
+        for error in self.write_errors:
+            terminalreporter.write_line(
+                f"pytest-gta: could not write {error}; the tables above are the run's results",
+                red=True,
+                bold=True,
+            )
 
 
 def _message(report: pytest.TestReport) -> str:

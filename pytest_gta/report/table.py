@@ -27,7 +27,7 @@ STEP_COLUMNS = (
     Column("arg_acc", "ArgAcc"),
     Column("summ_acc", "SummAcc"),
     Column("tool_call", "Calls", percent=False),
-    Column("tool_call_error", "Errors", percent=False, higher_is_better=False),
+    Column("tool_call_error", "Call errors", percent=False, higher_is_better=False),
 )
 E2E_COLUMNS = (
     Column("p_f1", "P F1"),
@@ -37,7 +37,7 @@ E2E_COLUMNS = (
     Column("ans_acc", "AnsAcc"),
     Column("ans_acc_img", "Ans+I"),
     Column("tool_call", "Calls", percent=False),
-    Column("tool_call_error", "Errors", percent=False, higher_is_better=False),
+    Column("tool_call_error", "Call errors", percent=False, higher_is_better=False),
 )
 #: Notes beyond this many are left to the JSON report, so the summary stays readable.
 MAX_NOTES = 10
@@ -142,7 +142,13 @@ def _sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
 def _header(report: Mapping[str, Any]) -> list[str]:
     dataset = report["dataset"]
     settings = report.get("settings", {})
-    lines = [
+    lines = []
+    if report.get("interrupted"):
+        finished = sum(1 for c in report.get("cases", []) if c.get("outcome") != "skipped")
+        lines.append(
+            f"INTERRUPTED (Ctrl-C): these tables cover the {finished} case(s) that finished"
+        )
+    lines += [
         f"model: {report['model']}  protocol: {report['protocol']}  "
         f"modes: {','.join(settings.get('modes', []))}",
         f"dataset: {dataset['path']} ({dataset.get('source', '')}; {dataset['queries']} queries, "
@@ -164,6 +170,14 @@ def _header(report: Mapping[str, Any]) -> list[str]:
             f"{generation['max_tokens']}, seed {generation['seed']}, cache {generation['cache']}"
             + (f", endpoint {generation['base_url']}" if generation.get("base_url") else "")
         )
+    timings = report.get("timings") or {}
+    loads = []
+    for key, what in (("model_load_s", "model"), ("similarity_load_s", "similarity model")):
+        seconds = [t[key] for t in timings.values() if isinstance(t, Mapping) and key in t]
+        if seconds:
+            loads.append(f"{what} {max(seconds):.1f} s")
+    if loads:
+        lines.append(f"loading (before the first case, in no case's time): {', '.join(loads)}")
     usage = report.get("usage") or {}
     if usage.get("calls") or usage.get("cached_calls"):
         cost = usage.get("cost_usd")

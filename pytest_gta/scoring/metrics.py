@@ -19,6 +19,7 @@ Scikit-learn's precision/recall/F1 compute the textbook formulas and are therefo
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -29,6 +30,7 @@ from pytest_gta.agent.protocol import INVALID_ACTION, NO_ACTION
 from pytest_gta.dataset import CATEGORY_NAMES, IMAGEGEN_TOOLS, tool_category
 from pytest_gta.scoring.answer import iscorrect
 from pytest_gta.scoring.similarity import Similarity, simscore
+from pytest_gta.types import Mode
 
 ScoreKind = Literal["bool", "int", "f32"]
 ErrorKind = Literal["format", "args", "other"]
@@ -103,7 +105,10 @@ def error_kind(pred: Mapping[str, Any]) -> ErrorKind | None:
         return None
     name = ""
     if "tool_calls" in pred:
-        name = str(pred["tool_calls"][0]["function"].get("name"))
+        # In step mode a call paired with an answer is never looked into by the official loop,
+        # so its function may be any value (see check_steps).
+        function = pred["tool_calls"][0]["function"]
+        name = str(function.get("name")) if isinstance(function, Mapping) else ""
     if name in (NO_ACTION, INVALID_ACTION):
         return "format"
     error = pred.get("error")
@@ -499,3 +504,183 @@ def aggregate_e2e(cases: Sequence[E2ECaseScore]) -> dict[str, Any]:
     out["tool_call"] = tool_call
     out["tool_call_error"] = tool_call_error
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Recorded steps the functions above can read
+
+
+#: What the sentence-transformers tokenizer refuses (the official evaluator crashes on it too).
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_steps(
+    mode: Mode,
+    predictions: Sequence[Any],
+    gold: Sequence[Any],
+    ref: Any,
+    *,
+    pred_at: str = "prediction",
+    gold_at: str = "gold",
+) -> str | None:
+    """Where recorded steps break a read of the official evaluator, as ``"path: problem"``.
+
+    The scoring functions of this module read no more of a step than the official
+    ``GTABenchEvaluator.score`` does, so steps written elsewhere (OpenCompass prediction files)
+    are safe to score wherever that evaluator could score them. This walk replays its reads and
+    returns the first that would raise: an entry is refused only where the official evaluator
+    would crash, and whatever it can score is scored. Hence the checks follow its loops: step
+    mode looks only at the zipped pairs, at a call's ``name`` only when both sides are calls and
+    at its ``arguments`` only when the names match; an episode has only its last step
+    classified, and any value for which ``'tool_calls' in value`` is false is passed over. An
+    answer must be text only where the reference sends it to ``re.search`` or to the sentence
+    encoder (whose tokenizer also refuses lone surrogates).
+
+    Lenient on purpose where the official evaluator crashes, because the scoring functions have
+    a fair score for it: an episode with no steps (it indexes ``[-1]``; here: no answer) and a
+    reference call to a tool outside the 14 (its category table has no ``none`` key; here: in
+    no category).
+
+    Args:
+        mode: ``step`` (``predictions[i]`` is paired with ``gold[i]``) or ``e2e`` (one episode).
+        predictions: The recorded steps.
+        gold: The reference steps they are scored against.
+        ref: The query's ``gt_answer``.
+        pred_at: How messages name ``predictions`` (``prediction[0]`` for an episode).
+        gold_at: How messages name ``gold``.
+    """
+    if mode == "step":
+        for n, (pred, gt) in enumerate(zip(predictions, gold, strict=False)):
+            problem = _pair_problem(pred, gt, ref, f"{pred_at}[{n}]", f"{gold_at}[{n}]")
+            if problem is not None:
+                return problem
+        return None
+    return _episode_problem(predictions, gold, ref, pred_at, gold_at)
+
+
+def _pair_problem(pred: Any, gt: Any, ref: Any, pred_at: str, gold_at: str) -> str | None:
+    """The official ``every_with_gt`` reads of one zipped (prediction, reference) pair."""
+    problem = _kind_problem(pred, pred_at) or _kind_problem(gt, gold_at)
+    if problem is not None:
+        return problem
+    if "tool_calls" in pred and "tool_calls" in gt:
+        problem = _function_problem(pred, pred_at, "name") or _function_problem(gt, gold_at, "name")
+        if problem is None and _function(pred)["name"] == _function(gt)["name"]:
+            problem = _function_problem(pred, pred_at, "arguments") or _function_problem(
+                gt, gold_at, "arguments"
+            )
+        return problem
+    if "tool_calls" not in pred and "tool_calls" not in gt:
+        if pred["role"] == gt["role"] == "assistant":
+            return _answer_text_problem(pred["content"], ref, pred_at)
+    return None
+
+
+def _episode_problem(
+    predictions: Sequence[Any], gold: Sequence[Any], ref: Any, pred_at: str, gold_at: str
+) -> str | None:
+    """The official ``every`` reads of one episode and its reference chain."""
+    if predictions:
+        at = f"{pred_at}[{len(predictions) - 1}]"
+        last = predictions[-1]
+        problem = _kind_problem(last, at)
+        if problem is not None:
+            return problem
+        if ref and "tool_calls" not in last and last["role"] == "assistant" and last["content"]:
+            problem = _answer_text_problem(last["content"], ref, at)
+            if problem is not None:
+                return problem
+    # Image queries (no gt_answer) also read arguments: those of every error-free predicted
+    # call, and those of the reference calls up to the first image tool never called without
+    # error, where the official loop breaks (imggen_score returns there).
+    imagegen = not ref
+    called: set[str] = set()
+    for n, pred in enumerate(predictions):
+        with_arguments = imagegen and isinstance(pred, dict) and "error" not in pred
+        problem = _listed_call_problem(pred, f"{pred_at}[{n}]", with_arguments)
+        if problem is not None:
+            return problem
+        if with_arguments and "tool_calls" in pred and _function(pred)["name"] in IMAGEGEN_TOOLS:
+            called.add(_function(pred)["name"])
+    reading_arguments = imagegen
+    for n, gt in enumerate(gold):
+        problem = _listed_call_problem(gt, f"{gold_at}[{n}]", reading_arguments)
+        if problem is not None:
+            return problem
+        if reading_arguments and isinstance(gt, dict) and "tool_calls" in gt:
+            name = _function(gt)["name"]
+            reading_arguments = name not in IMAGEGEN_TOOLS or name in called
+    return None
+
+
+def _function(step: Mapping[str, Any]) -> Any:
+    return step["tool_calls"][0]["function"]
+
+
+def _kind_problem(step: Any, at: str) -> str | None:
+    """Why the official ``get_response_type`` cannot classify ``step``."""
+    if not isinstance(step, dict):
+        return f"{at}: must be an object (a recorded step), not {_json_type(step)}"
+    if "tool_calls" not in step:
+        if "role" not in step or "content" not in step:
+            return f"{at}: must have 'tool_calls', or a 'role' and a 'content'"
+        return None
+    calls = step["tool_calls"]
+    if not (isinstance(calls, list) and calls and isinstance(calls[0], dict)):
+        return f"{at}.tool_calls: must be a non-empty list of objects"
+    if "function" not in calls[0]:
+        return f"{at}.tool_calls[0]: must have a 'function'"
+    return None
+
+
+def _function_problem(step: Mapping[str, Any], at: str, key: str) -> str | None:
+    """Why ``tool_calls[0].function[key]`` cannot be read (the step passed ``_kind_problem``)."""
+    function = _function(step)
+    if not isinstance(function, dict) or key not in function:
+        return f"{at}.tool_calls[0].function: must be an object with {key!r}"
+    return None
+
+
+def _listed_call_problem(step: Any, at: str, with_arguments: bool) -> str | None:
+    """The reads of the official loops ``for step in steps: if 'tool_calls' in step: ...``."""
+    if isinstance(step, str | list) and "tool_calls" not in step:
+        return None
+    if not isinstance(step, dict):
+        return f"{at}: must be an object (a recorded step), not {_json_type(step)}"
+    if "tool_calls" not in step:
+        return None
+    return (
+        _kind_problem(step, at)
+        or _function_problem(step, at, "name")
+        or (_function_problem(step, at, "arguments") if with_arguments else None)
+    )
+
+
+def _answer_text_problem(text: Any, ref: Any, at: str) -> str | None:
+    """Why an answer cannot reach ``re.search`` (objective) or the encoder (subjective)."""
+    if isinstance(ref, dict) and (ref.get("whitelist") or ref.get("blacklist")):
+        texts = [text]
+    elif isinstance(ref, list) and ref:
+        # The encoder also embeds a list of texts (the official score is then the first one's).
+        texts = text if isinstance(text, list) and text else [text]
+    else:
+        return None  # the official evaluator never reads it
+    if not all(isinstance(t, str) for t in texts):
+        return f"{at}.content: must be text, not {_json_type(text)}"
+    if isinstance(ref, list) and any(_LONE_SURROGATE.search(t) for t in texts):
+        return f"{at}.content: must be valid Unicode text (it holds a lone surrogate)"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

@@ -13,7 +13,6 @@ a startup error that says how to get it.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -21,13 +20,14 @@ import shutil
 import tempfile
 import threading
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.files import file_lock as _locked
 from pytest_gta.files import sha256_file
 
 DEFAULT_SIM_MODEL = "all-mpnet-base-v2"
@@ -102,22 +102,6 @@ def _mpnet_parts() -> list[Path] | None:
             return None
         parts.append(Path(str(dist.locate_file(found[0]))))
     return parts
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as fh:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: the atomic rename still protects us
-            yield
-            return
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def assemble_split_zip(
@@ -267,6 +251,11 @@ class SentenceSimilarity:
             _EMBEDDINGS[self._key] = {}
         return model
 
+    def load(self) -> None:
+        """Load the model now (the plugin does so before the first case, outside its time)."""
+        with _LOCK:
+            self._load()
+
     def embed(self, text: str) -> Any:
         """Embedding of one text, encoded alone as the official evaluator does."""
         with _LOCK:
@@ -274,7 +263,10 @@ class SentenceSimilarity:
             cache = _EMBEDDINGS[self._key]
             cached = cache.get(text)
             if cached is None:
-                cached = model.encode(text, convert_to_tensor=True, show_progress_bar=False)
+                # A lone surrogate (a model can emit one as a JSON escape) makes the tokenizer
+                # raise; the official evaluator would crash, we score the rest of the text.
+                readable = text.encode("utf-8", "replace").decode("utf-8")
+                cached = model.encode(readable, convert_to_tensor=True, show_progress_bar=False)
                 cache[text] = cached
             return cached
 

@@ -35,6 +35,9 @@ class Verdict:
     passed: bool
     score: float
     message: str = ""
+    #: Index of the model call the message is about, as an index into the case's replies: the
+    #: first diverging step in step mode, ``-1`` (the last turn) end to end.
+    turn: int | None = None
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
@@ -45,6 +48,9 @@ def describe(step: Mapping[str, Any]) -> str:
     """A one-line description of a recorded or reference step."""
     kind, body = response_type(step)
     if kind == "tool":
+        if not isinstance(body, Mapping):
+            # a call paired with an answer in step mode: never looked into (see check_steps)
+            return _clip(f"call {body!r}")
         args = body.get("arguments")
         shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
         text = f"call {body.get('name')} {shown}"
@@ -121,12 +127,14 @@ def judge_step(
     """Verdict of a step-mode case; the score is the mean over steps of their match."""
     problems = []
     values = []
+    first: int | None = None
     for n, (outcome, pred, gt) in enumerate(
         zip(scored.steps, predictions, gold, strict=False), start=1
     ):
         problem = _step_problem(n, len(gold), outcome, pred, gt, ref, threshold)
         if problem is not None:
             problems.append(problem)
+            first = n - 1 if first is None else first
         if outcome.gt_type == "answer" and outcome.answer is not None and outcome.inst_ok:
             values.append(_score_value(outcome.answer))
         else:
@@ -137,7 +145,7 @@ def judge_step(
     score = sum(values) / len(values) if values else 0.0
     if problems:
         more = f" (+{len(problems) - 1} more diverging steps)" if len(problems) > 1 else ""
-        return Verdict(False, score, problems[0] + more)
+        return Verdict(False, score, problems[0] + more, first)
     return Verdict(True, score)
 
 
@@ -158,22 +166,28 @@ def judge_e2e(
             reason = f"the reference image tool {missing} was never called without error"
         else:
             reason = "the image tools' arguments have zero similarity to the reference"
-        return Verdict(False, value, f"{reason} ({_calls_summary(predictions)})")
+        return Verdict(False, value, f"{reason} ({_calls_summary(predictions)})", -1)
     if not predictions:
         return Verdict(False, 0.0, "the episode recorded no steps")
     kind, answer = response_type(predictions[-1])
     if kind != "answer" or not answer:
+        # An episode without a finish ends on a tool's output; the model's last act is the call.
+        last = next(
+            (p for p in reversed(predictions) if response_type(p)[0] != "tool_return"),
+            predictions[-1],
+        )
         return Verdict(
             False,
             0.0,
-            f"no final answer: the episode ended on {describe(predictions[-1])} "
+            f"no final answer: the episode ended on {describe(last)} "
             f"({_calls_summary(predictions)})",
+            -1,
         )
     value = _score_value(scored.answer)
     problem = _answer_problem(str(answer), ref, scored.answer, threshold)
     if problem is None:
         return Verdict(True, value)
-    return Verdict(False, value, problem)
+    return Verdict(False, value, problem, -1)
 
 
 def _calls_summary(predictions: Sequence[Mapping[str, Any]]) -> str:

@@ -1,0 +1,194 @@
+"""Work done before pytest's loop reaches the first case.
+
+Two kinds of work belong here rather than inside a case:
+
+* **Loading.** An in-process model's weights and the similarity model take seconds to minutes
+  to load. Loaded inside the first case that needs them, that case's JUnit time would be
+  mostly loading and the terminal would say nothing meanwhile; loaded here, each load is a
+  progress line and a number in the report's ``timings``.
+* **Batching ahead.** A batch engine in this process (``prefetch_steps``: vLLM, transformers)
+  answers many conversations in one batch for little more than the price of one. Without xdist
+  the process knows every case it will run, so it generates them all here: every step-mode
+  prompt in one batch, and the end-to-end episodes in lockstep (each round, every live
+  episode's next turn in one batch; see :func:`pytest_gta.agent.loops.run_lockstep`). The
+  cases then score what was generated, in pytest's order, so ``-k``, ``--lf``, JUnit and the
+  report behave as usual. Under xdist a worker does not know which cases it will get, so
+  each case batches only its own steps.
+
+A failure here never stops the session: a model that does not load, or an episode whose tool
+server is down, makes the affected cases errors when pytest reaches them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gta.errors import GtaUnavailableError
+from pytest_gta.progress import phase, say
+
+if TYPE_CHECKING:
+    from pytest_gta.agent.loops import Episode, Generator
+    from pytest_gta.plugin import GtaState
+    from pytest_gta.runner import Case
+
+
+@dataclass
+class Ahead:
+    """A case's end-to-end episode, generated before pytest reached the case."""
+
+    outcome: Episode | BaseException
+    #: Which backend served each of the query's tools.
+    backends: dict[str, str] = field(default_factory=dict)
+
+
+def cases_of(items: list[pytest.Item]) -> list[Case]:
+    """The GTA cases among the collected items, in pytest's order."""
+    out = []
+    for item in items:
+        case = getattr(getattr(item, "callspec", None), "params", {}).get("gta_case")
+        if case is not None:
+            out.append(case)
+    return out
+
+
+def runs_cases(config: pytest.Config) -> bool:
+    """Whether this process runs test items (an xdist controller only hands them out)."""
+    if config.option.collectonly or getattr(config.option, "setupplan", False):
+        return False
+    return not config.pluginmanager.has_plugin("dsession")
+
+
+class AheadWork:
+    """What was loaded and generated before the loop, for the cases to take."""
+
+    def __init__(self, state: GtaState) -> None:
+        self.state = state
+        #: Seconds spent loading and generating, for the report (``timings``).
+        self.timings: dict[str, float] = {}
+        self.step_model: Generator | None = None
+        self._episodes: dict[str, Ahead] = {}
+
+    def take(self, case: Case) -> Ahead | None:
+        """The case's pre-generated episode, once (``None``: run it as usual)."""
+        return self._episodes.pop(case.id, None)
+
+    def run(self, session: pytest.Session) -> None:
+        """Load what the cases of this process need, and batch their generation if it can."""
+        config = session.config
+        cases = cases_of(session.items)
+        if not cases or not runs_cases(config):
+            return
+        state = self.state
+        model = state.model()
+        warm_up = getattr(model, "warm_up", None)
+        if callable(warm_up):
+            self._load(
+                config, "model_load_s", f"loading {model.name}", f"{model.name} loaded", warm_up
+            )
+        from pytest_gta.runner import needs_similarity
+
+        if any(needs_similarity(c.query, c.mode) for c in cases):
+            similarity = state.scorer().similarity()
+            load = getattr(similarity, "load", None)
+            if callable(load):
+                name = state.settings.sim_model
+                self._load(
+                    config,
+                    "similarity_load_s",
+                    f"loading the similarity model {name}",
+                    f"similarity model {name} loaded",
+                    load,
+                )
+        if hasattr(config, "workerinput") or not getattr(model, "prefetch_steps", False):
+            return
+        steps = [c for c in cases if c.mode == "step"]
+        if steps:
+            self._steps(config, steps)
+        episodes = [c for c in cases if c.mode == "e2e"]
+        if episodes and getattr(model, "prefetch_episodes", False) and state.uses_tools():
+            self._episodes_ahead(config, episodes)
+        summary = getattr(model, "work_summary", None)
+        line = summary() if callable(summary) else None
+        if line:
+            say(config, line)
+
+    def _load(self, config: pytest.Config, key: str, doing: str, done: str, load: Any) -> None:
+        start = time.perf_counter()
+        try:
+            with phase(config, doing, done):
+                load()
+        except Exception as exc:  # the cases that need it will fail with the same message
+            say(config, f"{doing} failed: {exc}; the cases that need it will be errors")
+        self.timings[key] = round(time.perf_counter() - start, 3)
+
+    def _steps(self, config: pytest.Config, cases: list[Case]) -> None:
+        from pytest_gta.agent import loops
+        from pytest_gta.errors import GtaInfrastructureError
+
+        model = self.state.model()
+        dataset = self.state.dataset()
+        protocol = loops.protocol_of(model)
+        requests = [
+            request
+            for case in cases
+            for request, _ in loops.step_requests(dataset, case.query, protocol)
+        ]
+        start = time.perf_counter()
+        try:
+            with phase(
+                config,
+                f"step-by-step: generating {len(requests)} replies for {len(cases)} queries in "
+                "batches",
+                f"step-by-step: {len(requests)} replies generated",
+            ):
+                self.step_model = loops.Prefetched.run(model, requests)  # type: ignore[arg-type]
+        except GtaInfrastructureError as exc:
+            say(config, f"step-by-step batch failed ({exc}); each case will generate its own")
+        self.timings["step_ahead_s"] = round(time.perf_counter() - start, 3)
+
+    def _episodes_ahead(self, config: pytest.Config, cases: list[Case]) -> None:
+        from pytest_gta.agent import loops
+        from pytest_gta.tools import ToolContext
+
+        state = self.state
+        model = state.model()
+        dataset = state.dataset()
+        tools = state.toolset()
+        protocol = loops.protocol_of(model)
+        max_turns = state.settings.max_turns
+        running: list[tuple[Case, dict[str, str]]] = []
+        steps = []
+        for case in cases:
+            try:
+                routes = tools.route(case.query)
+            except GtaUnavailableError as exc:
+                self._episodes[case.id] = Ahead(exc)
+                continue
+            runner = tools.runner(routes, ToolContext(dataset, case.query, state.output_dir()))
+            steps.append(
+                loops.e2e_episode(dataset, case.query, protocol, runner, max_turns=max_turns)
+            )
+            running.append((case, {name: b.name for name, b in routes.items()}))
+        if not steps:
+            return
+        start = time.perf_counter()
+
+        def progress(turn: int, live: int) -> None:
+            elapsed = time.perf_counter() - start
+            say(
+                config,
+                f"end-to-end: turn {turn} of at most {max_turns}, {live} of {len(steps)} "
+                f"episodes running ({elapsed:.0f} s)",
+            )
+
+        say(config, f"end-to-end: running {len(steps)} episodes in lockstep batches")
+        outcomes = loops.run_lockstep(model, steps, progress)  # type: ignore[arg-type]
+        for (case, backends), outcome in zip(running, outcomes, strict=True):
+            self._episodes[case.id] = Ahead(outcome, backends)
+        seconds = time.perf_counter() - start
+        self.timings["e2e_ahead_s"] = round(seconds, 3)
+        say(config, f"end-to-end: {len(steps)} episodes generated in {seconds:.1f} s")

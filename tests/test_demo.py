@@ -1,0 +1,123 @@
+"""The README's main demo: ``tox -e demo``, which runs ``python -m pytest_gta.demo``.
+
+CI runs the demo itself (``.ci/run`` calls ``tox -e demo`` exactly as the README writes it);
+these tests pin the pieces: the README, tox and the runner agree on the command, the verdict
+says the right thing for every way a run can end, and the runner works end to end (a short
+run of the real model) and fails in plain words when the harness breaks.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from pytest_gta import demo
+
+README = (ROOT / "README.md").read_text()
+
+
+def block_after(marker: str) -> str:
+    match = re.search(r"```\n(.*?)```", README[README.index(marker) :], re.S)
+    assert match, marker
+    return match.group(1).strip()
+
+
+def test_readme_tox_and_ci_run_the_same_demo():
+    assert block_after("<!-- demo-tox-command -->") == "tox -e demo"
+    assert shlex.split(block_after("<!-- demo-tox-pytest -->")) == ["pytest", *demo.DEMO_ARGS]
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini")
+    assert tox["testenv:demo"]["commands"].strip() == "python -m pytest_gta.demo {posargs}"
+    assert "transformers" in tox["testenv:demo"]["extras"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^tox -e demo$", ci, re.M), "CI must run the README's demo command as is"
+
+
+def report(tmp_path: Path, **outcomes: int) -> Path:
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, **outcomes}
+    path = tmp_path / "gta.json"
+    path.write_text(
+        json.dumps({"model": "smollm2-135m-instruct", "outcomes": counts, "usage": {"calls": 9}})
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("status", "outcomes", "ok", "says"),
+    [
+        (1, {"failed": 26}, True, "demo OK in 3 min 5 s: 26 cases ran on smollm2-135m-instruct"),
+        (0, {"passed": 2}, True, "2 passed, 0 failed"),
+        (1, {"failed": 20, "error": 6}, False, "6 case(s) ended as errors"),
+        (1, {"skipped": 26}, False, "no case ran"),
+        (4, {}, False, "usage error before running any case"),
+        (3, {}, False, "internal error"),
+        (2, {}, False, "interrupted"),
+        (5, {}, False, "collected no GTA case"),
+    ],
+)
+def test_verdict(tmp_path, status, outcomes, ok, says):
+    path = report(tmp_path, **outcomes)
+    passed, line = demo.verdict(path, status, 185.2)
+    assert passed is ok
+    assert says in line
+    assert line.count("\n") == 0
+    assert line.startswith("demo OK" if ok else "demo FAILED")
+
+
+def test_verdict_without_a_report_or_model_calls(tmp_path):
+    passed, line = demo.verdict(tmp_path / "gta.json", 1, 3)
+    assert not passed
+    assert "missing or unreadable" in line
+    path = report(tmp_path, failed=2)
+    data = json.loads(path.read_text())
+    data["usage"]["calls"] = 0
+    path.write_text(json.dumps(data))
+    assert demo.verdict(path, 1, 3) == (False, "demo FAILED after 3 s: no model call was made")
+
+
+def run_demo(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_gta.demo", "--dir", str(tmp_path / "run"), *extra],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        check=False,
+    )
+
+
+def test_a_broken_harness_fails_in_plain_words(tmp_path):
+    result = run_demo(tmp_path, "--gta-data=/no/such/dataset")
+    assert result.returncode == 1
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("demo FAILED after")
+    assert "usage error before running any case" in last
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_the_demo_runs_the_real_model_end_to_end(tmp_path):
+    """A short demo (two queries, two turns) with the real SmolLM2 on transformers."""
+    from tests.test_transformers import _unavailable
+
+    if _unavailable():
+        pytest.skip(_unavailable())
+    result = run_demo(tmp_path, "--gta-ids=1,2", "--gta-max-turns=2", FAST)
+    output = result.stdout
+    assert result.returncode == 0, output[-4000:] + result.stderr[-2000:]
+    assert "GTA results" in output
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("demo OK in"), last
+    assert "4 cases ran on smollm2-135m-instruct" in last
+    assert (tmp_path / "run" / "gta.xml").read_text().count("<testcase") == 4
+
+
+FAST = "--gta-sim-model=all-MiniLM-L6-v2"

@@ -1,0 +1,247 @@
+"""The code sandbox: what model-written code sees, what it leaves behind, where Python may live.
+
+Every test runs the real worker (bubblewrap when it works here, and the rlimit fallback), with
+real processes. ``.ci/run`` installs Debian's bubblewrap and sets ``PYTEST_GTA_REQUIRE_BWRAP=1``,
+so there a missing or broken bubblewrap fails these tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
+from tool_backends import sandbox
+
+pytestmark = pytest.mark.slow
+
+SECRET = "sk-sandbox-test-9f8e7d6c5b4a"
+
+
+def _bubblewrap_or_skip() -> None:
+    try:
+        sandbox.isolation("bubblewrap")
+    except GtaUsageError as exc:
+        if os.environ.get("PYTEST_GTA_REQUIRE_BWRAP"):
+            pytest.fail(f"PYTEST_GTA_REQUIRE_BWRAP is set but {exc}")
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(params=["bubblewrap", "rlimit"])
+def worker(request, monkeypatch):
+    """A fresh worker in each sandbox mode."""
+    if request.param == "bubblewrap":
+        _bubblewrap_or_skip()
+    monkeypatch.setattr(sandbox, "_MODE", request.param)
+    running = sandbox.SandboxWorker()
+    yield running
+    running.close()
+
+
+def solve(worker: sandbox.SandboxWorker, body: str) -> str:
+    return worker.run("solver", textwrap.dedent(body), timeout=10).text or ""
+
+
+def test_model_code_sees_only_the_allow_listed_environment(worker, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("HF_TOKEN", SECRET + "-hf")
+    seen = json.loads(
+        solve(
+            worker,
+            """
+            import json, os
+            def solution():
+                return json.dumps(dict(os.environ))
+            """,
+        )
+    )
+    assert SECRET not in json.dumps(seen)
+    # PWD and TMPDIR are set by the sandbox itself (the shell, the call's own directory).
+    assert set(seen) - {"PWD", "TMPDIR"} == {"PATH", "LANG", "HOME", "MPLCONFIGDIR"}
+    assert seen["PATH"] == sandbox.SANDBOX_PATH
+    assert seen["TMPDIR"].startswith(seen["HOME"])
+
+
+def test_the_parent_environment_cannot_be_read_through_proc(worker, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    text = solve(
+        worker,
+        """
+        import os
+        def solution():
+            found = []
+            for pid in os.listdir('/proc'):
+                try:
+                    with open(f'/proc/{pid}/environ', 'rb') as fh:
+                        found.append(fh.read())
+                except OSError:
+                    pass
+            return repr(found)
+        """,
+    )
+    assert SECRET not in text
+
+
+def test_a_double_forked_setsid_process_does_not_survive_the_call(worker):
+    tag = f"{time.time_ns() % 10**9}.5"  # a unique sleep argument to look for afterwards
+    text = solve(
+        worker,
+        f"""
+        import os, time
+        def solution():
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    os.execv('/bin/sleep', ['sleep', '{tag}'])
+                os._exit(0)
+            time.sleep(0.5)
+            return 'forked'
+        """,
+    )
+    assert text == "forked"
+    left = subprocess.run(["pgrep", "-f", f"sleep {tag}"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "a process of the call survived it"
+    # Not even a zombie of the call's uid remains.
+    ps = subprocess.run(["ps", "-eo", "user,stat"], capture_output=True, text=True).stdout
+    assert not [line for line in ps.splitlines() if line.startswith("nobody")]
+
+
+def test_model_code_cannot_write_outside_its_scratch_directory(worker, tmp_path):
+    if not any("private /tmp" in g for g in sandbox.isolation().guarantees):
+        pytest.skip("this machine's fallback does not hide /tmp (it says so in its gaps)")
+    target = Path("/tmp") / f"gta-sandbox-escape-{uuid.uuid4().hex}"
+    solve(
+        worker,
+        f"""
+        def solution():
+            try:
+                open({str(target)!r}, 'w').write('escaped')
+            except OSError as exc:
+                return 'refused: ' + type(exc).__name__
+            return 'wrote'
+        """,
+    )
+    # bubblewrap shows an unwritable /tmp; the root fallback a private, unwritable tmpfs
+    assert not target.exists()
+
+
+def test_a_worker_that_cannot_start_is_an_infrastructure_error(monkeypatch):
+    broken = sandbox.Isolation("rlimit", lambda s: ["/nonexistent/prefix"], None, False, ("x",))
+    monkeypatch.setattr(sandbox, "isolation", lambda mode=None: broken)
+    running = sandbox.SandboxWorker()
+    with pytest.raises(GtaInfrastructureError, match="could not be started"):
+        running.run("calculator", "1+1")
+    running.close()
+    assert not issubclass(GtaInfrastructureError, GtaToolError)
+
+
+def test_bubblewrap_required_but_missing_is_a_usage_error(monkeypatch):
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sandbox, "_ISOLATION", {})
+    with pytest.raises(GtaUsageError) as info:
+        sandbox.configure("bubblewrap")
+    message = str(info.value)
+    assert "--gta-sandbox=bubblewrap: bwrap is not installed" in message
+    assert "apt-get install bubblewrap" in message
+    assert "--gta-sandbox=rlimit" in message
+
+
+def test_fallback_says_what_is_not_isolated(monkeypatch):
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(sandbox, "_probe", lambda command: False)
+    plain = sandbox._rlimit()
+    assert plain.kind == "rlimit"
+    assert not plain.pid_namespace
+    assert "network" in plain.gaps
+    assert "processes that leave the call's process group outlive it" in plain.gaps
+    assert "NOT isolated: network" in plain.summary()
+
+
+# -- Python in a virtualenv under /tmp ------------------------------------------------------------
+
+
+def tmp_venv(where: Path) -> Path:
+    """A virtualenv under /tmp whose packages are this environment's (through a .pth file)."""
+    import site
+    import venv
+
+    assert str(where).startswith("/tmp/"), where
+    venv.create(where, with_pip=False, symlinks=True)
+    packages = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    lines = [f"import site; site.addsitedir({p!r})" for p in packages]
+    (site_dir,) = where.glob("lib/python3*/site-packages")
+    (site_dir / "_outer_env.pth").write_text("\n".join(lines) + "\n")
+    return where / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def venv_python(tmp_path_factory):
+    return tmp_venv(tmp_path_factory.mktemp("venv-under-tmp"))
+
+
+PROBE = """
+import json, sys, textwrap
+sys.path.insert(0, sys.argv[1])
+from tool_backends import sandbox
+iso = sandbox.configure(sys.argv[2])
+worker = sandbox.SandboxWorker()
+code = "import sympy\\ndef solution():\\n    return sympy.sqrt(8)"
+print(json.dumps({"kind": iso.kind, "prefix": sys.prefix, "text": worker.run("solver", code).text}))
+worker.close()
+"""
+
+
+def probe(venv_python: Path, mode: str) -> dict:
+    """Configure ``mode`` and run one Solver call, from the venv's Python."""
+    _bubblewrap_or_skip()
+    out = subprocess.run(
+        [str(venv_python), "-c", PROBE, str(ROOT), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def test_bubblewrap_works_with_python_in_a_venv_under_tmp(venv_python):
+    result = probe(venv_python, "bubblewrap")
+    assert result["prefix"].startswith("/tmp/")
+    assert result == {**result, "kind": "bubblewrap", "text": "2*sqrt(2)"}
+
+
+def test_auto_does_not_silently_degrade_under_tmp(venv_python):
+    """The old probe failed whenever Python lived under /tmp and quietly used the fallback."""
+    assert probe(venv_python, "auto")["kind"] == "bubblewrap"
+
+
+def test_bubblewrap_mounts_parents_before_children(monkeypatch, tmp_path):
+    venv = tmp_path / "a" / "venv"
+    (venv / "lib").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "python_paths", lambda: (str(venv / "lib"), str(venv)))
+    command = sandbox._bwrap_command("/scratch")
+    tmpfs = command.index("/tmp")
+    assert command[tmpfs - 1] == "--tmpfs"
+    binds = [command[i + 2] for i, arg in enumerate(command) if arg == "--ro-bind"]
+    assert binds.index(str(venv)) < binds.index(str(venv / "lib"))
+    dirs = [command[i + 1] for i, arg in enumerate(command) if arg == "--dir"]
+    assert dirs.index(str(venv.parent)) < dirs.index(str(venv))
+    assert "--clearenv" in command
+    assert command.index("--dir") > tmpfs
+
+
+def test_worker_source_runs_on_its_own():
+    """The worker program needs nothing from this checkout (the sandbox does not show it)."""
+    compile(sandbox._WORKER_SOURCE, "<worker>", "exec")
+    assert "pytest_gta" not in sandbox._WORKER_SOURCE
+    assert sys.executable

