@@ -3,15 +3,19 @@
 Every option is ``--gta-*`` with dest ``gta_*`` and, where a project would pin it, an ini key of
 the same name. Values are parsed by small functions that raise :class:`pytest.UsageError` with a
 message saying what is allowed; the same functions parse ini values, so both routes fail alike.
-Resolution (CLI > ini > default) happens once, in ``pytest_configure``.
+Each option is one row of :data:`OPTIONS`, which both registration and resolution walk, so the
+two cannot disagree (they once did: ini paths resolved against the current directory for some
+options and against the ini file for others). Resolution (CLI > ini > default, with
+``$GTA_DATA_DIR`` between CLI and ini) happens once, in ``pytest_configure``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal
 
 import pytest
 
@@ -93,9 +97,6 @@ def is_self_check(model: str | None) -> bool:
     stopping; a model under evaluation never silently runs on the sample.
     """
     return model is not None and (model in ("oracle", "mock") or model.startswith("mock:"))
-
-
-T = TypeVar("T")
 
 
 def parse_modes(value: str) -> tuple[Mode, ...]:
@@ -349,228 +350,349 @@ def parse_text(value: str) -> str:
     return value.strip()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    """Register the ``--gta-*`` options and their ini twins under one group."""
-    group = parser.getgroup("gta", "GTA tool-agent benchmark (pytest-gta)")
+#: ``value``: text parsed by ``parse``; ``path``: the same, then made absolute (see
+#: :func:`option_base`); ``flag``: a command on the command line only (``--gta-download``), no
+#: ini twin; ``bool``: an on switch with a boolean ini twin (``--gta-allow-unverified``).
+Kind = Literal["value", "path", "flag", "bool"]
+#: Where a resolved value came from, in precedence order.
+Source = Literal["cli", "env", "ini", "default"]
 
-    def add(
-        flag: str, parse: Callable[[str], Any], metavar: str, help_text: str, ini: bool = True
-    ) -> None:
-        dest = flag[2:].replace("-", "_")
-        group.addoption(flag, dest=dest, metavar=metavar, type=parse, default=None, help=help_text)
-        if ini:
-            parser.addini(dest, help=f"default for {flag}", default=None)
 
-    add(
+@dataclass(frozen=True)
+class OptionSpec:
+    """Everything about one ``--gta-*`` option: registration and resolution both walk these.
+
+    Names follow the one namespace (``--gta-x-y``, dest and ini key ``gta_x_y``), so they are
+    derived from ``flag`` rather than stated again.
+    """
+
+    flag: str
+    metavar: str | None
+    help: str
+    kind: Kind = "value"
+    parse: Callable[[str], Any] = parse_text
+    #: The value when neither the command line, the environment nor the ini file gives one; a
+    #: relative path default is relative to the rootdir.
+    default: Any = None
+    #: For a mutable default, as :func:`dataclasses.field` has it.
+    default_factory: Callable[[], Any] | None = None
+    #: An environment variable between the command line and the ini file (the machine's choice
+    #: beats the project's).
+    env: str | None = None
+    #: The :class:`GtaSettings` field it fills (``generation.x``: of
+    #: :class:`~pytest_gta.models.generation.GenerationSettings`); ``None`` for commands and for
+    #: the data options, which :func:`resolve_settings` resolves with extra rules.
+    setting: str | None = None
+
+    @property
+    def dest(self) -> str:
+        """The argparse dest."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    @property
+    def ini(self) -> str | None:
+        """The ini key; commands have none (they are not something a project pins)."""
+        return None if self.kind == "flag" else self.dest
+
+    def fallback(self) -> Any:
+        """The default value, fresh when it is mutable."""
+        return self.default_factory() if self.default_factory else self.default
+
+
+#: Every option, in ``--help`` order.
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
         OPT_MODEL,
-        parse_text,
         "MODEL",
         "model to evaluate; enables the GTA cases: oracle, mock:SCRIPT.json, "
         "opencompass:PREDICTIONS, or provider/model",
-    )
-    add(
+        setting="model",
+    ),
+    # A path or the sample keyword, with an installed default: see _resolve_data.
+    OptionSpec(
         OPT_DATA,
-        parse_text,
         "DIR",
         f"dataset directory in the official layout, or '{SAMPLE_KEYWORD}' for the bundled sample "
         f"(default: {DATASET_NAME} in the data directory)",
-    )
-    add(
+    ),
+    OptionSpec(
         OPT_DATA_DIR,
-        parse_text,
         "DIR",
         f"where datasets are installed and looked up (default: ${ENV_DATA_DIR}, else "
         f"{DATA_DIR_DEFAULT}/ under the rootdir)",
-    )
-    group.addoption(
+        kind="path",
+        default=DATA_DIR_DEFAULT,
+        env=ENV_DATA_DIR,
+    ),
+    OptionSpec(
         OPT_DOWNLOAD,
-        dest="gta_download",
-        action="store_true",
+        None,
+        "fetch, verify and unpack the GTA dataset into the data directory, then exit",
+        kind="flag",
         default=False,
-        help="fetch, verify and unpack the GTA dataset into the data directory, then exit",
-    )
-    add(
+    ),
+    # A URL or a local path: the installer tells them apart, relative to option_base.
+    OptionSpec(
         OPT_DOWNLOAD_URL,
-        parse_text,
         "URL_OR_PATH",
         "download from this URL, zip or directory instead of Hugging Face and the GitHub release",
-    )
-    group.addoption(
+    ),
+    OptionSpec(
         OPT_ALLOW_UNVERIFIED,
-        dest="gta_allow_unverified",
-        action="store_true",
-        default=None,
-        help="install data that fails the manifest's sha256s or the paper's counts (mirrors)",
-    )
-    parser.addini(
-        "gta_allow_unverified",
-        type="bool",
+        None,
+        "install data that fails the manifest's sha256s or the paper's counts (mirrors)",
+        kind="bool",
         default=False,
-        help=f"default for {OPT_ALLOW_UNVERIFIED}",
-    )
-    group.addoption(
+    ),
+    OptionSpec(
         OPT_RECORD_MANIFEST,
-        dest="gta_record_manifest",
-        action="store_true",
+        None,
+        "with --gta-download: record the verified files' sha256s in data/manifest.json",
+        kind="flag",
         default=False,
-        help="with --gta-download: record the verified files' sha256s in data/manifest.json",
-    )
-    group.addoption(
+    ),
+    OptionSpec(
         OPT_DATA_INFO,
-        dest="gta_data_info",
-        action="store_true",
+        None,
+        "print the installed dataset's origin, verification and statistics, then exit",
+        kind="flag",
         default=False,
-        help="print the installed dataset's origin, verification and statistics, then exit",
-    )
-    add(OPT_MODE, parse_modes, "MODES", "step, e2e or step,e2e (default: e2e)")
-    add(
+    ),
+    OptionSpec(
+        OPT_MODE,
+        "MODES",
+        "step, e2e or step,e2e (default: e2e)",
+        parse=parse_modes,
+        default=DEFAULT_MODES,
+        setting="modes",
+    ),
+    OptionSpec(
         OPT_TOOLS,
-        parse_tools,
         "BACKENDS",
         f"tool backends in priority order, name[=arg],... (default: {DEFAULT_TOOLS})",
-    )
-    add(
+        parse=parse_tools,
+        default=DEFAULT_TOOLS,
+        setting="tools",
+    ),
+    OptionSpec(
         OPT_SIM_MODEL,
-        parse_text,
         "NAME_OR_PATH",
         f"sentence-transformers model for similarity scores (default: {DEFAULT_SIM_MODEL}, "
         "as the official evaluator)",
-    )
-    add(
+        default=DEFAULT_SIM_MODEL,
+        setting="sim_model",
+    ),
+    OptionSpec(
         OPT_SIM_THRESHOLD,
-        parse_threshold,
         "SIM",
         f"similarity at which a subjective answer passes (default: {DEFAULT_SIM_THRESHOLD}; "
         "the metric itself stays continuous)",
-    )
-    add(OPT_REPORT, parse_text, "PATH", "write the JSON report here")
-    add(OPT_REPORT_MD, parse_text, "PATH", "write the metric tables as markdown here")
-    add(OPT_LIMIT, parse_limit, "N", "run only the first N queries")
-    add(OPT_IDS, parse_ids, "IDS", "run only these query ids, e.g. 3,17,42")
-    add(
+        parse=parse_threshold,
+        default=DEFAULT_SIM_THRESHOLD,
+        setting="sim_threshold",
+    ),
+    OptionSpec(OPT_REPORT, "PATH", "write the JSON report here", kind="path", setting="report"),
+    OptionSpec(
+        OPT_REPORT_MD,
+        "PATH",
+        "write the metric tables as markdown here",
+        kind="path",
+        setting="report_md",
+    ),
+    OptionSpec(OPT_LIMIT, "N", "run only the first N queries", parse=parse_limit, setting="limit"),
+    OptionSpec(
+        OPT_IDS, "IDS", "run only these query ids, e.g. 3,17,42", parse=parse_ids, setting="ids"
+    ),
+    OptionSpec(
         OPT_RECORDED_ROOT,
-        parse_text,
         "DIR",
         "dataset root recorded in opencompass prediction files (default: detected from paths)",
-    )
-    add(
+        setting="recorded_root",
+    ),
+    OptionSpec(
         OPT_MAX_TURNS,
-        parse_max_turns,
         "N",
         f"model turns per end-to-end episode (default: {DEFAULT_MAX_TURNS}, as official)",
-    )
-    add(
+        parse=parse_max_turns,
+        default=DEFAULT_MAX_TURNS,
+        setting="max_turns",
+    ),
+    OptionSpec(
         OPT_BASE_URL,
-        parse_url,
         "URL",
         "OpenAI-compatible endpoint (vLLM, LMDeploy, llama.cpp...), e.g. http://gpu:8000/v1 "
         "(default: $OPENAI_BASE_URL)",
-    )
-    add(
+        parse=parse_url,
+        setting="generation.base_url",
+    ),
+    OptionSpec(
         OPT_SERVED_MODEL,
-        parse_text,
         "NAME",
         "model name to send to the endpoint (default: detected from its /models list)",
-    )
-    add(
+        setting="generation.served_model",
+    ),
+    OptionSpec(
         OPT_MODEL_ARGS,
-        parse_model_args,
         "K=V,...",
         "extra engine/provider arguments, e.g. tensor_parallel_size=4,max_model_len=8192",
-    )
-    add(
+        parse=parse_model_args,
+        default_factory=dict,
+        setting="generation.model_args",
+    ),
+    OptionSpec(
         OPT_TEMPERATURE,
-        parse_temperature,
         "T",
         f"sampling temperature (default: {DEFAULT_TEMPERATURE}; {OFFICIAL_TEMPERATURE} "
         "reproduces the official runs)",
-    )
-    add(
+        parse=parse_temperature,
+        default=DEFAULT_TEMPERATURE,
+        setting="generation.temperature",
+    ),
+    OptionSpec(
         OPT_MAX_TOKENS,
-        parse_max_tokens,
         "N",
         f"max tokens per reply (default: {DEFAULT_MAX_TOKENS}, as official)",
-    )
-    add(OPT_SEED, parse_seed, "N", "sampling seed sent to providers that accept one")
-    add(
+        parse=parse_max_tokens,
+        default=DEFAULT_MAX_TOKENS,
+        setting="generation.max_tokens",
+    ),
+    OptionSpec(
+        OPT_SEED,
+        "N",
+        "sampling seed sent to providers that accept one",
+        parse=parse_seed,
+        setting="generation.seed",
+    ),
+    OptionSpec(
         OPT_PROTOCOL,
-        parse_protocol,
         "NAME",
         "react (official ReAct text protocol, default) or native (provider function calling)",
-    )
-    add(
+        parse=parse_protocol,
+        default="react",
+        setting="generation.protocol",
+    ),
+    OptionSpec(
         OPT_TIMEOUT,
-        parse_timeout,
         "SECONDS",
         f"timeout of one model request (default: {DEFAULT_TIMEOUT:g})",
-    )
-    add(
+        parse=parse_timeout,
+        default=DEFAULT_TIMEOUT,
+        setting="generation.timeout",
+    ),
+    OptionSpec(
         OPT_RETRIES,
-        parse_retries,
         "N",
         f"retries on 429/5xx/timeouts/connection errors (default: {DEFAULT_RETRIES})",
-    )
-    add(
+        parse=parse_retries,
+        default=DEFAULT_RETRIES,
+        setting="generation.retries",
+    ),
+    OptionSpec(
         OPT_MAX_CONCURRENCY,
-        parse_max_concurrency,
         "N",
         f"requests in flight per endpoint and process (default: {DEFAULT_MAX_CONCURRENCY})",
-    )
-    add(
+        parse=parse_max_concurrency,
+        default=DEFAULT_MAX_CONCURRENCY,
+        setting="generation.max_concurrency",
+    ),
+    OptionSpec(
         OPT_CACHE,
-        parse_cache,
         "MODE",
         "response cache: off, read, write or readwrite (default: readwrite)",
-    )
-    add(
+        parse=parse_cache,
+        default="readwrite",
+        setting="generation.cache",
+    ),
+    OptionSpec(
         OPT_CACHE_DIR,
-        parse_text,
         "DIR",
         "response cache directory (default: gta-responses in the pytest cache dir)",
-    )
-    add(
+        kind="path",
+        setting="cache_dir",
+    ),
+    OptionSpec(
         OPT_EPOCH,
-        parse_epoch,
         "N",
         "sampling epoch: with temperature > 0 each epoch gets its own cached samples (default: 0)",
-    )
-    add(
+        parse=parse_epoch,
+        default=0,
+        setting="generation.epoch",
+    ),
+    OptionSpec(
         OPT_MAX_TOKENS_TOTAL,
-        parse_max_tokens_total,
         "N",
         "stop the session cleanly once the model calls used N tokens (input + output)",
-    )
-    add(
+        parse=parse_max_tokens_total,
+        setting="max_tokens_total",
+    ),
+    OptionSpec(
         OPT_MAX_COST,
-        parse_max_cost,
         "USD",
         "stop the session cleanly once the model calls cost this much (catalog or --gta-price)",
-    )
-    add(
+        parse=parse_max_cost,
+        setting="max_cost",
+    ),
+    OptionSpec(
         OPT_TOOL_CASSETTES,
-        parse_text,
         "DIR",
         "tool cassette directory: replay/strict-replay read it, --gta-tool-record writes it",
-    )
-    add(
+        kind="path",
+        setting="tool_cassettes",
+    ),
+    OptionSpec(
         OPT_TOOL_RECORD,
-        parse_tool_record,
         "MODE",
         "record live tool answers into --gta-tool-cassettes: none (default), new or all",
-    )
-    add(
+        parse=parse_tool_record,
+        default="none",
+        setting="tool_record",
+    ),
+    OptionSpec(
         OPT_PRICE,
-        parse_price,
         "IN,OUT",
         "USD per million input and output tokens, for --gta-max-cost",
-    )
-    add(
+        parse=parse_price,
+        setting="price",
+    ),
+    OptionSpec(
         OPT_SANDBOX,
-        parse_sandbox,
         "KIND",
         "where model-written code (Calculator, Solver, Plot) runs: auto (default), bubblewrap "
         "(required) or rlimit",
-    )
+        parse=parse_sandbox,
+        default="auto",
+        setting="sandbox",
+    ),
+)
+OPTIONS_BY_DEST: dict[str, OptionSpec] = {spec.dest: spec for spec in OPTIONS}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register the ``--gta-*`` options and their ini twins under one group."""
+    group = parser.getgroup("gta", "GTA tool-agent benchmark (pytest-gta)")
+    for spec in OPTIONS:
+        if spec.kind == "flag":
+            group.addoption(
+                spec.flag, dest=spec.dest, action="store_true", default=spec.default, help=spec.help
+            )
+        elif spec.kind == "bool":
+            # None, not False: an absent flag must let the ini value through.
+            group.addoption(
+                spec.flag, dest=spec.dest, action="store_true", default=None, help=spec.help
+            )
+            parser.addini(
+                spec.dest, type="bool", default=spec.default, help=f"default for {spec.flag}"
+            )
+        else:
+            group.addoption(
+                spec.flag,
+                dest=spec.dest,
+                metavar=spec.metavar,
+                type=spec.parse,
+                default=None,
+                help=spec.help,
+            )
+            parser.addini(spec.dest, help=f"default for {spec.flag}", default=None)
 
 
 @dataclass(frozen=True)
@@ -610,23 +732,74 @@ class GtaSettings:
         return self.model is not None
 
 
-def _value(config: pytest.Config, name: str, parse: Callable[[str], T]) -> tuple[T | None, str]:
-    """(parsed value, where it came from) for option ``name`` (dest form), CLI first."""
-    cli = config.getoption(name)
-    if cli is not None:
-        return cli, "cli"
-    ini = config.getini(name)
-    if ini:
+@dataclass(frozen=True)
+class Resolved:
+    """An option's value and where it came from."""
+
+    value: Any
+    source: Source
+    #: The source in a message's words: the flag, the variable, ``ini <key>`` or ``default``.
+    origin: str
+
+
+def option_base(config: pytest.Config, source: Source) -> Path:
+    """What a relative path from ``source`` is relative to.
+
+    The command line and the environment belong to the shell, so the directory pytest runs
+    in; an ini value belongs to the project, so the ini file's directory (the README promises
+    this, and it makes the value mean the same from any subdirectory); a default, the rootdir.
+    """
+    if source == "ini":
+        return config.inipath.parent if config.inipath else config.rootpath
+    if source == "default":
+        return config.rootpath
+    return config.invocation_params.dir
+
+
+def resolve_path(config: pytest.Config, value: str | Path, source: Source) -> Path:
+    """``value`` made absolute against :func:`option_base` (``~`` expanded)."""
+    return (option_base(config, source) / Path(value).expanduser()).absolute()
+
+
+def _given(config: pytest.Config, spec: OptionSpec) -> tuple[Any, Source, str] | None:
+    """(value, source, origin) from the command line, environment or ini file, first wins."""
+    cli = config.getoption(spec.dest)
+    # A command's store_true default is False, a bool switch's None: neither was given.
+    if cli is not None and cli is not False:
+        return cli, "cli", spec.flag
+    env = os.environ.get(spec.env, "").strip() if spec.env else ""
+    if spec.env and env:
         try:
-            return parse(str(ini)), "ini"
+            return spec.parse(env), "env", spec.env
         except pytest.UsageError as exc:
-            raise pytest.UsageError(f"ini option {name}: {exc}") from None
-    return None, "default"
+            raise pytest.UsageError(f"environment variable {spec.env}: {exc}") from None
+    if spec.ini is None:
+        return None
+    ini = config.getini(spec.ini)
+    if not ini:
+        return None
+    if spec.kind == "bool":
+        return bool(ini), "ini", f"ini {spec.ini}"
+    try:
+        return spec.parse(str(ini)), "ini", f"ini {spec.ini}"
+    except pytest.UsageError as exc:
+        raise pytest.UsageError(f"ini option {spec.ini}: {exc}") from None
 
 
-def _ini_base(config: pytest.Config) -> Path:
-    """What a relative path in the ini file is relative to."""
-    return config.inipath.parent if config.inipath else config.rootpath
+def resolve_option(config: pytest.Config, dest: str) -> Resolved:
+    """Option ``dest`` resolved CLI > environment > ini > default, parsed and checked.
+
+    A ``path`` option comes back absolute (:func:`resolve_path`); a ``flag`` or ``bool`` one as
+    a bool.
+    """
+    spec = OPTIONS_BY_DEST[dest]
+    given = _given(config, spec)
+    value, source, origin = given if given else (spec.fallback(), "default", "default")
+    if spec.kind == "path" and value is not None:
+        value = resolve_path(config, value, source)
+    elif spec.kind in ("flag", "bool"):
+        value = bool(value)
+    return Resolved(value, source, origin)
 
 
 def resolve_data_dir(config: pytest.Config) -> tuple[Path, str]:
@@ -635,27 +808,9 @@ def resolve_data_dir(config: pytest.Config) -> tuple[Path, str]:
     The environment beats the ini file: it is the machine's choice (a CI cache), the ini the
     project's.
     """
-    import os
-
-    cli = config.getoption("gta_data_dir")
-    if cli is not None:
-        return (config.invocation_params.dir / Path(cli).expanduser()).absolute(), OPT_DATA_DIR
-    env = os.environ.get(ENV_DATA_DIR, "").strip()
-    if env:
-        return (config.invocation_params.dir / Path(env).expanduser()).absolute(), ENV_DATA_DIR
-    ini = config.getini("gta_data_dir")
-    if ini:
-        base = _ini_base(config)
-        return (base / Path(str(ini)).expanduser()).absolute(), "ini gta_data_dir"
-    return (config.rootpath / DATA_DIR_DEFAULT).absolute(), DATA_DIR_DEFAULT_SOURCE
-
-
-def _named_data(value: str, base: Path) -> Path:
-    from pytest_gta.dataset import bundled_sample_path
-
-    if value == SAMPLE_KEYWORD:
-        return bundled_sample_path()
-    return (base / Path(value).expanduser()).absolute()
+    resolved = resolve_option(config, "gta_data_dir")
+    where = DATA_DIR_DEFAULT_SOURCE if resolved.source == "default" else resolved.origin
+    return resolved.value, where
 
 
 def _resolve_data(
@@ -663,15 +818,11 @@ def _resolve_data(
 ) -> tuple[Path | None, str]:
     from pytest_gta.dataset import bundled_sample_path
 
-    cli = config.getoption("gta_data")
-    if cli is not None:
-        source = "bundled sample" if cli == SAMPLE_KEYWORD else OPT_DATA
-        return _named_data(cli, config.invocation_params.dir), source
-    ini = config.getini("gta_data")
-    if ini:
-        base = _ini_base(config)
-        source = "bundled sample" if ini == SAMPLE_KEYWORD else "ini gta_data"
-        return _named_data(str(ini), base), source
+    named = resolve_option(config, "gta_data")
+    if named.value == SAMPLE_KEYWORD:
+        return bundled_sample_path(), "bundled sample"
+    if named.value is not None:
+        return resolve_path(config, named.value, named.source), named.origin
     installed = data_dir / DATASET_NAME
     if (installed / "dataset.json").is_file():
         if data_dir_source == DATA_DIR_DEFAULT_SOURCE:
@@ -683,92 +834,24 @@ def _resolve_data(
     return None, f"no dataset installed in {data_dir}"
 
 
-def _path(config: pytest.Config, value: str | None) -> Path | None:
-    if value is None:
-        return None
-    return (config.invocation_params.dir / Path(value).expanduser()).absolute()
-
-
-def _config_path(config: pytest.Config, value: str | None, source: str) -> Path | None:
-    """A path option: relative to the invocation dir on the CLI, to the ini file in ini."""
-    if value is None:
-        return None
-    if source == "ini":
-        base = _ini_base(config)
-        return (base / Path(value).expanduser()).absolute()
-    return _path(config, value)
-
-
 def resolve_settings(config: pytest.Config) -> GtaSettings:
-    """CLI > ini > default, parsed and checked once."""
-    model, _ = _value(config, "gta_model", parse_text)
-    modes, _ = _value(config, "gta_mode", parse_modes)
-    tools, _ = _value(config, "gta_tools", parse_tools)
-    sim_model, _ = _value(config, "gta_sim_model", parse_text)
-    threshold, _ = _value(config, "gta_sim_threshold", parse_threshold)
-    report, _ = _value(config, "gta_report", parse_text)
-    report_md, _ = _value(config, "gta_report_md", parse_text)
-    limit, _ = _value(config, "gta_limit", parse_limit)
-    ids, _ = _value(config, "gta_ids", parse_ids)
-    recorded_root, _ = _value(config, "gta_recorded_root", parse_text)
-    max_turns, _ = _value(config, "gta_max_turns", parse_max_turns)
+    """CLI > ini > default, parsed and checked once, for every option the table maps to a field."""
+    fields: dict[str, Any] = {}
+    generation: dict[str, Any] = {}
+    for spec in OPTIONS:
+        if spec.setting is None:
+            continue
+        section, _, name = spec.setting.rpartition(".")
+        (generation if section == "generation" else fields)[name] = resolve_option(
+            config, spec.dest
+        ).value
     data_dir, data_dir_source = resolve_data_dir(config)
-    data, data_source = _resolve_data(config, model, data_dir, data_dir_source)
-    base_url, _ = _value(config, "gta_base_url", parse_url)
-    served_model, _ = _value(config, "gta_served_model", parse_text)
-    model_args, _ = _value(config, "gta_model_args", parse_model_args)
-    temperature, _ = _value(config, "gta_temperature", parse_temperature)
-    max_tokens, _ = _value(config, "gta_max_tokens", parse_max_tokens)
-    seed, _ = _value(config, "gta_seed", parse_seed)
-    protocol, _ = _value(config, "gta_protocol", parse_protocol)
-    timeout, _ = _value(config, "gta_timeout", parse_timeout)
-    retries, _ = _value(config, "gta_retries", parse_retries)
-    concurrency, _ = _value(config, "gta_max_concurrency", parse_max_concurrency)
-    cache, _ = _value(config, "gta_cache", parse_cache)
-    cache_dir, _ = _value(config, "gta_cache_dir", parse_text)
-    epoch, _ = _value(config, "gta_epoch", parse_epoch)
-    max_tokens_total, _ = _value(config, "gta_max_tokens_total", parse_max_tokens_total)
-    max_cost, _ = _value(config, "gta_max_cost", parse_max_cost)
-    price, _ = _value(config, "gta_price", parse_price)
-    cassettes, cassettes_from = _value(config, "gta_tool_cassettes", parse_text)
-    tool_record, _ = _value(config, "gta_tool_record", parse_tool_record)
-    sandbox, _ = _value(config, "gta_sandbox", parse_sandbox)
-    generation = GenerationSettings(
-        temperature=DEFAULT_TEMPERATURE if temperature is None else temperature,
-        max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
-        seed=seed,
-        protocol=protocol or "react",
-        base_url=base_url,
-        served_model=served_model,
-        model_args=model_args or {},
-        timeout=timeout or DEFAULT_TIMEOUT,
-        retries=DEFAULT_RETRIES if retries is None else retries,
-        max_concurrency=concurrency or DEFAULT_MAX_CONCURRENCY,
-        cache=cache or "readwrite",
-        epoch=epoch or 0,
-    )
+    data, data_source = _resolve_data(config, fields["model"], data_dir, data_dir_source)
     return GtaSettings(
-        model=model,
+        **fields,
         data=data,
         data_source=data_source,
-        modes=modes or DEFAULT_MODES,
-        tools=tools or DEFAULT_TOOLS,
-        sim_model=sim_model or DEFAULT_SIM_MODEL,
-        sim_threshold=DEFAULT_SIM_THRESHOLD if threshold is None else threshold,
-        report=_path(config, report),
-        report_md=_path(config, report_md),
-        limit=limit,
-        ids=ids,
-        recorded_root=recorded_root,
-        max_turns=max_turns or DEFAULT_MAX_TURNS,
         invocation_dir=config.invocation_params.dir,
-        generation=generation,
-        cache_dir=_path(config, cache_dir),
-        max_tokens_total=max_tokens_total,
-        max_cost=max_cost,
-        price=price,
-        tool_cassettes=_config_path(config, cassettes, cassettes_from),
-        tool_record=tool_record or "none",
-        sandbox=sandbox or "auto",
+        generation=GenerationSettings(**generation),
         data_dir=data_dir,
     )

@@ -27,22 +27,14 @@ def _fail(message: str) -> int:
     return int(pytest.ExitCode.TESTS_FAILED)
 
 
-def _allow_unverified(config: pytest.Config) -> bool:
-    cli = config.getoption("gta_allow_unverified")
-    if cli is not None:
-        return bool(cli)
-    return bool(config.getini("gta_allow_unverified"))
-
-
 def run_download(config: pytest.Config) -> int:
     """Install the dataset into the data directory (see :mod:`pytest_gta.install.installer`)."""
     from pytest_gta.install.installer import InstallRequest, install
     from pytest_gta.install.manifest import load_manifest, project_manifest_path
-    from pytest_gta.options import _ini_base, _value, parse_text, resolve_data_dir
+    from pytest_gta.options import option_base, resolve_data_dir, resolve_option
 
     data_dir, where = resolve_data_dir(config)
-    url, url_from = _value(config, "gta_download_url", parse_text)
-    base = _ini_base(config) if url_from == "ini" else config.invocation_params.dir
+    url = resolve_option(config, "gta_download_url")
     record_to = (
         project_manifest_path(config.rootpath) if config.getoption("gta_record_manifest") else None
     )
@@ -51,9 +43,9 @@ def run_download(config: pytest.Config) -> int:
         request = InstallRequest(
             data_dir=data_dir,
             manifest=manifest,
-            url=url,
-            base=base,
-            allow_unverified=_allow_unverified(config),
+            url=url.value,
+            base=option_base(config, url.source),
+            allow_unverified=resolve_option(config, "gta_allow_unverified").value,
             record_to=record_to,
         )
         _say(f"installing the GTA dataset into {request.target} (data directory from {where})")
@@ -104,7 +96,7 @@ def run_data_info(config: pytest.Config) -> int:
     from pytest_gta.dataset import DatasetError
     from pytest_gta.files import write_atomic
     from pytest_gta.install.installer import how_to_get
-    from pytest_gta.options import DATASET_NAME, _path, _value, parse_text, resolve_data_dir
+    from pytest_gta.options import DATASET_NAME, resolve_data_dir, resolve_option
 
     try:
         info = data_info(config)
@@ -131,8 +123,7 @@ def run_data_info(config: pytest.Config) -> int:
     )
     for line in format_statistics(info["statistics"]):
         print(line, flush=True)
-    report, _ = _value(config, "gta_report", parse_text)
-    target = _path(config, report)
+    target = resolve_option(config, "gta_report").value
     if target is not None:
         write_atomic(target, json.dumps({"dataset": info}, indent=2) + "\n")
         _say(f"wrote {target}")
