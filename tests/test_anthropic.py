@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from anthropic.resources.messages.messages import DEPRECATED_MODELS
 
 from conftest import FAST_SIM
 from pytest_gta.agent import loops
@@ -46,8 +47,11 @@ from pytest_gta.types import (
 from tests.scripted_server import ScriptedServer, Step, anthropic_message
 
 KEY = "sk-ant-test-secret-0123456789"
-#: Not in the SDK's deprecated-models table, so calls raise no DeprecationWarning.
-MODEL = "claude-opus-4-5"
+#: A served name no SDK release lists as deprecated: the SDK warns on every call to a listed
+#: model, and its table changes from release to release (claude-opus-4-5 joined it in 2.13).
+MODEL = "claude-pytest-gta-test"
+#: A model the installed SDK lists as deprecated, whatever its release (the table is never empty).
+DEPRECATED = next(iter(DEPRECATED_MODELS))
 PROVIDERS = ["anthropic"]
 FINAL = "Final Answer: 9.24"
 SAMPLE_IDS = [str(i) for i in range(13)]
@@ -286,8 +290,16 @@ def test_catalog_name_settings_and_warnings(sample_dataset, server):
     assert model.catalog_entry.name == "claude3-opus"
     assert model.vision  # from the catalog
     assert model.name == "anthropic/claude-3-opus-20240229"
-    assert any("deprecated" in w for w in model.warnings)
     assert any("no seed" in w for w in model.warnings)
+
+
+def test_a_model_the_sdk_lists_as_deprecated_is_noted_once(sample_dataset, server):
+    noted = adapter(sample_dataset, server.base, model=DEPRECATED).warnings
+    assert [w for w in noted if "deprecated" in w] == [
+        f"{DEPRECATED}: the anthropic SDK lists this model as deprecated (end of life "
+        f"{DEPRECATED_MODELS[DEPRECATED]})"
+    ]
+    assert not any("deprecated" in w for w in adapter(sample_dataset, server.base).warnings)
 
 
 def test_seed_is_not_sent(sample_dataset, server):
@@ -497,7 +509,7 @@ def test_client_errors_are_fatal_at_once(sample_dataset, server, status):
 def test_plugin_run_against_the_server(pytester, server, dist_args):
     result = pytester.runpytest(
         "--gta-data=sample",
-        "--gta-model=anthropic/claude-3-opus-20240229",
+        f"--gta-model=anthropic/{DEPRECATED}",
         f"--gta-base-url={server.base}",
         "--gta-mode=step",
         "--gta-ids=0,1",
@@ -511,7 +523,7 @@ def test_plugin_run_against_the_server(pytester, server, dist_args):
     assert report["outcomes"] == {"passed": 0, "failed": 2, "error": 0, "skipped": 0}
     generation = report["settings"]["generation"]
     assert generation["provider"] == "anthropic"
-    assert generation["served_model"] == "claude-3-opus-20240229"
+    assert generation["served_model"] == DEPRECATED
     assert generation["temperature"] == 0.5
     assert generation["endpoint"] == server.base
     assert any("deprecated" in note for note in report["notes"])
@@ -520,7 +532,7 @@ def test_plugin_run_against_the_server(pytester, server, dist_args):
     assert KEY not in result.stdout.str()
     bodies = server.posted()
     assert len(bodies) == 6  # three reference assistant turns per query
-    assert {b["model"] for b in bodies} == {"claude-3-opus-20240229"}
+    assert {b["model"] for b in bodies} == {DEPRECATED}
     assert {b["temperature"] for b in bodies} == {0.5}
 
 
@@ -528,7 +540,7 @@ def test_plugin_run_with_a_failing_server_errors(pytester, server, dist_args):
     server.default = error_reply(500)
     result = pytester.runpytest(
         "--gta-data=sample",
-        "--gta-model=anthropic/claude-opus-4-5",
+        f"--gta-model=anthropic/{MODEL}",
         f"--gta-base-url={server.base}",
         "--gta-mode=step",
         "--gta-ids=0,1",

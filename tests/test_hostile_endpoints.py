@@ -80,7 +80,7 @@ OPENAI = Provider(
 )
 ANTHROPIC = Provider(
     "anthropic",
-    "anthropic/claude-opus-4-5",
+    "anthropic/claude-pytest-gta-test",  # not in the SDK's deprecated-models table
     "a Messages API reply",
     lambda text: anthropic_message([{"type": "text", "text": text}]),
     ("input_tokens", "output_tokens"),

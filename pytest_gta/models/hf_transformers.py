@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import shutil
@@ -383,6 +384,8 @@ class Loaded:
     #: full-attention layers (the fast path), else ``None``.
     empty: list[tuple[Any, Any]] | None
     load_seconds: float
+    #: The ``forward`` keyword that takes the key/value cache (see :func:`cache_keyword`).
+    cache_arg: str = "past_key_values"
 
     @property
     def fast(self) -> bool:
@@ -455,7 +458,8 @@ class TransformersEngine(BatchEngine):
         eos = _eos_ids(model, tokenizer)
         window = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
         empty = _plain_cache(model)
-        return Loaded(model, tokenizer, eos, window, empty, time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        return Loaded(model, tokenizer, eos, window, empty, seconds, cache_keyword(model))
 
     def _converted_dir(self) -> Path | None:
         """Where a dequantised copy of a local GGUF is kept (loading it skips the conversion)."""
@@ -600,7 +604,7 @@ class TransformersEngine(BatchEngine):
         start = time.perf_counter()
         out = loaded.model(
             input_ids=row.ids[reused:].unsqueeze(0).to(loaded.model.device),
-            past_key_values=_cache_of(layers),
+            **{loaded.cache_arg: _cache_of(layers)},
             use_cache=True,
             logits_to_keep=1,
         )
@@ -657,7 +661,7 @@ class TransformersEngine(BatchEngine):
                 input_ids=tokens,
                 attention_mask=batch.mask[:, : longest + step + 1],
                 position_ids=(batch.lengths + step).unsqueeze(1),
-                past_key_values=_cache_of(batch.layers),
+                **{loaded.cache_arg: _cache_of(batch.layers)},
                 use_cache=True,
             )
             logits = out.logits[:, -1].float()
@@ -812,6 +816,20 @@ def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     return frozenset(ids)
 
 
+def cache_keyword(model: Any) -> str:
+    """The keyword of ``model.forward`` that takes the key/value cache.
+
+    transformers 5.24 renamed ``past_key_values`` to ``cache``; the old name still works there
+    but warns on every forward pass, which a project with ``filterwarnings = error`` turns into
+    a failed request. Earlier releases know only the old name.
+    """
+    try:
+        parameters = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
 def _plain_cache(model: Any) -> list[tuple[Any, Any]] | None:
     """Zero-length states of each layer if the model's cache is plain full attention, else None.
 
@@ -832,7 +850,9 @@ def _plain_cache(model: Any) -> list[tuple[Any, Any]] | None:
             )
     except Exception:
         return None
-    cache = getattr(out, "past_key_values", None)
+    cache = getattr(out, "cache", None)
+    if cache is None:
+        cache = getattr(out, "past_key_values", None)
     layers = getattr(cache, "layers", None)
     if type(cache) is not dynamic_cache or not layers:
         return None
