@@ -77,7 +77,7 @@ def sample_root() -> Path:
 
 @pytest.fixture(scope="session")
 def sample_dataset():
-    from pytest_gta.dataset import load_dataset
+    from pytest_gta.validation import load_dataset
 
     return load_dataset(SAMPLE)
 

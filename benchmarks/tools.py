@@ -21,9 +21,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_gta.dataset import load_dataset  # noqa: E402
 from pytest_gta.tools import ToolContext, ToolInvocation  # noqa: E402
 from pytest_gta.types import ToolResult  # noqa: E402
+from pytest_gta.validation import load_dataset  # noqa: E402
 from tool_backends import code_tools, image_tools, ocr, sandbox  # noqa: E402
 
 ToolFunction = Callable[[ToolInvocation, ToolContext], ToolResult]

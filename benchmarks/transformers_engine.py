@@ -20,9 +20,10 @@ import argparse
 import time
 
 from pytest_gta.agent import loops
-from pytest_gta.dataset import bundled_sample_path, load_dataset
+from pytest_gta.dataset import bundled_sample_path
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.generation import GenerationSettings
+from pytest_gta.validation import load_dataset
 
 
 def naive(engine, payloads):

@@ -9,13 +9,20 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from pytest_gta.dataset import Dataset, DatasetError, Query, ToolMeta, ToolParam, load_dataset
+from pytest_gta.case import Case
+from pytest_gta.dataset import Dataset, Query, ReferenceCall
 from pytest_gta.errors import (
+    DatasetError,
+    DatasetProblem,
+    GtaBudgetExhausted,
+    GtaDataError,
     GtaError,
     GtaInfrastructureError,
     GtaToolError,
+    GtaToolMiss,
     GtaUnavailableError,
     GtaUsageError,
+    RetryableError,
 )
 from pytest_gta.types import (
     CaseContext,
@@ -24,35 +31,45 @@ from pytest_gta.types import (
     ModelRequest,
     ResultItem,
     ToolCall,
+    ToolMeta,
+    ToolParam,
     ToolResult,
     Usage,
 )
+from pytest_gta.validation import load_dataset
 
 __version__ = "0.1.0.dev0"
 
 _LAZY = {
-    "Case": "pytest_gta.runner",
     "CaseResult": "pytest_gta.runner",
     "ModelAdapter": "pytest_gta.models.base",
+    "BaseModelAdapter": "pytest_gta.models.base",
     "RecordedSource": "pytest_gta.models.base",
+    "BaseRecordedSource": "pytest_gta.models.base",
     "Recorded": "pytest_gta.models.base",
     "ToolBackend": "pytest_gta.tools",
+    "BaseToolBackend": "pytest_gta.tools",
     "ToolContext": "pytest_gta.tools",
     "ToolInvocation": "pytest_gta.tools",
     "iscorrect": "pytest_gta.scoring.answer",
     "ChatAdapter": "pytest_gta.models.chat",
     "Prepared": "pytest_gta.models.chat",
-    "RetryableError": "pytest_gta.models.chat",
     "GenerationSettings": "pytest_gta.models.generation",
 }
 
 if TYPE_CHECKING:
-    from pytest_gta.models.base import ModelAdapter, Recorded, RecordedSource
-    from pytest_gta.models.chat import ChatAdapter, Prepared, RetryableError
+    from pytest_gta.models.base import (
+        BaseModelAdapter,
+        BaseRecordedSource,
+        ModelAdapter,
+        Recorded,
+        RecordedSource,
+    )
+    from pytest_gta.models.chat import ChatAdapter, Prepared
     from pytest_gta.models.generation import GenerationSettings
-    from pytest_gta.runner import Case, CaseResult
+    from pytest_gta.runner import CaseResult
     from pytest_gta.scoring.answer import iscorrect
-    from pytest_gta.tools import ToolBackend, ToolContext, ToolInvocation
+    from pytest_gta.tools import BaseToolBackend, ToolBackend, ToolContext, ToolInvocation
 
 
 def __getattr__(name: str) -> Any:
@@ -63,6 +80,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BaseModelAdapter",
+    "BaseRecordedSource",
+    "BaseToolBackend",
     "Case",
     "CaseContext",
     "CaseResult",
@@ -70,10 +90,14 @@ __all__ = [
     "ChatMessage",
     "Dataset",
     "DatasetError",
+    "DatasetProblem",
     "GenerationSettings",
+    "GtaBudgetExhausted",
+    "GtaDataError",
     "GtaError",
     "GtaInfrastructureError",
     "GtaToolError",
+    "GtaToolMiss",
     "GtaUnavailableError",
     "GtaUsageError",
     "ModelAdapter",
@@ -83,6 +107,7 @@ __all__ = [
     "Query",
     "Recorded",
     "RecordedSource",
+    "ReferenceCall",
     "ResultItem",
     "RetryableError",
     "ToolBackend",

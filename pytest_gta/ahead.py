@@ -31,9 +31,10 @@ from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.progress import phase, say
 
 if TYPE_CHECKING:
-    from pytest_gta.agent.loops import Episode, Generator
-    from pytest_gta.plugin import GtaState
-    from pytest_gta.runner import Case
+    from pytest_gta.agent.loops import Episode
+    from pytest_gta.case import Case
+    from pytest_gta.models.base import BaseModelAdapter
+    from pytest_gta.session import GtaState
 
 
 @dataclass
@@ -69,7 +70,7 @@ class AheadWork:
         self.state = state
         #: Seconds spent loading and generating, for the report (``timings``).
         self.timings: dict[str, float] = {}
-        self.step_model: Generator | None = None
+        self.step_model: BaseModelAdapter | None = None
         self._episodes: dict[str, Ahead] = {}
 
     def take(self, case: Case) -> Ahead | None:
@@ -84,10 +85,15 @@ class AheadWork:
             return
         state = self.state
         model = state.model()
-        warm_up = getattr(model, "warm_up", None)
-        if callable(warm_up):
+        from pytest_gta.models.base import BaseModelAdapter
+
+        if isinstance(model, BaseModelAdapter) and model.warm_up is not None:
             self._load(
-                config, "model_load_s", f"loading {model.name}", f"{model.name} loaded", warm_up
+                config,
+                "model_load_s",
+                f"loading {model.name}",
+                f"{model.name} loaded",
+                model.warm_up,
             )
         from pytest_gta.runner import needs_similarity
 
@@ -103,16 +109,17 @@ class AheadWork:
                     f"similarity model {name} loaded",
                     load,
                 )
-        if hasattr(config, "workerinput") or not getattr(model, "prefetch_steps", False):
+        if hasattr(config, "workerinput") or not isinstance(model, BaseModelAdapter):
+            return
+        if not model.prefetch_steps:
             return
         steps = [c for c in cases if c.mode == "step"]
         if steps:
-            self._steps(config, steps)
+            self._steps(config, model, steps)
         episodes = [c for c in cases if c.mode == "e2e"]
-        if episodes and getattr(model, "prefetch_episodes", False) and state.uses_tools():
-            self._episodes_ahead(config, episodes)
-        summary = getattr(model, "work_summary", None)
-        line = summary() if callable(summary) else None
+        if episodes and model.prefetch_episodes and state.uses_tools():
+            self._episodes_ahead(config, model, episodes)
+        line = model.work_summary()
         if line:
             say(config, line)
 
@@ -125,13 +132,12 @@ class AheadWork:
             say(config, f"{doing} failed: {exc}; the cases that need it will be errors")
         self.timings[key] = round(time.perf_counter() - start, 3)
 
-    def _steps(self, config: pytest.Config, cases: list[Case]) -> None:
+    def _steps(self, config: pytest.Config, model: BaseModelAdapter, cases: list[Case]) -> None:
         from pytest_gta.agent import loops
         from pytest_gta.errors import GtaInfrastructureError
 
-        model = self.state.model()
         dataset = self.state.dataset()
-        protocol = loops.protocol_of(model)
+        protocol = model.protocol
         requests = [
             request
             for case in cases
@@ -145,20 +151,21 @@ class AheadWork:
                 "batches",
                 f"step-by-step: {len(requests)} replies generated",
             ):
-                self.step_model = loops.Prefetched.run(model, requests)  # type: ignore[arg-type]
+                self.step_model = loops.Prefetched.run(model, requests)
         except GtaInfrastructureError as exc:
             say(config, f"step-by-step batch failed ({exc}); each case will generate its own")
         self.timings["step_ahead_s"] = round(time.perf_counter() - start, 3)
 
-    def _episodes_ahead(self, config: pytest.Config, cases: list[Case]) -> None:
+    def _episodes_ahead(
+        self, config: pytest.Config, model: BaseModelAdapter, cases: list[Case]
+    ) -> None:
         from pytest_gta.agent import loops
         from pytest_gta.tools import ToolContext
 
         state = self.state
-        model = state.model()
         dataset = state.dataset()
         tools = state.toolset()
-        protocol = loops.protocol_of(model)
+        protocol = model.protocol
         max_turns = state.settings.max_turns
         running: list[tuple[Case, dict[str, str]]] = []
         steps = []
@@ -186,7 +193,7 @@ class AheadWork:
             )
 
         say(config, f"end-to-end: running {len(steps)} episodes in lockstep batches")
-        outcomes = loops.run_lockstep(model, steps, progress)  # type: ignore[arg-type]
+        outcomes = loops.run_lockstep(model, steps, progress)
         for (case, backends), outcome in zip(running, outcomes, strict=True):
             self._episodes[case.id] = Ahead(outcome, backends)
         seconds = time.perf_counter() - start

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from pytest_gta.dataset import CATEGORY_NAMES, QUERY_TYPES, tool_category
+from pytest_gta.vocabulary import CATEGORY_NAMES, QUERY_TYPES, tool_category
 
 if TYPE_CHECKING:
     from pytest_gta.dataset import Dataset
@@ -62,7 +62,7 @@ def dataset_statistics(dataset: Dataset) -> dict[str, Any]:
     distinct_files: set[str] = set()
     images = 0
     for query in queries:
-        names = [name for name, _ in query.reference_calls]
+        names = [call.name for call in query.calls]
         steps.append(len(names))
         distinct = set(names)
         tools_per_query.append(len(distinct))

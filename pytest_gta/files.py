@@ -97,3 +97,11 @@ def file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether the real path ``path`` is the real path ``root`` itself or lies below it."""
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives on Windows, or a mix of absolute and relative
+        return False

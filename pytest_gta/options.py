@@ -27,12 +27,10 @@ from pytest_gta.models.generation import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TIMEOUT,
     OFFICIAL_TEMPERATURE,
-    PROTOCOLS,
     CacheMode,
     GenerationSettings,
-    Protocol,
 )
-from pytest_gta.types import MODES, Mode
+from pytest_gta.vocabulary import MODES, PROTOCOLS, SANDBOX_MODES, Mode, ProtocolName, SandboxMode
 
 OPT_MODEL = "--gta-model"
 OPT_DATA = "--gta-data"
@@ -73,8 +71,6 @@ OPT_DATA_INFO = "--gta-data-info"
 OPT_SANDBOX = "--gta-sandbox"
 ENV_DATA_DIR = "GTA_DATA_DIR"
 TOOL_RECORD_MODES = ("none", "new", "all")
-#: ``--gta-sandbox``: the best available, or insist on one (mirrors tool_backends.sandbox).
-SANDBOX_MODES = ("auto", "bubblewrap", "rlimit")
 
 DEFAULT_MODES: tuple[Mode, ...] = ("e2e",)
 DEFAULT_TOOLS = "replay"
@@ -203,7 +199,7 @@ def parse_seed(value: str) -> int:
         raise pytest.UsageError(f"{OPT_SEED}={value}: give an integer seed") from None
 
 
-def parse_protocol(value: str) -> Protocol:
+def parse_protocol(value: str) -> ProtocolName:
     """``react`` (the official text protocol) or ``native`` (provider function calling)."""
     for protocol in PROTOCOLS:
         if value.strip() == protocol:
@@ -293,14 +289,14 @@ def parse_tool_record(value: str) -> str:
     )
 
 
-def parse_sandbox(value: str) -> str:
+def parse_sandbox(value: str) -> SandboxMode:
     """``auto``, ``bubblewrap`` (required: refuse to run model code without it) or ``rlimit``."""
-    return _choice(
-        value,
-        SANDBOX_MODES,
-        OPT_SANDBOX,
-        "auto (bubblewrap when it works here, else the rlimit fallback), bubblewrap (required) "
-        "or rlimit",
+    for mode in SANDBOX_MODES:
+        if value.strip() == mode:
+            return mode
+    raise pytest.UsageError(
+        f"{OPT_SANDBOX}={value}: choose auto (bubblewrap when it works here, else the rlimit "
+        "fallback), bubblewrap (required) or rlimit"
     )
 
 
@@ -722,7 +718,7 @@ class GtaSettings:
     tool_cassettes: Path | None = None
     tool_record: str = "none"
     #: ``--gta-sandbox``: auto, bubblewrap or rlimit.
-    sandbox: str = "auto"
+    sandbox: SandboxMode = "auto"
     #: Where datasets are installed (``--gta-data-dir``); the default dataset is ``gta_dataset``.
     data_dir: Path = DATA_DIR_DEFAULT
 

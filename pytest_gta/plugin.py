@@ -1,42 +1,36 @@
-"""pytest-gta's entry module (``pytest11: gta``).
+"""pytest-gta's entry module (``pytest11: gta``): its hooks and fixtures.
 
 It must cost nothing in a project that does not use GTA: it imports only pytest and small
 stdlib-only modules, registers options, markers and fixtures, and returns early from every hook
 when no ``--gta-*`` option is in use. Datasets, models, NumPy and the similarity model are
-loaded only when a GTA case needs them.
+loaded only when a GTA case needs them, by the session's :class:`~pytest_gta.session.GtaState`.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gta.dataset import CATEGORIES, QUERY_TYPES
+from pytest_gta.case import static_marks
 from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings, resolve_settings
 from pytest_gta.options import pytest_addoption as _addoption
-from pytest_gta.types import MODES
+from pytest_gta.session import STATE, GtaState, state_of
 
 if TYPE_CHECKING:
+    from pytest_gta.case import Case
     from pytest_gta.dataset import Dataset
-    from pytest_gta.models.base import ModelAdapter, ModelContext, RecordedSource
-    from pytest_gta.models.cache import ResponseCache
-    from pytest_gta.models.usage import Budget, Prices
-    from pytest_gta.report.collector import RunInfo
-    from pytest_gta.runner import Case, CaseResult, Scorer
-    from pytest_gta.tools import (
-        Recorder,
-        ToolBackend,
-        ToolBackendContext,
-        ToolContext,
-        ToolInvocation,
-        ToolSet,
-        ToolSpec,
+    from pytest_gta.models.base import (
+        BaseModelAdapter,
+        BaseRecordedSource,
+        ModelAdapter,
+        ModelContext,
+        RecordedSource,
     )
-    from pytest_gta.types import ToolResult
+    from pytest_gta.runner import CaseResult, Scorer
+    from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSet, ToolSpec
 
 SUITE = Path(__file__).with_name("suite.py")
 SUITE_NODEID = "gta"
@@ -54,313 +48,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     _addoption(parser)
 
 
-class GtaState:
-    """Per-process state of a session; everything heavy is built on first use."""
-
-    def __init__(self, config: pytest.Config, settings: GtaSettings) -> None:
-        self.config = config
-        self.settings = settings
-        self._dataset: Dataset | None = None
-        self._model: ModelAdapter | RecordedSource | None = None
-        self._tools: ToolSet | None = None
-        self._scorer: Scorer | None = None
-        self._sim_path: Path | None = None
-        self._cases: list[Case] | None = None
-        self._registered_marks: set[str] = set()
-        #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
-        self.ledger_path: Path | None = None
-        self._output_dir: Path | None = None
-        from pytest_gta.ahead import AheadWork
-
-        #: Models loaded and replies generated before the first case (:mod:`pytest_gta.ahead`).
-        self.ahead = AheadWork(self)
-
-    # -- data ------------------------------------------------------------------------------
-    def dataset(self) -> Dataset:
-        """The dataset, loaded and validated once (a bad one is a usage error)."""
-        if self._dataset is None:
-            from pytest_gta.dataset import DatasetError, load_dataset
-
-            if self.settings.data is None:
-                from pytest_gta.install.installer import how_to_get
-                from pytest_gta.options import DATASET_NAME
-
-                raise pytest.UsageError(
-                    f"pytest-gta: no GTA dataset to run --gta-model={self.settings.model} on: "
-                    f"{self.settings.data_source}.\n"
-                    + how_to_get(self.settings.data_dir / DATASET_NAME)
-                    + "\nTo try the plugin on the bundled 13-query sample instead, add "
-                    "--gta-data=sample."
-                )
-            try:
-                self._dataset = load_dataset(self.settings.data)
-            except DatasetError as exc:
-                raise pytest.UsageError(
-                    f"{exc}\n(dataset from {self.settings.data_source})"
-                ) from None
-            if self.settings.ids is not None:
-                unknown = [i for i in self.settings.ids if i not in self._dataset.queries]
-                if unknown:
-                    ids = list(self._dataset.queries)
-                    shown = ", ".join(ids[:12]) + (" ..." if len(ids) > 12 else "")
-                    raise pytest.UsageError(
-                        f"--gta-ids: unknown query id(s) {', '.join(unknown)} in "
-                        f"{self._dataset.root} (ids are the keys of dataset.json: {shown})"
-                    )
-        return self._dataset
-
-    def cases(self) -> list[Case]:
-        """The selected (query, mode) cases in collection order: mode-major, dataset order."""
-        if self._cases is None:
-            from pytest_gta.runner import Case
-
-            queries = self.dataset().select(self.settings.ids, self.settings.limit)
-            self._cases = [Case(mode, q) for mode in self.settings.modes for q in queries]
-            for case in self._cases:
-                for name in case.marks():
-                    self.register_mark(name)
-        return self._cases
-
-    def register_mark(self, name: str) -> None:
-        """Declare a marker so ``--strict-markers`` accepts data-derived marks."""
-        from pytest_gta.marks import describe_mark
-
-        if name not in self._registered_marks:
-            self._registered_marks.add(name)
-            self.config.addinivalue_line("markers", f"{name}: {describe_mark(name)}")
-
-    @property
-    def marks(self) -> list[str]:
-        """Every GTA marker known in this session (static and data-derived)."""
-        return sorted(self._registered_marks)
-
-    # -- model, tools, scorer ------------------------------------------------------------------
-    def model(self) -> ModelAdapter | RecordedSource:
-        """The model under evaluation, built once through ``pytest_gta_make_model``."""
-        if self._model is None:
-            from pytest_gta.errors import GtaUsageError
-            from pytest_gta.models.base import ModelContext
-
-            if self.settings.model is None:
-                pytest.skip("no model to evaluate: pass --gta-model (e.g. --gta-model=oracle)")
-            budget = self.budget()
-            context = ModelContext(
-                dataset=self.dataset(),
-                modes=self.settings.modes,
-                invocation_dir=self.settings.invocation_dir,
-                options={"recorded_root": self.settings.recorded_root},
-                generation=self.settings.generation,
-                cache=self.response_cache(),
-                budget=budget,
-            )
-            try:
-                model = self.config.hook.pytest_gta_make_model(
-                    config=self.config, spec=self.settings.model, context=context
-                )
-            except GtaUsageError as exc:
-                raise pytest.UsageError(str(exc)) from None
-            if model is None:
-                raise pytest.UsageError(f"--gta-model={self.settings.model}: no plugin built it")
-            if budget is not None:
-                budget.prices = self.prices(model)
-                if budget.max_cost is not None and budget.prices is None:
-                    raise pytest.UsageError(
-                        f"--gta-max-cost: no prices known for {model.name}; pass "
-                        "--gta-price=IN,OUT (USD per million input and output tokens)"
-                    )
-            self._model = model
-        return self._model
-
-    def prices(self, model: object) -> Prices | None:
-        """``--gta-price``, else the catalog's list prices of the model."""
-        from pytest_gta.models.usage import Prices
-
-        if self.settings.price is not None:
-            return Prices(*self.settings.price)
-        entry = getattr(model, "catalog_entry", None)
-        known = getattr(entry, "prices", None)
-        return None if known is None else Prices(*known)
-
-    def response_cache(self) -> ResponseCache | None:
-        """The response cache (``None`` with ``--gta-cache=off``)."""
-        from pytest_gta.models.cache import ResponseCache
-
-        generation = self.settings.generation
-        if generation.cache == "off":
-            return None
-        root = self.settings.cache_dir
-        if root is None:
-            cache = getattr(self.config, "cache", None)
-            if cache is None:
-                return None
-            root = Path(cache.mkdir("gta-responses"))
-        return ResponseCache(root, generation.cache)
-
-    def budget(self) -> Budget | None:
-        """The session's token/cost budget, if one was set."""
-        from pytest_gta.models.usage import Budget, UsageLedger
-
-        settings = self.settings
-        if settings.max_tokens_total is None and settings.max_cost is None:
-            return None
-        if self.ledger_path is None:
-            self.ledger_path = Path(tempfile.mkdtemp(prefix="pytest-gta-")) / "usage.ledger"
-        return Budget(UsageLedger(self.ledger_path), settings.max_tokens_total, settings.max_cost)
-
-    def toolset(self) -> ToolSet:
-        """The ``--gta-tools`` backends in priority order."""
-        if self._tools is None:
-            from pytest_gta.errors import GtaUsageError
-            from pytest_gta.tools import ToolBackendContext, ToolSet, parse_tool_specs
-
-            settings = self.settings
-            context = ToolBackendContext(
-                dataset=self.dataset(),
-                invocation_dir=settings.invocation_dir,
-                options={"cassettes": settings.tool_cassettes, "sandbox": settings.sandbox},
-            )
-            backends = []
-            try:
-                for spec in parse_tool_specs(self.settings.tools):
-                    backend = self.config.hook.pytest_gta_make_tool(
-                        config=self.config, spec=spec, context=context
-                    )
-                    if backend is None:
-                        raise GtaUsageError(f"--gta-tools={spec.raw}: no plugin built it")
-                    backends.append(backend)
-            except GtaUsageError as exc:
-                raise pytest.UsageError(str(exc)) from None
-            self._tools = ToolSet(backends, self._recorder())
-        return self._tools
-
-    def _recorder(self) -> Recorder | None:
-        """Records live backends' answers when ``--gta-tool-record`` asks for it."""
-        settings = self.settings
-        if settings.tool_record == "none":
-            return None
-        if settings.tool_cassettes is None:
-            raise pytest.UsageError(
-                "--gta-tool-record needs --gta-tool-cassettes=DIR: where to write the cassettes"
-            )
-        from tool_backends.cassettes import Cassettes
-
-        cassettes = Cassettes(settings.tool_cassettes)
-        overwrite = settings.tool_record == "all"
-
-        def record(invocation: ToolInvocation, context: ToolContext, result: ToolResult) -> None:
-            cassettes.record(
-                invocation.name,
-                invocation.arguments,
-                result,
-                context.dataset,
-                context.output_dir,
-                overwrite=overwrite,
-            )
-
-        return record
-
-    def tool_routes(self) -> dict[str, str]:
-        """Which backend serves each tool of the selected queries (header and report)."""
-        tools = dict.fromkeys(t for case in self.cases() for t in case.query.tool_names)
-        return self.toolset().describe_routes(list(tools))
-
-    def needs_similarity(self) -> bool:
-        """Whether any selected case is scored by similarity (subjective, or e2e image)."""
-        from pytest_gta.runner import needs_similarity
-
-        return any(needs_similarity(case.query, case.mode) for case in self.cases())
-
-    def sim_path(self) -> Path:
-        """The similarity model's directory (assembled from PyPI parts on first use)."""
-        if self._sim_path is None:
-            from pytest_gta.errors import GtaUsageError
-            from pytest_gta.scoring.similarity import resolve_sim_model
-
-            try:
-                self._sim_path = resolve_sim_model(self.settings.sim_model)
-            except GtaUsageError as exc:
-                raise pytest.UsageError(str(exc)) from None
-        return self._sim_path
-
-    def scorer(self) -> Scorer:
-        """The scorer; the similarity model itself loads on first similarity."""
-        if self._scorer is None:
-            from pytest_gta.runner import Scorer
-            from pytest_gta.scoring.similarity import SentenceSimilarity
-
-            self._scorer = Scorer(
-                lambda: SentenceSimilarity(self.sim_path()), self.settings.sim_threshold
-            )
-        return self._scorer
-
-    def output_dir(self, factory: pytest.TempPathFactory | None = None) -> Path:
-        """Where tools write the files they produce during this session (one per process)."""
-        if self._output_dir is None:
-            if factory is None:
-                # pytest's own factory (the object the tmp_path_factory fixture returns), so the
-                # files land under the session's basetemp and are cleaned up like tmp_path's.
-                factory = getattr(self.config, "_tmp_path_factory", None)
-            if factory is not None:
-                self._output_dir = factory.mktemp("gta-output")
-            else:
-                self._output_dir = Path(tempfile.mkdtemp(prefix="gta-output-"))
-        return self._output_dir
-
-    def uses_tools(self) -> bool:
-        """Whether tool backends take part: end-to-end mode with a model that calls tools."""
-        from pytest_gta.models.base import RecordedSource
-
-        return "e2e" in self.settings.modes and not isinstance(self.model(), RecordedSource)
-
-    def run_info(self) -> RunInfo:
-        """What the report says about the run besides the cases."""
-        from pytest_gta.models.catalog import leaderboard_row
-        from pytest_gta.report.collector import RunInfo
-
-        model = self.model()
-        warnings = [str(w) for w in getattr(model, "warnings", [])]
-        warnings += [str(w) for w in self.dataset().warnings]
-        tools = self.settings.tools if self.uses_tools() else None
-        describe = getattr(model, "describe", None)
-        prices = self.prices(model)
-        return RunInfo(
-            model.name,
-            model.protocol,
-            warnings,
-            tools,
-            generation=describe() if callable(describe) else None,
-            leaderboard=leaderboard_row(getattr(model, "catalog_entry", None)),
-            prices=None if prices is None else (prices.input, prices.output),
-            tool_routes=self.tool_routes() if tools is not None else None,
-            tool_backends=self.tool_backend_details() if tools is not None else None,
-        )
-
-    def tool_backend_details(self) -> dict[str, Any]:
-        """Each backend's ``describe()`` (what it serves, how), for the report."""
-        details: dict[str, Any] = {}
-        for backend in self.toolset().backends:
-            describe = getattr(backend, "describe", None)
-            details[backend.name] = describe() if callable(describe) else {}
-        return details
-
-    def validate(self) -> None:
-        """Fail at startup, not mid-run: data, ids, model, tools and similarity model."""
-        self.cases()
-        self.model()
-        if self.uses_tools():
-            self.toolset()
-        if self.needs_similarity():
-            self.sim_path()
-
-
-STATE = pytest.StashKey[GtaState]()
-
-
-def state_of(config: pytest.Config) -> GtaState:
-    """The session's :class:`GtaState`."""
-    return config.stash[STATE]
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--gta-download`` and ``--gta-data-info`` run instead of a test session."""
@@ -375,15 +62,17 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     return run(config)
 
 
+#: Names of the controller-only plugin objects, unregistered in ``pytest_unconfigure``.
+COLLECTOR = "gta-collector"
+XDIST_BRIDGE = "gta-xdist"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve settings; when a model is given, validate everything and start the collector."""
-    static = ["gta", *(f"gta_mode_{m}" for m in MODES), *(f"gta_type_{t}" for t in QUERY_TYPES)]
-    static += [f"gta_category_{c}" for c in CATEGORIES]
-    static += [f"gta_tool_{t}" for tools in CATEGORIES.values() for t in tools]
     settings = resolve_settings(config)
     state = GtaState(config, settings)
     config.stash[STATE] = state
-    for name in static:
+    for name in static_marks():
         state.register_mark(name)
     if not settings.active:
         return
@@ -398,10 +87,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gta.report.collector import GtaCollector
 
         config.pluginmanager.register(
-            GtaCollector(config, settings, state.dataset, state.run_info), "gta-collector"
+            GtaCollector(config, settings, state.dataset, state.run_info), COLLECTOR
         )
         if config.pluginmanager.hasplugin("xdist"):
-            config.pluginmanager.register(_XdistBridge(state), "gta-xdist")
+            config.pluginmanager.register(_XdistBridge(state), XDIST_BRIDGE)
 
 
 class _XdistBridge:
@@ -417,7 +106,7 @@ class _XdistBridge:
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         """Collect a finished worker's loading and generation times for the report."""
-        collector = self.state.config.pluginmanager.get_plugin("gta-collector")
+        collector = self.state.config.pluginmanager.get_plugin(COLLECTOR)
         timings = getattr(node, "workeroutput", {}).get("gta_timings")
         if collector is not None and isinstance(timings, dict):
             collector.add_timings(str(node.workerinput.get("workerid", "worker")), timings)
@@ -471,13 +160,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if workeroutput is not None:
         workeroutput["gta_timings"] = dict(state.ahead.timings)
         return
-    collector = config.pluginmanager.get_plugin("gta-collector")
+    collector = config.pluginmanager.get_plugin(COLLECTOR)
     if collector is not None:
         collector.add_timings("main", state.ahead.timings)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Remove the controller's ledger directory."""
+    """Unregister the controller's plugin objects (as junitxml does) and remove the ledger."""
+    for name in (COLLECTOR, XDIST_BRIDGE):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin)
     state = config.stash.get(STATE, None)
     if state is None or state.ledger_path is None or hasattr(config, "workerinput"):
         return
@@ -543,8 +236,34 @@ def pytest_collection_modifyitems(
     items.extend(session.genitems(module))
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
+#: Properties for the report of the phase that produced them, not for the item: the case's
+#: detail payload (too big for JUnit XML, which writes the item's ``user_properties``) and a
+#: budget stop (not a property of the case).
+REPORT_ONLY = pytest.StashKey[list[tuple[str, Any]]]()
+
+
+def report_only(item: pytest.Item) -> list[tuple[str, Any]]:
+    """Where a fixture puts properties for the report of the phase it runs in."""
+    return item.stash.setdefault(REPORT_ONLY, [])
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Put the phase's report-only properties on its report, in ``user_properties``.
+
+    The innermost wrapper, so every other plugin's ``makereport`` and ``logreport`` (pytest-html,
+    a project's own reporter) finds them there, as our collector does; nothing rewrites them.
+    """
+    report: pytest.TestReport = yield
+    extra = item.stash.get(REPORT_ONLY, None)
+    if extra:
+        report.user_properties.extend(extra)
+        extra.clear()
+    return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_runtest_makereport")
+def clean_every_report(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Clean every test report before it is shown, sent to the controller or written.
 
     Whatever path a secret or an unwritable value took (a model's reply, a tool's output, a
@@ -606,7 +325,7 @@ def gta_dataset(pytestconfig: pytest.Config) -> Dataset:
 
 
 @pytest.fixture(scope="session")
-def gta_model(pytestconfig: pytest.Config) -> ModelAdapter | RecordedSource:
+def gta_model(pytestconfig: pytest.Config) -> BaseModelAdapter | BaseRecordedSource:
     """The model under evaluation (``--gta-model``); skips when none is given."""
     return state_of(pytestconfig).model()
 
@@ -640,7 +359,7 @@ def gta_run(
     request: pytest.FixtureRequest,
     pytestconfig: pytest.Config,
     gta_dataset: Dataset,
-    gta_model: ModelAdapter | RecordedSource,
+    gta_model: BaseModelAdapter | BaseRecordedSource,
     gta_scorer: Scorer,
     gta_output_dir: Path,
 ) -> Callable[[Case], CaseResult]:
@@ -649,19 +368,18 @@ def gta_run(
     Model or tool infrastructure failures fail the calling phase with a clean message; call it
     from a fixture (as ``gta_result`` does) to get pytest's *error* outcome for them.
     """
-    from pytest_gta.errors import GtaInfrastructureError, GtaUnavailableError
-    from pytest_gta.models.base import RecordedSource
-    from pytest_gta.models.usage import GtaBudgetExhausted
+    from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUnavailableError
+    from pytest_gta.models.base import BaseModelAdapter
     from pytest_gta.runner import STOPPED_KEY, run_case
 
     state = state_of(pytestconfig)
 
     def run(case: Case) -> CaseResult:
         tools = None
-        model: Any = gta_model
-        if case.mode == "e2e" and not isinstance(gta_model, RecordedSource):
+        model = gta_model
+        if case.mode == "e2e" and isinstance(gta_model, BaseModelAdapter):
             tools = state.toolset()
-        elif case.mode == "step" and not isinstance(gta_model, RecordedSource):
+        elif case.mode == "step" and isinstance(gta_model, BaseModelAdapter):
             model = state.ahead.step_model or gta_model
         try:
             return run_case(
@@ -677,7 +395,7 @@ def gta_run(
         except GtaBudgetExhausted as exc:
             # Stop handing out cases; with xdist the controller stops once workers report it.
             request.session.shouldstop = f"pytest-gta: {exc}"
-            request.node.user_properties.append((STOPPED_KEY, str(exc)))
+            report_only(request.node).append((STOPPED_KEY, str(exc)))
             skip, message = True, f"{case.id}: {exc}"
         except GtaUnavailableError as exc:
             skip, message = True, str(exc)
@@ -695,18 +413,19 @@ def gta_run(
 def gta_result(
     request: pytest.FixtureRequest,
     gta_case: Case,
-    gta_model: ModelAdapter | RecordedSource,
+    gta_model: BaseModelAdapter | BaseRecordedSource,
     gta_run: Callable[[Case], CaseResult],
 ) -> CaseResult:
     """The scored result of this test's case, produced during setup.
 
     Running in setup is what turns infrastructure failures into pytest errors rather than
-    failures; the per-case properties land on the report for JUnit XML and the summary.
+    failures. The flat per-case properties go to the item (every phase's report, JUnit XML);
+    the detail payload (steps, replies, score) to the setup report's ``user_properties`` only.
     """
     from pytest_gta.runner import DETAIL_KEY, identity_properties
 
     request.node.user_properties.extend(identity_properties(gta_case, gta_model.name))
     result = gta_run(gta_case)
     request.node.user_properties.extend(result.properties())
-    request.node.user_properties.append((DETAIL_KEY, result.detail()))
+    report_only(request.node).append((DETAIL_KEY, result.detail()))
     return result

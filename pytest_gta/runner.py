@@ -7,7 +7,6 @@ outcome, and packs everything into builtins that travel on the test report.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,21 +16,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gta.agent import loops
-from pytest_gta.dataset import CATEGORY_NAMES, Dataset, Query
+from pytest_gta.case import Case
+from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaUnavailableError
-from pytest_gta.models.base import ModelAdapter, RecordedSource
+from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
 from pytest_gta.outward import Cleaner
-from pytest_gta.scoring.metrics import (
-    ERROR_KINDS,
-    E2ECaseScore,
-    StepCaseScore,
-    score_e2e_case,
-    score_step_case,
-)
+from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore, score_e2e_case, score_step_case
 from pytest_gta.scoring.similarity import Similarity
 from pytest_gta.scoring.verdict import Verdict, judge_e2e, judge_step
 from pytest_gta.tools import ToolContext, ToolSet
-from pytest_gta.types import Mode, Usage
+from pytest_gta.types import Usage
+from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, Mode
 
 if TYPE_CHECKING:
     from pytest_gta.ahead import Ahead
@@ -47,35 +42,6 @@ REPLY_SHOWN = 300
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, saying so."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def mark_name(prefix: str, value: str) -> str:
-    """A marker name for a data-derived value (``gta_tool_OCR``)."""
-    return f"{prefix}_{re.sub(r'[^0-9A-Za-z_]', '_', value)}"
-
-
-@dataclass(frozen=True)
-class Case:
-    """One pytest case: a query evaluated in one mode."""
-
-    mode: Mode
-    query: Query
-
-    @property
-    def id(self) -> str:
-        """Stable id used in node ids, mock scripts and reports: ``e2e-17``."""
-        return f"{self.mode}-{self.query.qid}"
-
-    def marks(self) -> list[str]:
-        """Marker names derived from the data, for ``-m`` selection."""
-        names = ["gta", f"gta_mode_{self.mode}", f"gta_type_{self.query.type}"]
-        names += [f"gta_category_{c}" for c in self.query.categories]
-        tools = dict.fromkeys(name for name, _ in self.query.reference_calls)
-        names += [mark_name("gta_tool", t) for t in tools]
-        return names
-
-    def __repr__(self) -> str:
-        return f"Case({self.id})"
 
 
 def needs_similarity(query: Query, mode: Mode) -> bool:
@@ -247,7 +213,7 @@ def identity_properties(case: Case, model: str) -> list[tuple[str, Any]]:
 def run_case(
     case: Case,
     dataset: Dataset,
-    model: ModelAdapter | RecordedSource,
+    model: BaseModelAdapter | BaseRecordedSource,
     tools: ToolSet | None,
     scorer: Scorer,
     output_dir: Path,
@@ -268,7 +234,7 @@ def run_case(
     replies: list[str] = []
     usage = Usage()
     backends: dict[str, str] = {}
-    if isinstance(model, RecordedSource):
+    if isinstance(model, BaseRecordedSource):
         recorded = model.recorded(query, case.mode)
         if recorded is None:
             raise GtaUnavailableError(

@@ -1,4 +1,9 @@
-"""The tool backend interface, its registry, and routing of a query's tools to backends.
+"""The tool backend interface, every hook point a backend may offer, its registry, and routing.
+
+A backend author finds everything here: :class:`ToolBackend` (the members every backend needs),
+:class:`BaseToolBackend` (subclass it: the optional capabilities with their defaults),
+:class:`ToolBackendContext` (what a factory is given), and the :class:`ToolInvocation` and
+:class:`ToolContext` of each call.
 
 ``--gta-tools`` lists backends in priority order (``local,agentlego=http://gpu:16181,replay``);
 each tool of a query is served by the first backend that offers it. Backends are found through
@@ -14,15 +19,17 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_gta.dataset import Dataset, Query, ToolMeta
+from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaToolError, GtaToolMiss, GtaUnavailableError, GtaUsageError
 from pytest_gta.outward import redact
-from pytest_gta.types import ResultItem, ToolResult
+from pytest_gta.types import ResultItem, ToolMeta, ToolResult
+from pytest_gta.vocabulary import SandboxMode
 
 ENTRY_POINT_GROUP = "pytest_gta.tools"
 
@@ -52,7 +59,11 @@ class ToolContext:
 
 @runtime_checkable
 class ToolBackend(Protocol):
-    """Something that can execute GTA tools. ``call`` must be safe to call from threads."""
+    """Something that can execute GTA tools: a name, ``offers`` and ``call``.
+
+    Any object with these members works; subclass :class:`BaseToolBackend` to declare the
+    optional capabilities too (the plugin gives other objects the defaults, :func:`adopt_backend`).
+    """
 
     #: Shown in the terminal header and the report ("which backend served each tool").
     name: str
@@ -62,8 +73,79 @@ class ToolBackend(Protocol):
         ...
 
     def call(self, invocation: ToolInvocation, context: ToolContext) -> ToolResult:
-        """Run one call and return its outputs."""
+        """Run one call and return its outputs; it must be safe to call from several threads."""
         ...
+
+
+class BaseToolBackend(ABC):
+    """Base class of tool backends: :class:`ToolBackend` plus every optional capability."""
+
+    name: str
+    #: Whether answers come from a live tool (recorded into cassettes by
+    #: ``--gta-tool-record``) rather than from a recording (``replay``: never re-recorded).
+    live: bool = True
+
+    @abstractmethod
+    def offers(self, tool: str) -> bool:
+        """Whether this backend can serve ``tool``."""
+
+    @abstractmethod
+    def call(self, invocation: ToolInvocation, context: ToolContext) -> ToolResult:
+        """Run one call (see :meth:`ToolBackend.call`)."""
+
+    def unavailable_reason(self, tool: str) -> str | None:
+        """Why this backend does not offer ``tool`` here (a missing API key...), for the skip.
+
+        ``None`` (the default): nothing to say. The reasons of every backend are joined into
+        the message of a case skipped because no backend offers one of its tools.
+        """
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """What the backend says about itself in the report's ``settings.tool_backends``.
+
+        An ``isolation`` entry with a ``summary`` is also printed in the run's header (the
+        ``local`` backend says which sandbox runs model-written code). Never a secret.
+        """
+        return {}
+
+
+class _AdoptedBackend(BaseToolBackend):
+    """A plain :class:`ToolBackend` seen through :class:`BaseToolBackend`'s interface."""
+
+    def __init__(self, inner: ToolBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        for member in ("live", "unavailable_reason", "describe"):
+            if hasattr(inner, member):
+                setattr(self, member, getattr(inner, member))
+
+    def offers(self, tool: str) -> bool:
+        """The wrapped object's answer."""
+        return self.inner.offers(tool)
+
+    def call(self, invocation: ToolInvocation, context: ToolContext) -> ToolResult:
+        """The wrapped object's call."""
+        return self.inner.call(invocation, context)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def adopt_backend(backend: ToolBackend) -> BaseToolBackend:
+    """``backend`` with every capability of :class:`BaseToolBackend` (wrapped if it lacks them).
+
+    Raises:
+        GtaUsageError: for an object that is not a tool backend at all.
+    """
+    if isinstance(backend, BaseToolBackend):
+        return backend
+    if isinstance(backend, ToolBackend):
+        return _AdoptedBackend(backend)
+    raise GtaUsageError(
+        f"a tool backend built for --gta-tools is a {type(backend).__name__}, which lacks name, "
+        "offers(tool) and call(invocation, context) (pytest_gta.tools.ToolBackend)"
+    )
 
 
 @dataclass(frozen=True)
@@ -81,7 +163,10 @@ class ToolBackendContext:
 
     dataset: Dataset
     invocation_dir: Path
-    options: Mapping[str, Any]
+    #: ``--gta-tool-cassettes``: recorded tool answers to read (``replay``) or write.
+    cassettes: Path | None = None
+    #: ``--gta-sandbox``: where model-written code runs (the ``local`` backend).
+    sandbox: SandboxMode = "auto"
 
 
 ToolFactory = Callable[[ToolSpec, ToolBackendContext], ToolBackend]
@@ -152,10 +237,10 @@ class ToolSet:
     """The configured backends in priority order, and an optional recorder of live answers."""
 
     def __init__(self, backends: Sequence[ToolBackend], recorder: Recorder | None = None) -> None:
-        self.backends = list(backends)
+        self.backends = [adopt_backend(b) for b in backends]
         self.recorder = recorder
 
-    def chain(self, tool: str) -> list[ToolBackend]:
+    def chain(self, tool: str) -> list[BaseToolBackend]:
         """Every backend that offers ``tool``, in priority order (misses fall through)."""
         return [b for b in self.backends if b.offers(tool)]
 
@@ -167,13 +252,13 @@ class ToolSet:
             out[tool] = " > ".join(b.name for b in chain) if chain else "-"
         return out
 
-    def route(self, query: Query) -> dict[str, ToolBackend]:
+    def route(self, query: Query) -> dict[str, BaseToolBackend]:
         """Which backend serves each of the query's tools.
 
         Raises:
             GtaUnavailableError: naming the tools no backend offers (the case is skipped).
         """
-        routes: dict[str, ToolBackend] = {}
+        routes: dict[str, BaseToolBackend] = {}
         missing = []
         for tool in query.tool_names:
             backend = next((b for b in self.backends if b.offers(tool)), None)
@@ -183,14 +268,12 @@ class ToolSet:
                 routes[tool] = backend
         if missing:
             configured = ", ".join(b.name for b in self.backends) or "none"
-            reasons = []
-            for backend in self.backends:
-                explain: Callable[[str], str | None] | None = getattr(
-                    backend, "unavailable_reason", None
-                )
-                if explain is None:
-                    continue
-                reasons += [str(r) for r in map(explain, missing) if r]
+            reasons = [
+                str(reason)
+                for backend in self.backends
+                for reason in map(backend.unavailable_reason, missing)
+                if reason
+            ]
             why = f" ({'; '.join(reasons)})" if reasons else ""
             raise GtaUnavailableError(
                 f"no tool backend offers {', '.join(missing)} (configured: {configured}){why}; "
@@ -200,7 +283,7 @@ class ToolSet:
         return routes
 
     def runner(
-        self, routes: Mapping[str, ToolBackend], context: ToolContext
+        self, routes: Mapping[str, BaseToolBackend], context: ToolContext
     ) -> Callable[[ToolMeta, dict[str, Any], dict[str, Any]], ToolResult]:
         """A protocol ``ToolRunner`` that sends each call along ``routes`` (see :meth:`route`).
 
@@ -223,7 +306,7 @@ class ToolSet:
                 except GtaToolError as exc:
                     # The message becomes the model's observation and lands in every report.
                     raise GtaToolError(redact(str(exc))) from None
-                if self.recorder is not None and getattr(backend, "live", True):
+                if self.recorder is not None and backend.live:
                     self.recorder(invocation, context, result)
                 return _redacted(result)
             assert miss is not None

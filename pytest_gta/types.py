@@ -9,11 +9,48 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pytest_gta.dataset import ToolMeta
+from pytest_gta.vocabulary import Mode, ProtocolName, tool_category
 
 Role = Literal["system", "user", "assistant", "tool"]
-Mode = Literal["step", "e2e"]
-MODES: tuple[Mode, ...] = ("step", "e2e")
+
+
+@dataclass(frozen=True)
+class ToolParam:
+    """One input or output of a tool, as described in a tool meta."""
+
+    type: str
+    name: str | None
+    description: str | None = None
+    optional: bool = False
+    default: Any = None
+    filetype: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolMeta:
+    """A tool's self-description: what the agent is told about the tool."""
+
+    name: str
+    description: str
+    inputs: tuple[ToolParam, ...]
+    outputs: tuple[ToolParam, ...]
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """Names of the inputs a call must pass."""
+        return tuple(p.name for p in self.inputs if not p.optional and p.name is not None)
+
+    def input(self, name: str) -> ToolParam | None:
+        """Return the input called ``name``, if the tool has one."""
+        for param in self.inputs:
+            if param.name == name:
+                return param
+        return None
+
+    @property
+    def category(self) -> str:
+        """The tool's GTA category (``none`` for custom tools)."""
+        return tool_category(self.name)
 
 
 @dataclass(frozen=True)
@@ -68,7 +105,7 @@ class ModelRequest:
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolMeta, ...]
     case: CaseContext
-    protocol: str = "react"
+    protocol: ProtocolName = "react"
 
 
 @dataclass(frozen=True)

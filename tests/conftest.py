@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gta.dataset import Dataset, bundled_sample_path, load_dataset
+from pytest_gta.dataset import Dataset, bundled_sample_path
 from pytest_gta.tools import ToolContext
+from pytest_gta.validation import load_dataset
 from tests.hf_server import PointAt
 
 

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from pytest_gta.dataset import Dataset, ToolMeta, ToolParam
+from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
+from pytest_gta.types import ToolMeta, ToolParam
 from tests.scripted_server import Recorded, ScriptedServer, Step
 from tool_backends.agentlego import AgentLegoBackend, make_agentlego
 
@@ -232,7 +233,7 @@ def test_factory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("GTA_AGENTLEGO_URL", raising=False)
-    context = ToolBackendContext(dataset, tmp_path, {})
+    context = ToolBackendContext(dataset, tmp_path)
     backend = make_agentlego(
         ToolSpec(f"agentlego={server.base}", "agentlego", server.base), context
     )

@@ -31,7 +31,7 @@ from pytest_gta.models.anthropic_chat import (
     merge_turns,
     messages_api,
 )
-from pytest_gta.models.base import ModelContext, resolve_spec
+from pytest_gta.models.base import BaseModelAdapter, ModelContext, resolve_spec
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.generation import GenerationSettings, react_max_tokens
 from pytest_gta.types import (
@@ -113,7 +113,7 @@ def b64(path: str | Path) -> str:
     return base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-class Recorder:
+class Recorder(BaseModelAdapter):
     """A fake ReAct model for building real e2e requests without a server."""
 
     protocol = "react"

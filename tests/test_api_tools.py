@@ -146,7 +146,7 @@ def test_factory_reads_the_environment(
     for name in [*KEYS, "SERPER_BASE_URL", "MATHPIX_BASE_URL"]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SERPER_API_KEY", "k")
-    backend = make_api(ToolSpec("api", "api"), ToolBackendContext(dataset, tmp_path, {}))
+    backend = make_api(ToolSpec("api", "api"), ToolBackendContext(dataset, tmp_path))
     assert backend.offers("GoogleSearch")
     assert not backend.offers("MathOCR")
     assert backend.serper_url == "https://google.serper.dev"

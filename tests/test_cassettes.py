@@ -69,7 +69,7 @@ def test_record_then_replay_with_live_backends_gone(sample_dataset, sample_root,
 def test_cassettes_are_keyed_by_file_content(sample_dataset, sample_root, tmp_path):
     root = tmp_path / "data"
     shutil.copytree(sample_root, root)
-    from pytest_gta.dataset import load_dataset
+    from pytest_gta.validation import load_dataset
 
     copy = load_dataset(root)
     query = copy["0"]
@@ -315,7 +315,7 @@ def test_shipped_sample_cassettes_replay_without_local_tools(pytester):
 
 
 def _record_many(root: str, sample: str, worker: int) -> None:
-    from pytest_gta.dataset import load_dataset
+    from pytest_gta.validation import load_dataset
 
     dataset = load_dataset(Path(sample))
     cassettes = Cassettes(Path(root))

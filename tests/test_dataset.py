@@ -14,15 +14,10 @@ from typing import Any
 import pytest
 
 from pytest_gta import dataset as dataset_module
-from pytest_gta.dataset import (
-    Dataset,
-    DatasetError,
-    DatasetProblem,
-    bundled_sample_path,
-    load_dataset,
-    tool_category,
-)
-from pytest_gta.errors import GtaError
+from pytest_gta.dataset import Dataset, ReferenceCall, bundled_sample_path
+from pytest_gta.errors import DatasetError, DatasetProblem, GtaError
+from pytest_gta.validation import load_dataset
+from pytest_gta.vocabulary import tool_category
 
 # The categories of SPEC section 5, written out here so the tests do not borrow the module's table.
 SPEC_CATEGORIES = {
@@ -144,7 +139,7 @@ def test_sample_loads_with_expected_ids_and_types(sample_root: Path) -> None:
 
 def test_sample_uses_every_one_of_the_14_tools(sample_dataset: Dataset) -> None:
     offered = {name for q in sample_dataset for name in q.tool_names}
-    called = {name for q in sample_dataset for name, _ in q.reference_calls}
+    called = {call.name for q in sample_dataset for call in q.calls}
     assert offered == set(SPEC_CATEGORIES)
     assert called == set(SPEC_CATEGORIES)
     assert set(sample_dataset.toolmeta) == set(SPEC_CATEGORIES)
@@ -179,12 +174,18 @@ def test_query_properties_follow_the_json(
     assert query.text == item["dialogs"][0]["content"]
     assert query.tool_names == tuple(t["name"] for t in item["tools"])
     expected_calls = tuple(
-        (m["tool_calls"][0]["function"]["name"], m["tool_calls"][0]["function"]["arguments"])
-        for m in item["dialogs"]
+        ReferenceCall(
+            i, m["tool_calls"][0]["function"]["name"], m["tool_calls"][0]["function"]["arguments"]
+        )
+        for i, m in enumerate(item["dialogs"])
         if m["role"] == "assistant" and "tool_calls" in m
     )
-    assert query.reference_calls == expected_calls
-    expected_categories = tuple(sorted({SPEC_CATEGORIES[name] for name, _ in expected_calls}))
+    assert query.calls == expected_calls
+    for call in expected_calls:
+        assert query.call_at(call.index) == call
+        assert query.call_at(call.index + 1) is None  # the tool message that answers it
+    assert query.called_tools == tuple(dict.fromkeys(c.name for c in expected_calls))
+    expected_categories = tuple(sorted({SPEC_CATEGORIES[c.name] for c in expected_calls}))
     assert query.categories == expected_categories
     assert query.assistant_indices == tuple(
         i for i, m in enumerate(item["dialogs"]) if m["role"] == "assistant"
@@ -197,14 +198,18 @@ def test_query_properties_concrete_values(sample_dataset: Dataset) -> None:
     q3 = sample_dataset["3"]
     assert q3.type == "objective"
     assert q3.tool_names == ("CountGivenObject", "OCR", "Calculator")
-    assert [name for name, _ in q3.reference_calls] == [
+    assert [call.name for call in q3.calls] == [
         "CountGivenObject",
         "CountGivenObject",
         "OCR",
         "Calculator",
         "Calculator",
     ]
-    assert q3.reference_calls[0][1] == {"image": "image/image_8.jpg", "text": "coffee cup"}
+    assert q3.calls[0] == ReferenceCall(
+        1, "CountGivenObject", {"image": "image/image_8.jpg", "text": "coffee cup"}
+    )
+    assert q3.called_tools == ("CountGivenObject", "OCR", "Calculator")
+    assert q3.call_at(11) is None  # the final answer
     assert q3.categories == ("logic", "perception")
     assert q3.assistant_indices == (1, 3, 5, 7, 9, 11)
     assert q3.text.startswith("The first picture shows what my two friends and I ordered")
@@ -277,7 +282,7 @@ def test_reference_dialogs_do_not_touch_the_query(sample_dataset: Dataset) -> No
     assert query.dialogs[1]["tool_calls"][0]["function"]["arguments"] == {
         "image": "image/image_0.jpg"
     }
-    assert query.reference_calls[0] == ("OCR", {"image": "image/image_0.jpg"})
+    assert query.calls[0] == ReferenceCall(1, "OCR", {"image": "image/image_0.jpg"})
 
 
 def test_reference_dialogs_leave_tool_outputs_and_non_strings(sample_dataset: Dataset) -> None:
@@ -1072,4 +1077,4 @@ def test_a_call_with_several_tool_calls_may_get_several_tool_messages(data_copy:
 
     edit_dataset(data_copy, change)
     dataset = load_dataset(data_copy)
-    assert [name for name, _ in dataset["0"].reference_calls] == ["OCR", "Calculator"]
+    assert [call.name for call in dataset["0"].calls] == ["OCR", "Calculator"]

@@ -227,7 +227,7 @@ def test_record_manifest_after_a_download_that_reproduces_the_paper(
     so the patch reaches the plugin).
     """
     from pytest_gta import datainfo
-    from pytest_gta.dataset import load_dataset
+    from pytest_gta.validation import load_dataset
 
     stats = datainfo.dataset_statistics(load_dataset(SAMPLE))
     monkeypatch.setattr(datainfo, "PAPER", {k: stats[k] for k in datainfo.RELEASE_KEYS})

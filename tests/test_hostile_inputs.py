@@ -28,8 +28,8 @@ from PIL import Image
 from conftest import SAMPLE
 from pytest_gta.agent import native
 from pytest_gta.agent import protocol as p
-from pytest_gta.dataset import Dataset, DatasetError, ToolMeta, ToolParam, load_dataset
-from pytest_gta.errors import GtaToolError, GtaUsageError
+from pytest_gta.dataset import Dataset
+from pytest_gta.errors import DatasetError, GtaToolError, GtaUsageError
 from pytest_gta.jsonsafe import MAX_DEPTH
 from pytest_gta.models import tool_text, vllm_engine
 from pytest_gta.models.anthropic_chat import parse_message
@@ -37,7 +37,17 @@ from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.mock import load_script
 from pytest_gta.models.openai_chat import parse_arguments
 from pytest_gta.tools import ToolContext, ToolInvocation
-from pytest_gta.types import ChatMessage, ModelOutput, ResultItem, ToolCall, ToolResult, Usage
+from pytest_gta.types import (
+    ChatMessage,
+    ModelOutput,
+    ResultItem,
+    ToolCall,
+    ToolMeta,
+    ToolParam,
+    ToolResult,
+    Usage,
+)
+from pytest_gta.validation import load_dataset
 from tool_backends import image_tools, ocr
 from tool_backends.cassettes import Cassettes, portable_arguments
 from tool_backends.paths import image_size, new_output_path, open_rgb
@@ -798,7 +808,7 @@ def check_load(root: Path, files: dict[str, bytes]) -> Dataset | DatasetError:
             query.type,
             query.text,
             query.categories,
-            query.reference_calls,
+            query.calls,
             loaded.abs_files(query),
         )
     return loaded

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageChops
 
-from pytest_gta.dataset import Dataset, load_dataset
+from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaToolError
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.types import ToolResult
+from pytest_gta.validation import load_dataset
 from tool_backends import image_tools, ocr
 from tool_backends.local import LocalBackend
 from tool_backends.paths import new_output_path, resolve_image

@@ -10,11 +10,13 @@ import pytest
 
 from pytest_gta.agent import loops
 from pytest_gta.agent import protocol as p
-from pytest_gta.dataset import Dataset, Query, load_dataset
+from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaInfrastructureError
+from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.models.oracle import OracleModel
 from pytest_gta.tools import ToolContext, ToolSet
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ResultItem, Usage
+from pytest_gta.validation import load_dataset
 from tool_backends.replay import ReplayBackend
 
 SAMPLE_IDS = [str(i) for i in range(13)]
@@ -22,7 +24,7 @@ SUMMARIZE = "Please summarize the chat history and give a final answer. Do not c
 FORCE_STOP = "You should directly give results\n based on history information."
 
 
-class Scripted:
+class Scripted(BaseModelAdapter):
     """A fake model: replies from a list (the last one repeats) or from a function."""
 
     def __init__(self, replies: Sequence[str] | Callable[[ModelRequest], str]) -> None:
@@ -670,7 +672,7 @@ def test_single_step_query_gets_the_summarize_message(no_files_dataset):
 def test_prefetched_step_answers_are_one_batch(sample_dataset):
     from pytest_gta.types import ModelOutput
 
-    class Batching:
+    class Batching(BaseModelAdapter):
         name = "batching"
         protocol = "react"
 

@@ -14,14 +14,18 @@ from pathlib import Path
 import pytest
 
 from pytest_gta.agent import loops
-from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.errors import (
+    GtaBudgetExhausted,
+    GtaInfrastructureError,
+    GtaUsageError,
+    RetryableError,
+)
 from pytest_gta.models import catalog
 from pytest_gta.models.base import ModelSpec, resolve_spec
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.chat import (
     ChatAdapter,
     Prepared,
-    RetryableError,
     backoff_delay,
     call_with_retries,
     classify_sdk_error,
@@ -34,7 +38,7 @@ from pytest_gta.models.generation import (
     prompt_tokens,
     react_max_tokens,
 )
-from pytest_gta.models.usage import Budget, GtaBudgetExhausted, Prices, UsageLedger
+from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
 
 PROVIDERS = ["oracle", "mock", "opencompass", "openai", "anthropic", "vllm", "llamacpp"]

@@ -10,9 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_gta.agent import protocol as p
-from pytest_gta.dataset import ToolMeta, ToolParam
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError
-from pytest_gta.types import ChatMessage, ResultItem, ToolResult
+from pytest_gta.types import ChatMessage, ResultItem, ToolMeta, ToolParam, ToolResult
 
 PARAM_DESC = (
     "If you call this tool, you must pass arguments in the JSON format {key: value}, "

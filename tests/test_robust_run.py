@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FAST_SIM
+from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.outward import Cleaner
 from tests.scripted_server import ScriptedServer, Step, chat_completion
 
@@ -212,7 +213,8 @@ def test_reports_follow_the_umask(pytester):
 
 
 def test_reported_score_is_clamped_but_metrics_are_exact(sample_dataset):
-    from pytest_gta.runner import Case, CaseResult
+    from pytest_gta.case import Case
+    from pytest_gta.runner import CaseResult
     from pytest_gta.scoring.metrics import E2ECaseScore, Score
     from pytest_gta.scoring.verdict import Verdict
 
@@ -258,12 +260,13 @@ REPLIES = st.lists(st.one_of(st.text(ANY_CHAR, max_size=40), FRAGMENTS), max_siz
 def test_any_reply_is_scored_as_the_models_answer(sample_dataset, tmp_path_factory, replies, qid):
     """Whatever a model writes, the case is scored, and its payload is writable and sendable."""
     from pytest_gta.agent import loops
-    from pytest_gta.runner import Case, CaseResult, Scorer
+    from pytest_gta.case import Case
+    from pytest_gta.runner import CaseResult, Scorer
     from pytest_gta.tools import ToolContext, ToolSet
     from pytest_gta.types import ModelOutput
     from tool_backends.replay import ReplayBackend
 
-    class Replies:
+    class Replies(BaseModelAdapter):
         def __init__(self):
             self.n = 0
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gta.dataset import bundled_sample_path
+from pytest_gta.errors import GtaDataError
 from pytest_gta.files import sha256_file
-from pytest_gta.install import GtaDataError
 from pytest_gta.install.installer import InstallRequest, find_dataset_root
 from pytest_gta.install.manifest import (
     FORMAT,

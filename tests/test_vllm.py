@@ -25,13 +25,13 @@ from conftest import FAST_SIM
 from pytest_gta.agent import loops, native
 from pytest_gta.agent import protocol as p
 from pytest_gta.agent.native import INVALID_JSON
-from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.catalog import QWEN_STOP
 from pytest_gta.models.generation import GenerationSettings, official_messages
 from pytest_gta.models.openai_chat import native_tools
-from pytest_gta.models.usage import Budget, GtaBudgetExhausted, UsageLedger
+from pytest_gta.models.usage import Budget, UsageLedger
 from pytest_gta.models.vllm_engine import (
     VLLMChat,
     parse_tool_calls,

@@ -200,7 +200,7 @@ def test_endpoint_down(dataset: Dataset, context: ToolContext) -> None:
 def test_factory(
     server: ScriptedServer, dataset: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    context = ToolBackendContext(dataset, tmp_path, {})
+    context = ToolBackendContext(dataset, tmp_path)
     for name in ("GTA_VLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "GTA_VLM_IMAGE_MODEL"):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(GtaUsageError, match="OPENAI_API_KEY"):

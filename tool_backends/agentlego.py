@@ -34,10 +34,10 @@ from typing import Any
 
 import httpx2
 
-from pytest_gta.dataset import ToolParam, tool_category
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
-from pytest_gta.types import ResultItem, ToolResult
+from pytest_gta.types import ResultItem, ToolParam, ToolResult
+from pytest_gta.vocabulary import tool_category
 
 #: Input types sent as multipart file fields (the server declares them ``UploadFile``).
 FILE_INPUT_TYPES = frozenset({"image", "audio", "file"})

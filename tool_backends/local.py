@@ -14,8 +14,15 @@ import importlib
 import importlib.util
 from collections.abc import Callable
 
-from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
+from pytest_gta.tools import (
+    BaseToolBackend,
+    ToolBackendContext,
+    ToolContext,
+    ToolInvocation,
+    ToolSpec,
+)
 from pytest_gta.types import ToolResult
+from pytest_gta.vocabulary import SandboxMode
 
 ToolFunction = Callable[[ToolInvocation, ToolContext], ToolResult]
 
@@ -42,12 +49,12 @@ def _available(module: str, needs: tuple[str, ...]) -> bool:
 CODE_TOOLS = frozenset({"Calculator", "Solver", "Plot"})
 
 
-class LocalBackend:
+class LocalBackend(BaseToolBackend):
     """Serves the CPU tools whose implementation and dependencies are installed."""
 
     name = "local"
 
-    def __init__(self, sandbox: str = "auto") -> None:
+    def __init__(self, sandbox: SandboxMode = "auto") -> None:
         self.tools = {
             tool: (module, function)
             for tool, (module, function, needs) in LOCAL_TOOLS.items()
@@ -60,7 +67,7 @@ class LocalBackend:
 
             # Probed now, so --gta-sandbox=bubblewrap without bubblewrap stops the session at
             # startup instead of failing every code call.
-            self.isolation = code_sandbox.configure(sandbox)  # type: ignore[arg-type]
+            self.isolation = code_sandbox.configure(sandbox)
 
     def describe(self) -> dict[str, object]:
         """For the report: the tools served here and how model-written code is isolated."""
@@ -85,5 +92,5 @@ class LocalBackend:
 
 
 def make_local(spec: ToolSpec, context: ToolBackendContext) -> LocalBackend:
-    """Entry point for ``--gta-tools=local`` (``--gta-sandbox`` comes in the options)."""
-    return LocalBackend(str(context.options.get("sandbox") or "auto"))
+    """Entry point for ``--gta-tools=local`` (``--gta-sandbox`` is ``context.sandbox``)."""
+    return LocalBackend(context.sandbox)

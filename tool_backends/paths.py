@@ -20,8 +20,8 @@ from typing import Any
 
 from PIL import Image
 
-from pytest_gta.dataset import inside
 from pytest_gta.errors import GtaToolError
+from pytest_gta.files import inside
 from pytest_gta.tools import ToolContext, ToolInvocation
 
 

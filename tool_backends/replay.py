@@ -17,12 +17,17 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaToolError, GtaToolMiss
-from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
+from pytest_gta.tools import (
+    BaseToolBackend,
+    ToolBackendContext,
+    ToolContext,
+    ToolInvocation,
+    ToolSpec,
+)
 from pytest_gta.types import ResultItem, ToolResult
 from tool_backends.cassettes import Cassettes, normalise_argument
 
@@ -32,7 +37,7 @@ def normalise_arguments(arguments: Mapping[str, Any], dataset: Dataset) -> dict[
     return {key: normalise_argument(value, dataset) for key, value in arguments.items()}
 
 
-class ReplayBackend:
+class ReplayBackend(BaseToolBackend):
     """Answers calls from the cassettes, then from the reference chain's outputs."""
 
     name = "replay"
@@ -61,16 +66,13 @@ class ReplayBackend:
         wanted = normalise_arguments(invocation.arguments, dataset)
         dialogs = query.dialogs
         recorded = []
-        for i, message in enumerate(dialogs):
-            if message.get("role") != "assistant" or not message.get("tool_calls"):
+        for call in query.calls:
+            if call.name != invocation.name:
                 continue
-            function = message["tool_calls"][0]["function"]
-            if function["name"] != invocation.name:
-                continue
-            reference = normalise_arguments(function["arguments"], dataset)
+            reference = normalise_arguments(call.arguments, dataset)
             recorded.append(reference)
-            if reference == wanted and i + 1 < len(dialogs):
-                return self._output(dialogs[i + 1].get("content"), dataset)
+            if reference == wanted and call.index + 1 < len(dialogs):
+                return self._output(dialogs[call.index + 1].get("content"), dataset)
         shown = "; ".join(json.dumps(r, ensure_ascii=False) for r in recorded) or "none"
         error = GtaToolError if self.strict else GtaToolMiss
         raise error(
@@ -92,8 +94,7 @@ class ReplayBackend:
 
 
 def _cassettes(context: ToolBackendContext) -> Cassettes | None:
-    root = context.options.get("cassettes")
-    return None if root is None else Cassettes(Path(root))
+    return None if context.cassettes is None else Cassettes(context.cassettes)
 
 
 def make_replay(spec: ToolSpec, context: ToolBackendContext) -> ReplayBackend:

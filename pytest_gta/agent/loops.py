@@ -15,42 +15,43 @@ from collections.abc import Callable, Sequence
 from collections.abc import Generator as Generator_
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pytest_gta.agent import native
 from pytest_gta.agent import protocol as p
-from pytest_gta.dataset import Dataset, Query, ToolMeta
-from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
+from pytest_gta.dataset import Dataset, Query
+from pytest_gta.models.base import BaseModelAdapter
+from pytest_gta.types import (
+    CaseContext,
+    ChatMessage,
+    ModelOutput,
+    ModelRequest,
+    ToolCall,
+    ToolMeta,
+    Usage,
+)
+from pytest_gta.vocabulary import ProtocolName
 
 #: Lagent ReAct ``max_turn`` in the GTA configuration.
 MAX_TURNS = 10
 
 
-class Generator(Protocol):
-    """The part of a model adapter the loops need."""
+def generate_all(model: BaseModelAdapter, requests: Sequence[ModelRequest]) -> list[ModelOutput]:
+    """Answer independent requests with the adapter's :meth:`~BaseModelAdapter.generate_batch`.
 
-    def generate(self, request: ModelRequest) -> ModelOutput:
-        """Answer one request."""
-        ...
-
-
-def generate_all(model: Generator, requests: Sequence[ModelRequest]) -> list[ModelOutput]:
-    """Answer independent requests, as one batch when the adapter supports it."""
-    batch: Callable[[Sequence[ModelRequest]], list[ModelOutput]] | None = getattr(
-        model, "generate_batch", None
-    )
-    if batch is not None:
-        outputs = list(batch(requests))
-        if len(outputs) != len(requests):
-            raise RuntimeError(
-                f"{type(model).__name__}.generate_batch returned {len(outputs)} outputs for "
-                f"{len(requests)} requests"
-            )
-        return outputs
-    return [model.generate(r) for r in requests]
+    Raises:
+        RuntimeError: when the adapter answers a different number of requests than it was asked.
+    """
+    outputs = list(model.generate_batch(requests))
+    if len(outputs) != len(requests):
+        raise RuntimeError(
+            f"{type(model).__name__}.generate_batch returned {len(outputs)} outputs for "
+            f"{len(requests)} requests"
+        )
+    return outputs
 
 
-class Prefetched:
+class Prefetched(BaseModelAdapter):
     """Step-mode answers generated ahead of time, in one batch for the whole run.
 
     Step mode knows every prompt before the first case runs, so an engine that batches (vLLM
@@ -58,14 +59,16 @@ class Prefetched:
     request that was not prefetched, or whose messages differ, goes to the model as usual.
     """
 
-    def __init__(self, model: Generator, answers: dict[tuple[str, int], tuple[Any, ModelOutput]]):
+    def __init__(
+        self, model: BaseModelAdapter, answers: dict[tuple[str, int], tuple[Any, ModelOutput]]
+    ) -> None:
         self.model = model
-        self.name: str = getattr(model, "name", type(model).__name__)
-        self.protocol = protocol_of(model)
+        self.name = model.name
+        self.protocol = model.protocol
         self._answers = answers
 
     @classmethod
-    def run(cls, model: Generator, requests: Sequence[ModelRequest]) -> Prefetched:
+    def run(cls, model: BaseModelAdapter, requests: Sequence[ModelRequest]) -> Prefetched:
         """Answer ``requests`` with one :func:`generate_all` call."""
         outputs = generate_all(model, requests)
         answers = {
@@ -124,12 +127,7 @@ class Episode:
         return total
 
 
-def protocol_of(model: object) -> str:
-    """The adapter's protocol (``react`` unless it says ``native``)."""
-    return "native" if getattr(model, "protocol", "react") == "native" else "react"
-
-
-def system_message(metas: Sequence[ToolMeta], protocol: str) -> ChatMessage:
+def system_message(metas: Sequence[ToolMeta], protocol: ProtocolName) -> ChatMessage:
     """The protocol system message: the ReAct template, or a short native instruction."""
     if protocol == "native":
         return ChatMessage("system", native.NATIVE_SYSTEM_PROMPT)
@@ -137,7 +135,7 @@ def system_message(metas: Sequence[ToolMeta], protocol: str) -> ChatMessage:
 
 
 def step_requests(
-    dataset: Dataset, query: Query, protocol: str = "react"
+    dataset: Dataset, query: Query, protocol: ProtocolName = "react"
 ) -> list[tuple[ModelRequest, dict[str, Any]]]:
     """Every step-mode request of a query with the reference message it is scored against.
 
@@ -167,7 +165,9 @@ def step_requests(
     return out
 
 
-def _parse(output: ModelOutput, protocol: str) -> tuple[str, p.ParsedReply, ToolCall | None]:
+def _parse(
+    output: ModelOutput, protocol: ProtocolName
+) -> tuple[str, p.ParsedReply, ToolCall | None]:
     """(transcript reply, parsed turn, native call) of one model output."""
     if protocol == "native":
         parsed, call = native.parse_output(output)
@@ -176,9 +176,9 @@ def _parse(output: ModelOutput, protocol: str) -> tuple[str, p.ParsedReply, Tool
     return reply, p.parse_reply(reply), None
 
 
-def run_step(dataset: Dataset, query: Query, model: Generator) -> Episode:
+def run_step(dataset: Dataset, query: Query, model: BaseModelAdapter) -> Episode:
     """Step-by-step mode: every reference step predicted once from the reference prefix."""
-    protocol = protocol_of(model)
+    protocol = model.protocol
     pairs = step_requests(dataset, query, protocol)
     outputs = generate_all(model, [r for r, _ in pairs])
     tools = {t.name: t for t in dataset.tool_metas(query)}
@@ -192,7 +192,9 @@ def run_step(dataset: Dataset, query: Query, model: Generator) -> Episode:
     return episode
 
 
-def e2e_opening(dataset: Dataset, query: Query, protocol: str = "react") -> list[ChatMessage]:
+def e2e_opening(
+    dataset: Dataset, query: Query, protocol: ProtocolName = "react"
+) -> list[ChatMessage]:
     """The history an end-to-end episode starts from: the files message and the query."""
     files = dataset.abs_files(query)
     images = native.images_of(files) if protocol == "native" else ()
@@ -209,7 +211,7 @@ EpisodeSteps = Generator_[ModelRequest, ModelOutput, Episode]
 def e2e_episode(
     dataset: Dataset,
     query: Query,
-    protocol: str,
+    protocol: ProtocolName,
     run_tool: p.ToolRunner,
     *,
     max_turns: int = MAX_TURNS,
@@ -258,7 +260,7 @@ def e2e_episode(
 def run_e2e(
     dataset: Dataset,
     query: Query,
-    model: Generator,
+    model: BaseModelAdapter,
     run_tool: p.ToolRunner,
     *,
     max_turns: int = MAX_TURNS,
@@ -266,7 +268,7 @@ def run_e2e(
 ) -> Episode:
     """End-to-end mode, one model call at a time (see :func:`e2e_episode`)."""
     steps = e2e_episode(
-        dataset, query, protocol_of(model), run_tool, max_turns=max_turns, base_dir=base_dir
+        dataset, query, model.protocol, run_tool, max_turns=max_turns, base_dir=base_dir
     )
     try:
         request = next(steps)
@@ -278,7 +280,7 @@ def run_e2e(
 
 
 def run_lockstep(
-    model: Generator,
+    model: BaseModelAdapter,
     episodes: Sequence[EpisodeSteps],
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Episode | BaseException]:
@@ -312,7 +314,7 @@ def run_lockstep(
             progress(rounds, len(pending))
         order = sorted(pending)
         try:
-            answers = answer_each(model, [pending[i] for i in order])
+            answers = model.generate_each([pending[i] for i in order])
         except Exception as exc:  # the whole round failed (the budget ran out, say)
             answers = [exc] * len(order)
         for index, answer in zip(order, answers, strict=True):
@@ -323,24 +325,3 @@ def run_lockstep(
             else:
                 advance(index, answer)
     return [r if r is not None else RuntimeError("episode did not finish") for r in results]
-
-
-def answer_each(
-    model: Generator, requests: Sequence[ModelRequest]
-) -> list[ModelOutput | BaseException]:
-    """Answer independent requests; one request's failure does not fail the others.
-
-    Adapters with ``generate_each`` batch them; others answer one by one.
-    """
-    each: Callable[[Sequence[ModelRequest]], list[ModelOutput | BaseException]] | None = getattr(
-        model, "generate_each", None
-    )
-    if each is not None:
-        return list(each(requests))
-    out: list[ModelOutput | BaseException] = []
-    for request in requests:
-        try:
-            out.append(model.generate(request))
-        except Exception as exc:
-            out.append(exc)
-    return out

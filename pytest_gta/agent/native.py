@@ -18,8 +18,8 @@ from typing import Any
 
 from pytest_gta import jsonsafe
 from pytest_gta.agent import protocol as p
-from pytest_gta.dataset import ToolMeta
-from pytest_gta.types import ChatMessage, ModelOutput, ToolCall
+from pytest_gta.dataset import call_function
+from pytest_gta.types import ChatMessage, ModelOutput, ToolCall, ToolMeta
 
 NATIVE_SYSTEM_PROMPT = (
     "You are an assistant who can utilize external tools. Call a tool when you need its result; "
@@ -79,7 +79,7 @@ def step_history(
         if role == "user":
             out.append(ChatMessage("user", str(step.get("content"))))
         elif role == "assistant" and step.get("tool_calls"):
-            function = step["tool_calls"][0]["function"]
+            function = call_function(step)
             calls += 1
             call = ToolCall(function["name"], dict(function["arguments"]), _call_id(calls))
             out.append(ChatMessage("assistant", "", tool_calls=(call,)))

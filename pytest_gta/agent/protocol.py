@@ -20,12 +20,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pytest_gta import jsonsafe
-from pytest_gta.dataset import ToolMeta
+from pytest_gta.dataset import call_function
 from pytest_gta.errors import GtaToolError
-from pytest_gta.types import ChatMessage, ResultItem, ToolResult
+from pytest_gta.types import ChatMessage, ResultItem, ToolMeta, ToolResult
+from pytest_gta.vocabulary import INVALID_ACTION, NO_ACTION, State
 
 THOUGHT = "Thought:"
 ACTION = "Action:"
@@ -69,8 +70,6 @@ PARAMETER_DESCRIPTION = (
     "where the key is the parameter name."
 )
 
-NO_ACTION = "NoAction"
-INVALID_ACTION = "InvalidAction"
 FINISH_ACTION = "FinishAction"
 NO_ACTION_MESSAGE = "Please follow the format"
 INVALID_ACTION_MESSAGE = "The action is invalid, please check the action name."
@@ -87,8 +86,6 @@ TYPE_NAMES = {
     "bool": "BOOLEAN",
 }
 _IO_CLASS = {"image": "ImageIO", "audio": "AudioIO", "file": "File"}
-
-State = Literal["SUCCESS", "ARGS_ERROR", "API_ERROR"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -160,7 +157,7 @@ def react_style_history(
         if role == "user":
             out.append(ChatMessage("user", str(step.get("content"))))
         elif role == "assistant" and step.get("tool_calls"):
-            function = step["tool_calls"][0]["function"]
+            function = call_function(step)
             out.append(
                 ChatMessage(
                     "assistant", format_reference_call(function["name"], function["arguments"])

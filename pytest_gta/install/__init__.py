@@ -5,9 +5,3 @@ Everything here runs only for ``--gta-download``, ``--gta-data-info`` and
 """
 
 from __future__ import annotations
-
-from pytest_gta.errors import GtaError
-
-
-class GtaDataError(GtaError):
-    """Getting or checking a dataset failed; the message names the file, URL or option."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gta.install import GtaDataError
+from pytest_gta.errors import GtaDataError
 
 PREFIX = "pytest-gta: "
 
@@ -70,9 +70,9 @@ def run_download(config: pytest.Config) -> int:
 def data_info(config: pytest.Config) -> dict[str, Any] | None:
     """The info of the dataset a run would use (``None``: there is none)."""
     from pytest_gta.datainfo import dataset_statistics
-    from pytest_gta.dataset import load_dataset
     from pytest_gta.install.manifest import load_manifest, read_install_record
     from pytest_gta.options import SAMPLE_FALLBACK, resolve_settings
+    from pytest_gta.validation import load_dataset
 
     settings = resolve_settings(config)
     if settings.data is None or settings.data_source.startswith(SAMPLE_FALLBACK):
@@ -93,7 +93,7 @@ def data_info(config: pytest.Config) -> dict[str, Any] | None:
 def run_data_info(config: pytest.Config) -> int:
     """Print what is installed and its statistics (and write them to ``--gta-report``)."""
     from pytest_gta.datainfo import format_statistics
-    from pytest_gta.dataset import DatasetError
+    from pytest_gta.errors import DatasetError
     from pytest_gta.files import write_atomic
     from pytest_gta.install.installer import how_to_get
     from pytest_gta.options import DATASET_NAME, resolve_data_dir, resolve_option

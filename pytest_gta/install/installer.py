@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gta.install import GtaDataError
+from pytest_gta.errors import GtaDataError
 from pytest_gta.install import sources as _sources_module
 from pytest_gta.install.manifest import (
     INSTALL_RECORD,
@@ -213,7 +213,8 @@ def check_dataset(
     ``tail`` ends an error message: what happened to the data and what to do.
     """
     from pytest_gta.datainfo import dataset_statistics, release_mismatches
-    from pytest_gta.dataset import DatasetError, load_dataset
+    from pytest_gta.errors import DatasetError
+    from pytest_gta.validation import load_dataset
 
     try:
         dataset = load_dataset(root)

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_gta.errors import GtaDataError
 from pytest_gta.files import sha256_file, write_atomic
-from pytest_gta.install import GtaDataError
 
 FORMAT = "pytest-gta-manifest/1"
 MANIFEST_NAME = "manifest.json"

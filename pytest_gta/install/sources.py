@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from pytest_gta.install import GtaDataError
+from pytest_gta.errors import GtaDataError
 
 if TYPE_CHECKING:
     import httpx2

@@ -16,7 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from pytest_gta.install import GtaDataError
+from pytest_gta.errors import GtaDataError
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CHUNK = 1 << 20

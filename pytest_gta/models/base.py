@@ -1,4 +1,11 @@
-"""The model adapter interface and its registry.
+"""The model adapter interface, every hook point an adapter may offer, and the registry.
+
+An adapter author finds everything here: :class:`ModelAdapter` (the three members every model
+needs), :class:`BaseModelAdapter` (subclass it: the optional capabilities, each with its
+default and what the plugin does with it), :class:`RecordedSource` and
+:class:`BaseRecordedSource` for replayed predictions, and :class:`ModelContext` (what a factory
+is given). :class:`pytest_gta.models.chat.ChatAdapter` adds the response cache, budget,
+concurrency limit and retries on top of :class:`BaseModelAdapter`.
 
 A model is addressed as ``provider/model`` (``openai/gpt-4o``), ``provider:argument``
 (``opencompass:outputs/predictions``, ``mock:script.json``) or a bare provider (``oracle``).
@@ -12,7 +19,8 @@ from __future__ import annotations
 import difflib
 import importlib.metadata
 import os
-from collections.abc import Callable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -20,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.generation import GenerationSettings
-from pytest_gta.types import Mode, ModelOutput, ModelRequest
+from pytest_gta.types import ModelOutput, ModelRequest
+from pytest_gta.vocabulary import Mode, ProtocolName
 
 if TYPE_CHECKING:
     from pytest_gta.models.cache import ResponseCache
@@ -32,15 +41,21 @@ ENTRY_POINT_GROUP = "pytest_gta.models"
 
 @runtime_checkable
 class ModelAdapter(Protocol):
-    """A chat model. ``generate`` must be safe to call from several threads at once."""
+    """The least a model must offer: a name, a protocol, and ``generate``.
+
+    Any object with these members works (the hook and entry-point examples are plain classes).
+    Subclass :class:`BaseModelAdapter` instead to declare the optional capabilities below with
+    mypy checking them; the plugin gives an object that does not subclass it the defaults
+    (:func:`adopt`).
+    """
 
     #: Name shown in reports and used as the JUnit ``gta_model`` property.
     name: str
     #: ``react`` (text in, text out) or ``native`` (provider function calling).
-    protocol: str
+    protocol: ProtocolName
 
     def generate(self, request: ModelRequest) -> ModelOutput:
-        """Answer one request.
+        """Answer one request; it must be safe to call from several threads at once.
 
         Raise :class:`~pytest_gta.errors.GtaInfrastructureError` when the endpoint fails for good
         (after retries); the case then ends as an error.
@@ -61,11 +76,172 @@ class RecordedSource(Protocol):
     """A "model" that replays recorded predictions instead of generating them."""
 
     name: str
-    protocol: str
+    protocol: ProtocolName
 
     def recorded(self, query: Query, mode: Mode) -> Recorded | None:
         """The recorded predictions for ``query`` in ``mode``, or ``None`` if there are none."""
         ...
+
+
+class ModelInfo:
+    """What the run's header and report say about a model; every member has a default."""
+
+    name: str
+    protocol: ProtocolName = "react"
+    #: The catalog entry a leaderboard name resolved to: its list prices (``--gta-max-cost``)
+    #: and the leaderboard row printed beside the run. ``None``: not a catalog model.
+    catalog_entry: CatalogEntry | None = None
+    #: Notes for the report (a setting the endpoint ignores, a deprecated model...).
+    warnings: Sequence[str] = ()
+
+    def describe(self) -> dict[str, Any] | None:
+        """The report's ``settings.generation``: how requests are made and where they go.
+
+        Never a secret. ``None`` (the default): the report has no generation section.
+        """
+        return None
+
+
+class BaseModelAdapter(ModelInfo, ABC):
+    """Base class of model adapters: :class:`ModelAdapter` plus every optional capability.
+
+    Only :meth:`generate` must be implemented; the rest has defaults that suit a remote
+    endpoint answering one request at a time. In-process engines override what lets the
+    plugin batch their work (:mod:`pytest_gta.ahead`).
+    """
+
+    #: Ask the plugin to generate every step-mode reply of this process in one
+    #: :meth:`generate_batch` before pytest's loop starts (only without xdist).
+    prefetch_steps: bool = False
+    #: With :attr:`prefetch_steps`, also run the end-to-end episodes in lockstep rounds of
+    #: :meth:`generate_each` before the loop.
+    prefetch_episodes: bool = False
+    #: A method that loads weights or connects, for adapters with something slow to do before
+    #: the first case (define ``def warm_up(self) -> None``). The plugin calls it once per
+    #: process that runs cases, with a progress line, and records its time in the report's
+    #: ``timings``; if it fails, the cases that need the model are errors. ``None`` (the
+    #: default): nothing to load, no line.
+    warm_up: Callable[[], None] | None = None
+
+    @abstractmethod
+    def generate(self, request: ModelRequest) -> ModelOutput:
+        """Answer one request (see :meth:`ModelAdapter.generate`)."""
+
+    def generate_batch(self, requests: Sequence[ModelRequest]) -> list[ModelOutput]:
+        """Answer independent requests, one output each, in order; the first failure raises.
+
+        The default answers them one by one; a batch engine answers them together.
+        """
+        return [self.generate(request) for request in requests]
+
+    def generate_each(self, requests: Sequence[ModelRequest]) -> list[ModelOutput | BaseException]:
+        """Answer independent requests; a failed one gets its exception in its slot.
+
+        The lockstep rounds of :func:`pytest_gta.agent.loops.run_lockstep` use it, so that one
+        episode's failure does not fail the others.
+        """
+        out: list[ModelOutput | BaseException] = []
+        for request in requests:
+            try:
+                out.append(self.generate(request))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+    def work_summary(self) -> str | None:
+        """One line on what the adapter did so far, printed after batched generation."""
+        return None
+
+
+class BaseRecordedSource(ModelInfo, ABC):
+    """Base class of recorded-prediction sources: :class:`RecordedSource` plus the defaults."""
+
+    @abstractmethod
+    def recorded(self, query: Query, mode: Mode) -> Recorded | None:
+        """The recorded predictions for ``query`` in ``mode`` (see :class:`RecordedSource`)."""
+
+
+#: The optional members an object that does not subclass the base classes may still define;
+#: :func:`adopt` keeps them rather than the defaults.
+OPTIONAL_MEMBERS = (
+    "catalog_entry",
+    "warnings",
+    "describe",
+    "prefetch_steps",
+    "prefetch_episodes",
+    "generate_batch",
+    "generate_each",
+    "warm_up",
+    "work_summary",
+)
+
+
+def _keep_optional(target: ModelInfo, inner: object) -> None:
+    for member in OPTIONAL_MEMBERS:
+        if hasattr(inner, member) and hasattr(target, member):
+            setattr(target, member, getattr(inner, member))
+
+
+class _AdoptedModel(BaseModelAdapter):
+    """A plain :class:`ModelAdapter` seen through :class:`BaseModelAdapter`'s interface."""
+
+    def __init__(self, inner: ModelAdapter) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.protocol = inner.protocol
+        _keep_optional(self, inner)
+
+    def generate(self, request: ModelRequest) -> ModelOutput:
+        """The wrapped object's answer."""
+        return self.inner.generate(request)
+
+    def __getattr__(self, name: str) -> Any:
+        # Whatever else the user's object has stays reachable through the gta_model fixture.
+        return getattr(self.inner, name)
+
+
+class _AdoptedSource(BaseRecordedSource):
+    """A plain :class:`RecordedSource` seen through :class:`BaseRecordedSource`'s interface."""
+
+    def __init__(self, inner: RecordedSource) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.protocol = inner.protocol
+        _keep_optional(self, inner)
+
+    def recorded(self, query: Query, mode: Mode) -> Recorded | None:
+        """The wrapped object's records."""
+        return self.inner.recorded(query, mode)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def adopt_model(model: ModelAdapter) -> BaseModelAdapter:
+    """``model`` with every capability of :class:`BaseModelAdapter` (wrapped if it lacks them).
+
+    The wrapper keeps whichever optional members ``model`` defines and the defaults for the rest.
+    """
+    return model if isinstance(model, BaseModelAdapter) else _AdoptedModel(model)
+
+
+def adopt(model: ModelAdapter | RecordedSource) -> BaseModelAdapter | BaseRecordedSource:
+    """What a ``pytest_gta_make_model`` hook returned, as one of the two base classes.
+
+    Raises:
+        GtaUsageError: for an object that is neither a model nor a recorded source.
+    """
+    if isinstance(model, BaseModelAdapter | BaseRecordedSource):
+        return model
+    if isinstance(model, RecordedSource):
+        return _AdoptedSource(model)
+    if isinstance(model, ModelAdapter):
+        return _AdoptedModel(model)
+    raise GtaUsageError(
+        f"the model built for --gta-model is a {type(model).__name__}, which has neither "
+        "name, protocol and generate(request) (pytest_gta.models.base.ModelAdapter) nor name, "
+        "protocol and recorded(query, mode) (RecordedSource)"
+    )
 
 
 @dataclass(frozen=True)
@@ -86,13 +262,15 @@ class ModelContext:
 
     Besides the dataset, the selected modes and the invocation dir, real adapters get the
     session's generation settings, its response cache (``None``: ``--gta-cache=off``) and its
-    token/cost budget.
+    token/cost budget; recorded sources get ``--gta-recorded-root``.
     """
 
     dataset: Dataset
     modes: Sequence[Mode]
     invocation_dir: Path
-    options: Mapping[str, Any] = field(default_factory=dict)
+    #: ``--gta-recorded-root``: the dataset root written in recorded prediction files
+    #: (``None``: detected from their paths).
+    recorded_root: str | None = None
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     cache: ResponseCache | None = None
     budget: Budget | None = None

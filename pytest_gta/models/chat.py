@@ -41,7 +41,8 @@ from types import NoneType
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from pytest_gta import jsonsafe
-from pytest_gta.errors import GtaError, GtaInfrastructureError
+from pytest_gta.errors import GtaError, GtaInfrastructureError, RetryableError
+from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.models.usage import Budget
@@ -68,14 +69,6 @@ BODY_CLIP = 100
 #: A larger count in a reply's usage is not a real call's (no model's window comes near) but a
 #: broken server's, and would make the token budget and the cost meaningless.
 MAX_TOKEN_COUNT = 10**9
-
-
-class RetryableError(Exception):
-    """A transient failure: try again after ``retry_after`` seconds (or the backoff)."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -416,16 +409,17 @@ class Prepared:
     extra: Any = None
 
 
-class ChatAdapter:
+class ChatAdapter(BaseModelAdapter):
     """Base class of the HTTP and in-process chat adapters.
 
     Subclasses set :attr:`provider`, :attr:`name`, :attr:`protocol` and :attr:`endpoint`, and
     implement :meth:`prepare` and :meth:`send`. ``generate`` is safe to call from many threads.
+    The optional capabilities of :class:`~pytest_gta.models.base.BaseModelAdapter` keep their
+    defaults unless a subclass overrides them.
     """
 
     provider: ClassVar[str] = "chat"
     name: str
-    protocol: str
     #: Identifies the endpoint for the concurrency limit and the cache (no secrets).
     endpoint: str
 

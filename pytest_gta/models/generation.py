@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_gta.types import ChatMessage
+from pytest_gta.vocabulary import ProtocolName
 
-Protocol = Literal["react", "native"]
-PROTOCOLS: tuple[Protocol, ...] = ("react", "native")
 CacheMode = Literal["off", "read", "write", "readwrite"]
 CACHE_MODES: tuple[CacheMode, ...] = ("off", "read", "write", "readwrite")
 
@@ -42,7 +41,7 @@ class GenerationSettings:
     temperature: float = DEFAULT_TEMPERATURE
     max_tokens: int = DEFAULT_MAX_TOKENS
     seed: int | None = None
-    protocol: Protocol = "react"
+    protocol: ProtocolName = "react"
     #: OpenAI-compatible endpoint (``--gta-base-url``); ``None``: the provider's default.
     base_url: str | None = None
     #: Model name sent to the endpoint, overriding detection (``--gta-served-model``).

@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gta import jsonsafe
+from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
-from pytest_gta.models.base import ModelContext, ModelSpec
+from pytest_gta.models.base import BaseModelAdapter, ModelContext, ModelSpec
 from pytest_gta.types import ModelOutput, ModelRequest
+from pytest_gta.vocabulary import ProtocolName
 
 
 def _check_reply(where: str, reply: Any) -> None:
@@ -79,10 +81,10 @@ def load_script(path: Path) -> tuple[dict[str, list[Any]], str | None]:
     return responses, default
 
 
-class MockModel:
+class MockModel(BaseModelAdapter):
     """Answers each call with the next scripted reply of its case."""
 
-    protocol = "react"
+    protocol: ProtocolName = "react"
 
     def __init__(self, path: Path, dataset: Dataset) -> None:
         self.path = path
@@ -98,7 +100,7 @@ class MockModel:
 
     def generate(self, request: ModelRequest) -> ModelOutput:
         """The scripted reply for this case and call number."""
-        case_id = f"{request.case.mode}-{request.case.qid}"
+        case_id = Case.format_id(request.case.mode, request.case.qid)
         replies = self.responses.get(case_id, self.responses.get("*", []))
         n = self._ordinal(request)
         if n < len(replies):

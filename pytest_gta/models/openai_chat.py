@@ -24,13 +24,12 @@ from types import NoneType
 from typing import Any
 
 from pytest_gta.agent.native import decode_arguments, json_schema
-from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.errors import GtaInfrastructureError, GtaUsageError, RetryableError
 from pytest_gta.models.base import ModelContext, ModelSpec
 from pytest_gta.models.catalog import CatalogEntry
 from pytest_gta.models.chat import (
     ChatAdapter,
     Prepared,
-    RetryableError,
     classify_sdk_error,
     expect,
     member,

@@ -33,9 +33,9 @@ from typing import Any, NamedTuple
 from pytest_gta import jsonsafe
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
-from pytest_gta.models.base import ModelContext, ModelSpec, Recorded
+from pytest_gta.models.base import BaseRecordedSource, ModelContext, ModelSpec, Recorded
 from pytest_gta.scoring.metrics import check_steps
-from pytest_gta.types import Mode
+from pytest_gta.vocabulary import Mode, ProtocolName
 
 DEFAULT_STEM = "gta_bench"
 
@@ -252,10 +252,10 @@ def map_paths(obj: Any, old_root: str, new_root: str) -> Any:
     return obj
 
 
-class OpenCompassPredictions:
+class OpenCompassPredictions(BaseRecordedSource):
     """Recorded predictions of one mode, paired with the dataset by position."""
 
-    protocol = "react"
+    protocol: ProtocolName = "react"
 
     def __init__(self, source: Path, dataset: Dataset, recorded_root: str | None = None) -> None:
         self.source = source
@@ -294,7 +294,7 @@ class OpenCompassPredictions:
             if isinstance(steps, str) or steps.gold is None:
                 continue  # a malformed entry errors on its own case, with the reason
             names = [_call_name(m) for m in steps.gold if isinstance(m, dict) and "tool_calls" in m]
-            expected = [name for name, _ in query.reference_calls]
+            expected = [call.name for call in query.calls]
             if names != expected:
                 differing.append(query.qid)
         if differing:
@@ -348,8 +348,7 @@ def make_opencompass(spec: ModelSpec, context: ModelContext) -> OpenCompassPredi
     path = Path(spec.name).expanduser()
     if not path.is_absolute():
         path = context.invocation_dir / path
-    root = context.options.get("recorded_root")
-    model = OpenCompassPredictions(path, context.dataset, root)
+    model = OpenCompassPredictions(path, context.dataset, context.recorded_root)
     wrong = [m for m in context.modes if m != model.mode]
     if wrong:
         raise GtaUsageError(

@@ -12,9 +12,10 @@ import json
 from typing import Any
 
 from pytest_gta.agent import protocol as p
-from pytest_gta.dataset import Dataset
-from pytest_gta.models.base import ModelContext, ModelSpec
+from pytest_gta.dataset import Dataset, call_function
+from pytest_gta.models.base import BaseModelAdapter, ModelContext, ModelSpec
 from pytest_gta.types import ModelOutput, ModelRequest
+from pytest_gta.vocabulary import ProtocolName
 
 _MARKERS = (p.ACTION, p.ACTION_INPUT, p.FINISH, p.RESPONSE)
 
@@ -27,16 +28,16 @@ def render_reference(message: dict[str, Any]) -> str:
         f"{p.THOUGHT}{thought}\n" if thought and not any(m in thought for m in _MARKERS) else ""
     )
     if message.get("tool_calls"):
-        function = message["tool_calls"][0]["function"]
+        function = call_function(message)
         arguments = json.dumps(function["arguments"])
         return f"{prefix}{p.ACTION}{function['name']}\n{p.ACTION_INPUT}{arguments}"
     return f"{prefix}{p.FINISH} {message.get('content', '')}"
 
 
-class OracleModel:
+class OracleModel(BaseModelAdapter):
     """Replays the reference chain of the case it is asked about."""
 
-    protocol = "react"
+    protocol: ProtocolName = "react"
 
     def __init__(self, dataset: Dataset, name: str = "oracle") -> None:
         self.dataset = dataset

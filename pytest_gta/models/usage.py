@@ -13,12 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_gta.errors import GtaUnavailableError
+from pytest_gta.errors import GtaBudgetExhausted
 from pytest_gta.types import Usage
-
-
-class GtaBudgetExhausted(GtaUnavailableError):
-    """The session's token or cost budget is spent; remaining cases are skipped."""
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_gta.case import Case
 from pytest_gta.datainfo import dataset_statistics
 from pytest_gta.dataset import Dataset
 from pytest_gta.install.manifest import read_install_record
 from pytest_gta.scoring.metrics import (
-    ERROR_KINDS,
     E2ECaseScore,
     StepCaseScore,
     aggregate_e2e,
@@ -25,10 +25,9 @@ from pytest_gta.scoring.metrics import (
     unanswered_e2e_case,
     unanswered_step_case,
 )
-from pytest_gta.types import MODES
+from pytest_gta.vocabulary import ERROR_KINDS, MODES, OUTCOMES
 
 SCHEMA = "pytest-gta-report/1"
-OUTCOMES = ("passed", "failed", "error", "skipped")
 TABLE5_NOTE = (
     "Table 5 error types are our mapping (the official repository has no code for it): "
     "format = NoAction + InvalidAction, args = ARGS_ERROR, other (N/A) = other API errors."
@@ -125,7 +124,7 @@ def _denominators(mode: str, records: Sequence[CaseRecord], dataset: Dataset) ->
     out = {
         "queries": len(queries),
         "answer_queries": sum(1 for q in queries if q.gt_answer),
-        "reference_tool_calls": sum(len(q.reference_calls) for q in queries),
+        "reference_tool_calls": sum(len(q.calls) for q in queries),
     }
     if mode == "step":
         out["reference_steps"] = sum(len(q.assistant_indices) for q in queries)
@@ -153,7 +152,7 @@ def build_report(
     for record in records:
         key = (record.mode, record.qid)
         if key in by_key:
-            duplicates.append(f"{record.mode}-{record.qid}")
+            duplicates.append(Case.format_id(record.mode, record.qid))
         by_key[key] = record
     notes = list(warnings)
     if duplicates:
@@ -180,7 +179,7 @@ def build_report(
         total, failed = metrics[mode]["tool_call"], metrics[mode]["tool_call_error"]
         calls[mode] = {"successful": total - failed, "failed": failed}
         denominators[mode] = _denominators(mode, ran, dataset)
-    outcomes = dict.fromkeys(OUTCOMES, 0)
+    outcomes: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
     by_mode: dict[str, dict[str, int]] = {}
     cases = []
     for record in ordered:
@@ -190,7 +189,7 @@ def build_report(
         verdict = detail.get("verdict", {})
         cases.append(
             {
-                "id": f"{record.mode}-{record.qid}",
+                "id": Case.format_id(record.mode, record.qid),
                 "query_id": record.qid,
                 "mode": record.mode,
                 "type": dataset[record.qid].type,

@@ -2,13 +2,14 @@
 
 Modelled on pytest's ``junitxml``: an object registered only on the controller (never on an
 xdist worker) reads ``user_properties`` in ``pytest_runtest_logreport``, so the numbers are the
-same with and without xdist and a crashed worker loses only the case it was running.
+same with and without xdist and a crashed worker loses only the case it was running. It only
+reads: other reporters (pytest-html, a project's own plugin) see the same properties, the
+setup report's detail payload included.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.files import write_atomic
 from pytest_gta.options import GtaSettings
@@ -23,8 +25,6 @@ from pytest_gta.outward import Cleaner
 from pytest_gta.report.build import CaseRecord, build_report
 from pytest_gta.report.table import render_markdown, render_text
 from pytest_gta.runner import DETAIL_KEY, STOPPED_KEY
-
-_CASE_ID = re.compile(r"\[(step|e2e)-(.+?)\]")
 
 
 @dataclass(frozen=True)
@@ -76,25 +76,22 @@ class GtaCollector:
         if "gta_query_id" in props and "gta_mode" in props:
             return str(props["gta_mode"]), str(props["gta_query_id"])
         # A crashed xdist worker's report carries no properties: recover the case from the id.
-        match = _CASE_ID.search(report.nodeid)
-        if match and match.group(2) in self._dataset().queries:
-            return match.group(1), match.group(2)
+        found = Case.find_in_nodeid(report.nodeid)
+        if found is not None and found[1] in self._dataset().queries:
+            return found
         return None
 
-    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Record the phase outcome; keep the detail payload out of the JUnit properties."""
+        """Record the phase outcome and properties (the report itself is left as it is)."""
         detail: dict[str, Any] | None = None
-        kept = []
+        props: dict[str, Any] = {}
         for name, value in report.user_properties:
-            if name == DETAIL_KEY and isinstance(value, dict):
-                detail = value
+            if name == DETAIL_KEY:
+                detail = value if isinstance(value, dict) else detail
             elif name == STOPPED_KEY:
                 self.stopped = self.stopped or str(value)
             else:
-                kept.append((name, value))
-        report.user_properties = kept
-        props = dict(kept)
+                props[name] = value
         record = self.records.get(report.nodeid)
         if record is None:
             key = self._identify(report, props)

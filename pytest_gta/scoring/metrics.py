@@ -26,15 +26,21 @@ from typing import Any, Literal
 
 import numpy as np
 
-from pytest_gta.agent.protocol import INVALID_ACTION, NO_ACTION
-from pytest_gta.dataset import CATEGORY_NAMES, IMAGEGEN_TOOLS, tool_category
+from pytest_gta.dataset import call_function
 from pytest_gta.scoring.answer import iscorrect
 from pytest_gta.scoring.similarity import Similarity, simscore
-from pytest_gta.types import Mode
+from pytest_gta.vocabulary import (
+    CATEGORY_NAMES,
+    ERROR_KINDS,
+    IMAGEGEN_TOOLS,
+    INVALID_ACTION,
+    NO_ACTION,
+    ErrorKind,
+    Mode,
+    tool_category,
+)
 
 ScoreKind = Literal["bool", "int", "f32"]
-ErrorKind = Literal["format", "args", "other"]
-ERROR_KINDS: tuple[ErrorKind, ...] = ("format", "args", "other")
 STEP_METRICS = ("inst_acc", "tool_acc", "arg_acc", "summ_acc", "tool_call", "tool_call_error")
 E2E_METRICS = (
     "ans_acc",
@@ -90,7 +96,7 @@ class Score:
 def response_type(item: Mapping[str, Any]) -> tuple[str, Any]:
     """The official ``get_response_type``: ``tool``, ``answer`` or ``tool_return``."""
     if "tool_calls" in item:
-        return "tool", item["tool_calls"][0]["function"]
+        return "tool", call_function(item)
     if item.get("role") == "assistant":
         return "answer", item.get("content")
     return "tool_return", item.get("content")
@@ -107,7 +113,7 @@ def error_kind(pred: Mapping[str, Any]) -> ErrorKind | None:
     if "tool_calls" in pred:
         # In step mode a call paired with an answer is never looked into by the official loop,
         # so its function may be any value (see check_steps).
-        function = pred["tool_calls"][0]["function"]
+        function = call_function(pred)
         name = str(function.get("name")) if isinstance(function, Mapping) else ""
     if name in (NO_ACTION, INVALID_ACTION):
         return "format"
@@ -359,7 +365,7 @@ def _last_imagegen_args(predictions: Sequence[Mapping[str, Any]]) -> dict[str, A
     predicted: dict[str, Any] = {}
     for pred in predictions:
         if "tool_calls" in pred and "error" not in pred:
-            function = pred["tool_calls"][0]["function"]
+            function = call_function(pred)
             if function["name"] in IMAGEGEN_TOOLS:
                 predicted[function["name"]] = function["arguments"]
     return predicted
@@ -372,7 +378,7 @@ def missing_imagegen_tool(
     predicted = _last_imagegen_args(predictions)
     for gt in gold:
         if "tool_calls" in gt:
-            name = gt["tool_calls"][0]["function"]["name"]
+            name = call_function(gt)["name"]
             if name in IMAGEGEN_TOOLS and name not in predicted:
                 return str(name)
     return None
@@ -394,7 +400,7 @@ def imggen_score(
     for gt in gold:
         if "tool_calls" not in gt:
             continue
-        function = gt["tool_calls"][0]["function"]
+        function = call_function(gt)
         name = function["name"]
         if name not in IMAGEGEN_TOOLS:
             continue
@@ -428,7 +434,7 @@ def score_e2e_case(
         kind = error_kind(call)
         if kind is not None:
             errors[kind] += 1
-    predicted_names = [str(c["tool_calls"][0]["function"]["name"]) for c in calls]
+    predicted_names = [str(call_function(c)["name"]) for c in calls]
     predicted, reference, hits = _zero_by_category(), _zero_by_category(), _zero_by_category()
     for name in predicted_names:
         category = tool_category(name)
@@ -436,7 +442,7 @@ def score_e2e_case(
             predicted[category] += 1
     for gt in gold:
         if "tool_calls" in gt:
-            name = str(gt["tool_calls"][0]["function"]["name"])
+            name = str(call_function(gt)["name"])
             category = tool_category(name)
             if category in reference:
                 reference[category] += 1
@@ -565,7 +571,7 @@ def _pair_problem(pred: Any, gt: Any, ref: Any, pred_at: str, gold_at: str) -> s
         return problem
     if "tool_calls" in pred and "tool_calls" in gt:
         problem = _function_problem(pred, pred_at, "name") or _function_problem(gt, gold_at, "name")
-        if problem is None and _function(pred)["name"] == _function(gt)["name"]:
+        if problem is None and call_function(pred)["name"] == call_function(gt)["name"]:
             problem = _function_problem(pred, pred_at, "arguments") or _function_problem(
                 gt, gold_at, "arguments"
             )
@@ -600,21 +606,21 @@ def _episode_problem(
         problem = _listed_call_problem(pred, f"{pred_at}[{n}]", with_arguments)
         if problem is not None:
             return problem
-        if with_arguments and "tool_calls" in pred and _function(pred)["name"] in IMAGEGEN_TOOLS:
-            called.add(_function(pred)["name"])
+        if (
+            with_arguments
+            and "tool_calls" in pred
+            and call_function(pred)["name"] in IMAGEGEN_TOOLS
+        ):
+            called.add(call_function(pred)["name"])
     reading_arguments = imagegen
     for n, gt in enumerate(gold):
         problem = _listed_call_problem(gt, f"{gold_at}[{n}]", reading_arguments)
         if problem is not None:
             return problem
         if reading_arguments and isinstance(gt, dict) and "tool_calls" in gt:
-            name = _function(gt)["name"]
+            name = call_function(gt)["name"]
             reading_arguments = name not in IMAGEGEN_TOOLS or name in called
     return None
-
-
-def _function(step: Mapping[str, Any]) -> Any:
-    return step["tool_calls"][0]["function"]
 
 
 def _kind_problem(step: Any, at: str) -> str | None:
@@ -635,7 +641,7 @@ def _kind_problem(step: Any, at: str) -> str | None:
 
 def _function_problem(step: Mapping[str, Any], at: str, key: str) -> str | None:
     """Why ``tool_calls[0].function[key]`` cannot be read (the step passed ``_kind_problem``)."""
-    function = _function(step)
+    function = call_function(step)
     if not isinstance(function, dict) or key not in function:
         return f"{at}.tool_calls[0].function: must be an object with {key!r}"
     return None

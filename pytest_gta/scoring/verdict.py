@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gta.dataset import call_function
 from pytest_gta.scoring.answer import blacklist_hit, whitelist_hits
 from pytest_gta.scoring.metrics import (
     E2ECaseScore,
@@ -194,9 +195,7 @@ def _calls_summary(predictions: Sequence[Mapping[str, Any]]) -> str:
     calls = [p for p in predictions if "tool_calls" in p]
     if not calls:
         return "no tool calls"
-    names = [
-        str(c["tool_calls"][0]["function"]["name"]) + ("!" if "error" in c else "") for c in calls
-    ]
+    names = [str(call_function(c)["name"]) + ("!" if "error" in c else "") for c in calls]
     return (
         "calls: " + ", ".join(names) + (" (! = error)" if any("error" in c for c in calls) else "")
     )

@@ -1,0 +1,101 @@
+"""A GTA case: one query in one mode, with its id and the marks that select it.
+
+The id (``e2e-17``) is a contract: it ends every node id (``gta::test_query[e2e-17]``), keys mock
+scripts and cassettes, names cases in reports, and is how the controller recognises the case of
+a crashed xdist worker from its node id alone. It is written and read here only.
+
+Kept free of scoring and NumPy: the entry module registers the markers in every session.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pytest_gta.dataset import Query
+from pytest_gta.vocabulary import CATEGORIES, MODES, QUERY_TYPES, Mode
+
+_ID = re.compile(rf"({'|'.join(MODES)})-(.+)")
+#: A case id as a parametrized node id shows it; the first one wins.
+_IN_NODEID = re.compile(rf"\[({'|'.join(MODES)})-(.+?)\]")
+
+_MARK_TEXT = {
+    "gta_mode_step": "GTA cases in step-by-step mode (the model predicts each reference step)",
+    "gta_mode_e2e": "GTA cases in end-to-end mode (the model drives the tools itself)",
+    "gta_type_objective": "GTA queries whose answer is matched against whitelist/blacklist",
+    "gta_type_subjective": "GTA queries whose answer is scored by similarity to references",
+    "gta_type_image": "GTA image-generation queries (scored on the image tools' arguments)",
+}
+
+
+def mark_name(prefix: str, value: str) -> str:
+    """A marker name for a data-derived value (``gta_tool_OCR``)."""
+    return f"{prefix}_{re.sub(r'[^0-9A-Za-z_]', '_', value)}"
+
+
+def _split(match: re.Match[str] | None) -> tuple[Mode, str] | None:
+    if match is None:
+        return None
+    mode: Mode = "step" if match.group(1) == "step" else "e2e"
+    return mode, match.group(2)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One pytest case: a query evaluated in one mode."""
+
+    mode: Mode
+    query: Query
+
+    @staticmethod
+    def format_id(mode: str, qid: str) -> str:
+        """The id of the case ``(mode, qid)``: ``e2e-17``."""
+        return f"{mode}-{qid}"
+
+    @staticmethod
+    def parse_id(text: str) -> tuple[Mode, str] | None:
+        """``(mode, qid)`` of a case id (``None``: not one)."""
+        return _split(_ID.fullmatch(text))
+
+    @staticmethod
+    def find_in_nodeid(nodeid: str) -> tuple[Mode, str] | None:
+        """``(mode, qid)`` of the case a node id runs (``gta::test_query[e2e-17]``), if any."""
+        return _split(_IN_NODEID.search(nodeid))
+
+    @property
+    def id(self) -> str:
+        """Stable id used in node ids, mock scripts and reports: ``e2e-17``."""
+        return self.format_id(self.mode, self.query.qid)
+
+    def marks(self) -> list[str]:
+        """Marker names derived from the data, for ``-m`` selection."""
+        names = ["gta", f"gta_mode_{self.mode}", f"gta_type_{self.query.type}"]
+        names += [f"gta_category_{c}" for c in self.query.categories]
+        names += [mark_name("gta_tool", t) for t in self.query.called_tools]
+        return names
+
+    def __repr__(self) -> str:
+        return f"Case({self.id})"
+
+
+def static_marks() -> list[str]:
+    """The marks every session declares, whatever the data (``pytest --markers`` lists them)."""
+    names = ["gta", *(f"gta_mode_{m}" for m in MODES), *(f"gta_type_{t}" for t in QUERY_TYPES)]
+    names += [f"gta_category_{c}" for c in CATEGORIES]
+    names += [mark_name("gta_tool", t) for tools in CATEGORIES.values() for t in tools]
+    return names
+
+
+def describe_mark(name: str) -> str:
+    """The ``pytest --markers`` text of a GTA marker, one per marker."""
+    if name == "gta":
+        return "every GTA case (pytest-gta); marks exist only with --gta-model"
+    if name in _MARK_TEXT:
+        return _MARK_TEXT[name]
+    if name.startswith("gta_category_"):
+        category = name.removeprefix("gta_category_")
+        tools = ", ".join(CATEGORIES.get(category, ()))
+        return f"GTA queries whose reference chain uses a {category} tool ({tools})"
+    if name.startswith("gta_tool_"):
+        return f"GTA queries whose reference chain calls {name.removeprefix('gta_tool_')}"
+    return "selects GTA cases (pytest-gta)"

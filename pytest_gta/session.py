@@ -1,0 +1,347 @@
+"""A pytest session's GTA services: data, model, tools, scorer, and what the report says of them.
+
+:mod:`pytest_gta.plugin` holds the hooks and fixtures; they ask the :class:`GtaState` kept in
+``config.stash`` for what they need, and everything is built on first use, once per process. A
+bad value (a dataset with problems, a misspelt model or backend, a missing similarity model)
+is a :class:`~pytest_gta.errors.GtaUsageError` wherever it is found, and becomes pytest's
+usage error in one place (:meth:`GtaState._once`), so the session stops before any case runs
+with the message and exit status 4.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import pytest
+
+from pytest_gta.errors import DatasetError, GtaUsageError
+from pytest_gta.options import DATASET_NAME, GtaSettings
+
+if TYPE_CHECKING:
+    from pytest_gta.ahead import AheadWork
+    from pytest_gta.case import Case
+    from pytest_gta.dataset import Dataset
+    from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource, ModelInfo
+    from pytest_gta.models.cache import ResponseCache
+    from pytest_gta.models.usage import Budget, Prices
+    from pytest_gta.report.collector import RunInfo
+    from pytest_gta.runner import Scorer
+    from pytest_gta.tools import Recorder, ToolContext, ToolInvocation, ToolSet
+    from pytest_gta.types import ToolResult
+
+T = TypeVar("T")
+
+
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """Turn our usage errors into pytest's: a message and exit status 4, no traceback."""
+    try:
+        yield
+    except GtaUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+class GtaState:
+    """Per-process state of a session; everything heavy is built on first use."""
+
+    def __init__(self, config: pytest.Config, settings: GtaSettings) -> None:
+        from pytest_gta.ahead import AheadWork
+
+        self.config = config
+        self.settings = settings
+        self._built: dict[str, Any] = {}
+        self._registered_marks: set[str] = set()
+        #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
+        self.ledger_path: Path | None = None
+        #: Models loaded and replies generated before the first case (:mod:`pytest_gta.ahead`).
+        self.ahead: AheadWork = AheadWork(self)
+
+    def _once(self, what: str, build: Callable[[], T]) -> T:
+        """``build()``'s result, built once; a usage error in it becomes pytest's."""
+        if what not in self._built:
+            with usage_errors():
+                self._built[what] = build()
+        return cast(T, self._built[what])
+
+    # -- data ------------------------------------------------------------------------------
+    def dataset(self) -> Dataset:
+        """The dataset, loaded and validated once (a bad one is a usage error)."""
+        return self._once("dataset", self._load_dataset)
+
+    def _load_dataset(self) -> Dataset:
+        from pytest_gta.validation import load_dataset
+
+        settings = self.settings
+        if settings.data is None:
+            from pytest_gta.install.installer import how_to_get
+
+            raise GtaUsageError(
+                f"pytest-gta: no GTA dataset to run --gta-model={settings.model} on: "
+                f"{settings.data_source}.\n"
+                + how_to_get(settings.data_dir / DATASET_NAME)
+                + "\nTo try the plugin on the bundled 13-query sample instead, add "
+                "--gta-data=sample."
+            )
+        try:
+            dataset = load_dataset(settings.data)
+        except DatasetError as exc:
+            raise GtaUsageError(f"{exc}\n(dataset from {settings.data_source})") from None
+        if settings.ids is not None:
+            unknown = [i for i in settings.ids if i not in dataset.queries]
+            if unknown:
+                ids = list(dataset.queries)
+                shown = ", ".join(ids[:12]) + (" ..." if len(ids) > 12 else "")
+                raise GtaUsageError(
+                    f"--gta-ids: unknown query id(s) {', '.join(unknown)} in "
+                    f"{dataset.root} (ids are the keys of dataset.json: {shown})"
+                )
+        return dataset
+
+    def cases(self) -> list[Case]:
+        """The selected (query, mode) cases in collection order: mode-major, dataset order."""
+        return self._once("cases", self._select_cases)
+
+    def _select_cases(self) -> list[Case]:
+        from pytest_gta.case import Case
+
+        queries = self.dataset().select(self.settings.ids, self.settings.limit)
+        cases = [Case(mode, q) for mode in self.settings.modes for q in queries]
+        for case in cases:
+            for name in case.marks():
+                self.register_mark(name)
+        return cases
+
+    def register_mark(self, name: str) -> None:
+        """Declare a marker so ``--strict-markers`` accepts data-derived marks."""
+        from pytest_gta.case import describe_mark
+
+        if name not in self._registered_marks:
+            self._registered_marks.add(name)
+            self.config.addinivalue_line("markers", f"{name}: {describe_mark(name)}")
+
+    @property
+    def marks(self) -> list[str]:
+        """Every GTA marker known in this session (static and data-derived)."""
+        return sorted(self._registered_marks)
+
+    # -- model, tools, scorer ------------------------------------------------------------------
+    def model(self) -> BaseModelAdapter | BaseRecordedSource:
+        """The model under evaluation, built once through ``pytest_gta_make_model``.
+
+        Whatever a hook returns is seen through the declared interface
+        (:func:`pytest_gta.models.base.adopt`), so every optional capability has its default.
+        """
+        if self.settings.model is None:
+            pytest.skip("no model to evaluate: pass --gta-model (e.g. --gta-model=oracle)")
+        return self._once("model", self._make_model)
+
+    def _make_model(self) -> BaseModelAdapter | BaseRecordedSource:
+        from pytest_gta.models.base import ModelContext, adopt
+
+        budget = self.budget()
+        context = ModelContext(
+            dataset=self.dataset(),
+            modes=self.settings.modes,
+            invocation_dir=self.settings.invocation_dir,
+            recorded_root=self.settings.recorded_root,
+            generation=self.settings.generation,
+            cache=self.response_cache(),
+            budget=budget,
+        )
+        built = self.config.hook.pytest_gta_make_model(
+            config=self.config, spec=self.settings.model, context=context
+        )
+        if built is None:
+            raise GtaUsageError(f"--gta-model={self.settings.model}: no plugin built it")
+        model = adopt(built)
+        if budget is not None:
+            budget.prices = self.prices(model)
+            if budget.max_cost is not None and budget.prices is None:
+                raise GtaUsageError(
+                    f"--gta-max-cost: no prices known for {model.name}; pass "
+                    "--gta-price=IN,OUT (USD per million input and output tokens)"
+                )
+        return model
+
+    def prices(self, model: ModelInfo) -> Prices | None:
+        """``--gta-price``, else the catalog's list prices of the model."""
+        from pytest_gta.models.usage import Prices
+
+        if self.settings.price is not None:
+            return Prices(*self.settings.price)
+        entry = model.catalog_entry
+        return None if entry is None or entry.prices is None else Prices(*entry.prices)
+
+    def response_cache(self) -> ResponseCache | None:
+        """The response cache (``None`` with ``--gta-cache=off``)."""
+        from pytest_gta.models.cache import ResponseCache
+
+        generation = self.settings.generation
+        if generation.cache == "off":
+            return None
+        root = self.settings.cache_dir
+        if root is None:
+            cache = getattr(self.config, "cache", None)  # absent with -p no:cacheprovider
+            if cache is None:
+                return None
+            root = Path(cache.mkdir("gta-responses"))
+        return ResponseCache(root, generation.cache)
+
+    def budget(self) -> Budget | None:
+        """The session's token/cost budget, if one was set."""
+        from pytest_gta.models.usage import Budget, UsageLedger
+
+        settings = self.settings
+        if settings.max_tokens_total is None and settings.max_cost is None:
+            return None
+        if self.ledger_path is None:
+            self.ledger_path = Path(tempfile.mkdtemp(prefix="pytest-gta-")) / "usage.ledger"
+        return Budget(UsageLedger(self.ledger_path), settings.max_tokens_total, settings.max_cost)
+
+    def toolset(self) -> ToolSet:
+        """The ``--gta-tools`` backends in priority order."""
+        return self._once("toolset", self._make_toolset)
+
+    def _make_toolset(self) -> ToolSet:
+        from pytest_gta.tools import ToolBackendContext, ToolSet, parse_tool_specs
+
+        settings = self.settings
+        context = ToolBackendContext(
+            dataset=self.dataset(),
+            invocation_dir=settings.invocation_dir,
+            cassettes=settings.tool_cassettes,
+            sandbox=settings.sandbox,
+        )
+        backends = []
+        for spec in parse_tool_specs(settings.tools):
+            backend = self.config.hook.pytest_gta_make_tool(
+                config=self.config, spec=spec, context=context
+            )
+            if backend is None:
+                raise GtaUsageError(f"--gta-tools={spec.raw}: no plugin built it")
+            backends.append(backend)
+        return ToolSet(backends, self._recorder())
+
+    def _recorder(self) -> Recorder | None:
+        """Records live backends' answers when ``--gta-tool-record`` asks for it."""
+        settings = self.settings
+        if settings.tool_record == "none":
+            return None
+        if settings.tool_cassettes is None:
+            raise GtaUsageError(
+                "--gta-tool-record needs --gta-tool-cassettes=DIR: where to write the cassettes"
+            )
+        from tool_backends.cassettes import Cassettes
+
+        cassettes = Cassettes(settings.tool_cassettes)
+        overwrite = settings.tool_record == "all"
+
+        def record(invocation: ToolInvocation, context: ToolContext, result: ToolResult) -> None:
+            cassettes.record(
+                invocation.name,
+                invocation.arguments,
+                result,
+                context.dataset,
+                context.output_dir,
+                overwrite=overwrite,
+            )
+
+        return record
+
+    def tool_routes(self) -> dict[str, str]:
+        """Which backend serves each tool of the selected queries (header and report)."""
+        tools = dict.fromkeys(t for case in self.cases() for t in case.query.tool_names)
+        return self.toolset().describe_routes(list(tools))
+
+    def needs_similarity(self) -> bool:
+        """Whether any selected case is scored by similarity (subjective, or e2e image)."""
+        from pytest_gta.runner import needs_similarity
+
+        return any(needs_similarity(case.query, case.mode) for case in self.cases())
+
+    def sim_path(self) -> Path:
+        """The similarity model's directory (assembled from PyPI parts on first use)."""
+        from pytest_gta.scoring.similarity import resolve_sim_model
+
+        return self._once("sim_path", lambda: resolve_sim_model(self.settings.sim_model))
+
+    def scorer(self) -> Scorer:
+        """The scorer; the similarity model itself loads on first similarity."""
+        from pytest_gta.runner import Scorer
+        from pytest_gta.scoring.similarity import SentenceSimilarity
+
+        return self._once(
+            "scorer",
+            lambda: Scorer(
+                lambda: SentenceSimilarity(self.sim_path()), self.settings.sim_threshold
+            ),
+        )
+
+    def output_dir(self, factory: pytest.TempPathFactory | None = None) -> Path:
+        """Where tools write the files they produce during this session (one per process)."""
+
+        def make() -> Path:
+            chosen = factory
+            if chosen is None:
+                # pytest's own factory (the object the tmp_path_factory fixture returns), so the
+                # files land under the session's basetemp and are cleaned up like tmp_path's.
+                chosen = getattr(self.config, "_tmp_path_factory", None)
+            if chosen is not None:
+                return chosen.mktemp("gta-output")
+            return Path(tempfile.mkdtemp(prefix="gta-output-"))
+
+        return self._once("output_dir", make)
+
+    def uses_tools(self) -> bool:
+        """Whether tool backends take part: end-to-end mode with a model that calls tools."""
+        from pytest_gta.models.base import BaseRecordedSource
+
+        return "e2e" in self.settings.modes and not isinstance(self.model(), BaseRecordedSource)
+
+    # -- what the header and report say --------------------------------------------------------
+    def run_info(self) -> RunInfo:
+        """What the report says about the run besides the cases."""
+        from pytest_gta.models.catalog import leaderboard_row
+        from pytest_gta.report.collector import RunInfo
+
+        model = self.model()
+        warnings = [str(w) for w in model.warnings]
+        warnings += [str(w) for w in self.dataset().warnings]
+        tools = self.settings.tools if self.uses_tools() else None
+        prices = self.prices(model)
+        return RunInfo(
+            model.name,
+            model.protocol,
+            warnings,
+            tools,
+            generation=model.describe(),
+            leaderboard=leaderboard_row(model.catalog_entry),
+            prices=None if prices is None else (prices.input, prices.output),
+            tool_routes=self.tool_routes() if tools is not None else None,
+            tool_backends=self.tool_backend_details() if tools is not None else None,
+        )
+
+    def tool_backend_details(self) -> dict[str, Any]:
+        """Each backend's ``describe()`` (what it serves, how), for the report."""
+        return {backend.name: backend.describe() for backend in self.toolset().backends}
+
+    def validate(self) -> None:
+        """Fail at startup, not mid-run: data, ids, model, tools and similarity model."""
+        self.cases()
+        self.model()
+        if self.uses_tools():
+            self.toolset()
+        if self.needs_similarity():
+            self.sim_path()
+
+
+STATE = pytest.StashKey[GtaState]()
+
+
+def state_of(config: pytest.Config) -> GtaState:
+    """The session's :class:`GtaState`."""
+    return config.stash[STATE]
