@@ -35,7 +35,7 @@ from pytest_gta.models import tool_text, vllm_engine
 from pytest_gta.models.anthropic_chat import parse_message
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.mock import load_script
-from pytest_gta.models.openai_chat import parse_arguments
+from pytest_gta.models.openai_convert import parse_arguments
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.types import (
     ChatMessage,

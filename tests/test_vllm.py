@@ -30,7 +30,7 @@ from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.catalog import QWEN_STOP
 from pytest_gta.models.generation import GenerationSettings, official_messages
-from pytest_gta.models.openai_chat import native_tools
+from pytest_gta.models.openai_convert import native_tools
 from pytest_gta.models.usage import Budget, UsageLedger
 from pytest_gta.models.vllm_engine import (
     VLLMChat,

@@ -39,8 +39,9 @@ from typing import Any
 
 from pytest_gta.agent.native import json_schema, object_arguments
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.models.base import ModelContext, ModelSpec
+from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.chat import (
+    ADAPTER_ARGS,
     ChatAdapter,
     MalformedReply,
     Prepared,
@@ -51,11 +52,7 @@ from pytest_gta.models.chat import (
     reply_usage,
 )
 from pytest_gta.models.generation import react_max_tokens
-from pytest_gta.models.openai_chat import (
-    ADAPTER_ARGS,
-    display_name,
-    image_data_url,
-)
+from pytest_gta.models.openai_convert import image_data_url
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"

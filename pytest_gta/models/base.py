@@ -256,6 +256,12 @@ class ModelSpec:
     entry: CatalogEntry | None = None
 
 
+def display_name(spec: ModelSpec) -> str:
+    """The leaderboard name for a catalog name, else what the user typed."""
+    explicit = "/" in spec.raw or ":" in spec.raw
+    return spec.entry.name if spec.entry is not None and not explicit else spec.raw
+
+
 @dataclass
 class ModelContext:
     """What a model factory may use.

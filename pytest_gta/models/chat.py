@@ -400,6 +400,11 @@ def endpoint_limit(endpoint: str, max_concurrency: int) -> threading.BoundedSema
         return semaphore
 
 
+#: ``--gta-model-args`` keys the HTTP adapters (OpenAI, Anthropic) consume themselves; the rest
+#: go into the request body.
+ADAPTER_ARGS = frozenset({"vision", "stop", "api_key_env", "headers"})
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A request ready to send: the JSON-able payload is also the response-cache key."""

@@ -54,9 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
-from pytest_gta.models.base import ModelContext, ModelSpec
+from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.local_engine import BatchEngine, EngineChat, EngineRegistry, Payload
-from pytest_gta.models.openai_chat import display_name
 from pytest_gta.types import ModelOutput, Usage
 
 INSTALL_HINT = 'pip install "pytest-gta[transformers]" (transformers, gguf and accelerate)'

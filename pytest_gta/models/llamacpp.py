@@ -8,11 +8,10 @@ transformers, which needs no compiler: :mod:`pytest_gta.models.hf_transformers`.
 
 The request is exactly what :class:`~pytest_gta.models.openai_chat.OpenAIChat` would send to an
 OpenAI-compatible server for the same model (``create_chat_completion`` takes the same keys):
-the official ReAct body, stop words and ``max_tokens`` rule come from
-:meth:`OpenAIChat.prepare <pytest_gta.models.openai_chat.OpenAIChat.prepare>`, which this adapter
-inherits, so the in-process run and a run against ``python -m llama_cpp.server`` with
-``--gta-base-url`` differ only in transport. Only the ReAct protocol is offered: llama.cpp's
-generic chat templates do not parse tool calls.
+both build it with :func:`~pytest_gta.models.openai_convert.request_body` (the official ReAct
+body, stop words and ``max_tokens`` rule), so the in-process run and a run against
+``python -m llama_cpp.server`` with ``--gta-base-url`` differ only in transport. Only the ReAct
+protocol is offered: llama.cpp's generic chat templates do not parse tool calls.
 
 A ``Llama`` is big and not thread-safe, so each process loads a GGUF once (a module-level cache
 keyed by the file and the engine arguments), on the first request rather than at startup (the
@@ -41,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
-from pytest_gta.models.base import ModelContext, ModelSpec
+from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.chat import ChatAdapter, Prepared
-from pytest_gta.models.openai_chat import OpenAIChat, display_name
-from pytest_gta.types import ModelOutput, Usage
+from pytest_gta.models.openai_convert import request_body
+from pytest_gta.types import ModelOutput, ModelRequest, Usage
 
 DEFAULT_N_CTX = 8192
 DEFAULT_THREADS = 1
@@ -201,19 +200,18 @@ def engine_for(path: Path, args: Mapping[str, Any]) -> Engine:
         return engine
 
 
-class LlamaCppChat(OpenAIChat):
-    """An OpenAI-style chat adapter whose transport is llama.cpp in this process.
+class LlamaCppChat(ChatAdapter):
+    """A chat adapter whose transport is llama.cpp in this process.
 
-    It inherits :meth:`OpenAIChat.prepare` and :meth:`OpenAIChat.describe` so that the request
-    rules cannot drift apart; only construction, identity and :meth:`send` differ.
+    Its requests are the OpenAI adapter's (:func:`~pytest_gta.models.openai_convert.request_body`)
+    and its report keys a superset of that adapter's; construction, identity and :meth:`send`
+    are its own.
     """
 
     provider = "llamacpp"
 
     def __init__(self, spec: ModelSpec, context: ModelContext) -> None:
-        # OpenAIChat.__init__ builds an HTTP client; this adapter has none, so it skips to the
-        # shared machinery and sets the attributes the inherited methods read.
-        ChatAdapter.__init__(self, context.generation, context.cache, context.budget)
+        super().__init__(context.generation, context.cache, context.budget)
         settings = context.generation
         if settings.protocol != "react":
             raise GtaUsageError(
@@ -228,7 +226,6 @@ class LlamaCppChat(OpenAIChat):
         self.served = spec.entry.name if spec.entry is not None else self.path.stem
         self.endpoint = f"llamacpp:{self.path}"
         self.gguf_bytes = self.path.stat().st_size
-        self.vision = False
         args = dict(settings.model_args)
         stop = args.pop("stop", spec.entry.stop if spec.entry is not None else None)
         words = [stop] if isinstance(stop, str) else [str(s) for s in stop or ()]
@@ -274,8 +271,21 @@ class LlamaCppChat(OpenAIChat):
         }
 
     def describe(self) -> dict[str, Any]:
-        """The OpenAI adapter's description plus the GGUF and the engine arguments."""
-        return {**super().describe(), "gguf": str(self.path), "engine": dict(self.engine_args)}
+        """What the OpenAI adapter reports, plus the GGUF and the engine arguments."""
+        return {
+            **self.settings.report(),
+            "provider": self.provider,
+            "endpoint": self.endpoint,
+            "served_model": self.served,
+            "stop": self.stop,
+            "gguf": str(self.path),
+            "engine": dict(self.engine_args),
+        }
+
+    def prepare(self, request: ModelRequest) -> Prepared | ModelOutput:
+        """The official ReAct body an OpenAI-compatible server would get for this model."""
+        body = request_body(request, self.served, self.settings, self.stop, extra=self.extra)
+        return ModelOutput("", Usage()) if body is None else Prepared(body)
 
     def send(self, prepared: Prepared) -> ModelOutput:
         """One ``create_chat_completion`` under the engine's lock.

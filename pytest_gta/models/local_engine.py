@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.models.chat import ChatAdapter, Prepared, endpoint_limit
 from pytest_gta.models.generation import official_messages, react_max_tokens
-from pytest_gta.models.openai_chat import native_tools
+from pytest_gta.models.openai_convert import native_tools
 from pytest_gta.types import ModelOutput, ModelRequest, Usage
 
 #: How long the worker waits for more requests after the first one of a batch (seconds). Short

@@ -1,10 +1,12 @@
 """``openai/<model>`` and OpenAI-compatible servers (vLLM, LMDeploy, llama.cpp, vendor APIs).
 
 Uses the official ``openai`` SDK (chat completions) with its own retries off, so the shared
-policy of :mod:`pytest_gta.models.chat` applies. Under the ReAct protocol the request is the
-official one (:func:`~pytest_gta.models.generation.official_body`): same messages, roles and
-order, the model's stop words, and OpenCompass's ``max_tokens`` rule. Under ``native`` the tools
-go as function schemas and images as base64 ``image_url`` parts when the model has vision.
+policy of :mod:`pytest_gta.models.chat` applies. Requests and replies are converted by the pure
+functions of :mod:`pytest_gta.models.openai_convert`; this module is the network layer. Under
+the ReAct protocol the request is the official one
+(:func:`~pytest_gta.models.generation.official_body`): same messages, roles and order, the
+model's stop words, and OpenCompass's ``max_tokens`` rule. Under ``native`` the tools go as
+function schemas and images as base64 ``image_url`` parts when the model has vision.
 
 With ``--gta-base-url`` and no explicit name (a catalog name like ``qwen1.5-72b``), the served
 model name is read from the server's ``/models`` list. The API key comes from the environment
@@ -14,119 +16,26 @@ server needs none. The key is handed to the SDK only and never appears in report
 
 from __future__ import annotations
 
-import base64
 import json
-import mimetypes
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from types import NoneType
 from typing import Any
 
-from pytest_gta.agent.native import decode_arguments, json_schema
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError, RetryableError
-from pytest_gta.models.base import ModelContext, ModelSpec
+from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.catalog import CatalogEntry
 from pytest_gta.models.chat import (
+    ADAPTER_ARGS,
     ChatAdapter,
     Prepared,
     classify_sdk_error,
-    expect,
-    member,
     read_reply,
-    reply_usage,
 )
-from pytest_gta.models.generation import official_body, react_max_tokens
-from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
+from pytest_gta.models.openai_convert import completion_output, model_ids, request_body
+from pytest_gta.types import ModelOutput, ModelRequest, Usage
 
-#: ``--gta-model-args`` keys the adapter itself consumes; the rest go into the request body.
-TOOL_IMAGE_NOTE = "The tool returned this image."
-ADAPTER_ARGS = frozenset({"vision", "stop", "api_key_env", "headers"})
 #: What a 200 answer must be, in error messages.
 CHAT_COMPLETION = "a chat completion"
-
-
-def image_data_url(path: str) -> str:
-    """A ``data:`` URL of an image file (what vision endpoints accept inline)."""
-    mime = mimetypes.guess_type(path)[0] or "image/jpeg"
-    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-    return f"data:{mime};base64,{data}"
-
-
-def parse_arguments(raw: str | None) -> dict[str, Any]:
-    """A tool call's JSON arguments; anything else is kept raw so it scores as ``ARGS_ERROR``."""
-    return decode_arguments(raw)
-
-
-def _user_content(message: ChatMessage, vision: bool) -> str | list[dict[str, Any]]:
-    if not (vision and message.images):
-        return message.content
-    parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
-    parts += [
-        {"type": "image_url", "image_url": {"url": image_data_url(p)}} for p in message.images
-    ]
-    return parts
-
-
-def native_messages(messages: Sequence[ChatMessage], vision: bool) -> list[dict[str, Any]]:
-    """Chat-completions messages for the native protocol.
-
-    Tool messages cannot carry pictures, so a tool's image output follows as a user message
-    with the image when the model has vision.
-    """
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "assistant" and message.tool_calls:
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": message.content or None,
-                    "tool_calls": [
-                        {
-                            "id": call.id or f"call_{n}",
-                            "type": "function",
-                            "function": {
-                                "name": call.name,
-                                "arguments": json.dumps(call.arguments, ensure_ascii=False),
-                            },
-                        }
-                        for n, call in enumerate(message.tool_calls)
-                    ],
-                }
-            )
-        elif message.role == "tool":
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": message.tool_call_id or "call_0",
-                    "content": message.content,
-                }
-            )
-            if vision and message.images:
-                picture = ChatMessage(
-                    "user", "The tool returned this image.", images=message.images
-                )
-                out.append({"role": "user", "content": _user_content(picture, vision)})
-        elif message.role == "user":
-            out.append({"role": "user", "content": _user_content(message, vision)})
-        else:
-            out.append({"role": message.role, "content": message.content})
-    return out
-
-
-def native_tools(request: ModelRequest) -> list[dict[str, Any]]:
-    """The offered tools as OpenAI function tools."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": meta.name,
-                "description": meta.description,
-                "parameters": json_schema(meta),
-            },
-        }
-        for meta in request.tools
-    ]
 
 
 def detect_served_model(ids: Sequence[str], entry: CatalogEntry | None, base_url: str) -> str:
@@ -230,30 +139,10 @@ class OpenAIChat(ChatAdapter):
 
     def prepare(self, request: ModelRequest) -> Prepared | ModelOutput:
         """The official body (ReAct) or a function-calling body (native)."""
-        settings = self.settings
-        if request.protocol == "native":
-            body: dict[str, Any] = {
-                "model": self.served,
-                "messages": native_messages(request.messages, self.vision),
-                "max_tokens": settings.max_tokens,
-                "n": 1,
-                "temperature": settings.temperature,
-            }
-            if request.tools:
-                body["tools"] = native_tools(request)
-                body["tool_choice"] = "auto"
-        else:
-            max_tokens = react_max_tokens(self.served, request.messages, settings.max_tokens)
-            if max_tokens <= 0:
-                # OpenCompass returns '' without a request when the prompt fills the window.
-                return ModelOutput("", Usage())
-            body = official_body(
-                self.served, request.messages, max_tokens, settings.temperature, self.stop
-            )
-        if settings.seed is not None:
-            body["seed"] = settings.seed
-        body.update(self.extra)
-        return Prepared(body)
+        body = request_body(
+            request, self.served, self.settings, self.stop, vision=self.vision, extra=self.extra
+        )
+        return ModelOutput("", Usage()) if body is None else Prepared(body)
 
     def send(self, prepared: Prepared) -> ModelOutput:
         """One chat-completions call, the body serialised as the official harness does.
@@ -283,48 +172,6 @@ class OpenAIChat(ChatAdapter):
             expected=CHAT_COMPLETION,
             secret=self.client.api_key,
         )
-
-
-def model_ids(body: Any) -> list[str]:
-    """The ids of a ``/models`` listing, or :class:`~pytest_gta.models.chat.MalformedReply`."""
-    listing = expect(body, "the body", dict)
-    items = enumerate(member(listing, "data", list))
-    return [member(expect(m, f"data[{n}]", dict), "id", str, at=f"data[{n}]") for n, m in items]
-
-
-def completion_output(body: Any) -> ModelOutput:
-    """A chat completion's first choice, or :class:`~pytest_gta.models.chat.MalformedReply`.
-
-    Only what is read is checked, so servers that leave out or vary the rest (``id``,
-    ``created``, ``object``, ``finish_reason``) still work. No choices is an empty reply.
-    """
-    completion = expect(body, "the body", dict)
-    usage = reply_usage(completion, "prompt_tokens", "completion_tokens")
-    choices = member(completion, "choices", list)
-    if not choices:
-        return ModelOutput("", usage)
-    choice = expect(choices[0], "choices[0]", dict)
-    message = member(choice, "message", dict, at="choices[0]")
-    at = "choices[0].message"
-    content = member(message, "content", str, NoneType, at=at)
-    calls = []
-    for n, item in enumerate(member(message, "tool_calls", list, NoneType, at=at) or []):
-        where = f"{at}.tool_calls[{n}]"
-        call = expect(item, where, dict)
-        function = member(call, "function", dict, NoneType, at=where)
-        if function is None:  # custom tool calls have none
-            continue
-        name = member(function, "name", str, at=f"{where}.function")
-        arguments = member(function, "arguments", str, NoneType, at=f"{where}.function")
-        call_id = member(call, "id", str, NoneType, at=where)
-        calls.append(ToolCall(name, parse_arguments(arguments), call_id or ""))
-    return ModelOutput((content or "").strip(), usage, tuple(calls))
-
-
-def display_name(spec: ModelSpec) -> str:
-    """The leaderboard name for a catalog name, else what the user typed."""
-    explicit = "/" in spec.raw or ":" in spec.raw
-    return spec.entry.name if spec.entry is not None and not explicit else spec.raw
 
 
 def make_openai(spec: ModelSpec, context: ModelContext) -> OpenAIChat:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_gta import jsonsafe
 from pytest_gta.agent.native import INVALID_JSON, object_arguments
-from pytest_gta.models.openai_chat import native_messages, parse_arguments
+from pytest_gta.models.openai_convert import native_messages, parse_arguments
 from pytest_gta.types import ChatMessage, ToolCall
 
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
@@ -145,7 +145,7 @@ def parse_tool_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
 def template_messages(messages: Sequence[ChatMessage], vision: bool) -> list[dict[str, Any]]:
     """Native-protocol messages as chat templates take them.
 
-    The OpenAI wire format (:func:`~pytest_gta.models.openai_chat.native_messages`) carries a
+    The OpenAI wire format (:func:`~pytest_gta.models.openai_convert.native_messages`) carries a
     call's arguments as a JSON *string*; Hugging Face chat templates render
     ``arguments | tojson`` and expect the object itself, and some reject a ``None`` content.
     """

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.models.base import ModelContext, ModelSpec
+from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.local_engine import (
     GATHER_WINDOW,
     BatchEngine,
@@ -42,7 +42,6 @@ from pytest_gta.models.local_engine import (
     EngineRegistry,
     Payload,
 )
-from pytest_gta.models.openai_chat import display_name
 from pytest_gta.models.tool_text import parse_call, parse_tool_calls, template_messages
 from pytest_gta.types import ModelOutput, Usage
 
