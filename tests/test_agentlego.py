@@ -11,6 +11,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -291,15 +292,18 @@ def test_real_agentlego_server(real_server: str, dataset: Dataset, context: Tool
     assert str(caught.value) == "ZeroDivisionError('division by zero')"
 
 
-def test_files_outside_the_dataset_are_never_uploaded(context):
-    from pytest_gta.errors import GtaToolError
-    from tool_backends.agentlego import resolve_input_path
-
+def test_files_outside_the_dataset_are_never_uploaded(
+    server: ScriptedServer, dataset: Dataset, context: ToolContext
+) -> None:
+    backend = AgentLegoBackend(server.base)
+    listed = len(server.requests)
     for value in ("/etc/passwd", "../../etc/passwd", "image/../../outside.jpg"):
-        with pytest.raises(GtaToolError):
-            resolve_input_path(value, context)
-    inside = resolve_input_path("image/image_0.jpg", context)
-    assert inside.is_file()
+        with pytest.raises(GtaToolError, match="outside the dataset directory"):
+            backend.call(invoke(dataset, "TextToBbox", image=value, text="cat"), context)
+    assert len(server.requests) == listed
+    call = invoke(dataset, "TextToBbox", image="image/image_0.jpg", text="cat", top1=True)
+    backend.call(call, context)
+    assert form_fields(server.requests[-1])["image"][0] == "image_0.jpg"
 
 
 def test_server_down_is_an_error_outcome_not_a_failed_score(pytester):
@@ -320,3 +324,16 @@ def test_server_down_is_an_error_outcome_not_a_failed_score(pytester):
     case = json.loads((pytester.path / "r.json").read_text())["cases"][0]
     assert case["outcome"] == "error"
     assert f"agentlego server at http://127.0.0.1:{port} is unreachable" in case["message"]
+
+
+def test_remote_backends_do_not_need_pillow():
+    """Pillow is in the ``tools`` extra; the remote backends use tool_backends.paths without it."""
+    code = (
+        "import sys\n"
+        "import tool_backends.agentlego, tool_backends.api_tools, tool_backends.vlm\n"
+        "print('PIL' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout == "False\n"

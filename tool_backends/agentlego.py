@@ -27,9 +27,6 @@ import binascii
 import json
 import mimetypes
 import os
-import time
-import uuid
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -38,83 +35,13 @@ from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageErro
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from pytest_gta.types import ResultItem, ToolParam, ToolResult
 from pytest_gta.vocabulary import tool_category
+from tool_backends.http_client import request_with_retries
+from tool_backends.paths import resolve_image, save_output_file
 
 #: Input types sent as multipart file fields (the server declares them ``UploadFile``).
 FILE_INPUT_TYPES = frozenset({"image", "audio", "file"})
 #: Output types that arrive base64-encoded, with the extension they are saved under.
 FILE_OUTPUT_EXTENSIONS = {"image": ".png", "audio": ".wav"}
-#: Connection failures worth another attempt: nothing reached the tool, so retrying is safe.
-RETRYABLE = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.RemoteProtocolError)
-
-
-def request_with_retries(
-    method: str,
-    url: str,
-    *,
-    service: str,
-    what: str,
-    timeout: Any,
-    retries: int,
-    backoff: float,
-    show_errors: bool = True,
-    **kwargs: Any,
-) -> httpx2.Response:
-    """One HTTP request, retried with backoff on connection errors only.
-
-    HTTP answers are never retried: a tool that failed would fail again. ``show_errors=False``
-    names only the exception type (for services whose errors could echo a credential).
-
-    Raises:
-        GtaInfrastructureError: the service could not be reached, or timed out.
-    """
-
-    def why(exc: Exception) -> str:
-        return repr(exc) if show_errors else type(exc).__name__
-
-    delay = backoff
-    for attempt in range(retries + 1):
-        try:
-            # A client per request: nothing to close when the run ends, nothing shared between
-            # threads, and one TCP connect is nothing next to a tool's own time.
-            with httpx2.Client(timeout=timeout) as client:
-                response: httpx2.Response = client.request(method, url, **kwargs)
-                return response
-        except RETRYABLE as exc:
-            if attempt == retries:
-                raise GtaInfrastructureError(
-                    f"{service} is unreachable: {why(exc)} (after {attempt + 1} attempts)"
-                ) from exc
-            time.sleep(delay)
-            delay *= 2
-        except httpx2.TimeoutException as exc:
-            raise GtaInfrastructureError(
-                f"{service} did not answer {what} in time: {why(exc)}"
-            ) from exc
-        except httpx2.TransportError as exc:
-            raise GtaInfrastructureError(f"{service} failed on {what}: {why(exc)}") from exc
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-
-def resolve_input_path(value: str, context: ToolContext) -> Path:
-    """A file argument as a local path, confined to the dataset and the run's output directory.
-
-    A file sent to a remote service leaves the machine: a model that names ``/etc/passwd`` or
-    a symlink out of the dataset gets a tool error, not an upload.
-    """
-    from tool_backends.paths import resolve_image
-
-    return resolve_image(value, context)
-
-
-def save_output_file(data: bytes, tool: str, extension: str, context: ToolContext) -> str:
-    """Write a produced file into the case's output directory and return its absolute path.
-
-    Names are unique so parallel calls and repeated calls of one tool never overwrite each other.
-    """
-    context.output_dir.mkdir(parents=True, exist_ok=True)
-    path = context.output_dir / f"{tool}-{uuid.uuid4().hex[:12]}{extension}"
-    path.write_bytes(data)
-    return str(path.absolute())
 
 
 def form_value(value: Any) -> str:
@@ -209,7 +136,9 @@ class AgentLegoBackend:
             if value is None:
                 continue
             if param is not None and param.type in FILE_INPUT_TYPES:
-                path = resolve_input_path(str(value), context)
+                # Confined to the dataset and the output directory: a file sent here leaves
+                # the machine, so a model naming /etc/passwd gets a tool error, not an upload.
+                path = resolve_image(str(value), context)
                 mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
                 files[key] = (path.name, path.read_bytes(), mime)
             else:

@@ -23,7 +23,8 @@ import httpx2
 from pytest_gta.errors import GtaToolError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from pytest_gta.types import ToolResult
-from tool_backends.agentlego import request_with_retries, resolve_input_path
+from tool_backends.http_client import request_with_retries
+from tool_backends.paths import resolve_image
 
 #: Tool -> the environment variables it needs.
 API_TOOLS: dict[str, tuple[str, ...]] = {
@@ -186,7 +187,7 @@ class ApiBackend:
         AgentLego returns the whole response body; we return its ``text`` field (the LaTeX),
         which is what a model needs and what the recorded GTA outputs look like.
         """
-        path = resolve_input_path(str(invocation.converted["image"]), context)
+        path = resolve_image(str(invocation.converted["image"]), context)
         response = self._post(
             "Mathpix",
             f"{self.mathpix_url}/v3/text",

@@ -1,11 +1,15 @@
-"""Where the ``local`` tools may read images from and write their results to.
+"""Where tools may read files from and write their results to, for every backend.
 
-A model chooses the file arguments of a tool call, so a local tool that opened whatever it was
-given would let a model (or a prompt injected into a query) read any file on the machine, for
-example ``/etc/passwd`` or ``../../secrets``. Image arguments are therefore confined to the
-dataset root and the run's output directory (where DrawBox and AddText put the images that later
-calls edit further). Containment is checked on real paths, so ``..`` segments and symlinks that
-lead out of those directories are refused too.
+A model chooses the file arguments of a tool call, so a tool that opened whatever it was given
+would let a model (or a prompt injected into a query) read any file on the machine, for example
+``/etc/passwd`` or ``../../secrets``, and a remote backend (``agentlego``, ``api``, ``vlm``) would
+upload it. File arguments are therefore confined to the dataset root and the run's output
+directory (where DrawBox and AddText put the images that later calls edit further). Containment
+is checked on real paths, so ``..`` segments and symlinks that lead out of those directories are
+refused too.
+
+Pillow is imported only by the functions that decode images: the remote backends use this
+module for paths alone and do not need Pillow installed.
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-from PIL import Image
+from typing import TYPE_CHECKING, Any
 
 from pytest_gta.errors import GtaToolError
 from pytest_gta.files import inside
 from pytest_gta.tools import ToolContext, ToolInvocation
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 
 def allowed_roots(context: ToolContext) -> tuple[str, ...]:
@@ -98,6 +103,28 @@ def new_output_path(context: ToolContext, stem: str, suffix: str) -> Path:
     return output_dir / f"{safe}-{uuid.uuid4().hex}{suffix}"
 
 
+def save_output_file(data: bytes, tool: str, extension: str, context: ToolContext) -> str:
+    """Write a file a remote tool produced into the run's output directory; its absolute path.
+
+    Names are unique so parallel calls and repeated calls of one tool never overwrite each
+    other; the path is what the model passes to a later call, which :func:`resolve_image`
+    accepts because it lies in the output directory.
+
+    Args:
+        data: The file's bytes, decoded from the service's answer.
+        tool: The tool's name, the file name's prefix.
+        extension: File extension including the dot, e.g. ``".png"``.
+        context: The call's context; its ``output_dir`` is created if missing.
+
+    Returns:
+        The absolute path of the new file.
+    """
+    context.output_dir.mkdir(parents=True, exist_ok=True)
+    path = context.output_dir / f"{tool}-{uuid.uuid4().hex[:12]}{extension}"
+    path.write_bytes(data)
+    return str(path.absolute())
+
+
 def argument(invocation: ToolInvocation, name: str) -> Any:
     """One argument of a call, preferring the harness's type-converted form.
 
@@ -138,6 +165,8 @@ def _open_checked(path: Path) -> Image.Image:
     Pillow only warns between one and two times that limit and would then decode, allocating
     gigabytes for a small file whose header claims, say, 60000x60000 pixels.
     """
+    from PIL import Image
+
     image = Image.open(path)
     width, height = image.size
     limit = Image.MAX_IMAGE_PIXELS

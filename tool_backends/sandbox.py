@@ -28,11 +28,11 @@ What else isolates it depends on the machine (:func:`isolation`, ``--gta-sandbox
   directories writable, and a process that escapes the call's process group survives the call:
   :attr:`Isolation.gaps` says so, and the terminal header shows it.
 
-Importing SymPy and Matplotlib takes over a second, so the worker imports them once and forks a
-child per call (a "zygote"); a call then costs a fork and the user code. One worker serves the
-whole pytest process (calls are serialised by a lock), is started on first use and restarted if
-it dies. A worker that does not start is an infrastructure failure (the case is an *error*),
-never the model's mistake.
+Importing SymPy and Matplotlib takes over a second, so the worker
+(:mod:`tool_backends.sandbox_worker`) imports them once and forks a child per call (a "zygote");
+a call then costs a fork and the user code. One worker serves the whole pytest process (calls
+are serialised by a lock), is started on first use and restarted if it dies. A worker that does
+not start is an infrastructure failure (the case is an *error*), never the model's mistake.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ import shlex
 import shutil
 import signal
 import site
-import struct
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
+from tool_backends import sandbox_worker
 
 SandboxKind = Literal["bubblewrap", "rlimit"]
 SandboxMode = Literal["auto", "bubblewrap", "rlimit"]
@@ -90,220 +90,16 @@ WORLD_WRITABLE = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm")
 #: PATH inside the sandbox: the system's, never the user's (which may name their own tools).
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
-# The worker program. It runs with ``python -I -c`` so that it needs nothing from this checkout
-# (the bubblewrap sandbox does not show it). Messages are a 4-byte big-endian length and JSON.
-_WORKER_SOURCE = r"""
-import base64, io, json, os, resource, select, signal, struct, sys, time
 
-SCRATCH = sys.argv[1]
-MAX_TEXT, MAX_REPLY, FSIZE, EXTRA = (int(a) for a in sys.argv[2:6])
-PID_NAMESPACE = sys.argv[6] == "1"
-os.makedirs(SCRATCH, exist_ok=True)
-os.chmod(SCRATCH, 0o755)
-os.environ["MPLCONFIGDIR"] = os.path.join(SCRATCH, ".mpl")
-os.environ["HOME"] = SCRATCH
-os.makedirs(os.environ["MPLCONFIGDIR"], exist_ok=True)
-PROTOCOL_IN = sys.stdin.buffer
-PROTOCOL_OUT = os.fdopen(os.dup(1), "wb")
-DEVNULL = os.open(os.devnull, os.O_RDWR)
-os.dup2(DEVNULL, 1)
-try:
-    import math
-    import sympy
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot
-    import matplotlib.figure
-except ImportError:
-    pass
-try:
-    import simpleeval
-except ImportError:
-    simpleeval = None
+@functools.cache
+def worker_source() -> str:
+    """The text of :mod:`tool_backends.sandbox_worker`, which the worker runs as ``python -I -c``.
 
-
-def send(stream, message):
-    data = json.dumps(message).encode()
-    stream.write(struct.pack(">I", len(data)) + data)
-    stream.flush()
-
-
-def receive():
-    head = PROTOCOL_IN.read(4)
-    if len(head) < 4:
-        return None
-    return json.loads(PROTOCOL_IN.read(struct.unpack(">I", head)[0]))
-
-
-def error_text(error):
-    if isinstance(error, MemoryError):
-        return "MemoryError: the memory limit was exceeded"
-    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    return text[:MAX_TEXT]
-
-
-def calculate(expression):
-    names = {k: v for k, v in vars(math).items() if not k.startswith("_")}
-    functions = {k: v for k, v in names.items() if callable(v)}
-    functions.update(abs=abs, min=min, max=max, round=round, int=int, float=float, pow=pow)
-    constants = {k: v for k, v in names.items() if not callable(v)}
-    evaluator = simpleeval.SimpleEval(functions=functions, names=constants)
-    return str(evaluator.eval(expression))
-
-
-def run_code(kind, code):
-    namespace = {"__name__": "__sandbox__"}
-    exec(compile(code, "<command>", "exec"), namespace)
-    solution = namespace.get("solution")
-    if not callable(solution):
-        raise NameError("the command must define a function solution()")
-    result = solution()
-    if kind == "solver":
-        return {"text": str(result)[:MAX_TEXT]}
-    if not isinstance(result, matplotlib.figure.Figure):
-        raise TypeError(f"solution() must return a matplotlib Figure, not {type(result).__name__}")
-    buffer = io.BytesIO()
-    result.savefig(buffer, format="png")
-    matplotlib.pyplot.close("all")
-    return {"png": base64.b64encode(buffer.getvalue()).decode()}
-
-
-def child(request, writer):
-    calldir = os.path.join(SCRATCH, f"call-{os.getpid()}")
-    os.makedirs(calldir)
-    os.setsid()
-    PROTOCOL_OUT.close()
-    os.dup2(DEVNULL, 0)
-    os.dup2(DEVNULL, 2)
-    if os.geteuid() == 0:
-        os.chown(calldir, 65534, 65534)
-        os.setgroups([])
-        os.setgid(65534)
-        os.setuid(65534)
-        processes = 0
-    else:
-        uid = os.getuid()
-        processes = 0
-        for entry in os.listdir("/proc"):
-            try:
-                if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
-                    processes += 1
-            except OSError:
-                pass
-    cpu = int(request["timeout"]) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    with open("/proc/self/statm") as statm:
-        held = int(statm.read().split()[0]) * resource.getpagesize()
-    memory = held + int(request["memory"])
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE, FSIZE))
-    resource.setrlimit(resource.RLIMIT_NPROC, (processes + EXTRA, processes + EXTRA))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    os.chdir(calldir)
-    os.environ["TMPDIR"] = calldir
-    try:
-        if request["kind"] == "calculator":
-            if simpleeval is None:
-                raise ImportError("simpleeval is not installed")
-            reply = {"text": calculate(request["code"])[:MAX_TEXT]}
-        else:
-            reply = run_code(request["kind"], request["code"])
-    except BaseException as error:  # the model's code may raise anything, SystemExit included
-        try:
-            reply = {"error": error_text(error)}
-        except BaseException:
-            reply = {"error": type(error).__name__}
-    try:
-        send(writer, reply)
-    except BaseException:
-        os._exit(3)
-    os._exit(0)
-
-
-def kill_leftovers(pid):
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    if PID_NAMESPACE:  # everything in this namespace but its init and us is a call's leftover
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) not in (1, os.getpid()):
-                try:
-                    os.kill(int(entry), signal.SIGKILL)
-                except OSError:
-                    pass
-    # Reap until no child is left (when this worker is the namespace's init, orphans are ours
-    # too), so nothing of the call remains, not even a zombie; give up after a few seconds
-    # rather than hang on a process stuck in the kernel.
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            if os.waitpid(-1, os.WNOHANG) == (0, 0):
-                time.sleep(0.005)
-        except ChildProcessError:
-            break
-
-
-def serve(request):
-    reader, writer_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(reader)
-        try:
-            child(request, os.fdopen(writer_fd, "wb"))
-        finally:
-            os._exit(4)
-    os.close(writer_fd)
-    deadline = time.monotonic() + float(request["timeout"])
-    data = bytearray()
-    outcome = None
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            outcome = {"limit": f"time limit exceeded ({request['timeout']:g} s wall clock)"}
-            break
-        ready, _, _ = select.select([reader], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(reader, 1 << 16)
-        if not chunk:
-            break
-        data += chunk
-        if len(data) >= 4 and len(data) >= 4 + struct.unpack(">I", bytes(data[:4]))[0]:
-            break  # complete, even if a leftover process still holds the pipe open
-        if len(data) > MAX_REPLY:
-            outcome = {"limit": f"output limit exceeded ({MAX_REPLY} bytes)"}
-            break
-    os.close(reader)
-    if outcome is not None:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        status = 0
-    kill_leftovers(pid)
-    if outcome is not None:
-        return outcome
-    if len(data) >= 4 and len(data) - 4 == struct.unpack(">I", bytes(data[:4]))[0]:
-        return json.loads(bytes(data[4:]))
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        if number in (signal.SIGXCPU, signal.SIGKILL):
-            return {"limit": "CPU time limit exceeded"}
-        return {"limit": f"the code was killed by signal {signal.Signals(number).name}"}
-    return {"limit": "the code ended without a result (memory limit exceeded?)"}
-
-
-send(PROTOCOL_OUT, {"ready": True})
-while True:
-    request = receive()
-    if request is None:
-        break
-    send(PROTOCOL_OUT, serve(request))
-"""
+    Its text, not ``-m``: the sandbox shows only the system and Python paths, which need not
+    hold this package (an editable install lives in a checkout the sandbox does not mount), so
+    the worker must need nothing but the standard library and the file's own text.
+    """
+    return Path(sandbox_worker.__file__).read_text(encoding="utf-8")
 
 
 def _program(name: str) -> str:
@@ -676,9 +472,16 @@ class SandboxWorker:
             self._scratch = tempfile.TemporaryDirectory(prefix="gta-sandbox-")
             os.chmod(self._scratch.name, 0o755)
             scratch = self._scratch.name
-        arguments = [scratch, MAX_TEXT_CHARS, MAX_REPLY_BYTES, FILE_SIZE_BYTES, EXTRA_PROCESSES]
-        command = [*chosen.prefix(scratch), sys.executable, "-I", "-c", _WORKER_SOURCE]
-        command += [str(a) for a in arguments] + ["1" if chosen.pid_namespace else "0"]
+        settings = sandbox_worker.Settings(
+            scratch,
+            MAX_TEXT_CHARS,
+            MAX_REPLY_BYTES,
+            FILE_SIZE_BYTES,
+            EXTRA_PROCESSES,
+            chosen.pid_namespace,
+        )
+        command = [*chosen.prefix(scratch), sys.executable, "-I", "-c", worker_source()]
+        command += settings.to_argv()
         try:
             process = subprocess.Popen(
                 command,
@@ -727,8 +530,9 @@ class SandboxWorker:
         fd = process.stdout.fileno()
         deadline = time.monotonic() + timeout
         data = b""
+        header = sandbox_worker.HEADER.size
         expected: int | None = None
-        while expected is None or len(data) < expected + 4:
+        while expected is None or len(data) < header + expected:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 return None
@@ -736,11 +540,11 @@ class SandboxWorker:
             if not chunk:
                 return None
             data += chunk
-            if expected is None and len(data) >= 4:
-                expected = struct.unpack(">I", data[:4])[0]
-                if expected > 2 * MAX_REPLY_BYTES:
+            if expected is None:
+                expected = sandbox_worker.announced(data)
+                if expected is not None and expected > 2 * MAX_REPLY_BYTES:
                     return None
-        message: dict[str, Any] = json.loads(data[4 : expected + 4])
+        message: dict[str, Any] = json.loads(data[header : header + expected])
         return message
 
     def run(
@@ -756,7 +560,6 @@ class SandboxWorker:
             GtaToolError: the code raised (``"NameError: ..."``) or hit a limit (which one).
         """
         request = {"kind": kind, "code": code, "timeout": timeout, "memory": memory}
-        data = json.dumps(request).encode()
         with self._lock:
             process = self._process
             if process is None or process.poll() is not None:
@@ -764,7 +567,7 @@ class SandboxWorker:
                 process = self._start()
             assert process.stdin is not None
             try:
-                process.stdin.write(struct.pack(">I", len(data)) + data)
+                process.stdin.write(sandbox_worker.encode(request))
                 process.stdin.flush()
             except OSError:
                 reply = None

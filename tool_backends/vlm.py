@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from pytest_gta.types import ResultItem, ToolResult
-from tool_backends.agentlego import resolve_input_path, save_output_file
+from tool_backends.paths import image_size, open_rgb, resolve_image, save_output_file
 
 if TYPE_CHECKING:
     import openai
@@ -167,7 +167,7 @@ class VlmBackend:
                 )
                 return self._image_result(invocation.name, response, context)
             if invocation.name == "ImageStylization":
-                path = resolve_input_path(str(args["image"]), context)
+                path = resolve_image(str(args["image"]), context)
                 response = self.client.images.edit(
                     model=self.image_model,
                     image=(path.name, path.read_bytes(), _mime(path.name)),
@@ -197,23 +197,19 @@ class VlmBackend:
 
     @staticmethod
     def _image(args: Mapping[str, Any], context: ToolContext) -> str:
-        path = resolve_input_path(str(args["image"]), context)
+        path = resolve_image(str(args["image"]), context)
         return data_url(path.read_bytes(), _mime(path.name))
 
     @staticmethod
     def _crop(args: Mapping[str, Any], context: ToolContext, box: tuple[int, int, int, int]) -> str:
         """The bbox region as a PNG data URL, so the model looks only where it was asked to."""
-        from tool_backends.paths import open_rgb
-
-        region = open_rgb(resolve_input_path(str(args["image"]), context)).crop(box)
+        region = open_rgb(resolve_image(str(args["image"]), context)).crop(box)
         buffer = io.BytesIO()
         region.save(buffer, format="PNG")
         return data_url(buffer.getvalue(), "image/png")
 
     def _boxes(self, args: Mapping[str, Any], context: ToolContext) -> str:
-        from tool_backends.paths import image_size
-
-        width, height = image_size(resolve_input_path(str(args["image"]), context))
+        width, height = image_size(resolve_image(str(args["image"]), context))
         prompt = BBOX_PROMPT.format(text=args["text"], width=width, height=height)
         reply = self._ask(prompt, self._image(args, context))
         return format_boxes(reply, width, height, bool(args.get("top1", True)))

@@ -1,0 +1,287 @@
+"""The sandbox worker's own parts, imported in-process: framing, replies, errors, limits' words.
+
+tests/test_sandbox.py and tests/test_code_tools.py run the same file as the real worker inside
+each sandbox; these tests reach the parts that need no sandbox (and no fork of the pytest
+process), plus one run of the bare program over its pipes, which pins the wire protocol.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from tool_backends import sandbox, sandbox_worker
+from tool_backends.sandbox_worker import (
+    Settings,
+    announced,
+    answer,
+    calculate,
+    encode,
+    error_text,
+    no_reply,
+    processes_of,
+    receive,
+    run_code,
+    send,
+)
+
+SETTINGS = Settings("/scratch", 10_000, 1 << 20, 1 << 16, 8, True)
+
+
+# -- command line and framing ---------------------------------------------------------------------
+
+
+def test_settings_travel_on_the_command_line_in_a_fixed_order():
+    assert SETTINGS.to_argv() == ["/scratch", "10000", "1048576", "65536", "8", "1"]
+    assert Settings.from_argv(SETTINGS.to_argv()) == SETTINGS
+    assert not Settings.from_argv(["/s", "1", "2", "3", "4", "0"]).pid_namespace
+
+
+def test_a_frame_is_a_big_endian_length_and_json():
+    assert encode({"ready": True}) == b'\x00\x00\x00\x0f{"ready": true}'
+    assert encode({"text": "é"}) == b'\x00\x00\x00\x12{"text": "\\u00e9"}'
+
+
+def test_frames_round_trip_in_order_until_end_of_stream():
+    stream = io.BytesIO()
+    messages = [{"ready": True}, {"kind": "solver", "code": "x = 1\n", "timeout": 2.5}, {}]
+    for message in messages:
+        send(stream, message)
+    stream.seek(0)
+    assert [receive(stream) for _ in messages] == messages
+    assert receive(stream) is None
+
+
+@pytest.mark.parametrize("tail", [b"", b"\x00", b"\x00\x00\x00"])
+def test_a_stream_that_ends_inside_a_header_is_the_end(tail):
+    assert receive(io.BytesIO(tail)) is None
+
+
+def test_frames_cross_a_real_pipe():
+    reader, writer = os.pipe()
+    with os.fdopen(writer, "wb") as out, os.fdopen(reader, "rb") as into:
+        send(out, {"png": "aGk="})
+        assert receive(into) == {"png": "aGk="}
+
+
+def test_announced_waits_for_the_whole_header():
+    frame = encode({"text": "14"})
+    assert announced(frame[:3]) is None
+    assert announced(frame[:4]) == len(frame) - 4
+    assert announced(bytearray(frame)) == len(frame) - 4
+
+
+# -- what the model sees --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (NameError("name 'x' is not defined"), "NameError: name 'x' is not defined"),
+        (ZeroDivisionError(), "ZeroDivisionError"),
+        (SystemExit(3), "SystemExit: 3"),
+        (MemoryError("a huge list"), "MemoryError: the memory limit was exceeded"),
+        (ValueError("v" * 50), "ValueError: " + "v" * 28),
+    ],
+)
+def test_error_text(error, expected):
+    assert error_text(error, 40) == expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [("2+3*4", "14"), ("sqrt(16)", "4.0"), ("round(pi, 3)", "3.142"), ("max(3, 7) - abs(-2)", "5")],
+)
+def test_calculate(expression, expected):
+    pytest.importorskip("simpleeval")
+    assert calculate(expression) == expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "error"),
+    [
+        ("1/0", "ZeroDivisionError"),
+        ("__import__('os').getcwd()", "FunctionNotDefined"),
+        ("x + 1", "NameNotDefined"),
+        ("2 +", "SyntaxError"),
+    ],
+)
+def test_calculate_refuses(expression, error):
+    pytest.importorskip("simpleeval")
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - the type's name is the point
+        calculate(expression)
+    assert type(caught.value).__name__ == error
+
+
+def test_calculate_without_simpleeval_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "simpleeval", None)
+    with pytest.raises(ImportError, match=r"^simpleeval is not installed$"):
+        calculate("1+1")
+
+
+def test_solver_returns_the_text_of_solution_cut_to_the_limit():
+    assert run_code("solver", "def solution():\n    return [1, 2]", 100) == {"text": "[1, 2]"}
+    assert run_code("solver", "def solution():\n    return 'y' * 50", 10) == {"text": "y" * 10}
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("x = 1", NameError),
+        ("solution = 3", NameError),
+        ("def solution(:", SyntaxError),
+        ("def solution():\n    raise KeyError('k')", KeyError),
+    ],
+)
+def test_solver_errors_are_raised(code, error):
+    with pytest.raises(error):
+        run_code("solver", code, 100)
+
+
+def test_plot_returns_a_png_of_the_figure():
+    pytest.importorskip("matplotlib")
+    code = "from matplotlib.figure import Figure\ndef solution():\n    return Figure()"
+    reply = run_code("plot", code, 100)
+    assert reply["png"].startswith("iVBORw0KGgo")  # base64 of the PNG signature
+
+
+def test_plot_must_return_a_figure():
+    pytest.importorskip("matplotlib")
+    with pytest.raises(TypeError, match="must return a matplotlib Figure, not int"):
+        run_code("plot", "def solution():\n    return 3", 100)
+
+
+@pytest.mark.parametrize(
+    ("request_", "expected"),
+    [
+        ({"kind": "calculator", "code": "2**10"}, {"text": "1024"}),
+        ({"kind": "calculator", "code": "1/0"}, {"error": "ZeroDivisionError: division by zero"}),
+        ({"kind": "solver", "code": "def solution():\n    return 7"}, {"text": "7"}),
+        ({"kind": "solver", "code": "import sys\nsys.exit(3)"}, {"error": "SystemExit: 3"}),
+        ({"kind": "solver", "code": "raise KeyboardInterrupt"}, {"error": "KeyboardInterrupt"}),
+        ({"kind": "solver", "code": "def solution():\n    return 'y' * 99"}, {"text": "y" * 40}),
+    ],
+)
+def test_answer_turns_everything_the_code_raises_into_an_error_reply(request_, expected):
+    pytest.importorskip("simpleeval")
+    assert answer(request_, 40) == expected
+
+
+def test_answer_names_an_error_that_cannot_be_printed():
+    code = "class Odd(Exception):\n    def __str__(self):\n        raise RuntimeError\nraise Odd"
+    assert answer({"kind": "solver", "code": code}, 100) == {"error": "Odd"}
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (signal.SIGKILL, "CPU time limit exceeded"),
+        (signal.SIGXCPU, "CPU time limit exceeded"),
+        (signal.SIGSEGV, "the code was killed by signal SIGSEGV"),
+        (3 << 8, "the code ended without a result (memory limit exceeded?)"),
+        (0, "the code ended without a result (memory limit exceeded?)"),
+    ],
+)
+def test_no_reply_says_which_limit(status, expected):
+    """Wait statuses as Linux encodes them: the signal number, or the exit code shifted by 8."""
+    assert no_reply(status) == {"limit": expected}
+
+
+def test_processes_of_counts_a_uids_processes():
+    assert processes_of(os.getuid()) >= 1
+    assert processes_of(2**31 - 7) == 0
+
+
+# -- the program on its own -----------------------------------------------------------------------
+
+
+def test_importing_the_worker_runs_nothing():
+    """The host and these tests import it: no argv read, no fd touched, no heavy import."""
+    code = (
+        "import sys\n"
+        "import tool_backends.sandbox_worker\n"
+        "heavy = {'sympy', 'matplotlib', 'simpleeval'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "print('clean')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (out.returncode, out.stdout) == (0, "clean\n"), out.stderr
+
+
+def test_the_host_runs_the_module_file_itself():
+    assert sandbox.worker_source() == Path(sandbox_worker.__file__).read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_the_bare_program_speaks_the_protocol():
+    """``python -I -c <text>`` outside the checkout: ready, replies, limits, exit on EOF."""
+    with tempfile.TemporaryDirectory(prefix="gta-worker-test-") as scratch:
+        os.chmod(scratch, 0o755)  # a call runs as nobody when the tests run as root
+        settings = Settings(scratch, 100, 400, 1 << 16, 8, False)
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-c", sandbox.worker_source(), *settings.to_argv()],
+            cwd=scratch,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=sandbox.sandbox_environment(scratch),
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+
+        def ask(**request):
+            send(process.stdin, {"timeout": 2.0, "memory": 1 << 30, **request})
+            return receive(process.stdout)
+
+        try:
+            assert receive(process.stdout) == {"ready": True}
+            assert ask(kind="calculator", code="2+3*4") == {"text": "14"}
+            loud = "import sys\ndef solution():\n    print('noise')\n    return 'quiet'"
+            assert ask(kind="solver", code=loud) == {"text": "quiet"}
+            loop = "def solution():\n    while True:\n        pass"
+            assert ask(kind="solver", code=loop, timeout=0.5) == {
+                "limit": "time limit exceeded (0.5 s wall clock)"
+            }
+            big = "def solution():\n    return 'y' * 10**6"
+            assert ask(kind="solver", code=big) == {"text": "y" * 100}
+            exits = "import os\ndef solution():\n    os._exit(0)"
+            assert ask(kind="solver", code=exits) == {
+                "limit": "the code ended without a result (memory limit exceeded?)"
+            }
+            kills = "import os, signal\ndef solution():\n    os.kill(os.getpid(), signal.SIGTERM)"
+            assert ask(kind="solver", code=kills) == {
+                "limit": "the code was killed by signal SIGTERM"
+            }
+            # A reply is held to the limit once it outgrows one read (64 KiB), so this PNG of
+            # noise is large. No numpy.random: outside a sandbox, a call as root runs as nobody,
+            # who cannot read a Python under /root (pyenv) and imports only what is preloaded.
+            noise = (
+                "import numpy\n"
+                "from matplotlib.figure import Figure\n"
+                "def solution():\n"
+                "    figure = Figure()\n"
+                "    pixels = numpy.arange(90_000) * 2_654_435_761 % 4_093\n"
+                "    figure.add_subplot().imshow(pixels.reshape(300, 300))\n"
+                "    return figure"
+            )
+            assert ask(kind="plot", code=noise) == {"limit": "output limit exceeded (400 bytes)"}
+        finally:
+            process.stdin.close()
+            assert process.wait(timeout=30) == 0
+            process.stdout.close()

@@ -1,0 +1,389 @@
+"""The sandbox's warm worker: imports SymPy and Matplotlib once, then forks a child per call.
+
+:mod:`tool_backends.sandbox` does not import this module to run it: it reads this file's text
+and starts ``python -I -c <text> ARGS`` inside the sandbox, because the bubblewrap sandbox shows
+only the system and Python paths, which need not hold this package (an editable install lives
+in a checkout the sandbox does not mount), and ``-I`` keeps the user's environment and the
+current directory off ``sys.path``. So everything at module level is the standard library only;
+SymPy, Matplotlib and simpleeval are imported inside the functions that use them (and may be
+missing), and nothing runs on import: the host imports this module for the wire protocol, and
+the tests import it to exercise the parts that need no sandbox.
+
+The protocol on the worker's stdin and stdout is one message per frame, a 4-byte big-endian
+length and that many bytes of JSON: the worker sends ``{"ready": true}`` once its imports are
+done, then answers each request (``{"kind", "code", "timeout", "memory"}``) with one of
+``{"text"}``, ``{"png"}`` (base64), ``{"error"}`` (the code raised) or ``{"limit"}`` (the code
+hit a limit). A child writes its reply into a pipe of its own, so whatever the model's code does
+to its stdout never reaches the protocol.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import io
+import json
+import math
+import os
+import resource
+import select
+import signal
+import struct
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+#: The frame header: the length of the JSON that follows.
+HEADER = struct.Struct(">I")
+#: The uid and gid a call runs as when the worker is root: the kernel never applies
+#: ``RLIMIT_NPROC`` to root.
+NOBODY = 65534
+#: Seconds :meth:`Zygote.kill_leftovers` waits for a call's processes to be reaped before giving up,
+#: so a process stuck in the kernel cannot hang the worker.
+REAP_S = 5.0
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The limits the host sets for every call, passed on the worker's command line."""
+
+    #: Scratch directory as the worker sees it; each call gets a directory inside it.
+    scratch: str
+    #: Text returned to the model is cut here.
+    max_text: int
+    #: The most a call's reply may weigh on the pipe.
+    max_reply: int
+    #: ``RLIMIT_FSIZE`` of a call.
+    file_size: int
+    #: Processes a call may add to those its uid already runs (``RLIMIT_NPROC``).
+    extra_processes: int
+    #: Whether the worker has a PID namespace of its own, where every process but its init
+    #: and the worker itself is a call's leftover.
+    pid_namespace: bool
+
+    def to_argv(self) -> list[str]:
+        """The command-line arguments that :meth:`from_argv` reads back."""
+        numbers = (self.max_text, self.max_reply, self.file_size, self.extra_processes)
+        return [self.scratch, *(str(n) for n in numbers), "1" if self.pid_namespace else "0"]
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str]) -> Settings:
+        """Read the arguments that follow ``-c <program>`` (``sys.argv[1:]``)."""
+        max_text, max_reply, file_size, extra = (int(a) for a in argv[1:5])
+        return cls(argv[0], max_text, max_reply, file_size, extra, argv[5] == "1")
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    """One frame: the length, then the JSON."""
+    data = json.dumps(message).encode()
+    return HEADER.pack(len(data)) + data
+
+
+def send(stream: IO[bytes], message: Mapping[str, Any]) -> None:
+    """Write one frame and flush it, since the other side waits for the whole frame."""
+    stream.write(encode(message))
+    stream.flush()
+
+
+def receive(stream: IO[bytes]) -> Message | None:
+    """Read one frame, blocking; ``None`` when the host closed the pipe (time to exit)."""
+    head = stream.read(HEADER.size)
+    if len(head) < HEADER.size:
+        return None
+    (length,) = HEADER.unpack(head)
+    message: Message = json.loads(stream.read(length))
+    return message
+
+
+def announced(data: bytes | bytearray) -> int | None:
+    """The length a frame's header announces, or ``None`` while the header is incomplete."""
+    if len(data) < HEADER.size:
+        return None
+    length: int = HEADER.unpack_from(data)[0]
+    return length
+
+
+def error_text(error: BaseException, max_text: int) -> str:
+    """What the model sees when its code raised: ``"NameError: ..."``, cut to ``max_text``.
+
+    A ``MemoryError`` says which limit was hit, since its own message is usually empty.
+    """
+    if isinstance(error, MemoryError):
+        return "MemoryError: the memory limit was exceeded"
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return text[:max_text]
+
+
+def calculate(expression: str) -> str:
+    """``str()`` of the expression's value with the ``math`` names, as AgentLego's Calculator.
+
+    simpleeval instead of ``eval``: the expression is untrusted model output, and the sandbox
+    is the second line of defence, not the only one.
+
+    Raises:
+        ImportError: simpleeval is not installed (the model sees that as the tool's error).
+    """
+    try:
+        # simpleeval ships no type hints (no py.typed); only SimpleEval.eval is used, on str.
+        import simpleeval  # type: ignore[import-untyped]
+    except ImportError:
+        raise ImportError("simpleeval is not installed") from None
+    names = {k: v for k, v in vars(math).items() if not k.startswith("_")}
+    functions = {k: v for k, v in names.items() if callable(v)}
+    functions.update(abs=abs, min=min, max=max, round=round, int=int, float=float, pow=pow)
+    constants = {k: v for k, v in names.items() if not callable(v)}
+    evaluator = simpleeval.SimpleEval(functions=functions, names=constants)
+    return str(evaluator.eval(expression))
+
+
+def run_code(kind: str, code: str, max_text: int) -> Message:
+    """Run a program that defines ``solution()``: its ``str()`` (Solver) or its Figure (Plot).
+
+    Raises:
+        NameError: the program defines no ``solution``.
+        TypeError: a Plot program's ``solution()`` returned no Figure.
+    """
+    namespace: dict[str, Any] = {"__name__": "__sandbox__"}
+    exec(compile(code, "<command>", "exec"), namespace)
+    solution = namespace.get("solution")
+    if not callable(solution):
+        raise NameError("the command must define a function solution()")
+    result = solution()
+    if kind == "solver":
+        return {"text": str(result)[:max_text]}
+    import matplotlib.figure
+    import matplotlib.pyplot
+
+    if not isinstance(result, matplotlib.figure.Figure):
+        raise TypeError(f"solution() must return a matplotlib Figure, not {type(result).__name__}")
+    buffer = io.BytesIO()
+    result.savefig(buffer, format="png")
+    matplotlib.pyplot.close("all")
+    return {"png": base64.b64encode(buffer.getvalue()).decode()}
+
+
+def answer(request: Mapping[str, Any], max_text: int) -> Message:
+    """The reply to one request: the result, or the error the model's code raised.
+
+    Anything the code raises is the model's doing (``SystemExit`` and ``KeyboardInterrupt``
+    included), so it becomes an ``error`` reply; an exception whose ``str()`` itself raises
+    is named by its type.
+    """
+    try:
+        if request["kind"] == "calculator":
+            return {"text": calculate(request["code"])[:max_text]}
+        return run_code(request["kind"], request["code"], max_text)
+    except BaseException as error:
+        try:
+            return {"error": error_text(error, max_text)}
+        except BaseException:
+            return {"error": type(error).__name__}
+
+
+def no_reply(status: int) -> Message:
+    """The ``limit`` reply for a child that ended (wait status ``status``) without a reply."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        if number in (signal.SIGXCPU, signal.SIGKILL):
+            return {"limit": "CPU time limit exceeded"}
+        return {"limit": f"the code was killed by signal {signal.Signals(number).name}"}
+    # The code ended the process itself (os._exit), sending the reply failed (exit status 3,
+    # most often out of memory while encoding it), or the child's setup failed (4).
+    return {"limit": "the code ended without a result (memory limit exceeded?)"}
+
+
+def processes_of(uid: int) -> int:
+    """How many processes ``uid`` runs now (``RLIMIT_NPROC`` counts them all, not the call's)."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
+                count += 1
+        except OSError:  # the process ended while we looked
+            pass
+    return count
+
+
+def preload() -> None:
+    """Import what calls use, once, so that each forked child starts with it loaded.
+
+    A missing package is not an error here: the call that needs it reports it to the model.
+    """
+    try:
+        importlib.import_module("sympy")
+        import matplotlib
+
+        # Before pyplot is imported: the sandbox has no display.
+        matplotlib.use("Agg")
+        import matplotlib.figure
+        import matplotlib.pyplot
+    except ImportError:
+        pass
+    try:
+        importlib.import_module("simpleeval")
+    except ImportError:
+        pass
+
+
+@dataclass(frozen=True)
+class Zygote:
+    """The warm worker: forks a child per request and gets a reply, or a limit, out of it."""
+
+    settings: Settings
+    #: The protocol's end towards the host (a duplicate of stdout, which points to devnull).
+    protocol_out: IO[bytes]
+    #: An open ``/dev/null``, for the standard streams of each child.
+    devnull: int
+
+    def serve(self, request: Mapping[str, Any]) -> Message:
+        """Run one request in a fresh child and return its reply, or the limit it hit."""
+        reader, writer_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(reader)
+            try:
+                self.child(request, os.fdopen(writer_fd, "wb"))
+            finally:
+                os._exit(4)
+        os.close(writer_fd)
+        deadline = time.monotonic() + float(request["timeout"])
+        data = bytearray()
+        outcome: Message | None = None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                outcome = {"limit": f"time limit exceeded ({request['timeout']:g} s wall clock)"}
+                break
+            ready, _, _ = select.select([reader], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(reader, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+            length = announced(data)
+            if length is not None and len(data) >= HEADER.size + length:
+                break  # complete, even if a leftover process still holds the pipe open
+            if len(data) > self.settings.max_reply:
+                outcome = {"limit": f"output limit exceeded ({self.settings.max_reply} bytes)"}
+                break
+        os.close(reader)
+        if outcome is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = 0
+        self.kill_leftovers(pid)
+        if outcome is not None:
+            return outcome
+        length = announced(data)
+        if length is not None and len(data) - HEADER.size == length:
+            reply: Message = json.loads(bytes(data[HEADER.size :]))
+            return reply
+        return no_reply(status)
+
+    def child(self, request: Mapping[str, Any], writer: IO[bytes]) -> None:
+        """In the forked child: confine this process, run the request, write the reply, exit.
+
+        The child leads a session of its own so that :meth:`kill_leftovers` can kill its whole
+        process group, and gets its own directory, as ``nobody`` when the worker is root.
+        """
+        settings = self.settings
+        calldir = os.path.join(settings.scratch, f"call-{os.getpid()}")
+        os.makedirs(calldir)
+        os.setsid()
+        self.protocol_out.close()
+        os.dup2(self.devnull, 0)
+        os.dup2(self.devnull, 2)
+        if os.geteuid() == 0:
+            os.chown(calldir, NOBODY, NOBODY)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            processes = 0
+        else:
+            processes = processes_of(os.getuid())
+        cpu = int(request["timeout"]) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        # RLIMIT_AS counts the address space the warm worker already holds (SymPy, Matplotlib),
+        # so the call's memory allowance comes on top of it.
+        with open("/proc/self/statm") as statm:
+            held = int(statm.read().split()[0]) * resource.getpagesize()
+        memory = held + int(request["memory"])
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (settings.file_size, settings.file_size))
+        nproc = processes + settings.extra_processes
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        # A write past RLIMIT_FSIZE then fails with an OSError the model sees, instead of a
+        # signal that kills the call without a word.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        os.chdir(calldir)
+        os.environ["TMPDIR"] = calldir
+        reply = answer(request, settings.max_text)
+        try:
+            send(writer, reply)
+        except BaseException:
+            os._exit(3)
+        os._exit(0)
+
+    def kill_leftovers(self, pid: int) -> None:
+        """Kill and reap every process the call with child ``pid`` left behind."""
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if self.settings.pid_namespace:  # all but the namespace's init and us is a leftover
+            for entry in os.listdir("/proc"):
+                if entry.isdigit() and int(entry) not in (1, os.getpid()):
+                    try:
+                        os.kill(int(entry), signal.SIGKILL)
+                    except OSError:
+                        pass
+        # Reap until no child is left (when this worker is the namespace's init, orphans are ours
+        # too), so nothing of the call remains, not even a zombie.
+        deadline = time.monotonic() + REAP_S
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                    time.sleep(0.005)
+            except ChildProcessError:
+                break
+
+
+def main(argv: Sequence[str]) -> None:
+    """Set up the scratch directory and the protocol's pipes, preload, then serve until EOF.
+
+    The protocol gets a duplicate of stdout and stdout itself goes to ``/dev/null``, so that
+    nothing printed while importing (or by anything else in this process) corrupts a frame.
+    """
+    settings = Settings.from_argv(argv)
+    os.makedirs(settings.scratch, exist_ok=True)
+    os.chmod(settings.scratch, 0o755)
+    # Matplotlib reads MPLCONFIGDIR on import and writes its font cache there.
+    os.environ["MPLCONFIGDIR"] = os.path.join(settings.scratch, ".mpl")
+    os.environ["HOME"] = settings.scratch
+    os.makedirs(os.environ["MPLCONFIGDIR"], exist_ok=True)
+    protocol_in = sys.stdin.buffer
+    protocol_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 1)
+    preload()
+    zygote = Zygote(settings, protocol_out, devnull)
+    send(protocol_out, {"ready": True})
+    while True:
+        request = receive(protocol_in)
+        if request is None:
+            break
+        send(protocol_out, zygote.serve(request))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
