@@ -1,4 +1,8 @@
-"""The README is the front door: its commands and option table must stay true."""
+"""The README is the front door and docs/ the manual: their commands, tables, examples stay true.
+
+The README keeps the commands (the demo, the self-check, the tests); the option table, the model
+catalog table and the adapter examples live in docs/ and are checked there.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +19,15 @@ import pytest
 from conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+OPTIONS = (DOCS / "options.md").read_text()
+MODELS = (DOCS / "models.md").read_text()
+DEMO = (DOCS / "demo.md").read_text()
 
 
-def block_after(marker: str) -> str:
-    start = README.index(marker)
-    match = re.search(r"```\n(.*?)```", README[start:], re.S)
+def block_after(marker: str, text: str = README) -> str:
+    start = text.index(marker)
+    match = re.search(r"```\n(.*?)```", text[start:], re.S)
     assert match, marker
     return match.group(1).strip()
 
@@ -33,27 +41,50 @@ def test_ci_runs_the_readme_test_command():
 def test_option_table_lists_every_option(pytester):
     help_text = pytester.runpytest("--help").stdout.str()
     options = set(re.findall(r"^  (--gta-[a-z-]+)", help_text, re.M))
-    documented = set(re.findall(r"^\| `(--gta-[a-z-]+)", README, re.M))
+    documented = set(re.findall(r"^\| `(--gta-[a-z-]+)", OPTIONS, re.M))
     assert options == documented
     commands = {"--gta-download", "--gta-record-manifest", "--gta-data-info"}
     for option in options - commands:
         ini = option[2:].replace("-", "_")
-        assert f"| `{option}" in README
-        assert f"| `{ini}` |" in README, ini
+        assert f"| `{option}" in OPTIONS
+        assert f"| `{ini}` |" in OPTIONS, ini
     for option in commands:  # commands, not settings: no ini twin
-        assert re.search(rf"^\| `{option}` \| none \|", README, re.M), option
+        assert re.search(rf"^\| `{option}` \| none \|", OPTIONS, re.M), option
 
 
 def test_mock_script_example_is_a_valid_script(tmp_path, sample_dataset):
     from pytest_gta.models.mock import load_script
 
-    example = re.search(r"```json\n(.*?)```", README, re.S)
+    example = re.search(r"```json\n(.*?)```", MODELS, re.S)
     assert example
     path = tmp_path / "script.json"
     path.write_text(example.group(1))
     responses, default = load_script(path)
     assert default == "Final Answer: I do not know."
     assert set(responses) == {"e2e-0", "step-0", "e2e-1", "*"}
+
+
+def test_demo_page_shows_the_readme_demo():
+    """docs/demo.md repeats the README's demo commands; both must be the ones tox runs."""
+    from pytest_gta import demo
+
+    assert block_after("<!-- demo-tox-command -->", DEMO) == "tox -e demo"
+    shown = block_after("<!-- demo-tox-pytest -->", DEMO)
+    assert shown == block_after("<!-- demo-tox-pytest -->")
+    assert shlex.split(shown) == ["pytest", *demo.DEMO_ARGS]
+
+
+def test_readme_stays_a_front_door():
+    """The README keeps install, the commands, a CI example and a map; the rest is in docs/."""
+    lines = README.count("\n")
+    assert lines <= 200, f"README.md has {lines} lines; move the details to docs/"
+    assert "## In CI" in README
+    assert "```yaml" in README[README.index("## In CI") :]
+    pages = {path.name for path in DOCS.glob("*.md")}
+    for index, prefix in ((README, "docs/"), ((DOCS / "README.md").read_text(), "")):
+        linked = set(re.findall(rf"\]\({re.escape(prefix)}([\w.-]+\.md)[)#]", index))
+        assert pages - {"README.md"} <= linked, pages - linked
+    assert "](docs/README.md)" in README
 
 
 @pytest.mark.slow
@@ -86,7 +117,7 @@ def test_demo_command_in_an_empty_directory(tmp_path):
 def test_model_table_lists_every_catalog_name():
     from pytest_gta.models import catalog
 
-    table = README[README.index("| leaderboard names | runs on |") :].split("\n\n")[0]
+    table = MODELS[MODELS.index("| leaderboard names | runs on |") :].split("\n\n")[0]
     listed = {
         name.strip() for row in table.splitlines()[2:] for name in row.split("|")[1].split(",")
     }
@@ -100,7 +131,7 @@ def test_chat_adapter_example_gets_cache_and_retries(tmp_path, sample_dataset, m
     from pytest_gta.models.cache import ResponseCache
 
     monkeypatch.setattr(chat, "BACKOFF_BASE", 0.001)
-    code = re.search(r"```python\n(from pytest_gta import ChatAdapter.*?)```", README, re.S)
+    code = re.search(r"```python\n(from pytest_gta import ChatAdapter.*?)```", MODELS, re.S)
     assert code
     answers = [(503, ""), (200, "Final Answer: 4")]
     sent = []
