@@ -32,7 +32,13 @@ from typing import Any
 import httpx2
 
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
-from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
+from pytest_gta.tools import (
+    BaseToolBackend,
+    ToolBackendContext,
+    ToolContext,
+    ToolInvocation,
+    ToolSpec,
+)
 from pytest_gta.types import ResultItem, ToolParam, ToolResult
 from pytest_gta.vocabulary import tool_category
 from tool_backends.http_client import request_with_retries
@@ -51,7 +57,7 @@ def form_value(value: Any) -> str:
     return str(value)
 
 
-class AgentLegoBackend:
+class AgentLegoBackend(BaseToolBackend):
     """Serves the tools an AgentLego server lists in its ``openapi.json``."""
 
     name = "agentlego"

@@ -21,7 +21,13 @@ from typing import Any
 import httpx2
 
 from pytest_gta.errors import GtaToolError
-from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
+from pytest_gta.tools import (
+    BaseToolBackend,
+    ToolBackendContext,
+    ToolContext,
+    ToolInvocation,
+    ToolSpec,
+)
 from pytest_gta.types import ToolResult
 from tool_backends.http_client import request_with_retries
 from tool_backends.paths import resolve_image
@@ -89,7 +95,7 @@ def format_search_results(results: Mapping[str, Any], k: int) -> str:
     return text
 
 
-class ApiBackend:
+class ApiBackend(BaseToolBackend):
     """Serves GoogleSearch and MathOCR when their API keys are set."""
 
     name = "api"

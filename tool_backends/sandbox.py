@@ -58,11 +58,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
+from pytest_gta.vocabulary import SANDBOX_MODES, SandboxMode
 from tool_backends import sandbox_worker
 
 SandboxKind = Literal["bubblewrap", "rlimit"]
-SandboxMode = Literal["auto", "bubblewrap", "rlimit"]
-SANDBOX_MODES: tuple[SandboxMode, ...] = ("auto", "bubblewrap", "rlimit")
 INSTALL_BUBBLEWRAP = (
     "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
 )

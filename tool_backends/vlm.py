@@ -26,7 +26,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
-from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
+from pytest_gta.tools import (
+    BaseToolBackend,
+    ToolBackendContext,
+    ToolContext,
+    ToolInvocation,
+    ToolSpec,
+)
 from pytest_gta.types import ResultItem, ToolResult
 from tool_backends.paths import image_size, open_rgb, resolve_image, save_output_file
 
@@ -122,7 +128,7 @@ def data_url(data: bytes, mime: str) -> str:
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
-class VlmBackend:
+class VlmBackend(BaseToolBackend):
     """Runs the model-backed GTA tools through an OpenAI-compatible endpoint."""
 
     name = "vlm"
