@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pytest_gta.dataset import Query
 from pytest_gta.vocabulary import CATEGORIES, MODES, QUERY_TYPES, Mode
 
-_ID = re.compile(rf"({'|'.join(MODES)})-(.+)")
+_ID = re.compile(rf"({'|'.join(MODES)})-(.+)", re.S)
 #: A case id as a parametrized node id shows it; the first one wins.
-_IN_NODEID = re.compile(rf"\[({'|'.join(MODES)})-(.+?)\]")
+_IN_NODEID = re.compile(rf"\[({'|'.join(MODES)})-(.+?)\]", re.S)
 
 _MARK_TEXT = {
     "gta_mode_step": "GTA cases in step-by-step mode (the model predicts each reference step)",

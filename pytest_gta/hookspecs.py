@@ -23,7 +23,10 @@ def pytest_gta_make_model(
     """Build the model named by ``--gta-model`` (return ``None`` to leave it to others).
 
     Adapters should be cheap to build and defer heavy work (loading weights, connecting) to the
-    first ``generate`` call: the hook runs in every pytest process.
+    first ``generate`` call or to ``warm_up``: the hook runs in every pytest process. Any object
+    with ``name``, ``protocol`` and ``generate`` will do; the optional capabilities it may also
+    offer are declared on :class:`pytest_gta.models.base.BaseModelAdapter`, with the defaults
+    an object that does not subclass it gets.
 
     Example, in ``conftest.py``::
 
@@ -47,6 +50,9 @@ def pytest_gta_make_tool(
     config: pytest.Config, spec: ToolSpec, context: ToolBackendContext
 ) -> ToolBackend | None:
     """Build the tool backend for one ``--gta-tools`` entry (``None`` to leave it to others).
+
+    Any object with ``name``, ``offers`` and ``call`` will do; the optional capabilities are
+    declared on :class:`pytest_gta.tools.BaseToolBackend`.
 
     Example, in ``conftest.py``::
 

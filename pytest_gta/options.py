@@ -742,7 +742,7 @@ def option_base(config: pytest.Config, source: Source) -> Path:
     """What a relative path from ``source`` is relative to.
 
     The command line and the environment belong to the shell, so the directory pytest runs
-    in; an ini value belongs to the project, so the ini file's directory (the README promises
+    in; an ini value belongs to the project, so the ini file's directory (docs/options.md promises
     this, and it makes the value mean the same from any subdirectory); a default, the rootdir.
     """
     if source == "ini":

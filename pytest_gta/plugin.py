@@ -262,9 +262,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+# A second implementation of the same hook: pytest registers only ``pytest_*`` names, and
+# ``specname`` says which hook this one is.
 @pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_runtest_makereport")
-def clean_every_report(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+def pytest_runtest_makereport_clean(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Clean every test report before it is shown, sent to the controller or written.
+
+    The outermost wrapper, so it cleans whatever the others added.
 
     Whatever path a secret or an unwritable value took (a model's reply, a tool's output, a
     failure message, captured output), it is caught here, in the process that ran the test:

@@ -349,10 +349,15 @@ def test_token_budget_stops_the_session_with_a_partial_report(pytester, server, 
         "--gta-mode=e2e",
         "--gta-report=r.json",
         "--gta-max-tokens-total=150",
+        "--junitxml=gta.xml",
         *dist_args,
     )
     report = json.loads((pytester.path / "r.json").read_text())
     assert report["stopped"].startswith("token budget exhausted")
+    # The stop rides on the report of the case that hit it, never into JUnit's properties.
+    junit = (pytester.path / "gta.xml").read_text()
+    assert "gta_stopped" not in junit
+    assert "gta_model_calls" in junit
     assert "the session stopped early" in " ".join(report["notes"])
     assert report["outcomes"]["skipped"] >= 1
     assert len(server.posted()) <= 2 + len(dist_args)  # each worker may finish its call

@@ -332,8 +332,8 @@ def lookup(name: str) -> CatalogEntry:
     hint = f" Did you mean {', '.join(suggestions)}?" if suggestions else ""
     raise GtaUsageError(
         f"--gta-model={name}: not a known model name.{hint}\n"
-        f"The catalog knows {len(CATALOG)} models by their leaderboard names (the README's "
-        "Models section lists them); any other model works as provider/NAME: openai/NAME (with "
+        f"The catalog knows {len(CATALOG)} models by their leaderboard names (docs/models.md "
+        "lists them); any other model works as provider/NAME: openai/NAME (with "
         "--gta-base-url for a compatible server), anthropic/NAME, vllm/HF_ID, "
         "transformers/HF_ID_OR_PATH or llamacpp:FILE.gguf."
     )

@@ -164,12 +164,13 @@ def _header(report: Mapping[str, Any]) -> list[str]:
     if extras:
         lines.append("  ".join(extras))
     generation = settings.get("generation")
-    if generation:
-        lines.append(
-            f"generation: temperature {generation['temperature']}, max_tokens "
-            f"{generation['max_tokens']}, seed {generation['seed']}, cache {generation['cache']}"
-            + (f", endpoint {generation['base_url']}" if generation.get("base_url") else "")
-        )
+    if isinstance(generation, Mapping) and generation:
+        # Built-in adapters describe these; a third-party describe() may say anything else.
+        shown = [k for k in ("temperature", "max_tokens", "seed", "cache") if k in generation]
+        parts = [f"{k} {generation[k]}" for k in shown or generation]
+        if generation.get("base_url"):
+            parts.append(f"endpoint {generation['base_url']}")
+        lines.append("generation: " + ", ".join(parts))
     timings = report.get("timings") or {}
     loads = []
     for key, what in (("model_load_s", "model"), ("similarity_load_s", "similarity model")):
