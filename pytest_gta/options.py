@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pytest
 
@@ -70,6 +70,8 @@ OPT_RECORD_MANIFEST = "--gta-record-manifest"
 OPT_DATA_INFO = "--gta-data-info"
 OPT_SANDBOX = "--gta-sandbox"
 ENV_DATA_DIR = "GTA_DATA_DIR"
+#: One word of a vocabulary (a literal type) that a ``choose ...`` option takes.
+Word = TypeVar("Word", bound=str)
 TOOL_RECORD_MODES = ("none", "new", "all")
 
 DEFAULT_MODES: tuple[Mode, ...] = ("e2e",)
@@ -199,14 +201,22 @@ def parse_seed(value: str) -> int:
         raise pytest.UsageError(f"{OPT_SEED}={value}: give an integer seed") from None
 
 
+def _choice(value: str, choices: tuple[Word, ...], flag: str, explained: str) -> Word:
+    """One of ``choices`` (typed as the literal it is), else a usage error as ``explained``."""
+    for choice in choices:
+        if value.strip() == choice:
+            return choice
+    raise pytest.UsageError(f"{flag}={value}: choose {explained}")
+
+
 def parse_protocol(value: str) -> ProtocolName:
     """``react`` (the official text protocol) or ``native`` (provider function calling)."""
-    for protocol in PROTOCOLS:
-        if value.strip() == protocol:
-            return protocol
-    raise pytest.UsageError(
-        f"{OPT_PROTOCOL}={value}: choose react (the official ReAct text protocol, comparable "
-        "with the leaderboard) or native (the provider's function calling)"
+    return _choice(
+        value,
+        PROTOCOLS,
+        OPT_PROTOCOL,
+        "react (the official ReAct text protocol, comparable with the leaderboard) or native "
+        "(the provider's function calling)",
     )
 
 
@@ -233,11 +243,8 @@ def parse_max_concurrency(value: str) -> int:
 
 def parse_cache(value: str) -> CacheMode:
     """``off``, ``read``, ``write`` or ``readwrite``."""
-    for mode in CACHE_MODES:
-        if value.strip() == mode:
-            return mode
-    raise pytest.UsageError(
-        f"{OPT_CACHE}={value}: choose off, read, write or readwrite (default readwrite)"
+    return _choice(
+        value, CACHE_MODES, OPT_CACHE, "off, read, write or readwrite (default readwrite)"
     )
 
 
@@ -272,13 +279,6 @@ def parse_price(value: str) -> tuple[float, float]:
     return prices[0], prices[1]
 
 
-def _choice(value: str, choices: tuple[str, ...], flag: str, explained: str) -> str:
-    """One of ``choices``, else a usage error listing them as ``explained`` says."""
-    if value.strip() not in choices:
-        raise pytest.UsageError(f"{flag}={value}: choose {explained}")
-    return value.strip()
-
-
 def parse_tool_record(value: str) -> str:
     """``none``, ``new`` (record calls not yet in the cassettes) or ``all`` (re-record)."""
     return _choice(
@@ -291,12 +291,12 @@ def parse_tool_record(value: str) -> str:
 
 def parse_sandbox(value: str) -> SandboxMode:
     """``auto``, ``bubblewrap`` (required: refuse to run model code without it) or ``rlimit``."""
-    for mode in SANDBOX_MODES:
-        if value.strip() == mode:
-            return mode
-    raise pytest.UsageError(
-        f"{OPT_SANDBOX}={value}: choose auto (bubblewrap when it works here, else the rlimit "
-        "fallback), bubblewrap (required) or rlimit"
+    return _choice(
+        value,
+        SANDBOX_MODES,
+        OPT_SANDBOX,
+        "auto (bubblewrap when it works here, else the rlimit fallback), bubblewrap (required) "
+        "or rlimit",
     )
 
 
