@@ -6,6 +6,7 @@ a plain object with the required members, which the plugin sees through the same
 
 from __future__ import annotations
 
+import copy
 import json
 import textwrap
 from pathlib import Path
@@ -113,6 +114,9 @@ def test_a_plain_model_keeps_the_optional_members_it_defines():
     assert model.describe() == {"endpoint": "here"}
     assert [o.text for o in loops.generate_all(model, [REQUEST])] == ["batched"]
     assert model.custom == "kept"  # the rest of the user's object stays reachable
+    with pytest.raises(AttributeError):
+        _ = model.missing
+    assert copy.copy(model).describe() == {"endpoint": "here"}
     assert set(OPTIONAL_MEMBERS) <= set(dir(BaseModelAdapter))
 
 

@@ -287,9 +287,8 @@ class AnthropicChat(ChatAdapter):
         return {**super().identity(), "model": self.served}
 
     def describe(self) -> dict[str, Any]:
-        """Generation settings and where the requests went, for the report (no key)."""
-        where = {"provider": self.provider, "endpoint": self.endpoint, "served_model": self.served}
-        return {**self.settings.report(), **where, "stop": self.stop, "vision": self.vision}
+        """Where the requests went (:meth:`ChatAdapter.describe`) and whether images go too."""
+        return {**super().describe(), "vision": self.vision}
 
     def prepare(self, request: ModelRequest) -> Prepared | ModelOutput:
         """The Messages API body: text turns (ReAct) or tools and content blocks (native)."""

@@ -176,45 +176,49 @@ OPTIONAL_MEMBERS = (
 )
 
 
-def _keep_optional(target: ModelInfo, inner: object) -> None:
-    for member in OPTIONAL_MEMBERS:
-        if hasattr(inner, member) and hasattr(target, member):
-            setattr(target, member, getattr(inner, member))
+class _Adopted:
+    """What both wrappers of :func:`adopt` share: the user's object behind the interface."""
 
+    inner: Any
 
-class _AdoptedModel(BaseModelAdapter):
-    """A plain :class:`ModelAdapter` seen through :class:`BaseModelAdapter`'s interface."""
-
-    def __init__(self, inner: ModelAdapter) -> None:
+    def _take_over(self, inner: ModelAdapter | RecordedSource) -> None:
+        """Wrap ``inner``: its name, protocol and whichever optional members it defines."""
         self.inner = inner
         self.name = inner.name
         self.protocol = inner.protocol
-        _keep_optional(self, inner)
-
-    def generate(self, request: ModelRequest) -> ModelOutput:
-        """The wrapped object's answer."""
-        return self.inner.generate(request)
+        for member in OPTIONAL_MEMBERS:
+            if hasattr(inner, member) and hasattr(self, member):
+                setattr(self, member, getattr(inner, member))
 
     def __getattr__(self, name: str) -> Any:
         # Whatever else the user's object has stays reachable through the gta_model fixture.
+        if name == "inner":  # not wrapped yet (a copy in progress): no endless recursion
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
 
-class _AdoptedSource(BaseRecordedSource):
+class _AdoptedModel(_Adopted, BaseModelAdapter):
+    """A plain :class:`ModelAdapter` seen through :class:`BaseModelAdapter`'s interface."""
+
+    def __init__(self, inner: ModelAdapter) -> None:
+        self._take_over(inner)
+
+    def generate(self, request: ModelRequest) -> ModelOutput:
+        """The wrapped object's answer."""
+        output: ModelOutput = self.inner.generate(request)
+        return output
+
+
+class _AdoptedSource(_Adopted, BaseRecordedSource):
     """A plain :class:`RecordedSource` seen through :class:`BaseRecordedSource`'s interface."""
 
     def __init__(self, inner: RecordedSource) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.protocol = inner.protocol
-        _keep_optional(self, inner)
+        self._take_over(inner)
 
     def recorded(self, query: Query, mode: Mode) -> Recorded | None:
         """The wrapped object's records."""
-        return self.inner.recorded(query, mode)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        records: Recorded | None = self.inner.recorded(query, mode)
+        return records
 
 
 def adopt_model(model: ModelAdapter) -> BaseModelAdapter:

@@ -35,7 +35,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import NoneType
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -425,6 +425,10 @@ class ChatAdapter(BaseModelAdapter):
 
     provider: ClassVar[str] = "chat"
     name: str
+    #: The model name sent to the endpoint (also what the official ``max_tokens`` rule reads).
+    served: str = ""
+    #: Stop words of ReAct requests (``None``: none).
+    stop: str | Sequence[str] | None = None
     #: Identifies the endpoint for the concurrency limit and the cache (no secrets).
     endpoint: str
 
@@ -450,6 +454,20 @@ class ChatAdapter(BaseModelAdapter):
         raise NotImplementedError
 
     # -- shared machinery ---------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """Generation settings and where the requests went, for the report (never a key).
+
+        Subclasses add what else identifies their requests (weights, engine arguments...).
+        """
+        stop = self.stop if self.stop is None or isinstance(self.stop, str) else list(self.stop)
+        return {
+            **self.settings.report(),
+            "provider": self.provider,
+            "endpoint": self.endpoint,
+            "served_model": self.served,
+            "stop": stop,
+        }
+
     def identity(self) -> dict[str, Any]:
         """What, besides the payload, makes two responses interchangeable."""
         return {"provider": self.provider, "endpoint": self.endpoint}

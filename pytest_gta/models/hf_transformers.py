@@ -957,15 +957,11 @@ class TransformersChat(EngineChat):
         """Generation settings, the weights and how the engine runs, for the report."""
         engine = self.engine
         return {
-            **self.settings.report(),
-            "provider": self.provider,
-            "endpoint": self.endpoint,
-            "served_model": self.served,
+            **super().describe(),
             "weights": self.weights.label,
             "load_args": dict(self.load_args),
             "threads": engine.threads,
             "max_batch": engine.max_batch,
-            "stop": list(self.stop),
         }
 
 

@@ -272,15 +272,7 @@ class LlamaCppChat(ChatAdapter):
 
     def describe(self) -> dict[str, Any]:
         """What the OpenAI adapter reports, plus the GGUF and the engine arguments."""
-        return {
-            **self.settings.report(),
-            "provider": self.provider,
-            "endpoint": self.endpoint,
-            "served_model": self.served,
-            "stop": self.stop,
-            "gguf": str(self.path),
-            "engine": dict(self.engine_args),
-        }
+        return {**super().describe(), "gguf": str(self.path), "engine": dict(self.engine_args)}
 
     def prepare(self, request: ModelRequest) -> Prepared | ModelOutput:
         """The official ReAct body an OpenAI-compatible server would get for this model."""

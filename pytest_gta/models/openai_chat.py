@@ -127,16 +127,6 @@ class OpenAIChat(ChatAdapter):
         """Provider, endpoint and served model name."""
         return {**super().identity(), "model": self.served}
 
-    def describe(self) -> dict[str, Any]:
-        """Generation settings and where the requests went, for the report."""
-        return {
-            **self.settings.report(),
-            "provider": self.provider,
-            "endpoint": self.endpoint,
-            "served_model": self.served,
-            "stop": self.stop,
-        }
-
     def prepare(self, request: ModelRequest) -> Prepared | ModelOutput:
         """The official body (ReAct) or a function-calling body (native)."""
         body = request_body(

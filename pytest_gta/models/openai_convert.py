@@ -112,7 +112,7 @@ def request_body(
     request: ModelRequest,
     model: str,
     settings: GenerationSettings,
-    stop: str | list[str] | None = None,
+    stop: str | Sequence[str] | None = None,
     *,
     vision: bool = False,
     extra: Mapping[str, Any] | None = None,

@@ -165,14 +165,7 @@ class VLLMChat(EngineChat):
 
     def describe(self) -> dict[str, Any]:
         """Generation settings, the model and how the engine was built, for the report."""
-        return {
-            **self.settings.report(),
-            "provider": self.provider,
-            "endpoint": self.endpoint,
-            "served_model": self.served,
-            "engine_args": dict(self.engine_args),
-            "stop": list(self.stop),
-        }
+        return {**super().describe(), "engine_args": dict(self.engine_args)}
 
 
 def make_vllm(spec: ModelSpec, context: ModelContext) -> VLLMChat:
