@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pytest_gta.dataset import Query
 from pytest_gta.vocabulary import CATEGORIES, MODES, QUERY_TYPES, Mode
 
-_ID = re.compile(rf"({'|'.join(MODES)})-(.+)", re.S)
 #: A case id as a parametrized node id shows it; the first one wins.
 _IN_NODEID = re.compile(rf"\[({'|'.join(MODES)})-(.+?)\]", re.S)
 
@@ -33,13 +32,6 @@ def mark_name(prefix: str, value: str) -> str:
     return f"{prefix}_{re.sub(r'[^0-9A-Za-z_]', '_', value)}"
 
 
-def _split(match: re.Match[str] | None) -> tuple[Mode, str] | None:
-    if match is None:
-        return None
-    mode: Mode = "step" if match.group(1) == "step" else "e2e"
-    return mode, match.group(2)
-
-
 @dataclass(frozen=True)
 class Case:
     """One pytest case: a query evaluated in one mode."""
@@ -53,14 +45,13 @@ class Case:
         return f"{mode}-{qid}"
 
     @staticmethod
-    def parse_id(text: str) -> tuple[Mode, str] | None:
-        """``(mode, qid)`` of a case id (``None``: not one)."""
-        return _split(_ID.fullmatch(text))
-
-    @staticmethod
     def find_in_nodeid(nodeid: str) -> tuple[Mode, str] | None:
         """``(mode, qid)`` of the case a node id runs (``gta::test_query[e2e-17]``), if any."""
-        return _split(_IN_NODEID.search(nodeid))
+        match = _IN_NODEID.search(nodeid)
+        if match is None:
+            return None
+        mode: Mode = "step" if match.group(1) == "step" else "e2e"
+        return mode, match.group(2)
 
     @property
     def id(self) -> str:

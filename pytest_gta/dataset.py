@@ -95,10 +95,6 @@ class Query:
                 calls.append(ReferenceCall(index, str(function["name"]), function["arguments"]))
         return tuple(calls)
 
-    def call_at(self, index: int) -> ReferenceCall | None:
-        """The reference call made by ``dialogs[index]`` (``None``: not a tool call)."""
-        return next((call for call in self.calls if call.index == index), None)
-
     @property
     def called_tools(self) -> tuple[str, ...]:
         """The tools the reference chain calls, each once, in order of first call."""

@@ -11,8 +11,7 @@ with the message and exit status 4.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -36,15 +35,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-@contextmanager
-def usage_errors() -> Iterator[None]:
-    """Turn our usage errors into pytest's: a message and exit status 4, no traceback."""
-    try:
-        yield
-    except GtaUsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
 class GtaState:
     """Per-process state of a session; everything heavy is built on first use."""
 
@@ -61,10 +51,12 @@ class GtaState:
         self.ahead: AheadWork = AheadWork(self)
 
     def _once(self, what: str, build: Callable[[], T]) -> T:
-        """``build()``'s result, built once; a usage error in it becomes pytest's."""
+        """``build()``'s result, built once; a usage error in it becomes pytest's (exit 4)."""
         if what not in self._built:
-            with usage_errors():
+            try:
                 self._built[what] = build()
+            except GtaUsageError as exc:
+                raise pytest.UsageError(str(exc)) from None
         return cast(T, self._built[what])
 
     # -- data ------------------------------------------------------------------------------

@@ -18,12 +18,7 @@ def test_the_id_is_mode_then_query_id(sample_dataset):
     case = Case("e2e", sample_dataset["3"])
     assert case.id == f"e2e-{case.query.qid}"
     assert repr(case) == f"Case(e2e-{case.query.qid})"
-    assert Case.parse_id(case.id) == ("e2e", case.query.qid)
-
-
-@given(mode=modes, qid=qids)
-def test_an_id_parses_back(mode, qid):
-    assert Case.parse_id(Case.format_id(mode, qid)) == (mode, qid)
+    assert Case.find_in_nodeid(f"gta::test_query[{case.id}]") == ("e2e", case.query.qid)
 
 
 @given(mode=modes, qid=qids, test=st.sampled_from(["gta::test_query", "tests/t.py::test_x"]))
@@ -33,19 +28,14 @@ def test_a_node_id_names_its_case(mode, qid, test):
 
 @given(text=st.text())
 def test_anything_else_is_not_a_case(text):
-    parsed = Case.parse_id(text)
-    if parsed is not None:
-        mode, qid = parsed
-        assert text == f"{mode}-{qid}"
-        assert qid
     found = Case.find_in_nodeid(text)
     if found is not None:
         assert f"[{found[0]}-{found[1]}]" in text
 
 
 def test_not_cases():
-    assert Case.parse_id("train-3") is None
-    assert Case.parse_id("e2e-") is None
+    assert Case.find_in_nodeid("t.py::test[train-3]") is None
+    assert Case.find_in_nodeid("t.py::test[e2e-]") is None
     assert Case.find_in_nodeid("tests/test_x.py::test_plain") is None
     assert Case.find_in_nodeid("t.py::test[step-1-extra]") == ("step", "1-extra")
 

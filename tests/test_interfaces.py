@@ -36,7 +36,7 @@ from pytest_gta import (
 )
 from pytest_gta.agent import loops
 from pytest_gta.errors import GtaUsageError as UsageErrorFromErrors
-from pytest_gta.models.base import OPTIONAL_MEMBERS, adopt, adopt_model
+from pytest_gta.models.base import OPTIONAL_MEMBERS, adopt
 from pytest_gta.tools import ToolSet, adopt_backend
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
 
@@ -79,7 +79,6 @@ def test_a_subclass_is_used_as_it_is():
 
     model = Own()
     assert adopt(model) is model
-    assert adopt_model(model) is model
 
 
 def test_a_plain_model_gets_every_default():
@@ -98,7 +97,7 @@ def test_a_plain_model_gets_every_default():
 
 
 def test_generate_each_puts_a_failure_in_its_own_slot():
-    model = adopt_model(Plain())
+    model = adopt(Plain())
     boom = ModelRequest((ChatMessage("user", "boom"),), (), CaseContext("0", "step", 1))
     first, second, third = model.generate_each([REQUEST, boom, REQUEST])
     assert isinstance(first, ModelOutput)
@@ -109,7 +108,7 @@ def test_generate_each_puts_a_failure_in_its_own_slot():
 
 
 def test_a_plain_model_keeps_the_optional_members_it_defines():
-    model = adopt_model(PlainWithExtras())
+    model = adopt(PlainWithExtras())
     assert tuple(model.warnings) == ("a note",)
     assert model.describe() == {"endpoint": "here"}
     assert [o.text for o in loops.generate_all(model, [REQUEST])] == ["batched"]

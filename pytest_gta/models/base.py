@@ -221,14 +221,6 @@ class _AdoptedSource(_Adopted, BaseRecordedSource):
         return records
 
 
-def adopt_model(model: ModelAdapter) -> BaseModelAdapter:
-    """``model`` with every capability of :class:`BaseModelAdapter` (wrapped if it lacks them).
-
-    The wrapper keeps whichever optional members ``model`` defines and the defaults for the rest.
-    """
-    return model if isinstance(model, BaseModelAdapter) else _AdoptedModel(model)
-
-
 def adopt(model: ModelAdapter | RecordedSource) -> BaseModelAdapter | BaseRecordedSource:
     """What a ``pytest_gta_make_model`` hook returned, as one of the two base classes.
 
