@@ -54,6 +54,7 @@ OPT_PROTOCOL = "--gta-protocol"
 OPT_TIMEOUT = "--gta-timeout"
 OPT_RETRIES = "--gta-retries"
 OPT_MAX_CONCURRENCY = "--gta-max-concurrency"
+OPT_CONCURRENCY = "--gta-concurrency"
 OPT_CACHE = "--gta-cache"
 OPT_CACHE_DIR = "--gta-cache-dir"
 OPT_EPOCH = "--gta-epoch"
@@ -238,6 +239,13 @@ def parse_max_concurrency(value: str) -> int:
         value,
         OPT_MAX_CONCURRENCY,
         f"give a positive number of requests (default {DEFAULT_MAX_CONCURRENCY})",
+    )
+
+
+def parse_concurrency(value: str) -> int:
+    """Episodes a process runs at once."""
+    return _int_at_least(
+        value, OPT_CONCURRENCY, "give a positive number of episodes, e.g. --gta-concurrency=16"
     )
 
 
@@ -592,6 +600,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
         setting="generation.max_concurrency",
     ),
     OptionSpec(
+        OPT_CONCURRENCY,
+        "N",
+        "episodes (step prompts, end-to-end episodes) a process runs at once (default: what "
+        "fits the model: 16 over HTTP, 1 for a single-threaded engine)",
+        parse=parse_concurrency,
+        setting="concurrency",
+    ),
+    OptionSpec(
         OPT_CACHE,
         "MODE",
         "response cache: off, read, write or readwrite (default: readwrite)",
@@ -721,6 +737,8 @@ class GtaSettings:
     sandbox: SandboxMode = "auto"
     #: Where datasets are installed (``--gta-data-dir``); the default dataset is ``gta_dataset``.
     data_dir: Path = DATA_DIR_DEFAULT
+    #: ``--gta-concurrency``; ``None``: the model's own default (see pytest_gta.pipeline).
+    concurrency: int | None = None
 
     @property
     def active(self) -> bool:

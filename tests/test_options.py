@@ -42,6 +42,7 @@ TWINS = {
     "--gta-timeout": "gta_timeout",
     "--gta-retries": "gta_retries",
     "--gta-max-concurrency": "gta_max_concurrency",
+    "--gta-concurrency": "gta_concurrency",
     "--gta-cache": "gta_cache",
     "--gta-cache-dir": "gta_cache_dir",
     "--gta-epoch": "gta_epoch",
