@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pytest_gta.agent.loops import Episode
     from pytest_gta.case import Case
     from pytest_gta.models.base import BaseModelAdapter
+    from pytest_gta.pipeline import Pipeline
     from pytest_gta.session import GtaState
 
 
@@ -72,13 +73,23 @@ class AheadWork:
         self.timings: dict[str, float] = {}
         self.step_model: BaseModelAdapter | None = None
         self._episodes: dict[str, Ahead] = {}
+        #: The pool running this process's episodes ahead (``--gta-concurrency`` > 1).
+        self.pipeline: Pipeline | None = None
 
     def take(self, case: Case) -> Ahead | None:
         """The case's pre-generated episode, once (``None``: run it as usual)."""
-        return self._episodes.pop(case.id, None)
+        found = self._episodes.pop(case.id, None)
+        if found is None and self.pipeline is not None:
+            return self.pipeline.take(case)
+        return found
+
+    def concurrency(self, model: BaseModelAdapter) -> int:
+        """``--gta-concurrency``, else what suits the model (its ``concurrency``)."""
+        chosen = self.state.settings.concurrency
+        return chosen if chosen is not None else max(1, int(model.concurrency))
 
     def run(self, session: pytest.Session) -> None:
-        """Load what the cases of this process need, and batch their generation if it can."""
+        """Load what the cases of this process need, and start or batch their generation."""
         config = session.config
         cases = cases_of(session.items)
         if not cases or not runs_cases(config):
@@ -95,23 +106,15 @@ class AheadWork:
                 f"{model.name} loaded",
                 model.warm_up,
             )
-        from pytest_gta.runner import needs_similarity
-
-        if any(needs_similarity(c.query, c.mode) for c in cases):
-            similarity = state.scorer().similarity()
-            load = getattr(similarity, "load", None)
-            if callable(load):
-                name = state.settings.sim_model
-                self._load(
-                    config,
-                    "similarity_load_s",
-                    f"loading the similarity model {name}",
-                    f"similarity model {name} loaded",
-                    load,
-                )
-        if hasattr(config, "workerinput") or not isinstance(model, BaseModelAdapter):
-            return
-        if not model.prefetch_steps:
+        worker = hasattr(config, "workerinput")
+        batches = isinstance(model, BaseModelAdapter) and model.prefetch_steps and not worker
+        if isinstance(model, BaseModelAdapter) and not batches:
+            concurrency = self.concurrency(model)
+            if concurrency > 1:
+                # Started before the similarity model loads, so the load overlaps the requests.
+                self._start_pipeline(config, model, concurrency, [] if worker else cases)
+        self._load_similarity(config, cases)
+        if not batches or not isinstance(model, BaseModelAdapter):
             return
         steps = [c for c in cases if c.mode == "step"]
         if steps:
@@ -122,6 +125,60 @@ class AheadWork:
         line = model.work_summary()
         if line:
             say(config, line)
+
+    def _start_pipeline(
+        self, config: pytest.Config, model: BaseModelAdapter, concurrency: int, cases: list[Case]
+    ) -> None:
+        from pytest_gta.pipeline import Pipeline
+
+        self.pipeline = pipeline = Pipeline(self.state, model, concurrency)
+        self.step_model = pipeline.step_model
+        if cases:
+            pipeline.submit(cases)
+            say(
+                config,
+                f"running up to {concurrency} episodes at once ahead of the {len(cases)} cases "
+                "(--gta-concurrency)",
+            )
+
+    def feed(
+        self, session: pytest.Session, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> None:
+        """In an xdist worker: start the cases queued for this worker so far."""
+        if self.pipeline is None or not hasattr(session.config, "workerinput"):
+            return
+        from pytest_gta.pipeline import upcoming
+
+        self.pipeline.submit(cases_of(list(upcoming(session, item, nextitem))))
+
+    def after(self, session: pytest.Session) -> None:
+        """Stop running ahead once the session stops (``-x``, ``--maxfail``, a spent budget)."""
+        if self.pipeline is not None and (session.shouldstop or session.shouldfail):
+            from pytest_gta.pipeline import Stopped
+
+            self.pipeline.stop(Stopped(str(session.shouldstop or session.shouldfail)))
+
+    def close(self) -> None:
+        """Stop the pool and wait for its requests in flight (session end, Ctrl-C)."""
+        if self.pipeline is not None:
+            self.pipeline.close()
+
+    def _load_similarity(self, config: pytest.Config, cases: list[Case]) -> None:
+        from pytest_gta.runner import needs_similarity
+
+        if not any(needs_similarity(c.query, c.mode) for c in cases):
+            return
+        similarity = self.state.scorer().similarity()
+        load = getattr(similarity, "load", None)
+        if callable(load):  # an xdist worker's is the controller's: nothing to load here
+            name = self.state.settings.sim_model
+            self._load(
+                config,
+                "similarity_load_s",
+                f"loading the similarity model {name}",
+                f"similarity model {name} loaded",
+                load,
+            )
 
     def _load(self, config: pytest.Config, key: str, doing: str, done: str, load: Any) -> None:
         start = time.perf_counter()

@@ -17,7 +17,7 @@ import pytest
 from pytest_gta.case import static_marks
 from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings, resolve_settings
 from pytest_gta.options import pytest_addoption as _addoption
-from pytest_gta.session import STATE, GtaState, state_of
+from pytest_gta.session import SIMILARITY_INPUT, STATE, GtaState, state_of
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -99,10 +99,23 @@ class _XdistBridge:
     def __init__(self, state: GtaState) -> None:
         self.state = state
 
-    def pytest_configure_node(self, node: object) -> None:
-        """Tell a starting worker where the session's ledger is."""
-        if self.state.ledger_path is not None:
-            node.workerinput["gta_ledger"] = str(self.state.ledger_path)  # type: ignore[attr-defined]
+    def pytest_configure_node(self, node: Any) -> None:
+        """Tell a starting worker where the session's ledger and similarity model are."""
+        state = self.state
+        if state.ledger_path is not None:
+            node.workerinput["gta_ledger"] = str(state.ledger_path)
+        if state.needs_similarity() and not state.config.option.collectonly:
+            # Loads once, in this process, while the workers start (pytest_gta.scoring.service).
+            if state.built("similarity_service") is None:
+                from pytest_gta.progress import say
+
+                say(
+                    state.config,
+                    f"loading the similarity model {state.settings.sim_model} once, in this "
+                    "process, for every worker ...",
+                )
+            service = state.similarity_service()
+            node.workerinput[SIMILARITY_INPUT] = [service.url, service.token]
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         """Collect a finished worker's loading and generation times for the report."""
@@ -151,18 +164,56 @@ def mark_hint(markexpr: str, marks: list[str], active: bool) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Hand this process's loading times to the report (through xdist from a worker)."""
+    """Stop running ahead; hand this process's times and peak memory to the report."""
     config = session.config
     state = config.stash.get(STATE, None)
-    if state is None or not state.settings.active or not state.ahead.timings:
+    if state is None or not state.settings.active:
         return
+    state.ahead.close()
+    timings = dict(state.ahead.timings)
+    service = state.built("similarity_service")
+    if service is not None and service.load_seconds is not None:
+        timings["similarity_load_s"] = service.load_seconds
+    if timings or runs_here(config):
+        timings.update(process_usage())
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:
-        workeroutput["gta_timings"] = dict(state.ahead.timings)
+        workeroutput["gta_timings"] = timings
         return
     collector = config.pluginmanager.get_plugin(COLLECTOR)
     if collector is not None:
-        collector.add_timings("main", state.ahead.timings)
+        collector.add_timings("main", timings)
+
+
+def runs_here(config: pytest.Config) -> bool:
+    """Whether this process ran GTA cases or served the workers (its usage is worth a line)."""
+    from pytest_gta.ahead import runs_cases
+
+    return runs_cases(config) or config.pluginmanager.has_plugin("dsession")
+
+
+def process_usage() -> dict[str, float]:
+    """This process's peak resident memory (MB) and CPU seconds so far, for ``timings``."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # KiB on Linux
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+    }
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Keep the episodes queued for this process running ahead (:mod:`pytest_gta.pipeline`)."""
+    state = item.config.stash.get(STATE, None)
+    if state is None or state.ahead.pipeline is None:
+        return (yield)
+    state.ahead.feed(item.session, item, nextitem)
+    try:
+        return (yield)
+    finally:
+        state.ahead.after(item.session)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -172,6 +223,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
     state = config.stash.get(STATE, None)
+    service = None if state is None else state.built("similarity_service")
+    if service is not None:
+        service.close()
     if state is None or state.ledger_path is None or hasattr(config, "workerinput"):
         return
     import shutil

@@ -11,6 +11,7 @@ with the message and exit status 4.
 from __future__ import annotations
 
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -29,10 +30,14 @@ if TYPE_CHECKING:
     from pytest_gta.models.usage import Budget, Prices
     from pytest_gta.report.collector import RunInfo
     from pytest_gta.runner import Scorer
+    from pytest_gta.scoring.service import SimilarityService
+    from pytest_gta.scoring.similarity import Similarity
     from pytest_gta.tools import Recorder, ToolContext, ToolInvocation, ToolSet
     from pytest_gta.types import ToolResult
 
 T = TypeVar("T")
+#: ``workerinput`` key of the controller's similarity service: ``[url, token]``.
+SIMILARITY_INPUT = "gta_similarity"
 
 
 class GtaState:
@@ -44,6 +49,8 @@ class GtaState:
         self.config = config
         self.settings = settings
         self._built: dict[str, Any] = {}
+        #: Reentrant: a service's build asks for others (the scorer for the similarity path).
+        self._building = threading.RLock()
         self._registered_marks: set[str] = set()
         #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
         self.ledger_path: Path | None = None
@@ -52,12 +59,17 @@ class GtaState:
 
     def _once(self, what: str, build: Callable[[], T]) -> T:
         """``build()``'s result, built once; a usage error in it becomes pytest's (exit 4)."""
-        if what not in self._built:
-            try:
-                self._built[what] = build()
-            except GtaUsageError as exc:
-                raise pytest.UsageError(str(exc)) from None
-        return cast(T, self._built[what])
+        with self._building:  # episodes run in pool threads (pytest_gta.pipeline)
+            if what not in self._built:
+                try:
+                    self._built[what] = build()
+                except GtaUsageError as exc:
+                    raise pytest.UsageError(str(exc)) from None
+            return cast(T, self._built[what])
+
+    def built(self, what: str) -> Any:
+        """What :meth:`_once` built under ``what``, or ``None`` if nothing asked for it yet."""
+        return self._built.get(what)
 
     # -- data ------------------------------------------------------------------------------
     def dataset(self) -> Dataset:
@@ -262,16 +274,35 @@ class GtaState:
         return self._once("sim_path", lambda: resolve_sim_model(self.settings.sim_model))
 
     def scorer(self) -> Scorer:
-        """The scorer; the similarity model itself loads on first similarity."""
+        """The scorer; the similarity model itself loads on first similarity.
+
+        In an xdist worker the similarity is the controller's (:mod:`pytest_gta.scoring.service`),
+        so the run loads the model once and a worker stays small.
+        """
         from pytest_gta.runner import Scorer
+
+        served = getattr(self.config, "workerinput", {}).get(SIMILARITY_INPUT)
+
+        def similarity() -> Similarity:
+            if served:
+                from pytest_gta.scoring.service import RemoteSimilarity
+
+                return RemoteSimilarity(str(served[0]), str(served[1]))
+            return self.local_similarity()
+
+        return self._once("scorer", lambda: Scorer(similarity, self.settings.sim_threshold))
+
+    def local_similarity(self) -> Similarity:
+        """The similarity model in this process (loaded on first use)."""
         from pytest_gta.scoring.similarity import SentenceSimilarity
 
-        return self._once(
-            "scorer",
-            lambda: Scorer(
-                lambda: SentenceSimilarity(self.sim_path()), self.settings.sim_threshold
-            ),
-        )
+        return SentenceSimilarity(self.sim_path())
+
+    def similarity_service(self) -> SimilarityService:
+        """The controller's similarity service for the xdist workers, started (and loading) once."""
+        from pytest_gta.scoring.service import SimilarityService
+
+        return self._once("similarity_service", lambda: SimilarityService(self.local_similarity))
 
     def output_dir(self, factory: pytest.TempPathFactory | None = None) -> Path:
         """Where tools write the files they produce during this session (one per process)."""

@@ -311,7 +311,7 @@ def test_plugin_run_loads_first_and_batches_the_episodes(pytester, weights, monk
             "gta: end-to-end: turn 1 of at most 2, 2 of 2 episodes running*",
             "*prompt tokens computed*decode steps of*rows on average*",
             "*GTA results*",
-            "loading (before the first case, in no case's time): model *",
+            "loading (outside the cases' own time): model *",
         ]
     )
     report = json.loads(Path(pytester.path, "gta.json").read_text())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from collections.abc import Generator as Generator_
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,15 +53,19 @@ def generate_all(model: BaseModelAdapter, requests: Sequence[ModelRequest]) -> l
 
 
 class Prefetched(BaseModelAdapter):
-    """Step-mode answers generated ahead of time, in one batch for the whole run.
+    """Step-mode answers generated ahead of time: in one batch, or in a pool of threads.
 
     Step mode knows every prompt before the first case runs, so an engine that batches (vLLM
-    in-process) can answer them all in one call. Cases then take their answers from here; a
-    request that was not prefetched, or whose messages differ, goes to the model as usual.
+    in-process) can answer them all in one call, and a remote endpoint can be sent many at once
+    (:mod:`pytest_gta.pipeline`, whose answers are futures). Cases then take their answers from
+    here; a request that was not prefetched, or whose messages differ, goes to the model as
+    usual.
     """
 
     def __init__(
-        self, model: BaseModelAdapter, answers: dict[tuple[str, int], tuple[Any, ModelOutput]]
+        self,
+        model: BaseModelAdapter,
+        answers: dict[tuple[str, int], tuple[Any, ModelOutput | Future[ModelOutput]]],
     ) -> None:
         self.model = model
         self.name = model.name
@@ -71,7 +76,7 @@ class Prefetched(BaseModelAdapter):
     def run(cls, model: BaseModelAdapter, requests: Sequence[ModelRequest]) -> Prefetched:
         """Answer ``requests`` with one :func:`generate_all` call."""
         outputs = generate_all(model, requests)
-        answers = {
+        answers: dict[tuple[str, int], tuple[Any, ModelOutput | Future[ModelOutput]]] = {
             (r.case.qid, r.case.index): (r.messages, out)
             for r, out in zip(requests, outputs, strict=True)
         }
@@ -81,8 +86,16 @@ class Prefetched(BaseModelAdapter):
         found = self._answers.pop((request.case.qid, request.case.index), None)
         if found is None or found[0] != request.messages:
             return None
-        output: ModelOutput = found[1]
-        return output
+        answer = found[1]
+        if not isinstance(answer, Future):
+            return answer
+        # Being generated in a pool thread (pytest_gta.pipeline): its failure (the model
+        # unreachable, the budget spent) is raised here, in the case; work the pool dropped
+        # when it stopped goes to the model, which refuses it if the budget is spent.
+        try:
+            return answer.result()
+        except CancelledError:
+            return None
 
     def generate(self, request: ModelRequest) -> ModelOutput:
         """The prefetched answer, or the model's."""

@@ -122,6 +122,11 @@ class BaseModelAdapter(ModelInfo, ABC):
     #: ``timings``; if it fails, the cases that need the model are errors. ``None`` (the
     #: default): nothing to load, no line.
     warm_up: Callable[[], None] | None = None
+    #: How many episodes a process runs at once by default (``--gta-concurrency`` overrides):
+    #: a pool of this many threads calls :meth:`generate` concurrently
+    #: (:mod:`pytest_gta.pipeline`). 1 (the default): one at a time, for an adapter that was
+    #: not written for threads; an endpoint that serves many requests at once sets more.
+    concurrency: int = 1
 
     @abstractmethod
     def generate(self, request: ModelRequest) -> ModelOutput:
@@ -172,6 +177,7 @@ OPTIONAL_MEMBERS = (
     "generate_batch",
     "generate_each",
     "warm_up",
+    "concurrency",
     "work_summary",
 )
 

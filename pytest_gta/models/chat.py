@@ -431,6 +431,8 @@ class ChatAdapter(BaseModelAdapter):
     stop: str | Sequence[str] | None = None
     #: Identifies the endpoint for the concurrency limit and the cache (no secrets).
     endpoint: str
+    #: An endpoint serves many requests at once; ``--gta-max-concurrency`` caps them per process.
+    concurrency: int = 16
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ OFFICIAL_TEMPERATURE = 0.7
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_RETRIES = 5
-DEFAULT_MAX_CONCURRENCY = 8
+DEFAULT_MAX_CONCURRENCY = 64
 #: Tokens the official harness holds back "due to potential errors in tiktoken calculation".
 PROMPT_BUFFER = 100
 

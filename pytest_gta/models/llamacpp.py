@@ -209,6 +209,8 @@ class LlamaCppChat(ChatAdapter):
     """
 
     provider = "llamacpp"
+    #: llama.cpp decodes one request at a time: threads would only wait on its lock.
+    concurrency = 1
 
     def __init__(self, spec: ModelSpec, context: ModelContext) -> None:
         super().__init__(context.generation, context.cache, context.budget)

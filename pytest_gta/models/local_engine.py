@@ -251,6 +251,8 @@ class EngineChat(ChatAdapter):
     #: to run its end-to-end episodes in lockstep batches (:mod:`pytest_gta.ahead`).
     prefetch_steps = True
     prefetch_episodes = True
+    #: Under xdist (no batching ahead), enough threads per worker to fill the engine's batches.
+    concurrency = 64
 
     engine: BatchEngine
     served: str

@@ -178,7 +178,14 @@ def _header(report: Mapping[str, Any]) -> list[str]:
         if seconds:
             loads.append(f"{what} {max(seconds):.1f} s")
     if loads:
-        lines.append(f"loading (before the first case, in no case's time): {', '.join(loads)}")
+        lines.append(f"loading (outside the cases' own time): {', '.join(loads)}")
+    memory = [
+        f"{process} {t['peak_rss_mb']:.0f} MB"
+        for process, t in sorted(timings.items())
+        if isinstance(t, Mapping) and isinstance(t.get("peak_rss_mb"), int | float)
+    ]
+    if memory:
+        lines.append(f"peak memory per process: {', '.join(memory)}")
     usage = report.get("usage") or {}
     if usage.get("calls") or usage.get("cached_calls"):
         cost = usage.get("cost_usd")

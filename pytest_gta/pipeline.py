@@ -1,0 +1,213 @@
+"""Episodes run ahead of pytest's loop, N at a time, in every process (``--gta-concurrency``).
+
+pytest runs one test after another, so a case that waits on a model waits alone: against an
+endpoint that takes dozens of requests at once, a run's wall time is the sum of its latencies.
+Here the cases this process will run start before pytest reaches them, in a pool of N threads:
+each step-mode prompt is one task, each end-to-end episode another (its turns and tool calls in
+order). The test of a case then waits for its own work, scores it and reports in pytest's
+order, so the terminal, JUnit XML, ``--lf``, ``-k`` and ``--gta-limit`` behave as in a serial
+run, and each case's replies are the same (every episode is independent of the others).
+
+Which cases will this process run?
+
+* Without xdist, every GTA item of the session, in order, known when the loop starts.
+* In an xdist worker, the items the controller has sent so far. xdist keeps them in a queue
+  that it does not publish; :func:`xdist_queue` reads it (pinned by
+  ``tests/test_pipeline.py::test_xdist_worker_queue_is_readable``) and, should a future xdist
+  hide it, the worker runs ahead only the case it is running and the next one.
+
+A spent budget, ``-x``/``--maxfail`` and Ctrl-C stop the pool: work not yet started is dropped,
+an episode in flight ends at its next model call, and :meth:`Pipeline.close` waits for the
+requests already sent (bounded by ``--gta-timeout``) so no thread outlives the session.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError
+from pytest_gta.models.base import BaseModelAdapter
+from pytest_gta.types import ModelOutput, ModelRequest
+
+if TYPE_CHECKING:
+    from pytest_gta.agent.loops import Prefetched
+    from pytest_gta.ahead import Ahead
+    from pytest_gta.case import Case
+    from pytest_gta.session import GtaState
+
+
+class Stopped(GtaInfrastructureError):
+    """The pool was stopped (``-x``, Ctrl-C) before this work ran; no case reports it."""
+
+
+class _Guarded(BaseModelAdapter):
+    """The model, refusing new requests once the pipeline stops."""
+
+    def __init__(self, model: BaseModelAdapter, pipeline: Pipeline) -> None:
+        self.model = model
+        self.name = model.name
+        self.protocol = model.protocol
+        self._pipeline = pipeline
+
+    def generate(self, request: ModelRequest) -> ModelOutput:
+        """The model's answer, unless the pipeline stopped (then its reason is raised)."""
+        self._pipeline.check()
+        try:
+            return self.model.generate(request)
+        except GtaBudgetExhausted as exc:
+            self._pipeline.stop(exc)
+            raise
+
+
+class Pipeline:
+    """A pool of N threads running this process's episodes ahead of pytest's loop."""
+
+    def __init__(self, state: GtaState, model: BaseModelAdapter, concurrency: int) -> None:
+        from pytest_gta.agent.loops import Prefetched
+
+        self.state = state
+        self.concurrency = concurrency
+        self._model = _Guarded(model, self)
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="gta-episode")
+        self._episodes: dict[str, Future[Ahead]] = {}
+        self._submitted: set[str] = set()
+        self._answers: dict[tuple[str, int], tuple[Any, ModelOutput | Future[ModelOutput]]] = {}
+        #: Step-mode cases take their answers here (a request whose messages differ, or that
+        #: was not submitted, goes to the model as usual).
+        self.step_model: Prefetched = Prefetched(model, self._answers)
+        self._reason: BaseException | None = None
+        self._lock = threading.Lock()
+
+    # -- submitting --------------------------------------------------------------------------
+    def submit(self, cases: Sequence[Case]) -> int:
+        """Start the work of ``cases`` not started yet, in order; how many were new."""
+        from pytest_gta.agent import loops
+
+        dataset = self.state.dataset()
+        if any(case.mode == "e2e" for case in cases) and self.state.uses_tools():
+            # Built here, once, rather than raced for by the first episodes.
+            self.state.toolset()
+            self.state.output_dir()
+        protocol = self._model.protocol
+        new = 0
+        with self._lock:
+            for case in cases:
+                if self._reason is not None:
+                    break
+                if case.id in self._submitted:
+                    continue
+                self._submitted.add(case.id)
+                new += 1
+                if case.mode == "step":
+                    for request, _ in loops.step_requests(dataset, case.query, protocol):
+                        key = (request.case.qid, request.case.index)
+                        future = self._pool.submit(self._model.generate, request)
+                        self._answers[key] = (request.messages, future)
+                else:
+                    self._episodes[case.id] = self._pool.submit(self._episode, case)
+        return new
+
+    def _episode(self, case: Case) -> Ahead:
+        """One end-to-end episode, in a pool thread; its failure is kept for its case."""
+        from pytest_gta.agent import loops
+        from pytest_gta.ahead import Ahead
+        from pytest_gta.tools import ToolContext
+
+        state = self.state
+        try:
+            self.check()
+            dataset = state.dataset()
+            tools = state.toolset()
+            routes = tools.route(case.query)
+            backends = {name: backend.name for name, backend in routes.items()}
+            runner = tools.runner(routes, ToolContext(dataset, case.query, state.output_dir()))
+            episode = loops.run_e2e(
+                dataset, case.query, self._model, runner, max_turns=state.settings.max_turns
+            )
+        except Exception as exc:  # a tool server down, no backend for a tool, the model
+            return Ahead(exc)
+        return Ahead(episode, backends)
+
+    # -- taking ------------------------------------------------------------------------------
+    def take(self, case: Case) -> Ahead | None:
+        """The case's end-to-end episode, waiting for it; ``None``: the case runs its own.
+
+        ``None`` when the episode was never submitted or was dropped when the pool stopped;
+        the case then runs it in pytest's thread, where a spent budget refuses it as usual.
+        """
+        future = self._episodes.pop(case.id, None)
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except CancelledError:  # dropped when the pool stopped: the case runs it itself
+            return None
+
+    # -- stopping ----------------------------------------------------------------------------
+    def check(self) -> None:
+        """Raise the reason the pipeline stopped, if it did."""
+        reason = self._reason
+        if reason is None:
+            return
+        if isinstance(reason, GtaBudgetExhausted):
+            raise GtaBudgetExhausted(str(reason))
+        raise Stopped(str(reason))
+
+    def stop(self, reason: BaseException) -> None:
+        """Drop the work not started; episodes in flight end at their next model call."""
+        with self._lock:
+            if self._reason is None:
+                self._reason = reason
+        for _, answer in list(self._answers.values()):
+            if isinstance(answer, Future):
+                answer.cancel()
+        for episode in list(self._episodes.values()):
+            episode.cancel()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._reason is not None
+
+    def close(self) -> None:
+        """Stop and wait for the requests in flight; no pool thread outlives this call."""
+        self.stop(Stopped("the session ended"))
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def xdist_queue(config: pytest.Config) -> list[int] | None:
+    """Indices of the items queued for this xdist worker, or ``None`` where it cannot tell.
+
+    xdist 3.x keeps them in ``WorkerInteractor.torun``, a queue with a ``lock()`` context that
+    yields its deque of item indices (and a shutdown marker).
+    """
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ != "WorkerInteractor":
+            continue
+        torun = getattr(plugin, "torun", None)
+        lock = getattr(torun, "lock", None)
+        if not callable(lock):
+            return None
+        try:
+            with lock() as queued:
+                return [i for i in list(queued) if isinstance(i, int)]
+        except Exception:  # a changed internal: run ahead what the hook arguments show
+            return None
+    return None
+
+
+def upcoming(
+    session: pytest.Session, item: pytest.Item, nextitem: pytest.Item | None
+) -> Sequence[pytest.Item]:
+    """The items this process runs from ``item`` on, as far as it knows them."""
+    items = session.items
+    if not hasattr(session.config, "workerinput"):
+        return items
+    queued = xdist_queue(session.config) or []
+    ahead = [item] if nextitem is None else [item, nextitem]
+    return ahead + [items[i] for i in queued if 0 <= i < len(items)]

@@ -1,0 +1,334 @@
+"""Episodes running ahead of pytest's loop (``--gta-concurrency``), black box and in parts.
+
+The model is a real HTTP server on 127.0.0.1 (``tests/oracle_server.py``) answering with the
+reference chain after a fixed latency, talked to by the official ``openai`` SDK; it counts the
+requests it holds at once, which is how these tests see concurrency without timing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conftest import FAST_SIM
+from pytest_gta.case import Case
+from pytest_gta.models.base import BaseModelAdapter
+from pytest_gta.types import ModelOutput, ModelRequest
+from tests.oracle_server import OracleServer
+
+MODEL = "--gta-model=openai/oracle-http"
+
+
+@pytest.fixture
+def oracle(sample_dataset: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[OracleServer]:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-pipeline-test")
+    with OracleServer(sample_dataset, latency=0.05) as server:
+        yield server
+
+
+def _run(pytester: pytest.Pytester, server: OracleServer, *args: str) -> dict[str, Any]:
+    server.calls = server.peak = 0
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:randomly",
+        "--gta-data=sample",
+        MODEL,
+        f"--gta-base-url={server.url}",
+        "--gta-cache=off",
+        FAST_SIM,
+        "--gta-mode=step,e2e",
+        "--gta-report=gta.json",
+        *args,
+    )
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    report: dict[str, Any] = json.loads((pytester.path / "gta.json").read_text())
+    return report
+
+
+def _comparable(report: dict[str, Any]) -> dict[str, Any]:
+    keys = ("metrics", "metrics_excluding_errors", "errors", "outcomes", "usage", "by_type")
+    cases = [
+        {k: case[k] for k in ("id", "outcome", "score", "steps", "replies", "properties")}
+        for case in report["cases"]
+    ]
+    return {"cases": cases, **{k: report[k] for k in keys}}
+
+
+def test_results_do_not_depend_on_concurrency_or_xdist(pytester, oracle):
+    """Serial, 8 at once, and two workers 4 at once: the same cases, replies and metrics."""
+    serial = _run(pytester, oracle, "--gta-concurrency=1")
+    assert oracle.peak == 1
+    calls = oracle.calls
+    ahead = _run(pytester, oracle, "--gta-concurrency=8")
+    assert oracle.peak > 1
+    assert oracle.calls == calls
+    workers = _run(pytester, oracle, "-n", "2", "--gta-concurrency=4")
+    assert oracle.calls == calls
+    assert _comparable(ahead) == _comparable(serial)
+    assert _comparable(workers) == _comparable(serial)
+    assert serial["outcomes"]["passed"] == 26
+    # one similarity model for the run: loaded by the controller, never by a worker
+    assert "similarity_load_s" in workers["timings"]["main"]
+    assert {"gw0", "gw1"} <= set(workers["timings"])
+    for worker in ("gw0", "gw1"):
+        assert "similarity_load_s" not in workers["timings"][worker]
+        assert workers["timings"][worker]["peak_rss_mb"] > 0
+
+
+def test_the_default_for_an_http_model_runs_episodes_at_once(pytester, oracle):
+    _run(pytester, oracle, "--gta-ids=0,1,2,3,4,5")
+    assert oracle.peak > 1
+
+
+def test_xdist_worker_queue_is_readable(pytester):
+    """Pins the xdist internal the pipeline reads: a worker's queue of item indices."""
+    pytester.makepyfile(
+        test_queue="""
+        import json, os
+        import pytest
+        from pytest_gta.pipeline import xdist_queue
+
+        @pytest.mark.parametrize("n", range(64))
+        def test_peek(n, request):
+            seen = xdist_queue(request.config)
+            assert isinstance(seen, list) and all(isinstance(i, int) for i in seen)
+            name = request.config.workerinput["workerid"] + f"-{n}.json"
+            with open(os.path.join(os.environ["QUEUE_DIR"], name), "w") as fh:
+                json.dump(seen, fh)
+        """
+    )
+    out = pytester.path / "queues"
+    out.mkdir()
+    os.environ["QUEUE_DIR"] = str(out)
+    try:
+        result = pytester.runpytest_subprocess("-n", "2", "-p", "no:randomly")
+    finally:
+        del os.environ["QUEUE_DIR"]
+    result.assert_outcomes(passed=64)
+    seen = [json.loads(p.read_text()) for p in out.iterdir()]
+    # while a worker ran its first tests, more of its tests were waiting in its queue
+    assert any(seen)
+
+
+def test_x_stops_the_episodes_running_ahead(pytester, sample_dataset, monkeypatch):
+    """``-x``: the first failure stops the pool; no request goes out after the session."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-pipeline-test")
+    objective = "0,1,2,3,4,5,6,10,11,12"  # no similarity model to load: the pool starts at once
+    with OracleServer(sample_dataset, latency=0.3, wrong=frozenset({"0"})) as server:
+        result = pytester.runpytest_subprocess(
+            "-p",
+            "no:randomly",
+            "--gta-data=sample",
+            MODEL,
+            f"--gta-base-url={server.url}",
+            "--gta-cache=off",
+            "--gta-mode=step",
+            f"--gta-ids={objective}",
+            "--gta-concurrency=2",
+            "-x",
+        )
+        result.assert_outcomes(failed=1)
+        made = server.calls
+        time.sleep(0.7)
+        assert server.calls == made
+    prompts = sum(len(sample_dataset[q].assistant_indices) for q in objective.split(","))
+    # the first case fails once its own prompts are answered; two at a time, little else ran
+    assert made <= len(sample_dataset["0"].assistant_indices) + 4 < prompts
+
+
+def test_a_spent_budget_stops_the_pool(pytester, oracle):
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:randomly",
+        "--gta-data=sample",
+        MODEL,
+        f"--gta-base-url={oracle.url}",
+        "--gta-cache=off",
+        FAST_SIM,
+        "--gta-concurrency=4",
+        "--gta-max-tokens-total=60",
+        "--gta-report=gta.json",
+    )
+    report = json.loads((pytester.path / "gta.json").read_text())
+    assert report["stopped"]
+    assert "60" in report["stopped"]
+    assert report["outcomes"]["error"] == 0
+    # 15 tokens a call: the fourth call spends the budget; at most the calls in flight follow
+    assert oracle.calls <= 4 + 4
+    result.stdout.fnmatch_lines(["*budget*"])
+
+
+def test_no_pool_thread_outlives_the_session(pytester, oracle):
+    result = pytester.runpytest(
+        "-p",
+        "no:randomly",
+        "--gta-data=sample",
+        MODEL,
+        f"--gta-base-url={oracle.url}",
+        "--gta-cache=off",
+        FAST_SIM,
+        "--gta-mode=step",
+        "--gta-concurrency=6",
+        "--maxfail=1",
+    )
+    assert result.ret == 0
+    assert [t.name for t in threading.enumerate() if t.name.startswith("gta-episode")] == []
+
+
+def test_ctrl_c_stops_the_run_and_its_requests(tmp_path, sample_dataset):
+    env = dict(os.environ, OPENAI_API_KEY="sk-pipeline-test")
+    env.pop("PYTEST_ADDOPTS", None)
+    with OracleServer(sample_dataset, latency=0.5) as server:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:randomly",
+                "-p",
+                "no:cacheprovider",
+                "--gta-data=sample",
+                MODEL,
+                f"--gta-base-url={server.url}",
+                "--gta-cache=off",
+                FAST_SIM,
+                "--gta-concurrency=8",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while server.calls < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+        made = server.calls
+        time.sleep(0.7)
+        assert server.calls == made
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-2000:]
+    assert "KeyboardInterrupt" in output
+    assert made < 52
+
+
+# -- the pool on its own ------------------------------------------------------------------------
+
+
+class _Counting(BaseModelAdapter):
+    """A model whose answers wait on an event, to see what the pool started."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, int]] = []
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def generate(self, request: ModelRequest) -> ModelOutput:
+        with self._lock:
+            self.started.append((request.case.qid, request.case.index))
+        self.release.wait(10)
+        return ModelOutput("Thought: done\nFinal Answer: 9.24")
+
+
+@pytest.fixture
+def state(sample_dataset: Any, pytestconfig: pytest.Config) -> Any:
+    from dataclasses import replace
+
+    from pytest_gta.options import resolve_settings
+    from pytest_gta.session import GtaState
+
+    settings = replace(resolve_settings(pytestconfig), data=sample_dataset.root)
+    built = GtaState(pytestconfig, settings)
+    built._built["dataset"] = sample_dataset
+    return built
+
+
+def test_the_pool_runs_at_most_n_and_takes_in_any_order(state, sample_dataset):
+    from pytest_gta.agent import loops
+    from pytest_gta.pipeline import Pipeline
+
+    model = _Counting()
+    pipeline = Pipeline(state, model, concurrency=3)
+    cases = [Case("step", sample_dataset[q]) for q in ("0", "1", "2")]
+    prompts = sum(len(loops.step_requests(sample_dataset, c.query)) for c in cases)
+    assert pipeline.submit(cases) == 3
+    assert pipeline.submit(cases) == 0  # never twice
+    deadline = time.monotonic() + 10
+    while len(model.started) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    assert len(model.started) == 3  # N at once, the rest waits its turn
+    model.release.set()
+    episode = loops.run_step(sample_dataset, cases[2].query, pipeline.step_model)
+    assert len(episode.predictions) == len(loops.step_requests(sample_dataset, cases[2].query))
+    pipeline.close()
+    assert len(model.started) == prompts
+
+
+def test_a_stopped_pool_drops_work_not_started(state, sample_dataset):
+    from pytest_gta.pipeline import Pipeline, Stopped
+
+    model = _Counting()
+    pipeline = Pipeline(state, model, concurrency=1)
+    cases = [Case("step", sample_dataset[q]) for q in ("0", "1", "2", "3")]
+    pipeline.submit(cases)
+    deadline = time.monotonic() + 10
+    while not model.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pipeline.stop(Stopped("-x"))
+    model.release.set()
+    pipeline.close()
+    assert len(model.started) == 1
+    with pytest.raises(Stopped):
+        pipeline.check()
+    assert pipeline.submit(cases[3:]) == 0
+
+
+def test_a_budget_stop_is_raised_as_the_budget(state):
+    from pytest_gta.errors import GtaBudgetExhausted
+    from pytest_gta.pipeline import Pipeline
+
+    pipeline = Pipeline(state, _Counting(), concurrency=2)
+    pipeline.stop(GtaBudgetExhausted("the token budget (60) is spent"))
+    with pytest.raises(GtaBudgetExhausted, match="60"):
+        pipeline.check()
+    pipeline.close()
+
+
+def test_upcoming_without_xdist_is_every_item(pytester):
+    from pytest_gta.pipeline import upcoming
+
+    items = pytester.getitems("def test_a(): pass\ndef test_b(): pass\n")
+    session = items[0].session
+    session.items = items
+    assert list(upcoming(session, items[0], items[1])) == items
+
+
+def test_defaults_fit_the_model():
+    from pytest_gta.models.chat import ChatAdapter
+    from pytest_gta.models.llamacpp import LlamaCppChat
+    from pytest_gta.models.local_engine import EngineChat
+
+    assert BaseModelAdapter.concurrency == 1
+    assert ChatAdapter.concurrency == 16
+    assert LlamaCppChat.concurrency == 1
+    assert EngineChat.concurrency > 16
+
+
+def test_bad_concurrency_is_a_usage_error(pytester):
+    result = pytester.runpytest("--gta-data=sample", "--gta-model=oracle", "--gta-concurrency=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gta-concurrency=0: give a positive number of episodes*"])

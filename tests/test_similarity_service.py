@@ -1,0 +1,161 @@
+"""The controller's similarity service: the same float32 as in process, errors as case errors."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import FAST_SIM
+from pytest_gta.errors import GtaInfrastructureError
+from pytest_gta.scoring.service import TOKEN_HEADER, RemoteSimilarity, SimilarityService
+
+
+class HashSimilarity:
+    """A deterministic stand-in whose values use every bit of a float32."""
+
+    def __init__(self) -> None:
+        self.loads = 0
+
+    def load(self) -> None:
+        self.loads += 1
+
+    def sim(self, a: str, b: str) -> np.float32:
+        digest = hashlib.sha256((a + "\x00" + b).encode("utf-8", "surrogatepass")).digest()
+        value: np.float32 = np.frombuffer(digest[:4], dtype=np.uint32)[0].astype(
+            np.float32
+        ) / np.float32(2**32)
+        return value
+
+
+@pytest.fixture(scope="module")
+def served() -> Any:
+    local = HashSimilarity()
+    service = SimilarityService(lambda: local)
+    yield service, local, RemoteSimilarity(service.url, service.token, timeout=30)
+    service.close()
+
+
+texts = st.text(
+    alphabet=st.characters(codec=None, exclude_categories=()), max_size=200
+)  # lone surrogates included
+
+
+@settings(max_examples=60)
+@given(a=texts, b=texts)
+def test_remote_values_are_the_local_ones_bit_for_bit(served, a, b):
+    _, local, remote = served
+    got = remote.sim(a, b)
+    assert isinstance(got, np.float32)
+    assert got.tobytes() == local.sim(a, b).tobytes()
+
+
+def test_the_model_loads_once(served):
+    service, local, remote = served
+    remote.sim("a", "b")
+    remote.sim("c", "d")
+    assert local.loads == 1
+    assert service.load_seconds is not None
+
+
+def test_a_wrong_token_is_refused(served):
+    service, _, _ = served
+    with pytest.raises(GtaInfrastructureError, match="403"):
+        RemoteSimilarity(service.url, "not-the-token", timeout=10).sim("a", "b")
+
+
+def test_a_model_that_does_not_load_errors_the_cases_with_its_reason():
+    def broken() -> Any:
+        raise OSError("weights are missing from /models/mpnet")
+
+    service = SimilarityService(broken)
+    try:
+        remote = RemoteSimilarity(service.url, service.token, timeout=10)
+        with pytest.raises(GtaInfrastructureError, match="weights are missing"):
+            remote.sim("a", "b")
+    finally:
+        service.close()
+
+
+def test_a_gone_service_is_an_infrastructure_error():
+    service = SimilarityService(HashSimilarity)
+    url, token = service.url, service.token
+    service.close()
+    with pytest.raises(GtaInfrastructureError, match="similarity service"):
+        RemoteSimilarity(url, token, timeout=5).sim("a", "b")
+
+
+@settings(max_examples=40)
+@given(
+    body=st.one_of(
+        st.binary(max_size=300),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+            lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+            max_leaves=20,
+        ).map(lambda v: json.dumps(v).encode()),
+        st.integers(min_value=1, max_value=400).map(lambda n: b"[" * n * 100),
+    )
+)
+def test_hostile_bodies_get_a_400_and_the_service_goes_on(served, body):
+    service, _, remote = served
+    address = urlparse(service.url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+    connection.request("POST", "/sim", body=body, headers={TOKEN_HEADER: service.token})
+    response = connection.getresponse()
+    answer = response.read()
+    connection.close()
+    if response.status == 200:  # a well-formed request that happened to be generated
+        assert "sims" in json.loads(answer)
+    else:
+        assert response.status == 400
+    assert remote.sim("still", "serving") == HashSimilarity().sim("still", "serving")
+
+
+def test_workers_import_no_torch_and_the_controller_loads_once(pytester):
+    """Under xdist the controller loads the model; workers stay small (no torch at all)."""
+    pytester.makeconftest(
+        """
+        import json, sys
+
+        def pytest_sessionfinish(session):
+            worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
+            heavy = sorted(m for m in ("torch", "sentence_transformers") if m in sys.modules)
+            with open(f"modules-{worker}.json", "w") as fh:
+                json.dump(heavy, fh)
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "--gta-data=sample",
+        FAST_SIM,
+        "--gta-model=oracle",
+        "--gta-mode=step,e2e",
+        "--gta-report=gta.json",
+        "-n",
+        "2",
+    )
+    result.assert_outcomes(passed=26)
+    for worker in ("gw0", "gw1"):
+        assert json.loads((pytester.path / f"modules-{worker}.json").read_text()) == []
+    assert json.loads((pytester.path / "modules-main.json").read_text()) != []
+    report = json.loads((pytester.path / "gta.json").read_text())
+    assert "similarity_load_s" in report["timings"]["main"]
+    assert not any("similarity_load_s" in report["timings"][w] for w in ("gw0", "gw1"))
+    single = pytester.runpytest_subprocess(
+        "--gta-data=sample",
+        FAST_SIM,
+        "--gta-model=oracle",
+        "--gta-mode=step,e2e",
+        "--gta-report=one.json",
+    )
+    single.assert_outcomes(passed=26)
+    alone = json.loads((pytester.path / "one.json").read_text())
+    assert alone["metrics"] == report["metrics"]
+    assert [c["score"] for c in alone["cases"]] == [c["score"] for c in report["cases"]]
