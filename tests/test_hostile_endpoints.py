@@ -762,7 +762,11 @@ def test_an_html_endpoint_gives_errors_tables_and_no_traceback(pytester, server,
     assert "INTERNALERROR" not in output
     assert "AttributeError" not in output
     assert SECRET not in output
-    assert len(server.posted()) == 4  # not retried: the same page every time
+    # not retried (the same page every time): each request went out once; running ahead
+    # (--gta-concurrency) sends a step case's later prompts before its first one failed
+    posted = [json.dumps(body, sort_keys=True) for body in server.posted()]
+    assert len(posted) == len(set(posted))
+    assert 4 <= len(posted) <= 8
     report = json.loads((pytester.path / "r.json").read_text())
     assert report["outcomes"] == {"passed": 0, "failed": 0, "error": 4, "skipped": 0}
     assert all("with a text/html body" in case["message"] for case in report["cases"])
