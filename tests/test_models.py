@@ -466,23 +466,6 @@ def test_concurrency_limit_is_shared_per_endpoint():
 # -- usage and budget ----------------------------------------------------------------------------
 
 
-def _book(path: str) -> None:
-    ledger = UsageLedger(Path(path))
-    for _ in range(100):
-        ledger.add(Usage(3, 1))
-
-
-def test_ledger_sums_across_processes(tmp_path):
-    path = tmp_path / "usage.ledger"
-    context = multiprocessing.get_context("spawn")
-    procs = [context.Process(target=_book, args=(str(path),)) for _ in range(3)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(60)
-    assert UsageLedger(path).totals() == (900, 300)
-
-
 def _book_in_threads(path: str) -> None:
     ledger = UsageLedger(Path(path))
     with ThreadPoolExecutor(4) as threads:
