@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -366,3 +367,86 @@ def test_record_new_keeps_and_all_replaces(sample_dataset, tmp_path):
         "Calculator", args, ToolResult.text("3"), sample_dataset, tmp_path, overwrite=True
     )
     assert cassettes.lookup("Calculator", args, sample_dataset, tmp_path).format() == "3"
+
+
+# -- recording from many threads and processes at once ---------------------------------------------
+
+
+def _answer(tmp_path: Path, who: int) -> ToolResult:
+    """A two-part answer whose parts both name ``who``: text, and an image file's bytes."""
+    image = tmp_path / f"answer-{who}.png"
+    image.write_bytes(f"image of {who}".encode())
+    return ToolResult((ResultItem("text", f"text of {who}"), ResultItem("image", str(image))))
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_threads_recording_the_same_calls_keep_each_entry_whole(
+    sample_dataset, tmp_path, overwrite
+):
+    root = tmp_path / "cassettes"
+    cassettes = Cassettes(root)
+    answers = [_answer(tmp_path, who) for who in range(8)]
+
+    def record(job: tuple[int, int]) -> bool:
+        who, call = job
+        return cassettes.record(
+            "Plot",
+            {"command": f"plot {call}"},
+            answers[who],
+            sample_dataset,
+            tmp_path / "out",
+            overwrite=overwrite,
+        )
+
+    jobs = [(who, call) for call in range(20) for who in range(8)]
+    with ThreadPoolExecutor(8) as threads:
+        recorded = list(threads.map(record, jobs))
+    if not overwrite:
+        assert sum(recorded) == 20  # the first answer of each call stays; the others add nothing
+    entries = sorted((root / "Plot").glob("*.json"))
+    assert len(entries) == 20
+    for entry in entries:
+        saved = json.loads(entry.read_text())
+        text, image = saved["outputs"]
+        who = text["content"].removeprefix("text of ")
+        # Never one call's text with another call's image.
+        assert (root / "Plot" / image["file"]).read_text() == f"image of {who}"
+    assert not [p for p in root.rglob(".*") if p.is_file()]
+
+
+def test_an_entry_does_not_depend_on_argument_order(sample_dataset, tmp_path):
+    result = ToolResult.text("(1, 2, 3, 4), score 0.9")
+    arguments = {"image": "image/image_0.jpg", "text": "dog", "top1": True}
+    for where, order in (("a", list(arguments)), ("b", list(reversed(arguments)))):
+        in_order = {name: arguments[name] for name in order}
+        Cassettes(tmp_path / where).record(
+            "TextToBbox", in_order, result, sample_dataset, tmp_path, overwrite=False
+        )
+    (first,) = (tmp_path / "a" / "TextToBbox").glob("*.json")
+    (second,) = (tmp_path / "b" / "TextToBbox").glob("*.json")
+    assert first.name == second.name
+    assert first.read_bytes() == second.read_bytes()
+
+
+def _record_first(root: str, sample: str, worker: int) -> int:
+    """Record the same 20 calls as every other worker; how many of them this one recorded."""
+    from pytest_gta.validation import load_dataset
+
+    dataset = load_dataset(Path(sample))
+    cassettes = Cassettes(Path(root))
+    won = 0
+    for i in range(20):
+        result = ToolResult.text(f"answer {i} from {worker}")
+        args = {"expression": f"{i}*2"}
+        won += cassettes.record("Calculator", args, result, dataset, Path(root), overwrite=False)
+    return won
+
+
+def test_processes_recording_the_same_calls_record_each_once(sample_root, tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(3) as pool:
+        won = pool.starmap(_record_first, [(str(tmp_path), str(sample_root), w) for w in range(3)])
+    assert sum(won) == 20
+    assert len(list((tmp_path / "Calculator").glob("*.json"))) == 20

@@ -266,11 +266,12 @@ def test_the_worker_recovers(sample_dataset, context):
     attack(sample_dataset, context, "Solver", LOOP)
     solve = "import sympy\ndef solution():\n    return sympy.sqrt(8)"
     assert text_of(call(sample_dataset, context, "Solver", command=solve)) == "2*sqrt(2)"
-    # A dead worker is replaced on the next call.
-    process = sandbox.worker()._process
-    assert process is not None
-    process.kill()
-    process.wait()
+    # Dead workers are replaced on the next call.
+    processes = [w._process for w in sandbox.worker().workers() if w._process is not None]
+    assert processes
+    for process in processes:
+        process.kill()
+        process.wait()
     assert text_of(call(sample_dataset, context, "Solver", command=solve)) == "2*sqrt(2)"
 
 

@@ -9,6 +9,8 @@ import multiprocessing
 import random
 import threading
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -248,6 +250,67 @@ def test_cache_writes_are_atomic_across_processes(tmp_path):
     assert not list(tmp_path.rglob(".*"))  # no temporary files left behind
 
 
+def test_cache_from_many_threads_keeps_one_whole_entry_per_request(tmp_path):
+    cache = ResponseCache(tmp_path)
+    keys = [ResponseCache.key({"i": i}) for i in range(10)]
+    valid = {f"answer {i} from {w}" for i in range(10) for w in range(8)}
+
+    def hammer(worker: int) -> list[str | None]:
+        seen = []
+        for _ in range(5):
+            for i, key in enumerate(keys):
+                cache.put(key, ModelOutput(f"answer {i} from {worker}", Usage(worker, i)), {})
+                hit = cache.get(key)
+                seen.append(None if hit is None else hit.text)
+        return seen
+
+    with ThreadPoolExecutor(8) as threads:
+        seen = [text for texts in threads.map(hammer, range(8)) for text in texts]
+    # Each read, right after this thread's own write, finds a whole answer (its own or another
+    # thread's), never a torn file: a torn one would read as a miss.
+    assert None not in seen
+    assert set(seen) <= valid
+    assert (cache.hits, cache.misses) == (len(seen), 0)
+    assert len(list(tmp_path.rglob("*.json"))) == len(keys)
+    assert not list(tmp_path.rglob(".*"))
+
+
+def test_cache_counts_are_exact_from_many_threads(tmp_path):
+    cache = ResponseCache(tmp_path)
+    present = ResponseCache.key({"here": True})
+    cache.put(present, ModelOutput("x"), {})
+    absent = ResponseCache.key({"here": False})
+
+    def look(n: int) -> None:
+        for _ in range(200):
+            cache.get(present if n % 2 else absent)
+
+    with ThreadPoolExecutor(8) as threads:
+        list(threads.map(look, range(8)))
+    assert (cache.hits, cache.misses) == (800, 800)
+
+
+def _hammer_one_key(root: str, worker: int) -> int:
+    """Write and read one key 200 times; how many reads found a torn or unusable entry."""
+    cache = ResponseCache(Path(root))
+    key = ResponseCache.key({"shared": True})
+    bad = 0
+    for i in range(200):
+        cache.put(key, ModelOutput(f"answer {i} from {worker}", Usage(1, 1)), {})
+        hit = cache.get(key)
+        bad += hit is None or not hit.text.startswith("answer ")
+    return bad
+
+
+def test_cache_entry_written_and_read_by_processes_at_once(tmp_path):
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(3) as pool:
+        bad = pool.starmap(_hammer_one_key, [(str(tmp_path), w) for w in range(3)])
+    assert bad == [0, 0, 0]
+    assert len(list(tmp_path.rglob("*.json"))) == 1
+    assert not list(tmp_path.rglob(".*"))
+
+
 class CountingAdapter(ChatAdapter):
     """A ChatAdapter whose 'endpoint' is a counter, to test the shared machinery."""
 
@@ -256,7 +319,8 @@ class CountingAdapter(ChatAdapter):
     def __init__(self, settings: GenerationSettings, **kwargs) -> None:
         super().__init__(settings, **kwargs)
         self.name = "counting"
-        self.endpoint = f"counting-{id(self)}"
+        # Unique: the process-wide concurrency limit is keyed by endpoint (and ids are reused).
+        self.endpoint = f"counting-{uuid.uuid4().hex}"
         self.sent = 0
         self.failures: list[Exception] = []
 
@@ -402,21 +466,55 @@ def test_concurrency_limit_is_shared_per_endpoint():
 # -- usage and budget ----------------------------------------------------------------------------
 
 
-def _book(path: str) -> None:
+def _book_in_threads(path: str) -> None:
     ledger = UsageLedger(Path(path))
-    for _ in range(100):
-        ledger.add(Usage(3, 1))
+    with ThreadPoolExecutor(4) as threads:
+        list(threads.map(lambda _: [ledger.add(Usage(3, 1)) for _ in range(50)], range(4)))
 
 
-def test_ledger_sums_across_processes(tmp_path):
+def test_ledger_sums_across_threads_and_processes(tmp_path):
     path = tmp_path / "usage.ledger"
     context = multiprocessing.get_context("spawn")
-    procs = [context.Process(target=_book, args=(str(path),)) for _ in range(3)]
+    procs = [context.Process(target=_book_in_threads, args=(str(path),)) for _ in range(2)]
     for proc in procs:
         proc.start()
+    _book_in_threads(str(path))
     for proc in procs:
         proc.join(60)
-    assert UsageLedger(path).totals() == (900, 300)
+        assert proc.exitcode == 0
+    assert UsageLedger(path).totals() == (3 * 600, 600)
+    assert len(path.read_text().splitlines()) == 600  # no line lost or merged
+
+
+def test_budget_stops_calls_that_queued_behind_the_concurrency_limit(tmp_path):
+    """Eight threads pass the first budget check while one call is in flight; its answer
+    spends the budget, and the seven queued behind the endpoint's limit of one must not pay."""
+    budget = Budget(UsageLedger(tmp_path / "l"), max_tokens=7)
+    checked = threading.Condition()
+    checks = [0]
+    check = budget.check
+
+    def counting_check() -> None:
+        with checked:
+            checks[0] += 1
+            checked.notify_all()
+        check()
+
+    budget.check = counting_check  # type: ignore[method-assign]
+
+    class Slow(CountingAdapter):
+        def send(self, prepared: Prepared) -> ModelOutput:
+            with checked:  # until every thread has made its first check
+                assert checked.wait_for(lambda: checks[0] >= 8, timeout=60)
+            return super().send(prepared)
+
+    adapter = Slow(GenerationSettings(max_concurrency=1), budget=budget)
+    with ThreadPoolExecutor(8) as threads:
+        futures = [threads.submit(adapter.generate, request(f"q{i}")) for i in range(8)]
+    errors = [future.exception() for future in futures]
+    assert adapter.sent == 1
+    assert sum(isinstance(error, GtaBudgetExhausted) for error in errors) == 7
+    assert UsageLedger(tmp_path / "l").totals() == (5, 2)
 
 
 def test_token_budget_stops_paying_but_not_the_cache(tmp_path):

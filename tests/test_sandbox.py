@@ -10,18 +10,21 @@ from __future__ import annotations
 import ast
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
-from tool_backends import sandbox
+from tool_backends import sandbox, sandbox_worker
 
 pytestmark = pytest.mark.slow
 
@@ -111,9 +114,19 @@ def test_a_double_forked_setsid_process_does_not_survive_the_call(worker):
     assert text == "forked"
     left = subprocess.run(["pgrep", "-f", f"sleep {tag}"], capture_output=True, text=True)
     assert left.stdout.strip() == "", "a process of the call survived it"
-    # Not even a zombie of the call's uid remains.
-    ps = subprocess.run(["ps", "-eo", "user,stat"], capture_output=True, text=True).stdout
-    assert not [line for line in ps.splitlines() if line.startswith("nobody")]
+    # Not even a zombie of the call's uid remains under the worker. (Only under it: other
+    # xdist workers' and other sessions' calls run as nobody on this machine meanwhile.)
+    assert worker._process is not None
+    owners = {owner(pid) for pid in descendants(worker._process.pid)}
+    assert sandbox_worker.NOBODY not in owners
+
+
+def owner(pid: int) -> int | None:
+    """The uid of a process, or ``None`` when it has ended."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
 
 
 def test_model_code_cannot_write_outside_its_scratch_directory(worker, tmp_path):
@@ -267,3 +280,177 @@ def test_worker_source_runs_on_its_own():
     assert imported(n for n in nodes if id(n) not in in_functions) <= stdlib
     in_calls = imported(n for n in nodes if id(n) in in_functions)
     assert in_calls <= stdlib | {"sympy", "matplotlib", "simpleeval"}
+
+
+# -- the pool: calls from many threads at once -----------------------------------------------------
+
+INTERVAL = """
+import time
+def solution():
+    start = time.monotonic()
+    time.sleep({sleep})
+    return f'{{start}} {{time.monotonic()}}'
+"""
+
+
+@pytest.fixture(params=["bubblewrap", "rlimit"])
+def pool(request, monkeypatch):
+    """A fresh pool of three workers in each sandbox mode."""
+    if request.param == "bubblewrap":
+        _bubblewrap_or_skip()
+    monkeypatch.setattr(sandbox, "_MODE", request.param)
+    running = sandbox.SandboxPool(3)
+    yield running
+    running.close()
+
+
+def interval(pool: sandbox.SandboxPool, sleep: float) -> tuple[float, float]:
+    """(start, end) of a call that sleeps, on CLOCK_MONOTONIC, which the sandbox shares."""
+    text = pool.run("solver", INTERVAL.format(sleep=sleep), timeout=30).text or ""
+    start, end = (float(part) for part in text.split())
+    return start, end
+
+
+def test_calls_from_threads_run_at_once(pool):
+    pool.warm()
+    with ThreadPoolExecutor(3) as threads:
+        spans = list(threads.map(lambda _: interval(pool, 2), range(3)))
+    # Every call started before any ended: the three ran at the same time.
+    assert max(start for start, _ in spans) < min(end for _, end in spans)
+    assert len(pool.workers()) == 3
+
+
+def test_a_pool_of_one_serialises_calls(monkeypatch):
+    monkeypatch.setattr(sandbox, "_MODE", "rlimit")
+    single = sandbox.SandboxPool(1)
+    try:
+        with ThreadPoolExecutor(2) as threads:
+            first, second = sorted(threads.map(lambda _: interval(single, 0.5), range(2)))
+        assert first[1] <= second[0]
+        assert len(single.workers()) == 1
+    finally:
+        single.close()
+
+
+def test_workers_start_only_when_calls_overlap(pool):
+    for n in range(3):
+        assert pool.run("calculator", f"{n} + 1").text == f"{n + 1}"
+    assert len(pool.workers()) == 1
+
+
+def _process_table() -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, command line) of every process now visible in /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        table[int(entry)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
+    return table
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below ``root`` now (bubblewrap, its init, the worker, a call's leftovers)."""
+    table = _process_table()
+    below = {root}
+    while True:
+        more = {pid for pid, (parent, _) in table.items() if parent in below} - below
+        if not more:
+            return below - {root}
+        below |= more
+
+
+def serving(root: int) -> bool:
+    """Whether the worker started as ``root`` is running a call now.
+
+    The call runs in a fork of the worker's Python (``python -I -c <worker>``), so it is the
+    descendant of ``root`` whose command line is its parent's (bubblewrap forks itself too).
+    """
+    table = _process_table()
+    return any(
+        table[pid][1] == table[table[pid][0]][1] and b"\0-I\0-c\0" in table[pid][1]
+        for pid in descendants(root)
+        if pid in table and table[pid][0] in table
+    )
+
+
+def wait_for(condition, what: str) -> None:
+    """Poll ``condition`` until it holds; a generous deadline turns a hang into a failure."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_worker_outlives_the_thread_that_started_it(pool):
+    """bubblewrap's --die-with-parent watches the starting thread: an episode's thread ends."""
+    starter = threading.Thread(target=pool.warm, args=(1,))
+    starter.start()
+    starter.join()
+    (only,) = pool.workers()
+    assert only._process is not None
+    pid = only._process.pid
+    assert pool.run("calculator", "6 * 7").text == "42"
+    assert only._process is not None
+    assert only._process.pid == pid
+
+
+def test_a_dead_worker_fails_only_its_own_call(pool):
+    pool.warm(1)  # started, so that the only fork of its Python is the call's
+    (first,) = pool.workers()
+    with ThreadPoolExecutor(2) as threads:
+        doomed = threads.submit(interval, pool, 60)
+        wait_for(lambda: first._process is not None and serving(first._process.pid), "a call")
+        survivor = threads.submit(interval, pool, 2)
+        wait_for(lambda: len(pool.workers()) == 2, "the second worker")
+        assert first._process is not None
+        os.killpg(first._process.pid, signal.SIGKILL)
+        with pytest.raises(GtaInfrastructureError, match="stopped answering"):
+            doomed.result()
+        start, end = survivor.result()
+    assert start < end
+    # The slot of the dead worker is usable again: its next call restarts it.
+    assert pool.run("calculator", "2 * 21").text == "42"
+
+
+def test_a_call_over_its_time_limit_leaves_a_concurrent_call_alone(pool):
+    pool.warm(2)
+    pids = {w._process.pid for w in pool.workers() if w._process is not None}
+    loop = "def solution():\n    while True:\n        pass"
+    with ThreadPoolExecutor(2) as threads:
+        spinning = threads.submit(pool.run, "solver", loop, 2)
+        sleeping = threads.submit(interval, pool, 3)
+        with pytest.raises(GtaToolError, match="time limit"):
+            spinning.result()
+        start, end = sleeping.result()
+    assert start < end
+    # The worker enforces the limit by killing the call's child; no worker was restarted.
+    assert {w._process.pid for w in pool.workers() if w._process is not None} == pids
+
+
+def test_closing_the_pool_stops_every_worker(pool):
+    pool.warm(2)
+    processes = [w._process for w in pool.workers()]
+    assert len(processes) == 2
+    assert all(p is not None and p.poll() is None for p in processes)
+    pool.close()
+    assert all(p is not None and p.poll() is not None for p in processes)
+    assert pool.workers() == ()
+    assert pool.run("calculator", "1 + 1").text == "2"
+
+
+def test_pool_size_defaults_to_the_cores_and_obeys_the_environment(monkeypatch):
+    monkeypatch.delenv(sandbox.WORKERS_ENV, raising=False)
+    cores = len(os.sched_getaffinity(0))
+    assert sandbox.pool_size() == max(1, min(cores, sandbox.MAX_WORKERS))
+    monkeypatch.setenv(sandbox.WORKERS_ENV, "7")
+    assert sandbox.pool_size() == 7
+    assert sandbox.SandboxPool().size == 7
+    for bad in ("0", "-1", "four", "2.5"):
+        monkeypatch.setenv(sandbox.WORKERS_ENV, bad)
+        with pytest.raises(GtaUsageError, match=f"{sandbox.WORKERS_ENV}=.*1 or more"):
+            sandbox.configure("rlimit")

@@ -4,8 +4,17 @@ An entry is keyed by the tool and its arguments in portable form: file arguments
 dataset become dataset-relative paths *and* the sha256 of the file's bytes, so an entry replays
 on any machine and never for a different image. Outputs are stored as text, or as the produced
 file copied next to the entry. Each entry is one JSON file written to a temporary name and
-renamed into place, so ``-n 8`` workers recording at once never leave a torn entry. Nothing else
-is stored: no backend URL, no header, no key.
+renamed into place, after the files it names, so a reader never finds a torn entry or one whose
+files are missing. Nothing else is stored: no backend URL, no header, no key.
+
+Recording from many threads (``--gta-concurrency``) and xdist workers at once: an entry is
+written under an exclusive lock on its cassette directory (a lock file in the system's temporary
+directory, so nothing is added to the committed directory), so two calls that share a key never
+interleave their files, and with ``--gta-tool-record=new`` the first answer stays and the second
+call records nothing. An entry's text depends only on the call and its answer: the arguments are
+written sorted by name, whatever order the model wrote them in, so the directory's content does
+not depend on which thread finished first. (A live tool that answers the same call differently
+twice in one run leaves whichever answer was recorded first; with ``all``, the last.)
 
 Layout: ``<dir>/<Tool>/<key>.json`` plus ``<dir>/<Tool>/<key>-<n>.<ext>`` for file outputs.
 """
@@ -15,12 +24,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pytest_gta.dataset import Dataset
-from pytest_gta.files import copy_atomic, write_atomic
+from pytest_gta.files import copy_atomic, file_lock, write_atomic
 from pytest_gta.models.cache import digest, dump_entry, read_entry
 from pytest_gta.types import ResultItem, ToolResult
 
@@ -104,6 +114,14 @@ class Cassettes:
     def _entry(self, tool: str, key: str) -> Path:
         return self.root / tool / f"{key}.json"
 
+    def _lock_path(self) -> Path:
+        """The lock file of this cassette directory, outside it (users commit the directory).
+
+        Keyed by the directory's real path, so every process that records into it shares it.
+        """
+        where = digest({"cassettes": os.path.realpath(self.root)})[:24]
+        return Path(tempfile.gettempdir()) / f"pytest-gta-cassettes-{where}.lock"
+
     def lookup(
         self,
         tool: str,
@@ -150,6 +168,23 @@ class Cassettes:
         entry_path = self._entry(tool, key)
         if entry_path.exists() and not overwrite:
             return False
+        # flock: each ``with`` opens the lock file anew, so threads exclude each other too.
+        with file_lock(self._lock_path()):
+            if entry_path.exists() and not overwrite:
+                return False  # another thread or worker recorded it meanwhile
+            self._write(tool, key, entry_path, portable, hashes, result)
+        return True
+
+    @staticmethod
+    def _write(
+        tool: str,
+        key: str,
+        entry_path: Path,
+        portable: Mapping[str, Any],
+        hashes: Mapping[str, str],
+        result: ToolResult,
+    ) -> None:
+        """Copy the result's files beside the entry, then write the entry (under the lock)."""
         entry_path.parent.mkdir(parents=True, exist_ok=True)
         outputs: list[dict[str, Any]] = []
         for n, item in enumerate(result.items):
@@ -163,9 +198,8 @@ class Cassettes:
         entry = {
             "schema": SCHEMA,
             "tool": tool,
-            "arguments": portable,
-            "files": hashes,
+            "arguments": dict(sorted(portable.items())),
+            "files": dict(sorted(hashes.items())),
             "outputs": outputs,
         }
         write_atomic(entry_path, dump_entry(entry, indent=1) + "\n")
-        return True

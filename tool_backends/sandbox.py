@@ -30,9 +30,21 @@ What else isolates it depends on the machine (:func:`isolation`, ``--gta-sandbox
 
 Importing SymPy and Matplotlib takes over a second, so the worker
 (:mod:`tool_backends.sandbox_worker`) imports them once and forks a child per call (a "zygote");
-a call then costs a fork and the user code. One worker serves the whole pytest process (calls
-are serialised by a lock), is started on first use and restarted if it dies. A worker that does
-not start is an infrastructure failure (the case is an *error*), never the model's mistake.
+a call then costs a fork and the user code. A process keeps a small pool of such workers
+(:class:`SandboxPool`, :func:`worker`): up to :func:`pool_size` of them (the usable cores, at
+most :data:`MAX_WORKERS`; ``PYTEST_GTA_SANDBOX_WORKERS`` overrides it), so that episodes run in
+threads (``--gta-concurrency``) compute at once instead of queueing behind one worker. The first
+call starts one worker; another starts only when a call finds every worker busy. Each worker
+serves one call at a time, is restarted if it dies, and a call whose worker stops answering
+stops that worker only. A worker that does not start is an infrastructure failure (the case is
+an *error*), never the model's mistake.
+
+Calls running at once are as isolated from each other as from the host: each has its own
+child, scratch directory and limits, and every worker its own namespaces. One limit is shared:
+the kernel counts ``RLIMIT_NPROC`` per user, so calls that run at the same moment (in this
+process's workers or in other xdist workers) as the same uid share its process allowance, and
+a fork bomb in one can make a concurrent call's own ``fork`` fail (an error that call's model
+sees); it never hangs or kills the other call.
 """
 
 from __future__ import annotations
@@ -53,6 +65,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -81,6 +94,12 @@ MAX_REPLY_BYTES = 32 << 20
 START_TIMEOUT_S = 60.0
 #: Slack on top of a call's timeout before the host gives up on the worker itself.
 HOST_SLACK_S = 10.0
+#: Most warm workers a process keeps. Each holds SymPy and Matplotlib (about 100 MB), and
+#: xdist multiplies them by its worker count, while model-written code is rarely the slow part
+#: of an episode: a few workers take the overlap of concurrent episodes' calls.
+MAX_WORKERS = 4
+#: Environment variable that sets the pool's size instead (a whole number, 1 or more).
+WORKERS_ENV = "PYTEST_GTA_SANDBOX_WORKERS"
 
 SCRATCH_IN_SANDBOX = "/scratch"
 #: Directories anyone may write to on a usual Linux; the namespace fallback hides each behind
@@ -406,8 +425,38 @@ def configure(mode: SandboxMode) -> Isolation:
     global _MODE
     if mode not in SANDBOX_MODES:
         raise GtaUsageError(f"--gta-sandbox={mode}: choose auto, bubblewrap or rlimit")
+    pool_size()  # a bad PYTEST_GTA_SANDBOX_WORKERS is a usage error now, not in a case
     _MODE = mode
     return isolation(mode)
+
+
+def pool_size() -> int:
+    """How many warm workers a process may keep: ``PYTEST_GTA_SANDBOX_WORKERS``, else the cores.
+
+    The cores are those this process may run on (a container's CPU set, ``taskset``), at most
+    :data:`MAX_WORKERS`: more workers than cores would only time-slice the same calls.
+
+    Raises:
+        GtaUsageError: the variable is set to anything but a whole number of 1 or more.
+    """
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if raw:
+        try:
+            size = int(raw)
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise GtaUsageError(
+                f"{WORKERS_ENV}={raw[:40]!r}: set it to the number of sandbox workers a process "
+                f"may run at once (1 or more), or unset it for the default (the cores, at most "
+                f"{MAX_WORKERS})"
+            )
+        return size
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_WORKERS))
 
 
 def isolation(mode: SandboxMode | None = None) -> Isolation:
@@ -443,6 +492,38 @@ def sandbox_kind() -> SandboxKind:
     return isolation().kind
 
 
+_LAUNCHER: ThreadPoolExecutor | None = None
+_LAUNCHER_LOCK = threading.Lock()
+
+
+def _launch(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start a worker process from a thread that lives as long as this process.
+
+    bubblewrap's ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires when the *thread*
+    that started it ends, not the process: a worker started from an episode's thread
+    (``--gta-concurrency``) or any short-lived executor would be killed with that thread.
+
+    Raises:
+        OSError: the program could not be run.
+    """
+    global _LAUNCHER
+    with _LAUNCHER_LOCK:
+        if _LAUNCHER is None:
+            _LAUNCHER = ThreadPoolExecutor(1, thread_name_prefix="pytest-gta-sandbox-launcher")
+        launcher = _LAUNCHER
+    started = launcher.submit(
+        subprocess.Popen,
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
+    process: subprocess.Popen[bytes] = started.result()
+    return process
+
+
 @dataclass(frozen=True)
 class SandboxResult:
     """What a call produced: text, or PNG bytes for Plot."""
@@ -452,7 +533,10 @@ class SandboxResult:
 
 
 class SandboxWorker:
-    """The warm worker process and the host side of its pipe protocol."""
+    """One warm worker process and the host side of its pipe protocol; one call at a time.
+
+    :class:`SandboxPool` runs several of them; tests use one directly.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -482,14 +566,7 @@ class SandboxWorker:
         command = [*chosen.prefix(scratch), sys.executable, "-I", "-c", worker_source()]
         command += settings.to_argv()
         try:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                env=sandbox_environment(scratch),
-            )
+            process = _launch(command, sandbox_environment(scratch))
         except OSError as exc:
             raise GtaInfrastructureError(
                 f"the code sandbox ({chosen.kind}) could not be started: {exc}"
@@ -521,6 +598,23 @@ class SandboxWorker:
         """Stop the worker (a later call starts a new one)."""
         with self._lock:
             self._stop()
+
+    def start(self) -> None:
+        """Start the worker now unless it runs (a call starts it anyway; this warms it first).
+
+        Raises:
+            GtaInfrastructureError: it did not start.
+        """
+        with self._lock:
+            self._running()
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        """The live worker process, (re)started if there is none; call under the lock."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            self._stop()
+            process = self._start()
+        return process
 
     @staticmethod
     def _receive(process: subprocess.Popen[bytes], timeout: float) -> dict[str, Any] | None:
@@ -560,10 +654,7 @@ class SandboxWorker:
         """
         request = {"kind": kind, "code": code, "timeout": timeout, "memory": memory}
         with self._lock:
-            process = self._process
-            if process is None or process.poll() is not None:
-                self._stop()
-                process = self._start()
+            process = self._running()
             assert process.stdin is not None
             try:
                 process.stdin.write(sandbox_worker.encode(request))
@@ -588,15 +679,116 @@ class SandboxWorker:
         return SandboxResult(text=str(reply.get("text", "")))
 
 
-_WORKER: SandboxWorker | None = None
-_WORKER_LOCK = threading.Lock()
+class SandboxPool:
+    """Up to ``size`` warm workers of one process, each serving one call at a time.
+
+    A call takes an idle worker; when every worker is busy it starts another, up to ``size``,
+    and past that waits for one to come free. Workers start lazily (a process whose calls never
+    overlap runs one) and are kept until :meth:`close`. Safe to call from any number of
+    threads; the calls of one worker never mix, since each worker is taken by one call at a time.
+    """
+
+    def __init__(self, size: int | None = None) -> None:
+        """A pool of ``size`` workers at most (default: :func:`pool_size`).
+
+        Raises:
+            GtaUsageError: ``size`` is below 1, or ``PYTEST_GTA_SANDBOX_WORKERS`` is unusable.
+        """
+        self.size = pool_size() if size is None else size
+        if self.size < 1:
+            raise GtaUsageError(f"a sandbox pool needs at least one worker, not {self.size}")
+        self._available = threading.Condition()
+        self._workers: list[SandboxWorker] = []
+        self._idle: list[SandboxWorker] = []
+
+    def workers(self) -> tuple[SandboxWorker, ...]:
+        """The workers created so far, busy or idle (for tests and diagnostics)."""
+        with self._available:
+            return tuple(self._workers)
+
+    def _take(self) -> SandboxWorker:
+        with self._available:
+            while not self._idle and len(self._workers) >= self.size:
+                self._available.wait()
+            if self._idle:
+                return self._idle.pop()
+            # Started by its first call, outside this lock: a slow start holds up no other call.
+            fresh = SandboxWorker()
+            self._workers.append(fresh)
+            return fresh
+
+    def _give_back(self, taken: SandboxWorker) -> None:
+        with self._available:
+            kept = any(taken is worker for worker in self._workers)
+            if kept:
+                self._idle.append(taken)
+            self._available.notify()
+        if not kept:
+            # close() dropped it while it served this call, which may have (re)started it.
+            taken.close()
+
+    def run(
+        self,
+        kind: Literal["calculator", "solver", "plot"],
+        code: str,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        memory: int = DEFAULT_MEMORY_BYTES,
+    ) -> SandboxResult:
+        """Run one call on an idle worker (see :meth:`SandboxWorker.run`).
+
+        Raises:
+            GtaToolError: the code raised or hit a limit.
+            GtaInfrastructureError: its worker did not start or stopped answering (that
+                worker alone is stopped, and restarted by its next call).
+        """
+        taken = self._take()
+        try:
+            return taken.run(kind, code, timeout, memory)
+        finally:
+            self._give_back(taken)
+
+    def warm(self, count: int | None = None) -> None:
+        """Start ``count`` workers now (default: all ``size``), before the calls that need them.
+
+        Raises:
+            GtaInfrastructureError: a worker did not start.
+        """
+        wanted = self.size if count is None else min(count, self.size)
+        with self._available:
+            while len(self._workers) < wanted:
+                fresh = SandboxWorker()
+                self._workers.append(fresh)
+                self._idle.append(fresh)
+            workers = list(self._workers[:wanted])
+        for each in workers:
+            each.start()
+            with self._available:
+                dropped = not any(each is worker for worker in self._workers)
+            if dropped:  # close() ran meanwhile
+                each.close()
+
+    def close(self) -> None:
+        """Stop every worker; a call in flight finishes first. Later calls start new ones."""
+        with self._available:
+            workers, self._workers, self._idle = self._workers, [], []
+            self._available.notify_all()
+        for each in workers:
+            each.close()
 
 
-def worker() -> SandboxWorker:
-    """The process-wide worker, created on first use and stopped when the process exits."""
-    global _WORKER
-    with _WORKER_LOCK:
-        if _WORKER is None:
-            _WORKER = SandboxWorker()
-            atexit.register(_WORKER.close)
-        return _WORKER
+_POOL: SandboxPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def worker() -> SandboxPool:
+    """The process-wide pool, created on first use and stopped when the process exits.
+
+    Raises:
+        GtaUsageError: ``PYTEST_GTA_SANDBOX_WORKERS`` is unusable.
+    """
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = SandboxPool()
+            atexit.register(_POOL.close)
+        return _POOL

@@ -129,7 +129,12 @@ def data_url(data: bytes, mime: str) -> str:
 
 
 class VlmBackend(BaseToolBackend):
-    """Runs the model-backed GTA tools through an OpenAI-compatible endpoint."""
+    """Runs the model-backed GTA tools through an OpenAI-compatible endpoint.
+
+    One backend serves concurrent episodes' threads: it holds no state a call changes, and its
+    ``openai`` client sends through one thread-safe httpx connection pool. (The ``agentlego`` and
+    ``api`` backends open a client per request instead; see :mod:`tool_backends.http_client`.)
+    """
 
     name = "vlm"
 

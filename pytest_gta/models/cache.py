@@ -7,12 +7,18 @@ and, for sampled generations, the epoch. Each entry is one small JSON file writt
 name and renamed into place, so concurrent writers (``-n 8``) never leave a torn file and the
 last identical answer wins. A re-run of an interrupted session reads back every answer it
 already paid for.
+
+One :class:`ResponseCache` is shared by the threads of a process (``--gta-concurrency``): an
+entry is only ever read whole or written by rename, and the hit and miss counters are kept under
+a lock. Identical requests in flight at once are each sent (the cache does not hold one back to
+wait for the other's answer); they leave one entry.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -70,6 +76,7 @@ class ResponseCache:
         self.mode = mode
         self.hits = 0
         self.misses = 0
+        self._counting = threading.Lock()
 
     @staticmethod
     def key(material: dict[str, Any]) -> str:
@@ -95,10 +102,11 @@ class ResponseCache:
             return None
         entry = read_entry(self._path(key))
         output = _decode(entry.get("output")) if entry is not None else None
-        if output is None:
-            self.misses += 1
-            return None
-        self.hits += 1
+        with self._counting:
+            if output is None:
+                self.misses += 1
+            else:
+                self.hits += 1
         return output
 
     def put(self, key: str, output: ModelOutput, about: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ base class wraps that in the same order for every provider:
 
 1. the payload is looked up in the content-addressed response cache (a hit costs nothing);
 2. the session's token/cost budget is checked (exhausted: the case is skipped, the session stops);
-3. a per-endpoint semaphore shared by the process bounds requests in flight;
+3. a per-endpoint semaphore shared by the process bounds requests in flight; the budget is
+   checked again once a slot is held, since the calls ahead may have spent it meanwhile;
 4. 429, 408, 5xx, timeouts and connection errors are retried with exponential backoff and
    jitter, honouring ``Retry-After``; anything else, or running out of retries, raises
    :class:`~pytest_gta.errors.GtaInfrastructureError`, so the case is an *error*, never a wrong
@@ -418,7 +419,10 @@ class ChatAdapter(BaseModelAdapter):
     """Base class of the HTTP and in-process chat adapters.
 
     Subclasses set :attr:`provider`, :attr:`name`, :attr:`protocol` and :attr:`endpoint`, and
-    implement :meth:`prepare` and :meth:`send`. ``generate`` is safe to call from many threads.
+    implement :meth:`prepare` and :meth:`send`. ``generate`` is safe to call from many threads:
+    after ``__init__`` an adapter only reads its attributes, the cache and ledger are safe to
+    share, and the SDK clients (``openai``, ``anthropic``) send every request through one httpx
+    connection pool, which is thread-safe, keeping no per-request state on the client.
     The optional capabilities of :class:`~pytest_gta.models.base.BaseModelAdapter` keep their
     defaults unless a subclass overrides them.
     """
@@ -519,6 +523,10 @@ class ChatAdapter(BaseModelAdapter):
             self.budget.check()
         describe = f"{self.name} at {self.endpoint}"
         with endpoint_limit(self.endpoint, self.settings.max_concurrency):
+            if self.budget is not None:
+                # Again: while this thread queued for a slot, the calls ahead of it may have
+                # spent the budget (Budget's docstring says what is guaranteed).
+                self.budget.check()
             output = call_with_retries(
                 lambda: self.send(prepared), retries=self.settings.retries, describe=describe
             )

@@ -4,6 +4,11 @@ Every paid model call appends one line to a ledger file under an exclusive ``flo
 budget check sums the ledger, so ``-n 8`` workers stop together when the session's total
 crosses ``--gta-max-tokens-total`` or ``--gta-max-cost``. Cached answers cost nothing and are
 not written to the ledger.
+
+Threads and processes alike: every :meth:`UsageLedger.add` and :meth:`UsageLedger.totals`
+opens the file anew, so the ``flock`` of one thread excludes the others of its own process too
+(``flock`` locks belong to an open file, not to a process), and the totals are exact however
+many threads and xdist workers book calls at once.
 """
 
 from __future__ import annotations
@@ -67,7 +72,17 @@ class UsageLedger:
 
 @dataclass
 class Budget:
-    """Stops paying once the session has used ``max_tokens`` tokens or ``max_cost`` USD."""
+    """Stops paying once the session has used ``max_tokens`` tokens or ``max_cost`` USD.
+
+    What is guaranteed under concurrency: a call checks the budget when it is about to be sent
+    (:class:`~pytest_gta.models.chat.ChatAdapter` checks again once it holds its endpoint's
+    concurrency slot, so calls queued behind the limit do not carry a stale check), and a call's
+    tokens are booked when its answer arrives. So once the ledger shows the budget spent, no
+    call of any thread or process starts; the overshoot is at most what the calls already sent
+    at that moment cost (at most ``--gta-max-concurrency`` per endpoint and process). A call's
+    cost is unknown before its answer, so no check can do better without refusing calls the
+    budget could still pay for.
+    """
 
     ledger: UsageLedger
     max_tokens: int | None = None
