@@ -28,7 +28,14 @@ from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import DatasetError, GtaUsageError
 from pytest_gta.jsonsafe import JsonInputError, read_json
-from pytest_gta.report.build import SCHEMA, TABLE5_NOTE, CaseRecord
+from pytest_gta.report.build import (
+    SCHEMA,
+    TABLE5_NOTE,
+    USAGE_PROPERTIES,
+    CaseRecord,
+    CaseScore,
+    mode_metrics,
+)
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore
 from pytest_gta.vocabulary import MODES, OUTCOMES
 
@@ -117,16 +124,21 @@ def _record(label: str, index: int, raw: Any) -> CaseRecord:
         )
     primitives = _get(label, raw, "primitives", where, dict, None)
     if primitives is not None:
-        parse: Callable[[Any], object] = (
+        parse: Callable[[Any], CaseScore] = (
             StepCaseScore.from_json if mode == "step" else E2ECaseScore.from_json
         )
         try:
-            parse(primitives)
+            # Aggregated alone, so a bad case is named here, not found inside the whole run's.
+            mode_metrics(mode, [parse(primitives)])
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise GtaUsageError(
                 f"{label}: {where}primitives are not {mode}-mode metric primitives "
                 f"({type(exc).__name__}: {str(exc)[:200]})"
             ) from None
+    properties = _get(label, raw, "properties", where, dict)
+    for name in USAGE_PROPERTIES:
+        if name in properties:
+            _get(label, properties, name, f"{where}properties.", int, None)
     detail = None
     if primitives is not None:
         # What build_report reads back from a case's detail payload to write the case entry.
@@ -143,7 +155,7 @@ def _record(label: str, index: int, raw: Any) -> CaseRecord:
         qid=_get(label, raw, "query_id", where, str),
         nodeid=_get(label, raw, "nodeid", where, str),
         outcome=outcome,
-        properties=dict(_get(label, raw, "properties", where, dict)),
+        properties=dict(properties),
         detail=detail,
         message=_get(label, raw, "message", where, str),
     )
@@ -264,11 +276,11 @@ def _check_shard_of_split(
     shard = report.shard
     if shard is None:
         return
-    totals = {s["total"] for r in reports if (s := r.shard) is not None}
-    if len(totals) > 1:
+    first = next(r for r in reports if r.shard is not None)
+    if shard["total"] != first.data["shard"]["total"]:
         raise GtaUsageError(
-            f"{report.label}: shard {shard['spec']} is not of the same split as the other "
-            f"reports' (--gta-shard=K/N with N in {sorted(totals)}); merge the shards of one split"
+            f"{report.label}: shard {shard['spec']} is not of the split {first.label} is a shard "
+            f"of ({first.data['shard']['spec']}); merge the shards of one --gta-shard=K/N split"
         )
     if shard["index"] in seen:
         raise GtaUsageError(
