@@ -30,6 +30,7 @@ from pytest_gta.models.generation import (
     CacheMode,
     GenerationSettings,
 )
+from pytest_gta.shard import Shard
 from pytest_gta.vocabulary import MODES, PROTOCOLS, SANDBOX_MODES, Mode, ProtocolName, SandboxMode
 
 OPT_MODEL = "--gta-model"
@@ -70,6 +71,8 @@ OPT_ALLOW_UNVERIFIED = "--gta-allow-unverified"
 OPT_RECORD_MANIFEST = "--gta-record-manifest"
 OPT_DATA_INFO = "--gta-data-info"
 OPT_SANDBOX = "--gta-sandbox"
+OPT_SHARD = "--gta-shard"
+OPT_MERGE = "--gta-merge"
 ENV_DATA_DIR = "GTA_DATA_DIR"
 #: One word of a vocabulary (a literal type) that a ``choose ...`` option takes.
 Word = TypeVar("Word", bound=str)
@@ -308,6 +311,21 @@ def parse_sandbox(value: str) -> SandboxMode:
     )
 
 
+def parse_shard(value: str) -> Shard:
+    """``K/N``: shard K (from 1) of N."""
+    index, sep, total = value.strip().partition("/")
+    try:
+        shard = Shard(int(index), int(total)) if sep else None
+    except ValueError:
+        shard = None
+    if shard is None or not 1 <= shard.index <= shard.total:
+        raise pytest.UsageError(
+            f"{OPT_SHARD}={value}: give K/N with 1 <= K <= N, e.g. {OPT_SHARD}=2/3 runs the "
+            "second of three shards"
+        )
+    return shard
+
+
 def parse_model_args(value: str) -> dict[str, Any]:
     """``key=value,...`` (values read as JSON when they parse, else as text) or a JSON object."""
     import json
@@ -356,8 +374,9 @@ def parse_text(value: str) -> str:
 
 #: ``value``: text parsed by ``parse``; ``path``: the same, then made absolute (see
 #: :func:`option_base`); ``flag``: a command on the command line only (``--gta-download``), no
-#: ini twin; ``bool``: an on switch with a boolean ini twin (``--gta-allow-unverified``).
-Kind = Literal["value", "path", "flag", "bool"]
+#: ini twin; ``bool``: an on switch with a boolean ini twin (``--gta-allow-unverified``);
+#: ``paths``: a command taking one or more paths (``--gta-merge``), no ini twin.
+Kind = Literal["value", "path", "flag", "bool", "paths"]
 #: Where a resolved value came from, in precedence order.
 Source = Literal["cli", "env", "ini", "default"]
 
@@ -396,7 +415,7 @@ class OptionSpec:
     @property
     def ini(self) -> str | None:
         """The ini key; commands have none (they are not something a project pins)."""
-        return None if self.kind == "flag" else self.dest
+        return None if self.kind in ("flag", "paths") else self.dest
 
     def fallback(self) -> Any:
         """The default value, fresh when it is mutable."""
@@ -667,6 +686,21 @@ OPTIONS: tuple[OptionSpec, ...] = (
         setting="price",
     ),
     OptionSpec(
+        OPT_SHARD,
+        "K/N",
+        "run shard K of N: the selected cases split deterministically, balanced by reference "
+        "steps; merge the shards' reports with --gta-merge",
+        parse=parse_shard,
+        setting="shard",
+    ),
+    OptionSpec(
+        OPT_MERGE,
+        "REPORT",
+        "rebuild one run's tables and report (--gta-report, --gta-report-md, --junitxml) from "
+        "the --gta-report files of its shards, then exit",
+        kind="paths",
+    ),
+    OptionSpec(
         OPT_SANDBOX,
         "KIND",
         "where model-written code (Calculator, Solver, Plot) runs: auto (default), bubblewrap "
@@ -683,7 +717,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """Register the ``--gta-*`` options and their ini twins under one group."""
     group = parser.getgroup("gta", "GTA tool-agent benchmark (pytest-gta)")
     for spec in OPTIONS:
-        if spec.kind == "flag":
+        if spec.kind == "paths":
+            group.addoption(
+                spec.flag, dest=spec.dest, metavar=spec.metavar, nargs="+", help=spec.help
+            )
+        elif spec.kind == "flag":
             group.addoption(
                 spec.flag, dest=spec.dest, action="store_true", default=spec.default, help=spec.help
             )
@@ -739,6 +777,8 @@ class GtaSettings:
     data_dir: Path = DATA_DIR_DEFAULT
     #: ``--gta-concurrency``; ``None``: the model's own default (see pytest_gta.pipeline).
     concurrency: int | None = None
+    #: ``--gta-shard``: which part of the selected cases this job runs (``None``: all).
+    shard: Shard | None = None
 
     @property
     def active(self) -> bool:
@@ -811,6 +851,8 @@ def resolve_option(config: pytest.Config, dest: str) -> Resolved:
     value, source, origin = given if given else (spec.fallback(), "default", "default")
     if spec.kind == "path" and value is not None:
         value = resolve_path(config, value, source)
+    elif spec.kind == "paths":
+        value = [resolve_path(config, v, source) for v in value or ()]
     elif spec.kind in ("flag", "bool"):
         value = bool(value)
     return Resolved(value, source, origin)

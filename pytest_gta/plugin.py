@@ -50,7 +50,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    """``--gta-download`` and ``--gta-data-info`` run instead of a test session."""
+    """``--gta-download``, ``--gta-data-info`` and ``--gta-merge`` run instead of a session."""
+    if config.getoption("gta_merge"):
+        from pytest_gta.report.merge import run as merge
+
+        return merge(config)
     if not (
         config.getoption("gta_download")
         or config.getoption("gta_data_info")
@@ -120,9 +124,14 @@ class _XdistBridge:
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         """Collect a finished worker's loading and generation times for the report."""
         collector = self.state.config.pluginmanager.get_plugin(COLLECTOR)
-        timings = getattr(node, "workeroutput", {}).get("gta_timings")
+        workeroutput = getattr(node, "workeroutput", {})
+        timings = workeroutput.get("gta_timings")
         if collector is not None and isinstance(timings, dict):
             collector.add_timings(str(node.workerinput.get("workerid", "worker")), timings)
+        # Every worker computed the same split; the first one to finish tells the controller.
+        shard = workeroutput.get("gta_shard")
+        if collector is not None and collector.shard is None and isinstance(shard, dict):
+            collector.shard = shard
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -177,6 +186,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if timings or runs_here(config):
         timings.update(process_usage())
     workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None and state.shard is not None:
+        workeroutput["gta_shard"] = state.shard.to_json()
+    if not state.ahead.timings:
+        return
     if workeroutput is not None:
         workeroutput["gta_timings"] = timings
         return
@@ -245,6 +258,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"({len(dataset)} queries, {settings.data_source})"
     )
     lines = [line]
+    if settings.shard is not None:
+        lines.append(
+            f"gta: shard {settings.shard}: the selected cases split {settings.shard.total} ways, "
+            "balanced by reference steps"
+        )
     if settings.data_source.startswith(SAMPLE_FALLBACK):
         lines.append(
             f"gta: {settings.model} runs on the bundled sample because no dataset is installed; "
@@ -288,6 +306,38 @@ def pytest_collection_modifyitems(
         return
     module = pytest.Module.from_parent(session, path=SUITE, nodeid=SUITE_NODEID)
     items.extend(session.genitems(module))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """``--gta-shard=K/N``: keep this shard's share of the selected cases.
+
+    Here rather than in a ``trylast`` ``pytest_collection_modifyitems``: ``--lf`` deselects in a
+    hook wrapper, after every plain implementation of that hook, so the split would be made
+    before it. ``tryfirst``, so the terminal's "collected ... deselected" line and xdist (which
+    sends the worker's collection to the controller from this hook) see the shard's items.
+    """
+    state = session.config.stash.get(STATE, None)
+    if state is None or not state.settings.active or state.settings.shard is None:
+        return
+    from pytest_gta.shard import shard_items
+
+    kept, dropped, state.shard = shard_items(session.items, state.settings.shard)
+    collector = session.config.pluginmanager.get_plugin(COLLECTOR)
+    if collector is not None:
+        collector.shard = state.shard.to_json()
+    if dropped:
+        session.items[:] = kept
+        session.config.hook.pytest_deselected(items=dropped)
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    """How many of the selected cases this shard runs (after the collection line)."""
+    state = config.stash.get(STATE, None)
+    if state is None or state.shard is None:
+        return None
+    shard = state.shard
+    return f"gta: shard {shard.shard}: {len(shard.cases)} of {shard.selected} cases"
 
 
 #: Properties for the report of the phase that produced them, not for the item: the case's

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_gta.runner import Scorer
     from pytest_gta.scoring.service import SimilarityService
     from pytest_gta.scoring.similarity import Similarity
+    from pytest_gta.shard import ShardSelection
     from pytest_gta.tools import Recorder, ToolContext, ToolInvocation, ToolSet
     from pytest_gta.types import ToolResult
 
@@ -56,6 +57,8 @@ class GtaState:
         self.ledger_path: Path | None = None
         #: Models loaded and replies generated before the first case (:mod:`pytest_gta.ahead`).
         self.ahead: AheadWork = AheadWork(self)
+        #: What ``--gta-shard`` kept, in the process that collected (:mod:`pytest_gta.shard`).
+        self.shard: ShardSelection | None = None
 
     def _once(self, what: str, build: Callable[[], T]) -> T:
         """``build()``'s result, built once; a usage error in it becomes pytest's (exit 4)."""

@@ -52,6 +52,8 @@ TWINS = {
     "--gta-tool-record": "gta_tool_record",
     "--gta-price": "gta_price",
     "--gta-sandbox": "gta_sandbox",
+    "--gta-shard": "gta_shard",
+    "--gta-merge": None,
 }
 #: The one ini twin that is not a string.
 BOOL_INI = {"gta_allow_unverified"}

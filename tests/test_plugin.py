@@ -452,6 +452,8 @@ def test_help_pins_the_options(pytester):
         "--gta-tool-cassettes=DIR",
         "--gta-tool-record=MODE",
         "--gta-price=IN,OUT",
+        "--gta-shard=K/N",
+        "--gta-merge=REPORT",
         "--gta-sandbox=KIND",
     ]
     for key in ("gta_model", "gta_data", "gta_mode", "gta_tools", "gta_report", "gta_ids"):

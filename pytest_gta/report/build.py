@@ -145,6 +145,7 @@ def build_report(
     stopped: str | None = None,
     interrupted: bool = False,
     timings: Mapping[str, Any] | None = None,
+    shard: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The run's report dict (see module docstring)."""
     by_key: dict[tuple[str, str], CaseRecord] = {}
@@ -206,6 +207,8 @@ def build_report(
                 "backends": detail.get("backends", {}),
                 "duration": detail.get("duration"),
                 "properties": {k: v for k, v in record.properties.items() if k.startswith("gta_")},
+                # The metric primitives, so shard reports merge into the very same metrics.
+                "primitives": detail.get("score"),
             }
         )
     if any(sum(counts.values()) for counts in errors.values()):
@@ -238,6 +241,7 @@ def build_report(
         "stopped": stopped,
         "interrupted": interrupted,
         "timings": None if timings is None else dict(timings),
+        "shard": None if shard is None else dict(shard),
         "dataset": {
             "path": dataset.root_str,
             "sha256": dataset.sha256,

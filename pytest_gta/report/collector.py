@@ -71,6 +71,9 @@ class GtaCollector:
         self.timings: dict[str, dict[str, float]] = {}
         #: Files that could not be written, with the reason (shown after the tables).
         self.write_errors: list[str] = []
+        #: ``--gta-shard``'s selection (:meth:`pytest_gta.shard.ShardSelection.to_json`), from
+        #: this process's collection or, with xdist, from a worker's.
+        self.shard: dict[str, Any] | None = None
 
     def _identify(self, report: pytest.TestReport, props: dict[str, Any]) -> tuple[str, str] | None:
         if "gta_query_id" in props and "gta_mode" in props:
@@ -135,6 +138,7 @@ class GtaCollector:
                 "limit": settings.limit,
                 "ids": None if settings.ids is None else list(settings.ids),
                 "max_turns": settings.max_turns,
+                "shard": None if settings.shard is None else str(settings.shard),
                 "generation": info.generation,
                 "budget": {
                     "max_tokens_total": settings.max_tokens_total,
@@ -149,6 +153,7 @@ class GtaCollector:
             stopped=self.stopped,
             interrupted=self.interrupted,
             timings=self.timings or None,
+            shard=self.shard,
         )
         self.config.hook.pytest_gta_update_report(config=self.config, report=report)
         # The report is written and printed: whatever came from outside (replies, prediction

@@ -154,6 +154,18 @@ def _header(report: Mapping[str, Any]) -> list[str]:
         f"dataset: {dataset['path']} ({dataset.get('source', '')}; {dataset['queries']} queries, "
         f"{dataset.get('selected', dataset['queries'])} selected; sha256 {dataset['sha256'][:16]})",
     ]
+    shard = report.get("shard")
+    if isinstance(shard, Mapping):
+        lines.append(
+            f"shard: {shard.get('spec')} ({len(shard.get('cases', []))} of "
+            f"{shard.get('selected')} selected cases; pytest --gta-merge joins the shards)"
+        )
+    merged = report.get("merged")
+    if isinstance(merged, Mapping):
+        lines.append(
+            f"merged from {len(merged.get('reports', []))} reports"
+            + (f": shards {', '.join(merged['shards'])}" if merged.get("shards") else "")
+        )
     extras = []
     if settings.get("tools"):
         extras.append(f"tools: {settings['tools']}")

@@ -1,0 +1,73 @@
+"""JUnit XML of a report's cases, as pytest's ``junitxml`` writes a run's.
+
+``pytest --gta-merge`` runs no test, so pytest's own writer has nothing to write; this one
+writes, from the merged report, what the run of all cases would have: one ``testcase`` per case
+named after its node id, its flat ``gta_*`` properties, and a ``failure``, ``error`` or
+``skipped`` element carrying the case's message. Dashboards that read the shards' XML read this.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+#: Characters XML 1.0 cannot hold; written as ``#xNN``, as pytest's ``bin_xml_escape`` does.
+_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(value: object) -> str:
+    """``str(value)`` with the characters XML cannot hold escaped (ESC becomes ``#x1B``)."""
+    return _ILLEGAL.sub(lambda m: f"#x{ord(m.group()):02X}", str(value))
+
+
+#: The element pytest's junitxml writes for each outcome that is not a pass.
+OUTCOME_ELEMENTS = {"failed": "failure", "error": "error", "skipped": "skipped"}
+
+
+def junit_names(nodeid: str) -> tuple[str, str]:
+    """(classname, name) of a node id, as ``junitxml``'s ``mangle_test_address`` makes them."""
+    path, _, rest = nodeid.partition("::")
+    names = [path.replace("/", ".").removesuffix(".py"), *(rest.split("::") if rest else [])]
+    # junitxml also strips the parametrization from all but the last part; ours has none.
+    return ".".join(names[:-1]), names[-1]
+
+
+def junit_xml(report: Mapping[str, Any], suite_name: str = "pytest") -> str:
+    """The XML text for ``report``'s cases (see module docstring)."""
+    cases = list(report.get("cases", []))
+    counts = dict.fromkeys(OUTCOME_ELEMENTS, 0)
+    total_time = 0.0
+    root = ET.Element("testsuites", name="pytest tests")
+    suite = ET.SubElement(root, "testsuite", name=suite_name)
+    for case in cases:
+        classname, name = junit_names(xml_text(case.get("nodeid") or case.get("id")))
+        duration = case.get("duration")
+        seconds = float(duration) if isinstance(duration, int | float) else 0.0
+        total_time += seconds
+        testcase = ET.SubElement(
+            suite, "testcase", classname=classname, name=name, time=f"{seconds:.3f}"
+        )
+        properties = case.get("properties") or {}
+        if properties:
+            holder = ET.SubElement(testcase, "properties")
+            for key, value in properties.items():
+                if value is not None:
+                    ET.SubElement(holder, "property", name=xml_text(key), value=xml_text(value))
+        outcome = str(case.get("outcome"))
+        element = OUTCOME_ELEMENTS.get(outcome)
+        if element is None:
+            continue
+        counts[outcome] += 1
+        message = xml_text(case.get("message") or "")
+        attributes = {"message": message}
+        if element == "skipped":
+            attributes["type"] = "pytest.skip"
+        ET.SubElement(testcase, element, attributes).text = message
+    suite.set("errors", str(counts["error"]))
+    suite.set("failures", str(counts["failed"]))
+    suite.set("skipped", str(counts["skipped"]))
+    suite.set("tests", str(len(cases)))
+    suite.set("time", f"{total_time:.3f}")
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
