@@ -52,6 +52,9 @@ TWINS = {
     "--gta-tool-record": "gta_tool_record",
     "--gta-price": "gta_price",
     "--gta-sandbox": "gta_sandbox",
+    "--gta-serve": "gta_serve",
+    "--gta-serve-command": "gta_serve_command",
+    "--gta-serve-timeout": "gta_serve_timeout",
 }
 #: The one ini twin that is not a string.
 BOOL_INI = {"gta_allow_unverified"}
