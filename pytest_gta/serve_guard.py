@@ -1,11 +1,12 @@
 """Runs a model server and takes it down when the pytest process that started it is gone.
 
 ``python -m pytest_gta.serve_guard PARENT_PID GRACE -- COMMAND...``: pytest starts it as the
-leader of a new process group; the guard starts the server in that group and watches. pytest stops the server by signalling the group, and the guard
-passes the exit on. If pytest itself dies without stopping it (``kill -9``, an out-of-memory
-kill, a crashed CI runner), the guard is reparented and stops the group itself, so no server is
-left holding the GPU. Polling ``getppid`` is portable across POSIX systems, unlike Linux's
-``PR_SET_PDEATHSIG``, which fires when the parent *thread* exits.
+leader of a new process group; the guard starts the server in that group and watches. pytest
+stops the server by signalling the group, and the guard passes the exit on. If pytest itself
+dies without stopping it (``kill -9``, an out-of-memory kill, a crashed CI runner), the guard is
+reparented and stops the group itself, so no server is left holding the GPU. Polling
+``getppid`` is portable across POSIX systems, unlike Linux's ``PR_SET_PDEATHSIG``, which fires
+when the parent *thread* exits.
 
 Exit status: the server's own when it exits by itself (so pytest can report it), 127 when the
 command cannot be started.
