@@ -385,7 +385,8 @@ def start_pytest():
     for process in started:
         if process.poll() is None:
             process.kill()
-        process.communicate()
+        if process.stdout is not None and not process.stdout.closed:
+            process.communicate()
 
 
 def mid_run(record: Record, process: subprocess.Popen[bytes]) -> None:
