@@ -443,6 +443,7 @@ def test_help_pins_the_options(pytester):
         "--gta-timeout=SECONDS",
         "--gta-retries=N",
         "--gta-max-concurrency=N",
+        "--gta-concurrency=N",
         "--gta-cache=MODE",
         "--gta-cache-dir=DIR",
         "--gta-epoch=N",
