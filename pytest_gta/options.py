@@ -30,6 +30,16 @@ from pytest_gta.models.generation import (
     CacheMode,
     GenerationSettings,
 )
+from pytest_gta.serve import (
+    DEFAULT_SERVE_TIMEOUT,
+    OPT_SERVE,
+    OPT_SERVE_COMMAND,
+    OPT_SERVE_TIMEOUT,
+    ServeMode,
+    parse_serve,
+    parse_serve_command,
+    parse_serve_timeout,
+)
 from pytest_gta.shard import Shard
 from pytest_gta.vocabulary import MODES, PROTOCOLS, SANDBOX_MODES, Mode, ProtocolName, SandboxMode
 
@@ -709,6 +719,32 @@ OPTIONS: tuple[OptionSpec, ...] = (
         default="auto",
         setting="sandbox",
     ),
+    OptionSpec(
+        OPT_SERVE,
+        "KIND",
+        "start one model server for the session: auto (default: for an open-weight model under "
+        "xdist or --gta-concurrency above 1, without a base URL), vllm or none",
+        parse=parse_serve,
+        default="auto",
+        setting="serve",
+    ),
+    OptionSpec(
+        OPT_SERVE_COMMAND,
+        "TEMPLATE",
+        "command of the OpenAI-compatible server to start instead of vllm serve, with {port}, "
+        "{model} and {host}, e.g. 'llama-server -m model.gguf --port {port}'",
+        parse=parse_serve_command,
+        setting="serve_command",
+    ),
+    OptionSpec(
+        OPT_SERVE_TIMEOUT,
+        "SECONDS",
+        f"how long the model server may take to answer /health (default: "
+        f"{DEFAULT_SERVE_TIMEOUT:g})",
+        parse=parse_serve_timeout,
+        default=DEFAULT_SERVE_TIMEOUT,
+        setting="serve_timeout",
+    ),
 )
 OPTIONS_BY_DEST: dict[str, OptionSpec] = {spec.dest: spec for spec in OPTIONS}
 
@@ -779,6 +815,12 @@ class GtaSettings:
     concurrency: int | None = None
     #: ``--gta-shard``: which part of the selected cases this job runs (``None``: all).
     shard: Shard | None = None
+    #: ``--gta-serve``: auto, vllm or none (see pytest_gta.serve).
+    serve: ServeMode = "auto"
+    #: ``--gta-serve-command``: the server template, checked; ``None``: vllm serve.
+    serve_command: str | None = None
+    #: ``--gta-serve-timeout``: seconds the server may take to become healthy.
+    serve_timeout: float = DEFAULT_SERVE_TIMEOUT
 
     @property
     def active(self) -> bool:

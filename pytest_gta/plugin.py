@@ -8,6 +8,7 @@ loaded only when a GTA case needs them, by the session's :class:`~pytest_gta.ses
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,7 +87,20 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and workerinput.get("gta_ledger"):
         state.ledger_path = Path(workerinput["gta_ledger"])
+    from pytest_gta import serve
+
+    server = None
+    if workerinput is not None:
+        state.settings = serve.for_worker(state.settings, workerinput)
+    else:
+        server = serve.plan(config, state.settings)
+        if server is not None:
+            state.settings = server.served.settings(state.settings)
+    settings = state.settings
     state.validate()
+    if server is not None and not config.option.collectonly:
+        # After validation (a typo never waits for weights to load), before any case runs.
+        serve.start(config, settings, server)
     if workerinput is None:
         from pytest_gta.report.collector import GtaCollector
 
@@ -104,10 +118,15 @@ class _XdistBridge:
         self.state = state
 
     def pytest_configure_node(self, node: Any) -> None:
-        """Tell a starting worker where the session's ledger and similarity model are."""
+        """Tell a starting worker where the session's ledger, model server and similarity are."""
         state = self.state
         if state.ledger_path is not None:
             node.workerinput["gta_ledger"] = str(state.ledger_path)
+        from pytest_gta.serve import SERVER, WORKER_KEY
+
+        server = state.config.stash.get(SERVER, None)
+        if server is not None:
+            node.workerinput[WORKER_KEY] = dataclasses.asdict(server.plan.served)
         if state.needs_similarity() and not state.config.option.collectonly:
             # Loads once, in this process, while the workers start (pytest_gta.scoring.service).
             if state.built("similarity_service") is None:
@@ -230,11 +249,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Unregister the controller's plugin objects (as junitxml does) and remove the ledger."""
+    """Unregister the controller's plugins (as junitxml does); stop the server; drop the ledger."""
     for name in (COLLECTOR, XDIST_BRIDGE):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
+    from pytest_gta.serve import stop
+
+    stop(config)
     state = config.stash.get(STATE, None)
     service = None if state is None else state.built("similarity_service")
     if service is not None:
@@ -262,6 +284,14 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         lines.append(
             f"gta: shard {settings.shard}: the selected cases split {settings.shard.total} ways, "
             "balanced by reference steps"
+        )
+    from pytest_gta.serve import describe
+
+    server = describe(config)
+    if server is not None:
+        lines.append(
+            f"gta: model server {' '.join(server['command'])} at {server['url']} (ready in "
+            f"{server['start_s']} s; log: {server['log']})"
         )
     if settings.data_source.startswith(SAMPLE_FALLBACK):
         lines.append(

@@ -333,6 +333,7 @@ class GtaState:
         """What the report says about the run besides the cases."""
         from pytest_gta.models.catalog import leaderboard_row
         from pytest_gta.report.collector import RunInfo
+        from pytest_gta.serve import describe as describe_server
 
         model = self.model()
         warnings = [str(w) for w in model.warnings]
@@ -349,6 +350,7 @@ class GtaState:
             prices=None if prices is None else (prices.input, prices.output),
             tool_routes=self.tool_routes() if tools is not None else None,
             tool_backends=self.tool_backend_details() if tools is not None else None,
+            server=describe_server(self.config),
         )
 
     def tool_backend_details(self) -> dict[str, Any]:

@@ -168,6 +168,8 @@ def test_leaderboard_row_is_the_latest_board():
         ("smollm2", None, "transformers", ""),
         ("openai/gpt-4o", None, "openai", "gpt-4o"),
         ("vllm/Qwen/Qwen1.5-72B-Chat", None, "vllm", "Qwen/Qwen1.5-72B-Chat"),
+        # Served weights (a managed server or --gta-base-url) are reached over HTTP.
+        ("vllm/Qwen/Qwen1.5-72B-Chat", "http://gpu:8000/v1", "openai", "Qwen/Qwen1.5-72B-Chat"),
         ("openai/my-finetune", "http://gpu:8000/v1", "openai", "my-finetune"),
     ],
 )

@@ -54,6 +54,9 @@ TWINS = {
     "--gta-sandbox": "gta_sandbox",
     "--gta-shard": "gta_shard",
     "--gta-merge": None,
+    "--gta-serve": "gta_serve",
+    "--gta-serve-command": "gta_serve_command",
+    "--gta-serve-timeout": "gta_serve_timeout",
 }
 #: The one ini twin that is not a string.
 BOOL_INI = {"gta_allow_unverified"}

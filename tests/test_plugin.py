@@ -455,6 +455,9 @@ def test_help_pins_the_options(pytester):
         "--gta-shard=K/N",
         "--gta-merge=REPORT",
         "--gta-sandbox=KIND",
+        "--gta-serve=KIND",
+        "--gta-serve-command=TEMPLATE",
+        "--gta-serve-timeout=SECONDS",
     ]
     for key in ("gta_model", "gta_data", "gta_mode", "gta_tools", "gta_report", "gta_ids"):
         assert f"  {key} (string):" in text or f"  {key} (" in text

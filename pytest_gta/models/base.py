@@ -352,6 +352,10 @@ def resolve_spec(raw: str, providers: Sequence[str], generation: GenerationSetti
             catalog.lookup(raw)
             raise
         return catalog_spec(raw, entry, generation)
+    if spec.provider == "vllm" and spec.name and generation.base_url is not None:
+        # The weights are served (--gta-base-url or a managed server): reach them over HTTP.
+        name = generation.served_model or spec.name
+        return ModelSpec(spec.raw, "openai", name, catalog.find(spec.name))
     if spec.entry is None and spec.name:
         return ModelSpec(spec.raw, spec.provider, spec.name, catalog.find(spec.name))
     return spec

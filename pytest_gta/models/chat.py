@@ -402,8 +402,9 @@ def endpoint_limit(endpoint: str, max_concurrency: int) -> threading.BoundedSema
 
 
 #: ``--gta-model-args`` keys the HTTP adapters (OpenAI, Anthropic) consume themselves; the rest
-#: go into the request body.
-ADAPTER_ARGS = frozenset({"vision", "stop", "api_key_env", "headers"})
+#: go into the request body. ``endpoint_id`` names the endpoint for the response cache instead
+#: of its URL (a managed server's port changes every run: :mod:`pytest_gta.serve`).
+ADAPTER_ARGS = frozenset({"vision", "stop", "api_key_env", "headers", "endpoint_id"})
 
 
 @dataclass(frozen=True)
@@ -476,7 +477,8 @@ class ChatAdapter(BaseModelAdapter):
 
     def identity(self) -> dict[str, Any]:
         """What, besides the payload, makes two responses interchangeable."""
-        return {"provider": self.provider, "endpoint": self.endpoint}
+        named = self.settings.model_args.get("endpoint_id")
+        return {"provider": self.provider, "endpoint": str(named) if named else self.endpoint}
 
     def cache_key(self, prepared: Prepared) -> str:
         """Content address of a request: identity, payload, sampling and (if sampled) epoch."""

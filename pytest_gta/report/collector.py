@@ -46,6 +46,8 @@ class RunInfo:
     tool_routes: dict[str, str] | None = None
     #: What tool backends say about themselves (``local``: which sandbox ran).
     tool_backends: dict[str, Any] | None = None
+    #: The managed model server (``--gta-serve``): command, URL, log, start time.
+    server: dict[str, Any] | None = None
 
 
 class GtaCollector:
@@ -140,6 +142,7 @@ class GtaCollector:
                 "max_turns": settings.max_turns,
                 "shard": None if settings.shard is None else str(settings.shard),
                 "generation": info.generation,
+                "server": info.server,
                 "budget": {
                     "max_tokens_total": settings.max_tokens_total,
                     "max_cost": settings.max_cost,
