@@ -207,7 +207,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None and state.shard is not None:
         workeroutput["gta_shard"] = state.shard.to_json()
-    if not state.ahead.timings:
+    if not timings:
         return
     if workeroutput is not None:
         workeroutput["gta_timings"] = timings

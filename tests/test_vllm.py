@@ -524,6 +524,8 @@ def test_plugin_run_with_the_vllm_provider(pytester, dist_args, monkeypatch):
         "--gta-seed=11",
         "--gta-model-args=max_model_len=4096",
         "--gta-report=gta.json",
+        # in-process vLLM in every process, even under xdist (auto would start `vllm serve`)
+        "--gta-serve=none",
         *dist_args,
     )
     outcomes = result.parseoutcomes()
