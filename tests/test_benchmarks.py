@@ -169,6 +169,6 @@ def test_script_prints_the_table_and_identical_results(tmp_path: Path) -> None:
         assert min(float(cells[4]), float(cells[5]), float(cells[7])) > 0
         assert re.fullmatch(r"\d+ / (\d+|-)", cells[8]), cells[8]
     assert rows[1].split("|")[-2].strip().split(" / ")[1] != "-"  # -n 2 has workers
-    assert "per-case results identical across configs (20 cases compared)" in done.stdout
+    assert "per-case results identical across configs (10 cases compared)" in done.stdout
     assert "PROBLEM" not in done.stdout
     assert json.dumps("dummy") not in done.stdout
