@@ -1,0 +1,174 @@
+"""The benchmark scripts under ``benchmarks/`` still run and still measure what they claim.
+
+``benchmarks/concurrency.py`` is run for real (a tiny latency, a few queries, every config
+shape: no xdist, ``-n 2``, serial on a subset) and its table and its identical-results check are
+read back; its pieces (the generated dataset, the fake model's answers, the ideal) are checked
+against the package's own loops and the ``oracle`` model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import ROOT
+from pytest_gta.agent import loops
+from pytest_gta.models.oracle import render_reference
+from pytest_gta.types import ModelOutput, ModelRequest, ResultItem, ToolMeta, ToolResult
+from pytest_gta.validation import load_dataset
+
+SCRIPT = ROOT / "benchmarks" / "concurrency.py"
+
+
+def load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gta_concurrency_benchmark", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load_script()
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = bench.make_dataset(tmp_path_factory.mktemp("data") / "gta", 30)
+    return load_dataset(root)
+
+
+def wire(messages: Any) -> list[dict[str, Any]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def test_generated_dataset_loads_with_distinct_queries(generated: Any) -> None:
+    assert [q.qid for q in generated] == [str(n) for n in range(30)]
+    assert len({q.text for q in generated}) == 30
+    assert not generated.warnings
+    # Query 13 is the sample's query 0 again, under a new id and text.
+    assert generated["13"].text.endswith("[copy 13]")
+    assert generated["13"].gt_answer == generated["0"].gt_answer
+
+
+def test_fake_model_answers_step_prompts_like_the_oracle(generated: Any) -> None:
+    model = bench.PerfectModel(generated, latency=0)
+    for query in generated:
+        for request, gold in loops.step_requests(generated, query):
+            assert model.reply(wire(request.messages)) == render_reference(gold)
+    assert model.reply([{"role": "user", "content": "a query nobody asked"}]) is None
+
+
+def test_fake_model_drives_an_e2e_episode_to_the_reference(generated: Any) -> None:
+    model = bench.PerfectModel(generated, latency=0)
+    query = generated["5"]  # the sample's longest chain: 7 turns
+    called = []
+
+    def run_tool(meta: ToolMeta, arguments: dict[str, Any], raw: dict[str, Any]) -> ToolResult:
+        called.append((meta.name, arguments))
+        return ToolResult((ResultItem("text", "ok"),))
+
+    def answer(request: ModelRequest) -> ModelOutput:
+        reply = model.reply(wire(request.messages))
+        assert reply is not None
+        return ModelOutput(reply)
+
+    steps = loops.e2e_episode(generated, query, "react", run_tool)
+    request = next(steps)
+    try:
+        while True:
+            request = steps.send(answer(request))
+    except StopIteration as done:
+        episode = done.value
+    assert len(episode.turns) == len(query.assistant_indices) == 7
+    assert episode.turns[-1].record.is_finish
+    reference = generated.reference_dialogs(query)
+    assert called == [
+        (call.name, reference[call.index]["tool_calls"][0]["function"]["arguments"])
+        for call in query.calls
+    ]
+
+
+def test_ideal_caps_slots_by_the_workload(generated: Any) -> None:
+    config = bench.Config.parse("0x32")
+    calls = sum(len(q.assistant_indices) for q in list(generated)[:4])
+    assert bench.ideal_seconds(generated, 4, "step", config, 1.0) == calls / min(32, calls)
+    # e2e: 4 episodes, one request each in flight; the longest chain is a floor.
+    assert bench.ideal_seconds(generated, 4, "e2e", config, 1.0) == max(calls / 4, 6)
+    assert bench.ideal_seconds(generated, 4, "step", bench.Config.parse("0x1"), 0.5) == calls / 2
+    assert bench.Config.parse(" 2 x 16 ") == bench.Config(2, 16)
+
+
+@given(st.text(max_size=20))
+def test_configs_parse_or_name_the_option(text: str) -> None:
+    if re.fullmatch(r"\s*\d+\s*x\s*0*[1-9]\d*\s*", text, re.ASCII):
+        config = bench.Config.parse(text)
+        assert config.concurrency >= 1
+        assert config.workers >= 0
+    else:
+        with pytest.raises(SystemExit, match=r"(?s)--configs: .* is not WORKERSxCONCURRENCY"):
+            bench.Config.parse(text)
+
+
+#: Query 0's text as the generated dataset spells it, so that some messages name a real query.
+QUERY_0 = json.loads((ROOT / "fixtures/gta_sample/dataset.json").read_text())["0"]["dialogs"][0]
+MESSAGE_VALUES = (
+    st.none()
+    | st.integers()
+    | st.text()
+    | st.sampled_from(["assistant", "user", f"{QUERY_0['content']} [copy 0]"])
+    | st.lists(st.dictionaries(st.sampled_from(["type", "text"]), st.text()))
+)
+
+
+@given(messages=st.lists(st.dictionaries(st.sampled_from(["role", "content"]), MESSAGE_VALUES)))
+def test_fake_model_never_breaks_on_hostile_messages(generated: Any, messages: Any) -> None:
+    reply = bench.PerfectModel(generated, latency=0).reply(messages)
+    assert reply is None or isinstance(reply, str)
+
+
+@pytest.mark.slow
+def test_script_prints_the_table_and_identical_results(tmp_path: Path) -> None:
+    command = [
+        sys.executable,
+        str(SCRIPT),
+        "--latency=0.01",
+        "--queries=4",
+        "--serial-queries=2",
+        "--modes=e2e",
+        "--configs=0x4,2x2,0x1",
+        "--sim-model=all-MiniLM-L6-v2",
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| e2e |")]
+    assert [row.split("|")[2].strip() for row in rows] == [
+        "`-n 0 --gta-concurrency 4`",
+        "`-n 2 --gta-concurrency 2`",
+        "`-n 0 --gta-concurrency 1 (2 queries)`",
+    ]
+    # The first 4 sample chains take 3+3+3+6 calls, the first 2 take 6: the server counted them.
+    assert [int(row.split("|")[3]) for row in rows] == [15, 15, 6]
+    for row in rows:
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        assert min(float(cells[4]), float(cells[5]), float(cells[7])) > 0
+        assert re.fullmatch(r"\d+ / (\d+|-)", cells[8]), cells[8]
+    assert rows[1].split("|")[-2].strip().split(" / ")[1] != "-"  # -n 2 has workers
+    assert "per-case results identical across configs (10 cases compared)" in done.stdout
+    assert "PROBLEM" not in done.stdout
+    assert json.dumps("dummy") not in done.stdout
