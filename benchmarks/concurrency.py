@@ -54,9 +54,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_gta.dataset import Dataset, bundled_sample_path  # noqa: E402
-from pytest_gta.models.oracle import render_reference  # noqa: E402
 from pytest_gta.validation import load_dataset  # noqa: E402
-from tests.scripted_server import Recorded, ScriptedServer, Step, chat_completion  # noqa: E402
+from tests.oracle_server import PerfectModel  # noqa: E402
+from tests.scripted_server import ScriptedServer  # noqa: E402
 
 SERVED = "fake-gta"
 DEFAULT_CONFIGS = "0x32,2x16,0x1"
@@ -86,91 +86,6 @@ def make_dataset(dest: Path, queries: int) -> Path:
     shutil.copy(sample / "toolmeta.json", dest / "toolmeta.json")
     shutil.copytree(sample / "image", dest / "image", dirs_exist_ok=True)
     return dest
-
-
-# --------------------------------------------------------------------------------------------
-# The fake model
-
-
-def _text(content: Any) -> str:
-    """A message's text, whether the SDK sent a string or a list of parts."""
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)
-
-
-class PerfectModel:
-    """Answers each chat completion with the reference step it asks for, after ``latency``.
-
-    An instance is the ``default`` of a :class:`ScriptedServer`; the server calls it outside
-    its lock, once per request in the request's own thread, so sleeping here is what makes
-    requests overlap as they would on a real endpoint.
-    """
-
-    def __init__(self, dataset: Dataset, latency: float) -> None:
-        self.dataset = dataset
-        self.latency = latency
-        self.by_text = {q.text: q.qid for q in dataset}
-        self._lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        """Start counting afresh (one pytest run)."""
-        with self._lock:
-            self.calls = 0
-            self.in_flight = 0
-            self.peak = 0
-            self.prompt_tokens = 0
-            self.completion_tokens = 0
-            self.unknown = 0
-
-    def reply(self, messages: list[Any]) -> str | None:
-        """The reference step a perfect model writes next; ``None`` for an unknown query."""
-        messages = [m for m in messages if isinstance(m, dict)]
-        qid = next(
-            (self.by_text[t] for m in messages if (t := _text(m.get("content"))) in self.by_text),
-            None,
-        )
-        if qid is None:
-            return None
-        query = self.dataset[qid]
-        dialogs = self.dataset.reference_dialogs(query)
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
-        indices = query.assistant_indices
-        return render_reference(dialogs[indices[min(turn, len(indices) - 1)]])
-
-    def __call__(self, record: Recorded) -> Step:
-        try:
-            sent = record.json
-        except ValueError:
-            sent = None
-        messages = sent.get("messages") if isinstance(sent, dict) else None
-        messages = (
-            [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
-        )
-        with self._lock:
-            self.calls += 1
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
-        try:
-            time.sleep(self.latency)
-            text = self.reply(messages)
-        finally:
-            with self._lock:
-                self.in_flight -= 1
-        if text is None:
-            with self._lock:
-                self.unknown += 1
-            text = "Thought: I do not know this query.\nFinal Answer: unknown"
-        # About four characters a token: what the harness adds up in the report's usage.
-        prompt = sum(len(_text(m.get("content"))) for m in messages) // 4 + 1
-        completion = len(text) // 4 + 1
-        with self._lock:
-            self.prompt_tokens += prompt
-            self.completion_tokens += completion
-        body = chat_completion(text, prompt_tokens=prompt, completion_tokens=completion)
-        body["model"] = SERVED
-        return Step(body)
 
 
 # --------------------------------------------------------------------------------------------
@@ -513,7 +428,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gta-concurrency-") as tmp:
         data = make_dataset(Path(tmp) / "gta_dataset", args.queries)
         dataset = load_dataset(data)
-        model = PerfectModel(dataset, args.latency)
+        model = PerfectModel(dataset, args.latency, served=SERVED)
         print(
             f"fake model latency {args.latency:g} s; {args.queries} queries generated from the "
             f"bundled sample; similarity model {args.sim_model}; {os.cpu_count()} CPUs",

@@ -1,128 +1,139 @@
-"""A real OpenAI-compatible server on 127.0.0.1 that answers like a perfect model, slowly.
+"""A fake model that answers like a perfect one, slowly, behind a real OpenAI-compatible server.
 
-It knows a dataset and answers each chat completion with the reference step the conversation
-has reached (the query found by its text, the step by the number of assistant messages so far),
-rendered as ReAct text by :func:`pytest_gta.models.oracle.render_reference`. Every request takes
-``latency`` seconds, and the server counts requests and the most it held at once, so tests (and
-``benchmarks/concurrency.py``) can see how many requests a run keeps in flight.
+:class:`PerfectModel` is the ``default`` answer of a :class:`~tests.scripted_server.ScriptedServer`:
+for each chat completion it finds the query by its text among the messages and the step by the
+assistant messages so far (the reference prefix in step mode, its own earlier replies end to
+end, which equal the reference because it answers correctly), waits ``latency`` seconds in the
+request's own thread, and replies with that reference step rendered as ReAct text by the
+``oracle`` model's renderer. It counts requests, the most it held at once and the usage tokens
+it reported, so tests and ``benchmarks/concurrency.py`` see how many requests a run keeps in
+flight without timing anything.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.models.oracle import render_reference
+from tests.scripted_server import Recorded, ScriptedServer, Step, chat_completion
+
+#: What the fake model answers for a query it does not know, or is told to get wrong.
+UNKNOWN = "Thought: I do not know this query.\nFinal Answer: unknown"
 
 
-class OracleServer:
-    """``/v1/chat/completions`` and ``/v1/models`` answering with the reference chain."""
+def _text(content: Any) -> str:
+    """A message's text, whether the SDK sent a string or a list of parts."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+class PerfectModel:
+    """Answers each chat completion with the reference step it asks for, after ``latency``."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        latency: float,
+        served: str = "oracle-http",
+        wrong: frozenset[str] = frozenset(),
+    ) -> None:
+        self.dataset = dataset
+        self.latency = latency
+        self.served = served
+        #: Queries answered wrongly at once (their cases fail).
+        self.wrong = wrong
+        self.by_text = {q.text: q.qid for q in dataset}
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Start counting afresh (one pytest run)."""
+        with self._lock:
+            self.calls = 0
+            self.in_flight = 0
+            self.peak = 0
+            self.prompt_tokens = 0
+            self.completion_tokens = 0
+            self.unknown = 0
+
+    def reply(self, messages: list[Any]) -> str | None:
+        """The reference step a perfect model writes next; ``None`` for an unknown query."""
+        messages = [m for m in messages if isinstance(m, dict)]
+        qid = next(
+            (self.by_text[t] for m in messages if (t := _text(m.get("content"))) in self.by_text),
+            None,
+        )
+        if qid is None:
+            return None
+        if qid in self.wrong:
+            return UNKNOWN
+        query = self.dataset[qid]
+        dialogs = self.dataset.reference_dialogs(query)
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        indices = query.assistant_indices
+        return render_reference(dialogs[indices[min(turn, len(indices) - 1)]])
+
+    def __call__(self, record: Recorded) -> Step:
+        try:
+            sent = record.json
+        except ValueError:
+            sent = None
+        messages = sent.get("messages") if isinstance(sent, dict) else None
+        messages = (
+            [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+        )
+        with self._lock:
+            self.calls += 1
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        try:
+            time.sleep(self.latency)
+            text = self.reply(messages)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+        if text is None:
+            with self._lock:
+                self.unknown += 1
+            text = UNKNOWN
+        # About four characters a token: what the harness adds up in the report's usage.
+        prompt = sum(len(_text(m.get("content"))) for m in messages) // 4 + 1
+        completion = len(text) // 4 + 1
+        with self._lock:
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+        body = chat_completion(text, prompt_tokens=prompt, completion_tokens=completion)
+        body["model"] = self.served
+        return Step(body)
+
+
+class OracleServer(ScriptedServer):
+    """``with OracleServer(dataset, latency) as server``: a :class:`PerfectModel` on 127.0.0.1."""
 
     def __init__(
         self,
         dataset: Dataset,
         latency: float = 0.0,
-        name: str = "oracle-http",
+        served: str = "oracle-http",
         wrong: frozenset[str] = frozenset(),
     ) -> None:
-        self.dataset = dataset
-        #: Queries answered wrongly at once (their cases fail).
-        self.wrong = wrong
-        self.latency = latency
-        self.name = name
-        self.calls = 0
-        self.in_flight = 0
-        self.peak = 0
-        self.texts = {q.text.strip(): q.qid for q in dataset.queries.values()}
-        self._lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Quiet."""
-
-            def _send(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                """The model list (the adapter asks which name to send)."""
-                self._send(200, {"object": "list", "data": [{"id": server.name}]})
-
-            def do_POST(self) -> None:
-                """One chat completion, after the latency."""
-                length = int(self.headers.get("Content-Length", "0"))
-                request = json.loads(self.rfile.read(length))
-                with server._lock:
-                    server.calls += 1
-                    server.in_flight += 1
-                    server.peak = max(server.peak, server.in_flight)
-                try:
-                    time.sleep(server.latency)
-                    text = server.answer(request.get("messages", []))
-                finally:
-                    with server._lock:
-                        server.in_flight -= 1
-                self._send(
-                    200,
-                    {
-                        "id": "chatcmpl-oracle",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": server.name,
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                    },
-                )
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def answer(self, messages: list[dict[str, Any]]) -> str:
-        """The reference step this conversation has reached."""
-        qid = None
-        for message in messages:
-            content = message.get("content")
-            if message.get("role") == "user" and isinstance(content, str):
-                qid = self.texts.get(content.strip(), qid)
-        if qid is None or qid in self.wrong:
-            return "Thought: I do not know this query.\nFinal Answer: unknown"
-        query = self.dataset[qid]
-        dialogs = self.dataset.reference_dialogs(query)
-        assistants = [dialogs[i] for i in query.assistant_indices]
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
-        return render_reference(assistants[min(turn, len(assistants) - 1)])
+        self.model = PerfectModel(dataset, latency, served, wrong)
+        super().__init__(models=[served], default=self.model)
 
     @property
-    def url(self) -> str:
-        """The ``--gta-base-url`` of this server."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+    def calls(self) -> int:
+        """Chat completions answered since the last :meth:`reset`."""
+        return self.model.calls
 
-    def close(self) -> None:
-        """Stop serving."""
-        self._server.shutdown()
-        self._server.server_close()
+    @property
+    def peak(self) -> int:
+        """The most chat completions held at once since the last :meth:`reset`."""
+        return self.model.peak
 
-    def __enter__(self) -> OracleServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def reset(self) -> None:
+        """Start counting afresh."""
+        self.model.reset()
