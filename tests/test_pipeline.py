@@ -35,15 +35,22 @@ def oracle(sample_dataset: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ora
         yield server
 
 
-def _run(pytester: pytest.Pytester, server: OracleServer, *args: str) -> dict[str, Any]:
-    server.reset()
-    result = pytester.runpytest_subprocess(
+def _base(server: OracleServer) -> list[str]:
+    """The flags of every run here: the sample against the fake model, no response cache."""
+    return [
         "-p",
         "no:randomly",
         "--gta-data=sample",
         MODEL,
         f"--gta-base-url={server.url}",
         "--gta-cache=off",
+    ]
+
+
+def _run(pytester: pytest.Pytester, server: OracleServer, *args: str) -> dict[str, Any]:
+    server.reset()
+    result = pytester.runpytest_subprocess(
+        *_base(server),
         FAST_SIM,
         "--gta-mode=step,e2e",
         "--gta-report=gta.json",
@@ -125,12 +132,7 @@ def test_x_stops_the_episodes_running_ahead(pytester, sample_dataset, monkeypatc
     objective = "0,1,2,3,4,5,6,10,11,12"  # no similarity model to load: the pool starts at once
     with OracleServer(sample_dataset, latency=0.3, wrong=frozenset({"0"})) as server:
         result = pytester.runpytest_subprocess(
-            "-p",
-            "no:randomly",
-            "--gta-data=sample",
-            MODEL,
-            f"--gta-base-url={server.url}",
-            "--gta-cache=off",
+            *_base(server),
             "--gta-mode=step",
             f"--gta-ids={objective}",
             "--gta-concurrency=2",
@@ -147,12 +149,7 @@ def test_x_stops_the_episodes_running_ahead(pytester, sample_dataset, monkeypatc
 
 def test_a_spent_budget_stops_the_pool(pytester, oracle):
     result = pytester.runpytest_subprocess(
-        "-p",
-        "no:randomly",
-        "--gta-data=sample",
-        MODEL,
-        f"--gta-base-url={oracle.url}",
-        "--gta-cache=off",
+        *_base(oracle),
         FAST_SIM,
         "--gta-concurrency=4",
         "--gta-max-tokens-total=1",
@@ -168,12 +165,7 @@ def test_a_spent_budget_stops_the_pool(pytester, oracle):
 
 def test_no_pool_thread_outlives_the_session(pytester, oracle):
     result = pytester.runpytest(
-        "-p",
-        "no:randomly",
-        "--gta-data=sample",
-        MODEL,
-        f"--gta-base-url={oracle.url}",
-        "--gta-cache=off",
+        *_base(oracle),
         FAST_SIM,
         "--gta-mode=step",
         "--gta-concurrency=6",
