@@ -83,11 +83,6 @@ class AheadWork:
             return self.pipeline.take(case)
         return found
 
-    def concurrency(self, model: BaseModelAdapter) -> int:
-        """``--gta-concurrency``, else what suits the model (its ``concurrency``)."""
-        chosen = self.state.settings.concurrency
-        return chosen if chosen is not None else max(1, int(model.concurrency))
-
     def run(self, session: pytest.Session) -> None:
         """Load what the cases of this process need, and start or batch their generation."""
         config = session.config
@@ -109,7 +104,7 @@ class AheadWork:
         worker = hasattr(config, "workerinput")
         batches = isinstance(model, BaseModelAdapter) and model.prefetch_steps and not worker
         if isinstance(model, BaseModelAdapter) and not batches:
-            concurrency = self.concurrency(model)
+            concurrency = state.concurrency(model)
             if concurrency > 1:
                 # Started before the similarity model loads, so the load overlaps the requests.
                 self._start_pipeline(config, model, concurrency, [] if worker else cases)

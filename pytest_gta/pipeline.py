@@ -14,7 +14,10 @@ Which cases will this process run?
 * In an xdist worker, the items the controller has sent so far. xdist keeps them in a queue
   that it does not publish; :func:`xdist_queue` reads it (pinned by
   ``tests/test_pipeline.py::test_xdist_worker_queue_is_readable``) and, should a future xdist
-  hide it, the worker runs ahead only the case it is running and the next one.
+  hide it, the worker runs ahead only the case it is running and the next one. xdist's load
+  scheduling stops refilling a worker's queue once its tests take 0.1 s or more (it takes them
+  for long-running tests); a case that waits for its own episode looks like one, so the
+  controller uses :func:`ahead_scheduling`, which keeps every worker's queue filled.
 
 A spent budget, ``-x``/``--maxfail`` and Ctrl-C stop the pool: work not yet started is dropped,
 an episode in flight ends at its next model call, and :meth:`Pipeline.close` waits for the
@@ -211,3 +214,20 @@ def upcoming(
     queued = xdist_queue(session.config) or []
     ahead = [item] if nextitem is None else [item, nextitem]
     return ahead + [items[i] for i in queued if 0 <= i < len(items)]
+
+
+def ahead_scheduling(config: pytest.Config, log: Any) -> Any:
+    """The ``load`` scheduling of xdist, refilling a worker's queue however long a case took.
+
+    ``LoadScheduling.check_schedule(node, duration)`` holds back new items from a worker whose
+    last test took 0.1 s or more while it still has two queued: right for slow tests, wrong
+    here, where a case's time is spent waiting for work that runs ahead and a short queue is
+    what limits that work. Pinned by ``tests/test_pipeline.py::test_ahead_scheduling_*``.
+    """
+    from xdist.scheduler import LoadScheduling
+
+    class AheadScheduling(LoadScheduling):  # type: ignore[misc]
+        def check_schedule(self, node: Any, duration: float = 0) -> None:
+            super().check_schedule(node, 0)
+
+    return AheadScheduling(config, log)

@@ -140,6 +140,15 @@ class _XdistBridge:
             service = state.similarity_service()
             node.workerinput[SIMILARITY_INPUT] = [service.url, service.token]
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """With ``--dist load`` and episodes running ahead, keep every worker's queue full."""
+        if config.getvalue("dist") != "load" or not self.state.runs_ahead():
+            return None
+        from pytest_gta.pipeline import ahead_scheduling
+
+        return ahead_scheduling(config, log)
+
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         """Collect a finished worker's loading and generation times for the report."""
         collector = self.state.config.pluginmanager.get_plugin(COLLECTOR)

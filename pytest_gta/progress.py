@@ -27,14 +27,15 @@ def say(config: pytest.Config, message: str) -> None:
         capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
     )
     workerinput = getattr(config, "workerinput", None)
+    reporter = config.pluginmanager.getplugin("terminalreporter")
     with suspended:
-        if workerinput is not None:
+        if workerinput is not None or reporter is None:
+            # A worker's terminal is its standard error; so is everyone's before the terminal
+            # reporter exists (pytest_configure: a model server starting) or without one.
             stream = sys.__stderr__ or sys.stderr
-            stream.write(f"[{workerinput.get('workerid', 'worker')}] {PREFIX} {message}\n")
+            worker = "" if workerinput is None else f"[{workerinput.get('workerid', 'worker')}] "
+            stream.write(f"{worker}{PREFIX} {message}\n")
             stream.flush()
-            return
-        reporter = config.pluginmanager.getplugin("terminalreporter")
-        if reporter is None:
             return
         reporter.ensure_newline()
         reporter.write_line(f"{PREFIX} {message}")

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
+from pytest_gta.progress import say
+
 if TYPE_CHECKING:
     from pytest_gta.options import GtaSettings
 
@@ -66,22 +68,6 @@ VLLM_INSTALL_HINT = (
     "build), or start a server yourself and pass --gta-base-url=http://HOST:PORT/v1, or run vLLM "
     "in-process with --gta-serve=none (no -n)"
 )
-
-
-def say(config: pytest.Config, message: str) -> None:
-    """A progress line; in ``pytest_configure`` the terminal reporter may not exist yet."""
-    from pytest_gta import progress
-
-    if config.pluginmanager.getplugin("terminalreporter") is not None:
-        progress.say(config, message)
-        return
-    capman = config.pluginmanager.getplugin("capturemanager")
-    if capman is None:
-        sys.stderr.write(f"{progress.PREFIX} {message}\n")
-        return
-    with capman.global_and_fixture_disabled():
-        sys.stderr.write(f"{progress.PREFIX} {message}\n")
-        sys.stderr.flush()
 
 
 def _usage(message: str) -> pytest.UsageError:

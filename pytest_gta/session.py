@@ -264,6 +264,18 @@ class GtaState:
         tools = dict.fromkeys(t for case in self.cases() for t in case.query.tool_names)
         return self.toolset().describe_routes(list(tools))
 
+    def concurrency(self, model: BaseModelAdapter) -> int:
+        """``--gta-concurrency``, else what suits the model (its ``concurrency``)."""
+        chosen = self.settings.concurrency
+        return chosen if chosen is not None else max(1, int(model.concurrency))
+
+    def runs_ahead(self) -> bool:
+        """Whether the processes that run cases run their episodes ahead (pytest_gta.pipeline)."""
+        from pytest_gta.models.base import BaseModelAdapter
+
+        model = self.model()
+        return isinstance(model, BaseModelAdapter) and self.concurrency(model) > 1
+
     def needs_similarity(self) -> bool:
         """Whether any selected case is scored by similarity (subjective, or e2e image)."""
         from pytest_gta.runner import needs_similarity
