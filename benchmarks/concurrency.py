@@ -262,6 +262,9 @@ def run_pytest(
         "no:randomly",
         "-p",
         "no:cacheprovider",
+        # Hypothesis (a dev extra here) spends over a second in its terminal summary: not ours.
+        "-p",
+        "no:hypothesispytest",
         "-q",
         f"--gta-model=openai/{SERVED}",
         f"--gta-base-url={url}",

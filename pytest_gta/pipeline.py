@@ -15,9 +15,9 @@ Which cases will this process run?
   that it does not publish; :func:`xdist_queue` reads it (pinned by
   ``tests/test_pipeline.py::test_xdist_worker_queue_is_readable``) and, should a future xdist
   hide it, the worker runs ahead only the case it is running and the next one. xdist's load
-  scheduling stops refilling a worker's queue once its tests take 0.1 s or more (it takes them
-  for long-running tests); a case that waits for its own episode looks like one, so the
-  controller uses :func:`ahead_scheduling`, which keeps every worker's queue filled.
+  scheduling hands out a quarter of the run, then refills slowly once tests take 0.1 s or
+  more; a case that waits for its own episode looks like such a test, so the controller uses
+  :func:`ahead_scheduling`, which hands every case out at the start.
 
 A spent budget, ``-x``/``--maxfail`` and Ctrl-C stop the pool: work not yet started is dropped,
 an episode in flight ends at its next model call, and :meth:`Pipeline.close` waits for the
@@ -88,8 +88,16 @@ class Pipeline:
 
     # -- submitting --------------------------------------------------------------------------
     def submit(self, cases: Sequence[Case]) -> int:
-        """Start the work of ``cases`` not started yet, in order; how many were new."""
+        """Start the work of ``cases`` not started yet; how many were new.
+
+        The longest end-to-end episodes start first and the single-call step prompts last, so
+        that the pool's last wave is short (longest-first list scheduling): an episode's turns
+        are sequential, and one long episode started late would end the run alone.
+        """
         from pytest_gta.agent import loops
+        from pytest_gta.shard import case_weight
+
+        cases = sorted(cases, key=lambda c: -case_weight(c) if c.mode == "e2e" else 0)
 
         dataset = self.state.dataset()
         if any(case.mode == "e2e" for case in cases) and self.state.uses_tools():
@@ -217,16 +225,33 @@ def upcoming(
 
 
 def ahead_scheduling(config: pytest.Config, log: Any) -> Any:
-    """The ``load`` scheduling of xdist, refilling a worker's queue however long a case took.
+    """The ``load`` scheduling of xdist, with every case handed out at the start.
 
-    ``LoadScheduling.check_schedule(node, duration)`` holds back new items from a worker whose
-    last test took 0.1 s or more while it still has two queued: right for slow tests, wrong
-    here, where a case's time is spent waiting for work that runs ahead and a short queue is
-    what limits that work. Pinned by ``tests/test_pipeline.py::test_ahead_scheduling_*``.
+    xdist sends a worker a quarter of the run in turn, then refills its queue as tests finish,
+    holding back while the worker's last test took 0.1 s or more and it still has two queued
+    (``LoadScheduling.check_schedule(node, duration)``): right for slow tests, wrong here,
+    where a case's time is spent waiting for work that runs ahead and the cases a worker knows
+    of are what it can run ahead. So every case is handed out at once, in turn (the run's
+    order is mixed enough for that to balance, and each worker runs many at once), and a
+    crashed worker's cases are refilled regardless of duration. Pinned by
+    ``tests/test_pipeline.py::test_ahead_scheduling_*``.
     """
     from xdist.scheduler import LoadScheduling
 
     class AheadScheduling(LoadScheduling):  # type: ignore[misc]
+        def schedule(self) -> None:
+            super().schedule()
+            # Hand out the rest now, in turn, so every worker knows its whole share and runs
+            # it ahead; a crashed worker's share goes back to the others as usual.
+            nodes = [node for node in self.nodes if not node.shutting_down]
+            if self.collection is None or not self.pending or not nodes:
+                return
+            while self.pending:
+                for node in nodes:
+                    self._send_tests(node, 1)
+            for node in nodes:
+                node.shutdown()
+
         def check_schedule(self, node: Any, duration: float = 0) -> None:
             super().check_schedule(node, 0)
 

@@ -359,8 +359,8 @@ def _scheduled(pytester: pytest.Pytester, make: Any) -> list[int]:
     return held
 
 
-def test_ahead_scheduling_keeps_a_worker_queue_full(pytester):
-    """xdist's own load scheduling starves a worker whose cases take long; ours refills it."""
+def test_ahead_scheduling_hands_every_case_out_at_once(pytester):
+    """xdist's own load scheduling starves a worker whose cases take long; ours cannot."""
     from xdist.scheduler import LoadScheduling
 
     from pytest_gta.pipeline import ahead_scheduling
@@ -368,4 +368,5 @@ def test_ahead_scheduling_keeps_a_worker_queue_full(pytester):
     plain = _scheduled(pytester, LoadScheduling)
     ahead = _scheduled(pytester, ahead_scheduling)
     assert min(plain) <= 2  # the internal behaviour this works around
-    assert min(ahead) > 10
+    # every case handed out at the start, in turn: 200 each, minus the 80 finished
+    assert ahead == list(range(199, 119, -1))
