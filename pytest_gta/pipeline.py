@@ -92,12 +92,16 @@ class Pipeline:
 
         The longest end-to-end episodes start first and the single-call step prompts last, so
         that the pool's last wave is short (longest-first list scheduling): an episode's turns
-        are sequential, and one long episode started late would end the run alone.
+        are sequential, and one long episode started late would end the run alone. Not under a
+        budget: there the cases run in pytest's order, so the calls the budget paid for belong
+        to the cases reported before the session stops.
         """
         from pytest_gta.agent import loops
         from pytest_gta.shard import case_weight
 
-        cases = sorted(cases, key=lambda c: -case_weight(c) if c.mode == "e2e" else 0)
+        settings = self.state.settings
+        if settings.max_tokens_total is None and settings.max_cost is None:
+            cases = sorted(cases, key=lambda c: -case_weight(c) if c.mode == "e2e" else 0)
 
         dataset = self.state.dataset()
         if any(case.mode == "e2e" for case in cases) and self.state.uses_tools():

@@ -241,7 +241,7 @@ def state(sample_dataset: Any, pytestconfig: pytest.Config) -> Any:
     from pytest_gta.options import resolve_settings
     from pytest_gta.session import GtaState
 
-    settings = replace(resolve_settings(pytestconfig), data=sample_dataset.root)
+    settings = replace(resolve_settings(pytestconfig), data=sample_dataset.root, model="counting")
     built = GtaState(pytestconfig, settings)
     built._built["dataset"] = sample_dataset
     return built
@@ -370,3 +370,30 @@ def test_ahead_scheduling_hands_every_case_out_at_once(pytester):
     assert min(plain) <= 2  # the internal behaviour this works around
     # every case handed out at the start, in turn: 200 each, minus the 80 finished
     assert ahead == list(range(199, 119, -1))
+
+
+def _first_started(state: Any, sample_dataset: Any) -> str:
+    from pytest_gta.pipeline import Pipeline
+
+    model = _Counting()
+    state._built["model"] = model
+    pipeline = Pipeline(state, model, concurrency=1)
+    pipeline.submit([Case("e2e", sample_dataset[q]) for q in ("0", "5")])
+    deadline = time.monotonic() + 10
+    while not model.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    model.release.set()
+    pipeline.close()
+    return model.started[0][0]
+
+
+def test_the_longest_episode_starts_first(state, sample_dataset):
+    assert len(sample_dataset["5"].assistant_indices) > len(sample_dataset["0"].assistant_indices)
+    assert _first_started(state, sample_dataset) == "5"
+
+
+def test_under_a_budget_episodes_start_in_pytest_order(state, sample_dataset):
+    from dataclasses import replace
+
+    state.settings = replace(state.settings, max_tokens_total=1000)
+    assert _first_started(state, sample_dataset) == "0"
