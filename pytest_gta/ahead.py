@@ -14,6 +14,10 @@ Two kinds of work belong here rather than inside a case:
   cases then score what was generated, in pytest's order, so ``-k``, ``--lf``, JUnit and the
   report behave as usual. Under xdist a worker does not know which cases it will get, so
   each case batches only its own steps.
+* **Running ahead.** Any other model that serves many requests at once (an HTTP endpoint)
+  gets a pool of ``--gta-concurrency`` threads running this process's episodes ahead, in every
+  process, xdist workers included (:mod:`pytest_gta.pipeline`); the similarity model then loads
+  while the first requests are in flight.
 
 A failure here never stops the session: a model that does not load, or an episode whose tool
 server is down, makes the affected cases errors when pytest reaches them.

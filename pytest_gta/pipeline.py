@@ -184,11 +184,6 @@ class Pipeline:
         for episode in list(self._episodes.values()):
             episode.cancel()
 
-    @property
-    def stopped(self) -> bool:
-        """Whether :meth:`stop` was called."""
-        return self._reason is not None
-
     def close(self) -> None:
         """Stop and wait for the requests in flight; no pool thread outlives this call."""
         self.stop(Stopped("the session ended"))
