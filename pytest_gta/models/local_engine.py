@@ -251,8 +251,10 @@ class EngineChat(ChatAdapter):
     #: to run its end-to-end episodes in lockstep batches (:mod:`pytest_gta.ahead`).
     prefetch_steps = True
     prefetch_episodes = True
-    #: Under xdist (no batching ahead), enough threads per worker to fill the engine's batches.
-    concurrency = 64
+    #: Never threads: the engine batches whatever arrives together, so threads would make the
+    #: batches (and, on a GPU, the numbers) depend on timing. Without xdist the run is batched
+    #: ahead; under xdist each case batches its own steps, or a managed server (--gta-serve).
+    concurrency = 1
 
     engine: BatchEngine
     served: str
