@@ -176,7 +176,7 @@ class AheadWork:
                 "similarity_load_s",
                 f"loading the similarity model {name}",
                 f"similarity model {name} loaded",
-                load,
+                lambda: interruptibly(load),
             )
 
     def _load(self, config: pytest.Config, key: str, doing: str, done: str, load: Any) -> None:
@@ -255,3 +255,31 @@ class AheadWork:
         seconds = time.perf_counter() - start
         self.timings["e2e_ahead_s"] = round(seconds, 3)
         say(config, f"end-to-end: {len(steps)} episodes generated in {seconds:.1f} s")
+
+
+def interruptibly(load: Any) -> None:
+    """Run ``load`` on a daemon thread while this one waits, so Ctrl-C lands in the wait.
+
+    A KeyboardInterrupt raised inside a deep import (sentence-transformers pulls in torch and
+    transformers for seconds) can land in a frame with no line number, and pytest then fails
+    while rendering it (a CI run saw exit 1 and an internal traceback for a plain Ctrl-C). The
+    thread is a daemon, so an interrupted session does not wait for the load to finish.
+    Only for loads that need no main thread: an engine's ``warm_up`` may install signal
+    handlers, so it stays where it is.
+    """
+    import threading
+
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            load()
+        except BaseException as exc:  # handed to the waiting thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=target, name="gta-load", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    if failure:
+        raise failure[0]

@@ -397,3 +397,38 @@ def test_under_a_budget_episodes_start_in_pytest_order(state, sample_dataset):
 
     state.settings = replace(state.settings, max_tokens_total=1000)
     assert _first_started(state, sample_dataset) == "0"
+
+
+def test_ctrl_c_during_a_load_lands_in_the_waiting_thread(tmp_path):
+    """A SIGINT while the similarity model loads interrupts the wait at once, in a frame pytest
+    can render (a CI run saw Ctrl-C inside a deep import crash pytest's report of it)."""
+    script = tmp_path / "load.py"
+    script.write_text(
+        "import os, signal, sys, threading, time, traceback\n"
+        "from pytest_gta.ahead import interruptibly\n"
+        "started = threading.Event()\n"
+        "def load():\n"
+        "    started.set()\n"
+        "    time.sleep(60)\n"
+        "threading.Thread(target=lambda: (started.wait(), time.sleep(0.2),"
+        " os.kill(os.getpid(), signal.SIGINT))).start()\n"
+        "t = time.perf_counter()\n"
+        "try:\n"
+        "    interruptibly(load)\n"
+        "except KeyboardInterrupt as exc:\n"
+        "    frame = traceback.extract_tb(exc.__traceback__)[-1]\n"
+        "    where = os.path.basename(frame.filename), frame.lineno > 0\n"
+        "    print('interrupted', *where, round(time.perf_counter() - t))\n"
+        "def boom():\n"
+        "    raise ValueError('no weights')\n"
+        "try:\n"
+        "    interruptibly(boom)\n"
+        "except ValueError as exc:\n"
+        "    print('raised', exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.stdout.splitlines() == ["interrupted threading.py True 0", "raised no weights"], (
+        done.stderr
+    )

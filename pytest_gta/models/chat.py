@@ -532,4 +532,6 @@ class ChatAdapter(BaseModelAdapter):
             output = call_with_retries(
                 lambda: self.send(prepared), retries=self.settings.retries, describe=describe
             )
-        return self.settle(key, output)
+            # Charged before the slot is free, or the next thread in line checks a budget
+            # this answer has already spent.
+            return self.settle(key, output)
