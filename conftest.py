@@ -30,6 +30,17 @@ SAMPLE = ROOT / "fixtures" / "gta_sample"
 FAST_SIM = "--gta-sim-model=all-MiniLM-L6-v2"
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` of a child a test interrupts: SIGINT back to its default disposition.
+
+    A shell starts background jobs with SIGINT ignored, children inherit that, and Python
+    then installs no KeyboardInterrupt handler, so a Ctrl-C test would see its signal ignored.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--run-vllm",

@@ -197,7 +197,7 @@ class AheadWork:
         requests = [
             request
             for case in cases
-            for request, _ in loops.step_requests(dataset, case.query, protocol)
+            for request, _ in loops.step_requests(dataset, case.query, protocol, epoch=case.epoch)
         ]
         start = time.perf_counter()
         try:
@@ -233,7 +233,9 @@ class AheadWork:
                 continue
             runner = tools.runner(routes, ToolContext(dataset, case.query, state.output_dir()))
             steps.append(
-                loops.e2e_episode(dataset, case.query, protocol, runner, max_turns=max_turns)
+                loops.e2e_episode(
+                    dataset, case.query, protocol, runner, max_turns=max_turns, epoch=case.epoch
+                )
             )
             running.append((case, {name: b.name for name, b in routes.items()}))
         if not steps:

@@ -2,7 +2,10 @@
 
 The id (``e2e-17``) is a contract: it ends every node id (``gta::test_query[e2e-17]``), keys mock
 scripts and cassettes, names cases in reports, and is how the controller recognises the case of
-a crashed xdist worker from its node id alone. It is written and read here only.
+a crashed xdist worker from its node id alone. With ``--gta-epochs`` above 1 each repetition is
+its own case and its id says which sampling epoch it is (``e2e-17@epoch1``), so node ids stay
+stable from run to run and ``--lf`` reruns the very repetitions that failed. It is written and
+read here only.
 
 Kept free of scoring and NumPy: the entry module registers the markers in every session.
 """
@@ -15,8 +18,11 @@ from dataclasses import dataclass
 from pytest_gta.dataset import Query
 from pytest_gta.vocabulary import CATEGORIES, MODES, QUERY_TYPES, Mode
 
+#: Between a case id and its epoch when a run repeats cases (``--gta-epochs``).
+EPOCH_TAG = "@epoch"
+
 #: A case id as a parametrized node id shows it; the first one wins.
-_IN_NODEID = re.compile(rf"\[({'|'.join(MODES)})-(.+?)\]", re.S)
+_IN_NODEID = re.compile(rf"\[({'|'.join(MODES)})-(.+?)(?:{EPOCH_TAG}(\d+))?\]", re.S)
 
 _MARK_TEXT = {
     "gta_mode_step": "GTA cases in step-by-step mode (the model predicts each reference step)",
@@ -38,25 +44,37 @@ class Case:
 
     mode: Mode
     query: Query
+    #: The sampling epoch its model requests carry (``--gta-epoch``, plus the repetition).
+    epoch: int = 0
+    #: Whether the run repeats cases (``--gta-epochs`` above 1): the id then names the epoch.
+    repeated: bool = False
 
     @staticmethod
-    def format_id(mode: str, qid: str) -> str:
-        """The id of the case ``(mode, qid)``: ``e2e-17``."""
-        return f"{mode}-{qid}"
+    def format_id(mode: str, qid: str, epoch: int | None = None) -> str:
+        """The id of the case ``(mode, qid)``: ``e2e-17``, or ``e2e-17@epoch1`` in a repetition."""
+        base = f"{mode}-{qid}"
+        return base if epoch is None else f"{base}{EPOCH_TAG}{epoch}"
 
     @staticmethod
     def find_in_nodeid(nodeid: str) -> tuple[Mode, str] | None:
         """``(mode, qid)`` of the case a node id runs (``gta::test_query[e2e-17]``), if any."""
+        found = Case.find_epoch_in_nodeid(nodeid)
+        return None if found is None else (found[0], found[1])
+
+    @staticmethod
+    def find_epoch_in_nodeid(nodeid: str) -> tuple[Mode, str, int | None] | None:
+        """``(mode, qid, epoch)`` of a node id's case; the epoch is ``None`` unless repeated."""
         match = _IN_NODEID.search(nodeid)
         if match is None:
             return None
         mode: Mode = "step" if match.group(1) == "step" else "e2e"
-        return mode, match.group(2)
+        epoch = None if match.group(3) is None else int(match.group(3))
+        return mode, match.group(2), epoch
 
     @property
     def id(self) -> str:
-        """Stable id used in node ids, mock scripts and reports: ``e2e-17``."""
-        return self.format_id(self.mode, self.query.qid)
+        """Stable id used in node ids and reports: ``e2e-17`` (``e2e-17@epoch1`` repeated)."""
+        return self.format_id(self.mode, self.query.qid, self.epoch if self.repeated else None)
 
     def marks(self) -> list[str]:
         """Marker names derived from the data, for ``-m`` selection."""

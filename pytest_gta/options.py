@@ -19,6 +19,20 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
+from pytest_gta.gates import (
+    ALL,
+    OPT_ALPHA,
+    OPT_FAIL_ON_REGRESSION,
+    OPT_FAIL_UNDER,
+    OPT_MIN_DROP,
+    Floor,
+    GateSettings,
+    MetricRef,
+    parse_alpha,
+    parse_fail_on_regression,
+    parse_fail_under,
+    parse_min_drop,
+)
 from pytest_gta.models.generation import (
     CACHE_MODES,
     DEFAULT_MAX_CONCURRENCY,
@@ -83,6 +97,16 @@ OPT_DATA_INFO = "--gta-data-info"
 OPT_SANDBOX = "--gta-sandbox"
 OPT_SHARD = "--gta-shard"
 OPT_MERGE = "--gta-merge"
+OPT_EPOCHS = "--gta-epochs"
+OPT_BASELINE = "--gta-baseline"
+OPT_BASELINE_LENIENT = "--gta-baseline-lenient"
+OPT_RERUN_REGRESSIONS = "--gta-rerun-regressions"
+OPT_CONFIDENCE = "--gta-confidence"
+OPT_BOOTSTRAP_SAMPLES = "--gta-bootstrap-samples"
+#: ``--gta-baseline=leaderboard:NAME``: a published leaderboard row instead of a report.
+LEADERBOARD_PREFIX = "leaderboard:"
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_BOOTSTRAP_SAMPLES = 2000
 ENV_DATA_DIR = "GTA_DATA_DIR"
 #: One word of a vocabulary (a literal type) that a ``choose ...`` option takes.
 Word = TypeVar("Word", bound=str)
@@ -274,6 +298,45 @@ def parse_epoch(value: str) -> int:
     return _int_at_least(value, OPT_EPOCH, "give an epoch number >= 0", minimum=0)
 
 
+def parse_epochs(value: str) -> int:
+    """How many times each case runs: 1 or more."""
+    return _int_at_least(
+        value, OPT_EPOCHS, "give how many times each case runs, e.g. 5 (default: 1)", minimum=1
+    )
+
+
+def parse_baseline(value: str) -> str:
+    """A previous ``--gta-report`` file, or ``leaderboard:NAME`` (checked when it is read)."""
+    text = value.strip()
+    if not text or text == LEADERBOARD_PREFIX:
+        raise pytest.UsageError(
+            f"{OPT_BASELINE}={value!r}: give a previous --gta-report JSON file, or "
+            f"{LEADERBOARD_PREFIX}NAME for an official leaderboard row (e.g. "
+            f"{LEADERBOARD_PREFIX}gpt-4o)"
+        )
+    return text
+
+
+def parse_confidence(value: str) -> float:
+    """The confidence level of the intervals, e.g. 0.95."""
+    number = _number(value, OPT_CONFIDENCE, "give a level between 0.5 and 0.999, e.g. 0.95")
+    if not 0.5 <= number <= 0.999:
+        raise pytest.UsageError(
+            f"{OPT_CONFIDENCE}={value}: give a level between 0.5 and 0.999, e.g. 0.95"
+        )
+    return number
+
+
+def parse_bootstrap_samples(value: str) -> int:
+    """Resamples of the bootstrap and permutation tests: at least 100."""
+    return _int_at_least(
+        value,
+        OPT_BOOTSTRAP_SAMPLES,
+        f"give at least 100 resamples (default: {DEFAULT_BOOTSTRAP_SAMPLES})",
+        minimum=100,
+    )
+
+
 def parse_max_tokens_total(value: str) -> int:
     """A positive token budget for the session."""
     return _int_at_least(
@@ -385,8 +448,9 @@ def parse_text(value: str) -> str:
 #: ``value``: text parsed by ``parse``; ``path``: the same, then made absolute (see
 #: :func:`option_base`); ``flag``: a command on the command line only (``--gta-download``), no
 #: ini twin; ``bool``: an on switch with a boolean ini twin (``--gta-allow-unverified``);
-#: ``paths``: a command taking one or more paths (``--gta-merge``), no ini twin.
-Kind = Literal["value", "path", "flag", "bool", "paths"]
+#: ``paths``: a command taking one or more paths (``--gta-merge``), no ini twin; ``optional``:
+#: a value that may be left out (``--gta-fail-on-regression`` alone means :data:`ALL`).
+Kind = Literal["value", "path", "flag", "bool", "paths", "optional"]
 #: Where a resolved value came from, in precedence order.
 Source = Literal["cli", "env", "ini", "default"]
 
@@ -660,6 +724,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
         setting="generation.epoch",
     ),
     OptionSpec(
+        OPT_EPOCHS,
+        "K",
+        "run every case K times (sampling epochs from --gta-epoch on): metrics are the mean over "
+        "epochs with their spread, each query gets a pass rate (default: 1)",
+        parse=parse_epochs,
+        default=1,
+        setting="epochs",
+    ),
+    OptionSpec(
         OPT_MAX_TOKENS_TOTAL,
         "N",
         "stop the session cleanly once the model calls used N tokens (input + output)",
@@ -709,6 +782,81 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "rebuild one run's tables and report (--gta-report, --gta-report-md, --junitxml) from "
         "the --gta-report files of its shards, then exit",
         kind="paths",
+    ),
+    OptionSpec(
+        OPT_CONFIDENCE,
+        "LEVEL",
+        f"confidence level of the metrics' intervals (default: {DEFAULT_CONFIDENCE:g})",
+        parse=parse_confidence,
+        default=DEFAULT_CONFIDENCE,
+        setting="confidence",
+    ),
+    OptionSpec(
+        OPT_BOOTSTRAP_SAMPLES,
+        "N",
+        f"resamples of the bootstrap intervals and permutation tests (default: "
+        f"{DEFAULT_BOOTSTRAP_SAMPLES})",
+        parse=parse_bootstrap_samples,
+        default=DEFAULT_BOOTSTRAP_SAMPLES,
+        setting="bootstrap_samples",
+    ),
+    OptionSpec(
+        OPT_BASELINE,
+        "REPORT",
+        "compare with a previous --gta-report JSON case by case (paired differences, p-values, "
+        f"flipped cases), or with {LEADERBOARD_PREFIX}NAME, an official leaderboard row",
+        parse=parse_baseline,
+        setting="baseline",
+    ),
+    OptionSpec(
+        OPT_BASELINE_LENIENT,
+        None,
+        "compare with a baseline whose dataset, modes, protocol or scoring settings differ "
+        "(noted in the report) instead of refusing",
+        kind="bool",
+        default=False,
+        setting="baseline_lenient",
+    ),
+    OptionSpec(
+        OPT_RERUN_REGRESSIONS,
+        None,
+        "run only the cases that regressed against the baseline in the last run (like --lf)",
+        kind="flag",
+        default=False,
+        setting="rerun_regressions",
+    ),
+    OptionSpec(
+        OPT_FAIL_UNDER,
+        "METRIC=VALUE,...",
+        "gate: fail the run when a metric is below its floor (percent), e.g. "
+        "ans_acc=45,tool_acc=60; with any gate, gates and errors decide the exit status",
+        parse=parse_fail_under,
+        setting="fail_under",
+    ),
+    OptionSpec(
+        OPT_FAIL_ON_REGRESSION,
+        "METRIC,...",
+        "gate: fail the run on a significant drop against --gta-baseline, in the named metrics "
+        "or (the flag alone) in every metric both runs measured",
+        kind="optional",
+        parse=parse_fail_on_regression,
+        setting="fail_on_regression",
+    ),
+    OptionSpec(
+        OPT_ALPHA,
+        "ALPHA",
+        "significance level of --gta-fail-on-regression (one-sided; default: 0.05)",
+        parse=parse_alpha,
+        default=0.05,
+        setting="alpha",
+    ),
+    OptionSpec(
+        OPT_MIN_DROP,
+        "POINTS",
+        "a regression must also drop more than this many points (default: 0)",
+        parse=parse_min_drop,
+        default=0.0,
+        setting="min_drop",
     ),
     OptionSpec(
         OPT_SANDBOX,
@@ -761,6 +909,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(
                 spec.flag, dest=spec.dest, action="store_true", default=spec.default, help=spec.help
             )
+        elif spec.kind == "optional":
+            group.addoption(
+                spec.flag,
+                dest=spec.dest,
+                metavar=spec.metavar,
+                nargs="?",
+                const=ALL,
+                type=spec.parse,
+                default=None,
+                help=spec.help,
+            )
+            parser.addini(spec.dest, help=f"default for {spec.flag}", default=None)
         elif spec.kind == "bool":
             # None, not False: an absent flag must let the ini value through.
             group.addoption(
@@ -821,6 +981,27 @@ class GtaSettings:
     serve_command: str | None = None
     #: ``--gta-serve-timeout``: seconds the server may take to become healthy.
     serve_timeout: float = DEFAULT_SERVE_TIMEOUT
+    #: ``--gta-epochs``: how many times each case runs.
+    epochs: int = 1
+    #: ``--gta-baseline``: an absolute report path, ``leaderboard:NAME``, or ``None``.
+    baseline: str | None = None
+    baseline_lenient: bool = False
+    rerun_regressions: bool = False
+    #: ``--gta-confidence`` and ``--gta-bootstrap-samples``: the intervals and tests.
+    confidence: float = DEFAULT_CONFIDENCE
+    bootstrap_samples: int = DEFAULT_BOOTSTRAP_SAMPLES
+    #: The gates (:mod:`pytest_gta.gates`).
+    fail_under: tuple[Floor, ...] | None = None
+    fail_on_regression: tuple[MetricRef, ...] | str | None = None
+    alpha: float = 0.05
+    min_drop: float = 0.0
+
+    @property
+    def gates(self) -> GateSettings:
+        """The gates of the run (none configured: pytest's exit status as usual)."""
+        return GateSettings(
+            self.fail_under or (), self.fail_on_regression or (), self.alpha, self.min_drop
+        )
 
     @property
     def active(self) -> bool:
@@ -943,6 +1124,9 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         (generation if section == "generation" else fields)[name] = resolve_option(
             config, spec.dest
         ).value
+    baseline = resolve_option(config, "gta_baseline")
+    if baseline.value is not None and not baseline.value.startswith(LEADERBOARD_PREFIX):
+        fields["baseline"] = str(resolve_path(config, baseline.value, baseline.source))
     data_dir, data_dir_source = resolve_data_dir(config)
     data, data_source = _resolve_data(config, fields["model"], data_dir, data_dir_source)
     return GtaSettings(

@@ -35,7 +35,7 @@ import pytest
 
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError
 from pytest_gta.models.base import BaseModelAdapter
-from pytest_gta.types import ModelOutput, ModelRequest
+from pytest_gta.types import CaseContext, ModelOutput, ModelRequest
 
 if TYPE_CHECKING:
     from pytest_gta.agent.loops import Prefetched
@@ -79,7 +79,7 @@ class Pipeline:
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="gta-episode")
         self._episodes: dict[str, Future[Ahead]] = {}
         self._submitted: set[str] = set()
-        self._answers: dict[tuple[str, int], tuple[Any, ModelOutput | Future[ModelOutput]]] = {}
+        self._answers: dict[CaseContext, tuple[Any, ModelOutput | Future[ModelOutput]]] = {}
         #: Step-mode cases take their answers here (a request whose messages differ, or that
         #: was not submitted, goes to the model as usual).
         self.step_model: Prefetched = Prefetched(model, self._answers)
@@ -119,10 +119,10 @@ class Pipeline:
                 self._submitted.add(case.id)
                 new += 1
                 if case.mode == "step":
-                    for request, _ in loops.step_requests(dataset, case.query, protocol):
-                        key = (request.case.qid, request.case.index)
+                    requests = loops.step_requests(dataset, case.query, protocol, epoch=case.epoch)
+                    for request, _ in requests:
                         future = self._pool.submit(self._model.generate, request)
-                        self._answers[key] = (request.messages, future)
+                        self._answers[request.case] = (request.messages, future)
                 else:
                     self._episodes[case.id] = self._pool.submit(self._episode, case)
         return new
@@ -142,7 +142,12 @@ class Pipeline:
             backends = {name: backend.name for name, backend in routes.items()}
             runner = tools.runner(routes, ToolContext(dataset, case.query, state.output_dir()))
             episode = loops.run_e2e(
-                dataset, case.query, self._model, runner, max_turns=state.settings.max_turns
+                dataset,
+                case.query,
+                self._model,
+                runner,
+                max_turns=state.settings.max_turns,
+                epoch=case.epoch,
             )
         except Exception as exc:  # a tool server down, no backend for a tool, the model
             return Ahead(exc)

@@ -105,7 +105,14 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gta.report.collector import GtaCollector
 
         config.pluginmanager.register(
-            GtaCollector(config, settings, state.dataset, state.run_info), COLLECTOR
+            GtaCollector(
+                config,
+                settings,
+                state.dataset,
+                state.run_info,
+                lambda: (state.baseline(), state.baseline_differences),
+            ),
+            COLLECTOR,
         )
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistBridge(state), XDIST_BRIDGE)
@@ -201,7 +208,12 @@ def mark_hint(markexpr: str, marks: list[str], active: bool) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Stop running ahead; hand this process's times and peak memory to the report."""
+    """Stop running ahead; hand this process's times and peak memory to the report.
+
+    On the controller, then build the report and let the gates set the exit status: first
+    among ``pytest_sessionfinish`` implementations, so pytest's JUnit XML (written in its own)
+    gets the suite-level properties and every reporter sees the final status.
+    """
     config = session.config
     state = config.stash.get(STATE, None)
     if state is None or not state.settings.active:
@@ -214,16 +226,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if timings or runs_here(config):
         timings.update(process_usage())
     workeroutput = getattr(config, "workeroutput", None)
-    if workeroutput is not None and state.shard is not None:
-        workeroutput["gta_shard"] = state.shard.to_json()
-    if not timings:
-        return
     if workeroutput is not None:
-        workeroutput["gta_timings"] = timings
+        if state.shard is not None:
+            workeroutput["gta_shard"] = state.shard.to_json()
+        if timings:
+            workeroutput["gta_timings"] = timings
         return
     collector = config.pluginmanager.get_plugin(COLLECTOR)
     if collector is not None:
-        collector.add_timings("main", timings)
+        if timings:
+            collector.add_timings("main", timings)
+        collector.finish(session)
 
 
 def runs_here(config: pytest.Config) -> bool:
@@ -347,6 +360,45 @@ def pytest_collection_modifyitems(
     items.extend(session.genitems(module))
 
 
+# A second implementation of the hook (see pytest_runtest_makereport_clean for ``specname``).
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_regressions(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """``--gta-rerun-regressions``: keep the cases the last comparison found regressed.
+
+    Like ``--lf`` with its default ``--lfnf=all``: when no regression was recorded, every
+    selected case runs, and the collection line says why.
+    """
+    state = config.stash.get(STATE, None)
+    if state is None or not state.settings.active or not state.settings.rerun_regressions:
+        return
+    from pytest_gta.report.collector import REGRESSIONS_CACHE_KEY
+
+    cache = getattr(config, "cache", None)
+    recorded = cache.get(REGRESSIONS_CACHE_KEY, None) if cache is not None else None
+    wanted = {n for n in recorded if isinstance(n, str)} if isinstance(recorded, list) else set()
+    if not wanted:
+        state.selection_notes.append(
+            "gta: no regressed case recorded by a previous run with --gta-baseline; running "
+            "every selected case (--gta-rerun-regressions)"
+        )
+        return
+    kept = [
+        item
+        for item in items
+        if item.nodeid in wanted or "gta_case" not in getattr(item, "fixturenames", ())
+    ]
+    dropped = [item for item in items if item not in kept]
+    state.selection_notes.append(
+        f"gta: rerunning the {len(items) - len(dropped)} case(s) that regressed against the "
+        "baseline in the last run (--gta-rerun-regressions)"
+    )
+    if dropped:
+        items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """``--gta-shard=K/N``: keep this shard's share of the selected cases.
@@ -373,10 +425,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
     """How many of the selected cases this shard runs (after the collection line)."""
     state = config.stash.get(STATE, None)
-    if state is None or state.shard is None:
+    if state is None:
         return None
+    lines = list(state.selection_notes)
     shard = state.shard
-    return f"gta: shard {shard.shard}: {len(shard.cases)} of {shard.selected} cases"
+    if shard is not None:
+        lines.append(f"gta: shard {shard.shard}: {len(shard.cases)} of {shard.selected} cases")
+    return "\n".join(lines) or None
 
 
 #: Properties for the report of the phase that produced them, not for the item: the case's

@@ -201,13 +201,19 @@ class CaseResult:
 
 
 def identity_properties(case: Case, model: str) -> list[tuple[str, Any]]:
-    """Properties known before the case runs (they identify errored cases too)."""
-    return [
+    """Properties known before the case runs (they identify errored cases too).
+
+    ``gta_epoch`` only in a repeated run (``--gta-epochs``), so single runs' JUnit is unchanged.
+    """
+    props: list[tuple[str, Any]] = [
         ("gta_query_id", case.query.qid),
         ("gta_mode", case.mode),
         ("gta_type", case.query.type),
         ("gta_model", model),
     ]
+    if case.repeated:
+        props.append(("gta_epoch", case.epoch))
+    return props
 
 
 def run_case(
@@ -242,7 +248,7 @@ def run_case(
             )
         predictions, gold = recorded.predictions, recorded.gold
     elif case.mode == "step":
-        episode = loops.run_step(dataset, query, model)
+        episode = loops.run_step(dataset, query, model, epoch=case.epoch)
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], episode.usage
     elif ahead is not None:
@@ -257,7 +263,9 @@ def run_case(
         routes = tools.route(query)
         backends = {name: b.name for name, b in routes.items()}
         runner = tools.runner(routes, ToolContext(dataset, query, output_dir))
-        episode = loops.run_e2e(dataset, query, model, runner, max_turns=max_turns)
+        episode = loops.run_e2e(
+            dataset, query, model, runner, max_turns=max_turns, epoch=case.epoch
+        )
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], episode.usage
     score, verdict = scorer.score(case.mode, query, predictions, gold)

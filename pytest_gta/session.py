@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pytest_gta.models.cache import ResponseCache
     from pytest_gta.models.usage import Budget, Prices
     from pytest_gta.report.collector import RunInfo
+    from pytest_gta.report.compare import Baseline
     from pytest_gta.runner import Scorer
     from pytest_gta.scoring.service import SimilarityService
     from pytest_gta.scoring.similarity import Similarity
@@ -59,6 +60,10 @@ class GtaState:
         self.ahead: AheadWork = AheadWork(self)
         #: What ``--gta-shard`` kept, in the process that collected (:mod:`pytest_gta.shard`).
         self.shard: ShardSelection | None = None
+        #: How the baseline's run differs, when ``--gta-baseline-lenient`` let it through.
+        self.baseline_differences: list[str] = []
+        #: Lines for the collection summary about how cases were selected.
+        self.selection_notes: list[str] = []
 
     def _once(self, what: str, build: Callable[[], T]) -> T:
         """``build()``'s result, built once; a usage error in it becomes pytest's (exit 4)."""
@@ -116,7 +121,14 @@ class GtaState:
         from pytest_gta.case import Case
 
         queries = self.dataset().select(self.settings.ids, self.settings.limit)
-        cases = [Case(mode, q) for mode in self.settings.modes for q in queries]
+        first, epochs = self.settings.generation.epoch, self.settings.epochs
+        # Epoch-major within a mode: a run stopped early (a budget, Ctrl-C) has whole epochs.
+        cases = [
+            Case(mode, q, epoch, repeated=epochs > 1)
+            for mode in self.settings.modes
+            for epoch in range(first, first + epochs)
+            for q in queries
+        ]
         for case in cases:
             for name in case.marks():
                 self.register_mark(name)
@@ -370,13 +382,45 @@ class GtaState:
         return {backend.name: backend.describe() for backend in self.toolset().backends}
 
     def validate(self) -> None:
-        """Fail at startup, not mid-run: data, ids, model, tools and similarity model."""
+        """Fail at startup, not mid-run: data, ids, model, tools, similarity model, baseline."""
         self.cases()
         self.model()
         if self.uses_tools():
             self.toolset()
         if self.needs_similarity():
             self.sim_path()
+        if not hasattr(self.config, "workerinput"):  # the controller compares and judges
+            self.settings.gates.check_modes(self.settings.modes, self.settings.baseline is not None)
+            self.baseline()
+
+    # -- baseline --------------------------------------------------------------------------
+    def baseline(self) -> Baseline | None:
+        """``--gta-baseline``, read and checked against this run once (``None``: not given)."""
+        if self.settings.baseline is None:
+            return None
+        return self._once("baseline", self._load_baseline)
+
+    def _load_baseline(self) -> Baseline:
+        from pytest_gta.report.compare import load_baseline, mismatches, refuse
+
+        spec = str(self.settings.baseline)
+        given = self.config.getoption("gta_baseline") or spec
+        baseline = load_baseline(spec, str(given))
+        found = mismatches(baseline, self.comparable())
+        if found and not self.settings.baseline_lenient:
+            raise refuse(baseline, found)
+        self.baseline_differences = found
+        return baseline
+
+    def comparable(self) -> dict[str, Any]:
+        """What a baseline must share with this run (see ``compare.mismatches``)."""
+        return {
+            "sha256": self.dataset().sha256,
+            "modes": list(self.settings.modes),
+            "protocol": self.model().protocol,
+            "sim_model": self.settings.sim_model,
+            "sim_threshold": self.settings.sim_threshold,
+        }
 
 
 STATE = pytest.StashKey[GtaState]()

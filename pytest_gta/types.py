@@ -96,6 +96,9 @@ class CaseContext:
     mode: Mode
     #: step mode: index of the reference assistant message; e2e: the turn number.
     index: int
+    #: The sampling epoch (``--gta-epoch`` plus the ``--gta-epochs`` repetition): a sampled
+    #: request of another epoch is another sample, so the response cache keys on it.
+    epoch: int = 0
 
 
 @dataclass(frozen=True)

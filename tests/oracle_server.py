@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pytest_gta.dataset import Dataset
@@ -40,12 +41,16 @@ class PerfectModel:
         latency: float,
         served: str = "oracle-http",
         wrong: frozenset[str] = frozenset(),
+        sampled: Callable[[str, Any], bool] | None = None,
     ) -> None:
         self.dataset = dataset
         self.latency = latency
         self.served = served
         #: Queries answered wrongly at once (their cases fail).
         self.wrong = wrong
+        #: ``sampled(qid, seed)``: whether a sampled reply of that request's seed is wrong, so
+        #: a "sampling" model differs from epoch to epoch, deterministically.
+        self.sampled = sampled
         self.by_text = {q.text: q.qid for q in dataset}
         self._lock = threading.Lock()
         self.reset()
@@ -60,7 +65,7 @@ class PerfectModel:
             self.completion_tokens = 0
             self.unknown = 0
 
-    def reply(self, messages: list[Any]) -> str | None:
+    def reply(self, messages: list[Any], seed: Any = None) -> str | None:
         """The reference step a perfect model writes next; ``None`` for an unknown query."""
         messages = [m for m in messages if isinstance(m, dict)]
         qid = next(
@@ -69,7 +74,7 @@ class PerfectModel:
         )
         if qid is None:
             return None
-        if qid in self.wrong:
+        if qid in self.wrong or (self.sampled is not None and self.sampled(qid, seed)):
             return UNKNOWN
         query = self.dataset[qid]
         dialogs = self.dataset.reference_dialogs(query)
@@ -92,7 +97,7 @@ class PerfectModel:
             self.peak = max(self.peak, self.in_flight)
         try:
             time.sleep(self.latency)
-            text = self.reply(messages)
+            text = self.reply(messages, sent.get("seed") if isinstance(sent, dict) else None)
         finally:
             with self._lock:
                 self.in_flight -= 1
@@ -120,8 +125,9 @@ class OracleServer(ScriptedServer):
         latency: float = 0.0,
         served: str = "oracle-http",
         wrong: frozenset[str] = frozenset(),
+        sampled: Callable[[str, Any], bool] | None = None,
     ) -> None:
-        self.model = PerfectModel(dataset, latency, served, wrong)
+        self.model = PerfectModel(dataset, latency, served, wrong, sampled)
         super().__init__(models=[served], default=self.model)
 
     @property

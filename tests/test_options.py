@@ -46,6 +46,7 @@ TWINS = {
     "--gta-cache": "gta_cache",
     "--gta-cache-dir": "gta_cache_dir",
     "--gta-epoch": "gta_epoch",
+    "--gta-epochs": "gta_epochs",
     "--gta-max-tokens-total": "gta_max_tokens_total",
     "--gta-max-cost": "gta_max_cost",
     "--gta-tool-cassettes": "gta_tool_cassettes",
@@ -54,12 +55,21 @@ TWINS = {
     "--gta-sandbox": "gta_sandbox",
     "--gta-shard": "gta_shard",
     "--gta-merge": None,
+    "--gta-confidence": "gta_confidence",
+    "--gta-bootstrap-samples": "gta_bootstrap_samples",
+    "--gta-baseline": "gta_baseline",
+    "--gta-baseline-lenient": "gta_baseline_lenient",
+    "--gta-rerun-regressions": None,
+    "--gta-fail-under": "gta_fail_under",
+    "--gta-fail-on-regression": "gta_fail_on_regression",
+    "--gta-alpha": "gta_alpha",
+    "--gta-min-drop": "gta_min_drop",
     "--gta-serve": "gta_serve",
     "--gta-serve-command": "gta_serve_command",
     "--gta-serve-timeout": "gta_serve_timeout",
 }
 #: The one ini twin that is not a string.
-BOOL_INI = {"gta_allow_unverified"}
+BOOL_INI = {"gta_allow_unverified", "gta_baseline_lenient"}
 
 
 def test_table_pairs_every_flag_with_its_ini_twin():

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FAST_SIM
+from conftest import FAST_SIM, default_sigint
 from pytest_gta.case import Case
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.types import ModelOutput, ModelRequest
@@ -200,6 +200,7 @@ def test_ctrl_c_stops_the_run_and_its_requests(tmp_path, sample_dataset):
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=default_sigint,
         )
         deadline = time.monotonic() + 60
         while server.calls < 3 and time.monotonic() < deadline:
@@ -427,7 +428,12 @@ def test_ctrl_c_during_a_load_lands_in_the_waiting_thread(tmp_path):
         "    print('raised', exc)\n"
     )
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=False
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        preexec_fn=default_sigint,
     )
     assert done.stdout.splitlines() == ["interrupted threading.py True 0", "raised no weights"], (
         done.stderr

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM, ROOT
+from conftest import FAST_SIM, ROOT, default_sigint
 from pytest_gta import serve
 from pytest_gta.options import GtaSettings, resolve_settings
 from pytest_gta.serve import Served, format_command, plan, template_words, vllm_command
@@ -377,6 +377,7 @@ def start_pytest():
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            preexec_fn=default_sigint,
         )
         started.append(process)
         return process

@@ -65,7 +65,7 @@ class Prefetched(BaseModelAdapter):
     def __init__(
         self,
         model: BaseModelAdapter,
-        answers: dict[tuple[str, int], tuple[Any, ModelOutput | Future[ModelOutput]]],
+        answers: dict[CaseContext, tuple[Any, ModelOutput | Future[ModelOutput]]],
     ) -> None:
         self.model = model
         self.name = model.name
@@ -76,14 +76,13 @@ class Prefetched(BaseModelAdapter):
     def run(cls, model: BaseModelAdapter, requests: Sequence[ModelRequest]) -> Prefetched:
         """Answer ``requests`` with one :func:`generate_all` call."""
         outputs = generate_all(model, requests)
-        answers: dict[tuple[str, int], tuple[Any, ModelOutput | Future[ModelOutput]]] = {
-            (r.case.qid, r.case.index): (r.messages, out)
-            for r, out in zip(requests, outputs, strict=True)
+        answers: dict[CaseContext, tuple[Any, ModelOutput | Future[ModelOutput]]] = {
+            r.case: (r.messages, out) for r, out in zip(requests, outputs, strict=True)
         }
         return cls(model, answers)
 
     def _take(self, request: ModelRequest) -> ModelOutput | None:
-        found = self._answers.pop((request.case.qid, request.case.index), None)
+        found = self._answers.pop(request.case, None)
         if found is None or found[0] != request.messages:
             return None
         answer = found[1]
@@ -148,7 +147,7 @@ def system_message(metas: Sequence[ToolMeta], protocol: ProtocolName) -> ChatMes
 
 
 def step_requests(
-    dataset: Dataset, query: Query, protocol: ProtocolName = "react"
+    dataset: Dataset, query: Query, protocol: ProtocolName = "react", *, epoch: int = 0
 ) -> list[tuple[ModelRequest, dict[str, Any]]]:
     """Every step-mode request of a query with the reference message it is scored against.
 
@@ -172,7 +171,7 @@ def step_requests(
         else:
             rendered = p.react_style_history(history, files)
         request = ModelRequest(
-            (system, *rendered), metas, CaseContext(query.qid, "step", i), protocol
+            (system, *rendered), metas, CaseContext(query.qid, "step", i, epoch), protocol
         )
         out.append((request, dialogs[i]))
     return out
@@ -189,10 +188,10 @@ def _parse(
     return reply, p.parse_reply(reply), None
 
 
-def run_step(dataset: Dataset, query: Query, model: BaseModelAdapter) -> Episode:
+def run_step(dataset: Dataset, query: Query, model: BaseModelAdapter, *, epoch: int = 0) -> Episode:
     """Step-by-step mode: every reference step predicted once from the reference prefix."""
     protocol = model.protocol
-    pairs = step_requests(dataset, query, protocol)
+    pairs = step_requests(dataset, query, protocol, epoch=epoch)
     outputs = generate_all(model, [r for r, _ in pairs])
     tools = {t.name: t for t in dataset.tool_metas(query)}
     episode = Episode("step", [], [])
@@ -229,6 +228,7 @@ def e2e_episode(
     *,
     max_turns: int = MAX_TURNS,
     base_dir: Path | None = None,
+    epoch: int = 0,
 ) -> EpisodeSteps:
     """End-to-end mode as a generator: the Lagent ReAct loop against real tool backends.
 
@@ -249,7 +249,7 @@ def e2e_episode(
         if turn == max_turns - 1:
             messages.append(ChatMessage("system", p.FORCE_STOP_PROMPT))
         request = ModelRequest(
-            tuple(messages), metas, CaseContext(query.qid, "e2e", turn), protocol
+            tuple(messages), metas, CaseContext(query.qid, "e2e", turn, epoch), protocol
         )
         output = yield request
         reply, parsed, call = _parse(output, protocol)
@@ -278,10 +278,17 @@ def run_e2e(
     *,
     max_turns: int = MAX_TURNS,
     base_dir: Path | None = None,
+    epoch: int = 0,
 ) -> Episode:
     """End-to-end mode, one model call at a time (see :func:`e2e_episode`)."""
     steps = e2e_episode(
-        dataset, query, model.protocol, run_tool, max_turns=max_turns, base_dir=base_dir
+        dataset,
+        query,
+        model.protocol,
+        run_tool,
+        max_turns=max_turns,
+        base_dir=base_dir,
+        epoch=epoch,
     )
     try:
         request = next(steps)

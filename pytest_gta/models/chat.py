@@ -480,7 +480,7 @@ class ChatAdapter(BaseModelAdapter):
         named = self.settings.model_args.get("endpoint_id")
         return {"provider": self.provider, "endpoint": str(named) if named else self.endpoint}
 
-    def cache_key(self, prepared: Prepared) -> str:
+    def cache_key(self, prepared: Prepared, epoch: int = 0) -> str:
         """Content address of a request: identity, payload, sampling and (if sampled) epoch."""
         sampled = self.settings.temperature > 0
         return ResponseCache.key(
@@ -488,15 +488,18 @@ class ChatAdapter(BaseModelAdapter):
                 "identity": self.identity(),
                 "payload": prepared.payload,
                 "sampling": self.settings.sampling(),
-                "epoch": self.settings.epoch if sampled else None,
+                "epoch": epoch if sampled else None,
             }
         )
 
-    def lookup(self, prepared: Prepared) -> tuple[str | None, ModelOutput | None]:
-        """The cache key of ``prepared`` (``None`` without a cache) and its cached answer."""
+    def lookup(self, prepared: Prepared, epoch: int = 0) -> tuple[str | None, ModelOutput | None]:
+        """The cache key of ``prepared`` (``None`` without a cache) and its cached answer.
+
+        ``epoch`` is the request's sampling epoch (:attr:`~pytest_gta.types.CaseContext.epoch`).
+        """
         if self.cache is None:
             return None, None
-        key = self.cache_key(prepared)
+        key = self.cache_key(prepared, epoch)
         hit = self.cache.get(key)
         if hit is None:
             return key, None
@@ -518,7 +521,7 @@ class ChatAdapter(BaseModelAdapter):
         prepared = self.prepare(request)
         if isinstance(prepared, ModelOutput):
             return prepared
-        key, hit = self.lookup(prepared)
+        key, hit = self.lookup(prepared, request.case.epoch)
         if hit is not None:
             return hit
         if self.budget is not None:

@@ -55,6 +55,15 @@ class GenerationSettings:
     #: Sampling epoch: with temperature > 0 each epoch has its own cached samples.
     epoch: int = 0
 
+    def seed_for(self, epoch: int) -> int | None:
+        """The seed a request of sampling epoch ``epoch`` sends (``None``: none is sent).
+
+        The first epoch sends ``--gta-seed`` itself; each repetition of ``--gta-epochs`` the
+        next seed, or a seeded endpoint would return the same sample every epoch and the
+        spread over epochs would be zero by construction.
+        """
+        return None if self.seed is None else self.seed + epoch - self.epoch
+
     def sampling(self) -> dict[str, Any]:
         """The sampling part of the settings, as recorded in reports and cache keys."""
         return {

@@ -280,8 +280,9 @@ class EngineChat(ChatAdapter):
         sampling: dict[str, Any] = {"temperature": settings.temperature, "max_tokens": max_tokens}
         if self.stop:
             sampling["stop"] = list(self.stop)
-        if settings.seed is not None:
-            sampling["seed"] = settings.seed
+        seed = settings.seed_for(request.case.epoch)
+        if seed is not None:
+            sampling["seed"] = seed
         payload = {
             "model": self.served,
             "protocol": request.protocol,
@@ -331,7 +332,7 @@ class EngineChat(ChatAdapter):
             if isinstance(prepared, ModelOutput):
                 outputs[index] = prepared
                 continue
-            key, hit = self.lookup(prepared)
+            key, hit = self.lookup(prepared, request.case.epoch)
             if hit is not None:
                 outputs[index] = hit
             else:

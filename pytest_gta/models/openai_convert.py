@@ -139,8 +139,9 @@ def request_body(
         if max_tokens <= 0:
             return None
         body = official_body(model, request.messages, max_tokens, settings.temperature, stop)
-    if settings.seed is not None:
-        body["seed"] = settings.seed
+    seed = settings.seed_for(request.case.epoch)
+    if seed is not None:
+        body["seed"] = seed
     body.update(extra or {})
     return body
 

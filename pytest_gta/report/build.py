@@ -45,6 +45,13 @@ class CaseRecord:
     properties: dict[str, Any] = field(default_factory=dict)
     detail: dict[str, Any] | None = None
     message: str = ""
+    #: The sampling epoch in a repeated run (``--gta-epochs``); ``None`` in a single run.
+    epoch: int | None = None
+
+    @property
+    def case_id(self) -> str:
+        """The case's id: ``e2e-17``, or ``e2e-17@epoch1`` in a repeated run."""
+        return Case.format_id(self.mode, self.qid, self.epoch)
 
 
 CaseScore = StepCaseScore | E2ECaseScore
@@ -67,7 +74,10 @@ def case_score(record: CaseRecord, dataset: Dataset) -> CaseScore:
 def _ordered(records: Iterable[CaseRecord], dataset: Dataset) -> list[CaseRecord]:
     known = [r for r in records if r.qid in dataset.queries]
     mode_order: dict[str, int] = {m: i for i, m in enumerate(MODES)}
-    return sorted(known, key=lambda r: (mode_order.get(r.mode, 99), dataset[r.qid].position))
+    return sorted(
+        known,
+        key=lambda r: (mode_order.get(r.mode, 99), dataset[r.qid].position, r.epoch or 0),
+    )
 
 
 def mode_metrics(mode: str, scores: Sequence[CaseScore]) -> dict[str, Any]:
@@ -75,6 +85,65 @@ def mode_metrics(mode: str, scores: Sequence[CaseScore]) -> dict[str, Any]:
     if mode == "step":
         return aggregate_step([s for s in scores if isinstance(s, StepCaseScore)])
     return aggregate_e2e([s for s in scores if isinstance(s, E2ECaseScore)])
+
+
+def by_epoch(records: Sequence[CaseRecord]) -> dict[int | None, list[CaseRecord]]:
+    """Records grouped by sampling epoch, each group in the order given (dataset order)."""
+    groups: dict[int | None, list[CaseRecord]] = {}
+    for record in records:
+        groups.setdefault(record.epoch, []).append(record)
+    return dict(sorted(groups.items(), key=lambda item: item[0] or 0))
+
+
+def epoch_metrics(
+    mode: str, records: Sequence[CaseRecord], dataset: Dataset
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The mode's metrics over ``records`` (dataset order): the mean over epochs, and each epoch's.
+
+    A single run (one epoch) gets the official aggregate itself, its types and rounding
+    untouched. With ``--gta-epochs`` each epoch is aggregated as the official evaluator would
+    aggregate a run, then every metric is averaged over the epochs that have it.
+    """
+    per_epoch = {
+        str(epoch): mode_metrics(mode, [case_score(r, dataset) for r in group])
+        for epoch, group in by_epoch(records).items()
+    }
+    if len(per_epoch) == 1:
+        return next(iter(per_epoch.values())), per_epoch
+    mean: dict[str, Any] = {}
+    for key in next(iter(per_epoch.values())):
+        values = [m[key] for m in per_epoch.values() if m.get(key) is not None]
+        mean[key] = float(sum(values) / len(values)) if values else None
+    return mean, per_epoch
+
+
+def query_pass_rates(records: Sequence[CaseRecord]) -> dict[str, float]:
+    """Per query, the share of its epochs that passed (a repeated run's flakiness per query)."""
+    counts: dict[str, list[int]] = {}
+    for record in records:
+        slot = counts.setdefault(record.qid, [0, 0])
+        slot[0] += record.outcome == "passed"
+        slot[1] += 1
+    return {qid: passed / total for qid, (passed, total) in counts.items()}
+
+
+def _spread(per_epoch: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Each metric's sample standard deviation, minimum and maximum over the epochs."""
+    out: dict[str, Any] = {}
+    for key in next(iter(per_epoch.values())):
+        values = [float(m[key]) for m in per_epoch.values() if m.get(key) is not None]
+        if not values:
+            out[key] = None
+            continue
+        mean = sum(values) / len(values)
+        var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
+        out[key] = {
+            "std": var**0.5,
+            "min": min(values),
+            "max": max(values),
+            "epochs": len(values),
+        }
+    return out
 
 
 def _errors(scores: Sequence[CaseScore]) -> dict[str, int]:
@@ -146,14 +215,21 @@ def build_report(
     interrupted: bool = False,
     timings: Mapping[str, Any] | None = None,
     shard: Mapping[str, Any] | None = None,
+    confidence: float = 0.95,
+    samples: int = 2000,
 ) -> dict[str, Any]:
-    """The run's report dict (see module docstring)."""
-    by_key: dict[tuple[str, str], CaseRecord] = {}
+    """The run's report dict (see module docstring).
+
+    ``confidence`` and ``samples`` set the metrics' bootstrap intervals (``metrics_ci``).
+    """
+    from pytest_gta.report.compare import metrics_ci
+
+    by_key: dict[tuple[str, str, int | None], CaseRecord] = {}
     duplicates = []
     for record in records:
-        key = (record.mode, record.qid)
+        key = (record.mode, record.qid, record.epoch)
         if key in by_key:
-            duplicates.append(Case.format_id(record.mode, record.qid))
+            duplicates.append(record.case_id)
         by_key[key] = record
     notes = list(warnings)
     if duplicates:
@@ -165,21 +241,33 @@ def build_report(
     modes = [m for m in MODES if any(r.mode == m for r in ordered)]
     metrics: dict[str, Any] = {}
     metrics_ok: dict[str, Any] = {}
+    metrics_by_epoch: dict[str, Any] = {}
+    spread: dict[str, Any] = {}
+    pass_rate: dict[str, float] = {}
     errors: dict[str, Any] = {}
     calls: dict[str, Any] = {}
     denominators: dict[str, Any] = {}
+    ran_by_mode: dict[str, list[CaseRecord]] = {}
     for mode in modes:
         ran = [r for r in ordered if r.mode == mode and r.outcome != "skipped"]
         if not ran:
             continue
+        ran_by_mode[mode] = ran
         scores = [case_score(r, dataset) for r in ran]
-        clean = [score for r, score in zip(ran, scores, strict=True) if r.outcome != "error"]
-        metrics[mode] = mode_metrics(mode, scores)
-        metrics_ok[mode] = mode_metrics(mode, clean) if clean else {}
+        clean = [r for r in ran if r.outcome != "error"]
+        metrics[mode], per_epoch = epoch_metrics(mode, ran, dataset)
+        metrics_ok[mode] = epoch_metrics(mode, clean, dataset)[0] if clean else {}
+        if len(per_epoch) > 1:
+            metrics_by_epoch[mode] = per_epoch
+            spread[mode] = _spread(per_epoch)
+        pass_rate[mode] = sum(r.outcome == "passed" for r in ran) / len(ran) * 100
         errors[mode] = _errors(scores)
-        total, failed = metrics[mode]["tool_call"], metrics[mode]["tool_call_error"]
+        # Counts over every case that ran, every epoch's included (Table 5, Figure 6).
+        pooled = mode_metrics(mode, scores)
+        total, failed = pooled["tool_call"], pooled["tool_call_error"]
         calls[mode] = {"successful": total - failed, "failed": failed}
-        denominators[mode] = _denominators(mode, ran, dataset)
+        unique = list({r.qid: r for r in ran}.values())
+        denominators[mode] = _denominators(mode, unique, dataset)
     outcomes: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
     by_mode: dict[str, dict[str, int]] = {}
     cases = []
@@ -190,9 +278,10 @@ def build_report(
         verdict = detail.get("verdict", {})
         cases.append(
             {
-                "id": Case.format_id(record.mode, record.qid),
+                "id": record.case_id,
                 "query_id": record.qid,
                 "mode": record.mode,
+                "epoch": record.epoch,
                 "type": dataset[record.qid].type,
                 "outcome": record.outcome,
                 "score": float(verdict.get("score", 0.0)),
@@ -253,7 +342,15 @@ def build_report(
         },
         "settings": dict(settings),
         "metrics": metrics,
+        "metrics_ci": metrics_ci(ran_by_mode, dataset, level=confidence, samples=samples),
         "metrics_excluding_errors": metrics_ok,
+        "pass_rate": pass_rate,
+        "epochs": max((len(by_epoch(ran)) for ran in ran_by_mode.values()), default=1),
+        "metrics_by_epoch": metrics_by_epoch,
+        "metrics_spread": spread,
+        "query_pass_rates": {
+            mode: query_pass_rates(ran) for mode, ran in ran_by_mode.items() if mode in spread
+        },
         "errors": errors,
         "tool_calls": calls,
         "denominators": denominators,

@@ -10,6 +10,7 @@ setup report's detail payload included.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,12 @@ import pytest
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.files import write_atomic
+from pytest_gta.gates import exit_status
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import Cleaner
 from pytest_gta.report.build import CaseRecord, build_report
+from pytest_gta.report.compare import Baseline, conclude, regressed_nodeids
+from pytest_gta.report.junit import suite_properties
 from pytest_gta.report.table import render_markdown, render_text
 from pytest_gta.runner import DETAIL_KEY, STOPPED_KEY
 
@@ -59,11 +63,14 @@ class GtaCollector:
         settings: GtaSettings,
         dataset: Callable[[], Dataset],
         run_info: Callable[[], RunInfo],
+        baseline: Callable[[], tuple[Baseline | None, list[str]]] = lambda: (None, []),
     ) -> None:
         self.config = config
         self.settings = settings
         self._dataset = dataset
         self._run_info = run_info
+        #: ``--gta-baseline`` as read at start-up, and the differences let through.
+        self._baseline = baseline
         self.records: dict[str, CaseRecord] = {}
         self.report: dict[str, Any] | None = None
         self.stopped: str | None = None
@@ -77,11 +84,18 @@ class GtaCollector:
         #: this process's collection or, with xdist, from a worker's.
         self.shard: dict[str, Any] | None = None
 
-    def _identify(self, report: pytest.TestReport, props: dict[str, Any]) -> tuple[str, str] | None:
+    def _identify(
+        self, report: pytest.TestReport, props: dict[str, Any]
+    ) -> tuple[str, str, int | None] | None:
         if "gta_query_id" in props and "gta_mode" in props:
-            return str(props["gta_mode"]), str(props["gta_query_id"])
+            epoch = props.get("gta_epoch")
+            return (
+                str(props["gta_mode"]),
+                str(props["gta_query_id"]),
+                epoch if isinstance(epoch, int) else None,
+            )
         # A crashed xdist worker's report carries no properties: recover the case from the id.
-        found = Case.find_in_nodeid(report.nodeid)
+        found = Case.find_epoch_in_nodeid(report.nodeid)
         if found is not None and found[1] in self._dataset().queries:
             return found
         return None
@@ -102,7 +116,7 @@ class GtaCollector:
             key = self._identify(report, props)
             if key is None:
                 return
-            record = CaseRecord(mode=key[0], qid=key[1], nodeid=report.nodeid)
+            record = CaseRecord(mode=key[0], qid=key[1], nodeid=report.nodeid, epoch=key[2])
             self.records[report.nodeid] = record
         record.properties.update(props)
         if detail is not None:
@@ -157,6 +171,19 @@ class GtaCollector:
             interrupted=self.interrupted,
             timings=self.timings or None,
             shard=self.shard,
+            confidence=settings.confidence,
+            samples=settings.bootstrap_samples,
+        )
+        baseline, differences = self._baseline()
+        conclude(
+            report,
+            list(self.records.values()),
+            self._dataset(),
+            baseline=baseline,
+            differences=differences,
+            gates=settings.gates,
+            level=settings.confidence,
+            samples=settings.bootstrap_samples,
         )
         self.config.hook.pytest_gta_update_report(config=self.config, report=report)
         # The report is written and printed: whatever came from outside (replies, prediction
@@ -179,24 +206,39 @@ class GtaCollector:
         if timings:
             self.timings[process] = dict(timings)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Aggregate and write the files (the terminal summary prints the same report).
+    def finish(self, session: pytest.Session) -> None:
+        """Aggregate, judge the gates and write the files (the terminal prints the same report).
 
-        A file that cannot be written (a full disk, a missing permission) does not lose the
-        run: the tables are still printed, then the error, and the exit status is not 0.
+        Called by the plugin's first ``pytest_sessionfinish``, after every process's timings
+        came in and before pytest's JUnit XML is written (it gets the suite-level properties).
+        With gates configured, they and the harness errors decide the exit status. A file that
+        cannot be written (a full disk, a missing permission) does not lose the run: the
+        tables are still printed, then the error, and the exit status is not 0.
         """
         if not self.records:
             return
         report = self.report = self.build()
+        gates = report.get("gates")
+        if isinstance(gates, dict):
+            errored = int(report["outcomes"].get("error", 0))
+            session.exitstatus = exit_status(gates, errored, int(session.exitstatus))
+        cache = getattr(self.config, "cache", None)
+        if cache is not None and "comparison" in report:
+            cache.set(REGRESSIONS_CACHE_KEY, regressed_nodeids(report["comparison"]))
+        add_junit_properties(self.config, report)
         outputs: list[tuple[Path | None, Callable[[], str]]] = [
             (self.settings.report, lambda: json.dumps(report, indent=2, allow_nan=False) + "\n"),
             (self.settings.report_md, lambda: render_markdown(report)),
+            (step_summary_path(), lambda: render_markdown(report)),
         ]
         for path, render in outputs:
             if path is None:
                 continue
             try:
-                write_atomic(path, render())
+                if path == step_summary_path():
+                    append_text(path, render())
+                else:
+                    write_atomic(path, render())
             except OSError as exc:
                 self.write_errors.append(f"{path}: {exc.strerror or exc}")
         if self.write_errors and session.exitstatus == pytest.ExitCode.OK:
@@ -219,6 +261,41 @@ class GtaCollector:
                 red=True,
                 bold=True,
             )
+
+
+#: Where ``--gta-rerun-regressions`` finds the last comparison's regressed node ids.
+REGRESSIONS_CACHE_KEY = "pytest-gta/regressions"
+#: GitHub Actions' job summary file; the markdown report is appended to it when it is set.
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+def step_summary_path() -> Path | None:
+    """``$GITHUB_STEP_SUMMARY`` when set (GitHub Actions), else ``None``."""
+    value = os.environ.get(STEP_SUMMARY_ENV, "").strip()
+    return Path(value) if value else None
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append to a file other steps write too (a job summary is shared by the whole job)."""
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+
+
+def add_junit_properties(config: pytest.Config, report: dict[str, Any]) -> None:
+    """Suite-level JUnit properties: each metric, its interval, the gates' verdict.
+
+    Through pytest's own ``LogXML`` (what the ``record_testsuite_property`` fixture uses), found
+    in the config's stash; without ``--junitxml`` there is nothing to add to.
+    """
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # a pytest without it: the JSON report has the same numbers
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for name, value in suite_properties(report):
+        xml.add_global_property(name, value)
 
 
 def _message(report: pytest.TestReport) -> str:

@@ -34,6 +34,27 @@ def junit_names(nodeid: str) -> tuple[str, str]:
     return ".".join(names[:-1]), names[-1]
 
 
+def suite_properties(report: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``gta_<mode>_<metric>`` with ``_ci_low``/``_ci_high``, and ``gta_gates_passed``."""
+    out: list[tuple[str, Any]] = []
+    for mode, metrics in report.get("metrics", {}).items():
+        intervals = report.get("metrics_ci", {}).get(mode, {})
+        for metric, value in metrics.items():
+            if value is None:
+                continue
+            out.append((f"gta_{mode}_{metric}", value))
+            interval = intervals.get(metric) or {}
+            if interval.get("low") is not None:
+                out.append((f"gta_{mode}_{metric}_ci_low", interval["low"]))
+                out.append((f"gta_{mode}_{metric}_ci_high", interval["high"]))
+    for mode, rate in report.get("pass_rate", {}).items():
+        out.append((f"gta_{mode}_pass_rate", rate))
+    gates = report.get("gates")
+    if isinstance(gates, dict):
+        out.append(("gta_gates_passed", str(bool(gates.get("passed"))).lower()))
+    return out
+
+
 def junit_xml(report: Mapping[str, Any], suite_name: str = "pytest") -> str:
     """The XML text for ``report``'s cases (see module docstring)."""
     cases = list(report.get("cases", []))
@@ -41,6 +62,11 @@ def junit_xml(report: Mapping[str, Any], suite_name: str = "pytest") -> str:
     total_time = 0.0
     root = ET.Element("testsuites", name="pytest tests")
     suite = ET.SubElement(root, "testsuite", name=suite_name)
+    shared = suite_properties(report)
+    if shared:
+        holder = ET.SubElement(suite, "properties")
+        for key, value in shared:
+            ET.SubElement(holder, "property", name=key, value=xml_text(value))
     for case in cases:
         classname, name = junit_names(xml_text(case.get("nodeid") or case.get("id")))
         duration = case.get("duration")

@@ -28,6 +28,7 @@ from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import DatasetError, GtaUsageError
 from pytest_gta.jsonsafe import JsonInputError, read_json
+from pytest_gta.options import GtaSettings
 from pytest_gta.report.build import (
     SCHEMA,
     TABLE5_NOTE,
@@ -150,6 +151,11 @@ def _record(label: str, index: int, raw: Any) -> CaseRecord:
             "backends": _get(label, raw, "backends", where, dict),
             "duration": _get(label, raw, "duration", where, int, float, None),
         }
+    epoch = raw.get("epoch")  # absent: a report of a run without --gta-epochs
+    if epoch is not None:
+        epoch = _get(label, raw, "epoch", where, int)
+        if not 0 <= epoch < 2**31:
+            raise GtaUsageError(f"{label}: {where}epoch is {epoch}, not a sampling epoch")
     return CaseRecord(
         mode=mode,
         qid=_get(label, raw, "query_id", where, str),
@@ -158,6 +164,7 @@ def _record(label: str, index: int, raw: Any) -> CaseRecord:
         properties=dict(properties),
         detail=detail,
         message=_get(label, raw, "message", where, str),
+        epoch=epoch,
     )
 
 
@@ -309,7 +316,7 @@ def check_same_run(reports: Sequence[ShardReport]) -> None:
             )
         _check_shard_of_split(report, reports, seen_shards)
         for record in report.records:
-            case_id = Case.format_id(record.mode, record.qid)
+            case_id = Case.format_id(record.mode, record.qid, record.epoch)
             if case_id in seen_cases:
                 raise GtaUsageError(
                     f"{report.label}: case {case_id} is also in {seen_cases[case_id]}: each case "
@@ -423,7 +430,12 @@ def _merged_selection(reports: Sequence[ShardReport], dataset: Dataset) -> dict[
 
 
 def merge_reports(
-    reports: Sequence[ShardReport], dataset: Dataset, warnings: Sequence[str] = ()
+    reports: Sequence[ShardReport],
+    dataset: Dataset,
+    warnings: Sequence[str] = (),
+    *,
+    confidence: float = 0.95,
+    samples: int = 2000,
 ) -> dict[str, Any]:
     """The report of the run the shards are parts of (see module docstring)."""
     from pytest_gta.report.build import build_report
@@ -461,6 +473,8 @@ def merge_reports(
         stopped="; ".join(stopped) or None,
         interrupted=any(r.data["interrupted"] for r in reports),
         timings=timings or None,
+        confidence=confidence,
+        samples=samples,
     )
     merged["notes"] = list(dict.fromkeys(merged["notes"]))
     costs = [r.data["usage"]["cost_usd"] for r in reports]
@@ -486,19 +500,30 @@ def run(config: pytest.Config) -> int:
         pytest.UsageError: a report is unreadable or not part of the same run (exit status 4).
     """
     from pytest_gta.files import write_atomic
-    from pytest_gta.options import resolve_option
+    from pytest_gta.gates import exit_status
+    from pytest_gta.options import resolve_option, resolve_settings
     from pytest_gta.outward import Cleaner
+    from pytest_gta.report.collector import append_text, step_summary_path
     from pytest_gta.report.junit import junit_xml
     from pytest_gta.report.table import render_markdown, render_text
 
     given: list[str] = config.getoption("gta_merge")
     paths: list[Path] = resolve_option(config, "gta_merge").value
+    settings = resolve_settings(config)
     try:
         reports = [load_report(path, label) for path, label in zip(paths, given, strict=True)]
         warnings = coverage_warnings(reports)
         check_same_run(reports)
         dataset = find_dataset(config, reports)
-        report = merge_reports(reports, dataset, warnings)
+        report = merge_reports(
+            reports,
+            dataset,
+            warnings,
+            confidence=settings.confidence,
+            samples=settings.bootstrap_samples,
+        )
+        records = [record for r in reports for record in r.records]
+        _conclude(config, settings, report, records, dataset)
     except GtaUsageError as exc:
         raise pytest.UsageError(f"pytest-gta: {exc}") from None
     config.hook.pytest_gta_update_report(config=config, report=report)
@@ -512,6 +537,12 @@ def run(config: pytest.Config) -> int:
     print(" GTA results ".center(80, "="), flush=True)
     for line in render_text(report):
         print(line, flush=True)
+    code = 0
+    gates = report.get("gates")
+    if isinstance(gates, dict):
+        # The shard jobs reported the cases; here only the gates and harness errors count.
+        errored = int(report["outcomes"].get("error", 0))
+        code = exit_status(gates, errored, int(pytest.ExitCode.OK))
     xmlpath = config.getoption("xmlpath", None)
     outputs: list[tuple[Path | None, Callable[[], str]]] = [
         (
@@ -526,16 +557,63 @@ def run(config: pytest.Config) -> int:
             else None,
             lambda: junit_xml(report, str(config.getini("junit_suite_name") or "pytest")),
         ),
+        (step_summary_path(), lambda: render_markdown(report)),
     ]
-    code = 0
     for path, render in outputs:
         if path is None:
             continue
         try:
-            write_atomic(path, render())
+            if path == step_summary_path():
+                append_text(path, render())
+            else:
+                write_atomic(path, render())
         except OSError as exc:
             _say(f"could not write {path}: {exc.strerror or exc}")
             code = int(pytest.ExitCode.TESTS_FAILED)
         else:
             _say(f"written to {path}")
     return code
+
+
+def _conclude(
+    config: pytest.Config,
+    settings: GtaSettings,
+    report: dict[str, Any],
+    records: list[CaseRecord],
+    dataset: Dataset,
+) -> None:
+    """The merged run's comparison with ``--gta-baseline`` and its gates, as a session's."""
+    from pytest_gta.report.compare import (
+        SCORING_SETTINGS,
+        conclude,
+        load_baseline,
+        mismatches,
+        refuse,
+    )
+
+    modes = [m for m in MODES if m in report["settings"].get("modes", [])]
+    settings.gates.check_modes(modes, settings.baseline is not None)
+    baseline, found = None, []
+    if settings.baseline is not None:
+        baseline = load_baseline(settings.baseline, config.getoption("gta_baseline") or "")
+        found = mismatches(
+            baseline,
+            {
+                "sha256": dataset.sha256,
+                "modes": modes,
+                "protocol": report["protocol"],
+                **{k: report["settings"].get(k) for k in SCORING_SETTINGS},
+            },
+        )
+        if found and not settings.baseline_lenient:
+            raise refuse(baseline, found)
+    conclude(
+        report,
+        records,
+        dataset,
+        baseline=baseline,
+        differences=found,
+        gates=settings.gates,
+        level=settings.confidence,
+        samples=settings.bootstrap_samples,
+    )

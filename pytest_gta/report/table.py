@@ -89,6 +89,8 @@ def _sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
                 continue
             columns = MODE_COLUMNS[mode]
             rows = [[model, *(fmt(metrics.get(c.key), c.percent) for c in columns)]]
+            if not suffix:
+                rows += _uncertainty_rows(report, mode, columns)
             if board is not None and not suffix:
                 label = f"leaderboard {board['board']}: {board['model']} [react]"
                 rows.append([label, *(fmt(board.get(c.key), c.percent) for c in columns)])
@@ -126,17 +128,159 @@ def _sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
         )
     by_mode = report.get("outcomes_by_mode", {})
     if by_mode:
+        rates = report.get("pass_rate", {})
         sections.append(
             (
                 "Outcomes",
-                ["mode", "passed", "failed", "error", "skipped"],
+                ["mode", "passed", "failed", "error", "skipped", "pass rate"],
                 [
-                    [m, *(str(o.get(k, 0)) for k in ("passed", "failed", "error", "skipped"))]
+                    [
+                        m,
+                        *(str(o.get(k, 0)) for k in ("passed", "failed", "error", "skipped")),
+                        fmt(rates.get(m)),
+                    ]
                     for m, o in by_mode.items()
                 ],
             )
         )
+    sections += _comparison_sections(report.get("comparison"))
     return sections
+
+
+def _interval_text(interval: Any) -> str:
+    if not isinstance(interval, Mapping) or interval.get("low") is None:
+        return "n/a"
+    return f"[{float(interval['low']):.1f}, {float(interval['high']):.1f}]"
+
+
+def _uncertainty_rows(
+    report: Mapping[str, Any], mode: str, columns: Sequence[Column]
+) -> list[list[str]]:
+    """Under a run's row: its intervals and, with epochs, the spread over them."""
+    rows = []
+    intervals = report.get("metrics_ci", {}).get(mode, {})
+    if intervals:
+        level = next((i.get("level") for i in intervals.values() if i), 0.95)
+        rows.append(
+            [
+                f"  {float(level) * 100:g}% CI",
+                *(_interval_text(intervals.get(c.key)) if c.percent else "" for c in columns),
+            ]
+        )
+    spread = report.get("metrics_spread", {}).get(mode, {})
+    if spread:
+        epochs = max((s.get("epochs", 0) for s in spread.values() if s), default=0)
+        rows.append(
+            [
+                f"  sd over {epochs} epochs",
+                *(
+                    f"±{float(spread[c.key]['std']):.2f}" if spread.get(c.key) else "n/a"
+                    for c in columns
+                ),
+            ]
+        )
+    return rows
+
+
+#: How many flipped cases the tables list (the JSON report has them all).
+MAX_FLIPPED = 20
+METRIC_LABELS = {c.key: c.label for c in (*STEP_COLUMNS, *E2E_COLUMNS)} | {"pass_rate": "pass rate"}
+
+
+def _p(value: Any) -> str:
+    return "n/a" if value is None else f"{float(value):.4f}"
+
+
+def _comparison_sections(comparison: Any) -> list[tuple[str, list[str], list[list[str]]]]:
+    if not isinstance(comparison, Mapping):
+        return []
+    sections = []
+    level = float(comparison.get("level", 0.95)) * 100
+    paired = comparison.get("paired", True)
+    for mode, metrics in comparison.get("metrics", {}).items():
+        counts = comparison.get("cases", {}).get(mode, {})
+        title = f"Comparison with {comparison.get('baseline')}, {MODE_TITLES.get(mode, mode)}"
+        if counts:
+            title += f" ({counts.get('matched')} queries matched)"
+        headers = ["metric", "baseline", "this run", "difference", f"{level:g}% CI"]
+        headers += ["p", "p(drop)"] if paired else ["p(below)"]
+        rows = []
+        for metric, row in metrics.items():
+            cells = [
+                METRIC_LABELS.get(metric, metric),
+                fmt(row.get("baseline")),
+                fmt(row.get("this")),
+                "n/a" if row.get("difference") is None else f"{float(row['difference']):+.2f}",
+                _interval_text(row.get("ci")),
+            ]
+            cells += (
+                [_p(row.get("p_value")), _p(row.get("p_drop"))]
+                if paired
+                else [_p(row.get("p_drop"))]
+            )
+            rows.append(cells)
+        sections.append((title, headers, rows))
+    flipped = comparison.get("flipped", {})
+    for kind, title in (("regressed", "Regressed cases"), ("fixed", "Fixed cases")):
+        entries = flipped.get(kind, [])
+        if not entries:
+            continue
+        rows = [
+            [
+                e["id"],
+                fmt(float(e["baseline_pass_rate"]) * 100),
+                fmt(float(e["pass_rate"]) * 100),
+                ",".join(e.get("outcomes", [])),
+                (e.get("nodeids") or [""])[0],
+            ]
+            for e in entries[:MAX_FLIPPED]
+        ]
+        if len(entries) > MAX_FLIPPED:
+            rows.append(
+                [f"... {len(entries) - MAX_FLIPPED} more in the JSON report", "", "", "", ""]
+            )
+        sections.append(
+            (
+                f"{title} ({len(entries)}; pass rate in percent, baseline -> this run)",
+                ["case", "baseline", "this run", "outcome", "node id"],
+                rows,
+            )
+        )
+    return sections
+
+
+def gate_lines(report: Mapping[str, Any]) -> list[str]:
+    """The gates' verdicts, one line each, then what they mean for the exit status."""
+    gates = report.get("gates")
+    if not isinstance(gates, Mapping):
+        return []
+    lines = []
+    for verdict in gates.get("verdicts", []):
+        mark = "PASS" if verdict.get("passed") else "FAIL"
+        lines.append(f"gate {mark}: {verdict.get('reason')}")
+    errored = int(report.get("outcomes", {}).get("error", 0))
+    failed = int(report.get("outcomes", {}).get("failed", 0))
+    if not gates.get("passed"):
+        held = sum(1 for v in gates.get("verdicts", []) if v.get("passed"))
+        lines.append(
+            f"gates: {len(gates.get('verdicts', [])) - held} of {len(gates.get('verdicts', []))} "
+            "failed: the run fails (exit status 1)"
+        )
+    elif errored:
+        lines.append(
+            f"gates: all held, but {errored} case(s) errored (a harness or endpoint failure): the "
+            "run fails (exit status 1)"
+        )
+    else:
+        lines.append(
+            "gates: all held: the run passes (exit status 0)"
+            + (
+                f"; {failed} query case(s) failed, which the gates, not the exit status, judge"
+                if failed
+                else ""
+            )
+        )
+    return lines
 
 
 def _header(report: Mapping[str, Any]) -> list[str]:
@@ -154,6 +298,12 @@ def _header(report: Mapping[str, Any]) -> list[str]:
         f"dataset: {dataset['path']} ({dataset.get('source', '')}; {dataset['queries']} queries, "
         f"{dataset.get('selected', dataset['queries'])} selected; sha256 {dataset['sha256'][:16]})",
     ]
+    epochs = report.get("epochs")
+    if isinstance(epochs, int) and epochs > 1:
+        lines.append(
+            f"epochs: {epochs} (every case ran {epochs} times: the metrics are the mean over the "
+            "epochs, the 'sd' rows their spread)"
+        )
     shard = report.get("shard")
     if isinstance(shard, Mapping):
         lines.append(
@@ -214,6 +364,9 @@ def render_text(report: Mapping[str, Any]) -> list[str]:
     lines = _header(report)
     for title, headers, rows in _sections(report):
         lines += ["", title, *_aligned(headers, rows)]
+    gates = gate_lines(report)
+    if gates:
+        lines += ["", *gates]
     notes = list(report.get("notes", []))
     for note in notes[:MAX_NOTES]:
         lines.append(f"note: {note}")
@@ -227,6 +380,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines = ["# GTA results", "", *[f"- {line}" for line in _header(report)]]
     for title, headers, rows in _sections(report):
         lines += ["", f"## {title}", "", *_markdown(headers, rows)]
+    gates = gate_lines(report)
+    if gates:
+        lines += ["", "## Gates", "", *[f"- {line}" for line in gates]]
     notes = report.get("notes", [])
     if notes:
         lines += ["", "## Notes", "", *[f"- {n}" for n in notes]]

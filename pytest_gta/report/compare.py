@@ -1,0 +1,464 @@
+"""How sure a run's numbers are, and whether it is worse than a baseline (controller only).
+
+With 229 queries a 3-point drop in AnsAcc can be noise. Following "Adding Error Bars to Evals"
+(Miller, 2024), every interval and test here treats the *query* as the unit of resampling: the
+official metrics are ratios of sums over queries, a query's epochs (``--gta-epochs``) are one
+cluster, and two runs on the same queries are compared pair by pair, which removes the
+between-query variance that an unpaired comparison would count as noise.
+
+* ``metrics_ci``: a percentile bootstrap interval per official metric (and the pass rate),
+  resampling query ids and recomputing the official aggregate (:mod:`pytest_gta.report.stats`).
+* ``comparison`` against ``--gta-baseline=REPORT``: cases matched on (mode, query id); per
+  metric the baseline's and this run's values over the matched queries, the paired difference
+  with its bootstrap interval, a paired permutation test (exact McNemar for the pass rate of
+  single-epoch runs), and the queries that flipped.
+* against ``--gta-baseline=leaderboard:NAME``: an official row has no per-query results, so the
+  comparison is unpaired: this run's interval, and how often a bootstrap resample of this run
+  reaches the published value.
+
+Everything reads :class:`~pytest_gta.report.build.CaseRecord` lists, so a single run, a merged
+run (``--gta-merge``) and a baseline report are treated by the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_gta.dataset import Dataset
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.gates import GateSettings
+from pytest_gta.report.build import (
+    CaseRecord,
+    CaseScore,
+    by_epoch,
+    case_score,
+    epoch_metrics,
+    query_pass_rates,
+)
+from pytest_gta.vocabulary import MODES
+
+LEADERBOARD_PREFIX = "leaderboard:"
+#: The settings two runs must share for their scores to be comparable.
+SCORING_SETTINGS = ("sim_model", "sim_threshold")
+BASELINE_HOW = "--gta-baseline reads a --gta-report file written by an earlier run"
+#: Leaderboard columns per mode (the CSV has no pass rate).
+LEADERBOARD_METRICS = {
+    "step": ("inst_acc", "tool_acc", "arg_acc", "summ_acc"),
+    "e2e": ("ans_acc", "ans_acc_img", "p_f1", "o_f1", "l_f1", "c_f1"),
+}
+
+
+def _clusters(
+    records: Sequence[CaseRecord], dataset: Dataset
+) -> dict[str, list[tuple[CaseScore, float]]]:
+    """Per query id (in the order given), its epochs' (score, passed) pairs."""
+    out: dict[str, list[tuple[CaseScore, float]]] = {}
+    for record in records:
+        passed = 1.0 if record.outcome == "passed" else 0.0
+        out.setdefault(record.qid, []).append((case_score(record, dataset), passed))
+    return out
+
+
+def _interval(bounds: tuple[float, float] | None, level: float, method: str) -> dict[str, Any]:
+    if bounds is None:
+        return {"low": None, "high": None, "level": level, "method": method}
+    return {"low": float(bounds[0]), "high": float(bounds[1]), "level": level, "method": method}
+
+
+def metrics_ci(
+    ran_by_mode: Mapping[str, Sequence[CaseRecord]],
+    dataset: Dataset,
+    *,
+    level: float,
+    samples: int,
+) -> dict[str, dict[str, Any]]:
+    """The report's ``metrics_ci``: per mode and metric, ``low``/``high``/``level``/``method``.
+
+    Errored cases count as wrong, as in ``metrics``; skipped cases are not in ``ran_by_mode``.
+    """
+    from pytest_gta.report import stats
+
+    out: dict[str, dict[str, Any]] = {}
+    for mode, records in ran_by_mode.items():
+        clusters = _clusters(records, dataset)
+        matrix = stats.query_matrix(mode, list(clusters.values()))
+        bounds = stats.bootstrap_ci(mode, matrix, samples=samples, level=level)
+        method = f"{stats.METHOD_CI} ({samples} resamples, seed {stats.SEED})"
+        out[mode] = {metric: _interval(bounds[metric], level, method) for metric in bounds}
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The baseline
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What ``--gta-baseline`` named: a previous report's cases, or a leaderboard row."""
+
+    #: How messages and the report name it (the path as given, or ``leaderboard:NAME``).
+    label: str
+    records: tuple[CaseRecord, ...] = ()
+    #: The report's top-level fields (``None`` for a leaderboard row).
+    data: Mapping[str, Any] | None = None
+    #: The leaderboard row, as numbers (``None`` for a report).
+    row: Mapping[str, Any] | None = None
+
+
+def load_baseline(spec: str, label: str) -> Baseline:
+    """Read ``--gta-baseline``: a report file (checked field by field) or a leaderboard row.
+
+    Raises:
+        GtaUsageError: naming the file and field, or the unknown leaderboard name.
+    """
+    if spec.startswith(LEADERBOARD_PREFIX):
+        return Baseline(label, row=leaderboard_baseline(spec.removeprefix(LEADERBOARD_PREFIX)))
+    from pytest_gta.report.merge import HOW, load_report
+
+    try:
+        report = load_report(Path(spec), f"--gta-baseline {label}")
+    except GtaUsageError as exc:
+        raise GtaUsageError(str(exc).replace(HOW, BASELINE_HOW)) from None
+    return Baseline(label, tuple(report.records), report.data)
+
+
+def leaderboard_baseline(name: str) -> dict[str, Any]:
+    """The latest official row of model ``name`` (case-insensitive), as numbers."""
+    import difflib
+
+    from pytest_gta.models.catalog import leaderboard_rows
+
+    rows = leaderboard_rows()
+    by_lower = {model.lower(): model for model in rows}
+    found = by_lower.get(name.strip().lower())
+    if found is None:
+        close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(by_lower[c] for c in close)}?" if close else ""
+        raise GtaUsageError(
+            f"--gta-baseline={LEADERBOARD_PREFIX}{name}: no such model on the official "
+            f"leaderboard{hint} (the models: {', '.join(rows)})"
+        )
+    row = rows[found]
+    out: dict[str, Any] = {"model": row["model"], "board": row["board"]}
+    for metrics in LEADERBOARD_METRICS.values():
+        out.update({key: float(row[key]) for key in metrics})
+    return out
+
+
+def mismatches(baseline: Baseline, run: Mapping[str, Any]) -> list[str]:
+    """How a report baseline's run differs from this one where scores would not compare.
+
+    ``run`` holds this run's ``sha256``, ``modes``, ``protocol`` (``None``: not known yet) and
+    the :data:`SCORING_SETTINGS`.
+    """
+    data = baseline.data
+    if data is None:
+        return []
+    found = []
+    theirs = data["dataset"]["sha256"]
+    if theirs != run["sha256"]:
+        found.append(f"dataset sha256 {theirs[:16]}... vs this run's {str(run['sha256'])[:16]}...")
+    settings = data["settings"]
+    modes = settings.get("modes")
+    if modes != list(run["modes"]):
+        found.append(f"modes {_show(modes)} vs this run's {','.join(run['modes'])}")
+    if run.get("protocol") is not None and data["protocol"] != run["protocol"]:
+        found.append(f"protocol {data['protocol']} vs this run's {run['protocol']}")
+    for key in SCORING_SETTINGS:
+        if settings.get(key) != run[key]:
+            found.append(f"{key} {_show(settings.get(key))} vs this run's {_show(run[key])}")
+    return found
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def refuse(baseline: Baseline, found: Sequence[str]) -> GtaUsageError:
+    """The error for a baseline from another kind of run."""
+    return GtaUsageError(
+        f"--gta-baseline {baseline.label} is not comparable with this run: {'; '.join(found)}. "
+        "Compare runs of the same dataset, modes, protocol and scoring settings, or pass "
+        "--gta-baseline-lenient to compare anyway (the report notes the differences)"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Comparing
+
+
+def compare(
+    this: Sequence[CaseRecord],
+    baseline: Baseline,
+    dataset: Dataset,
+    *,
+    level: float,
+    samples: int,
+    differences: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The report's ``comparison`` section (see the module docstring).
+
+    ``this`` are this run's records in dataset order; ``differences`` what
+    :func:`mismatches` found and ``--gta-baseline-lenient`` let through.
+    """
+    if baseline.row is not None:
+        return _compare_leaderboard(this, baseline, dataset, level=level, samples=samples)
+    from pytest_gta.report import stats
+
+    position = {qid: query.position for qid, query in dataset.queries.items()}
+    known = [r for r in baseline.records if r.qid in position and r.outcome != "skipped"]
+    theirs_all = sorted(known, key=lambda r: (position[r.qid], r.epoch or 0))
+    table: dict[str, Any] = {}
+    flipped: dict[str, list[dict[str, Any]]] = {"regressed": [], "fixed": []}
+    matched_counts: dict[str, Any] = {}
+    for mode in MODES:
+        mine = [r for r in this if r.mode == mode and r.outcome != "skipped"]
+        theirs = [r for r in theirs_all if r.mode == mode]
+        if not mine and not theirs:
+            continue
+        common = {r.qid for r in mine} & {r.qid for r in theirs}
+        matched_counts[mode] = {
+            "matched": len(common),
+            "only_this_run": len({r.qid for r in mine} - common),
+            "only_baseline": len({r.qid for r in theirs} - common),
+        }
+        if not common:
+            continue
+        mine = [r for r in mine if r.qid in common]
+        theirs = [r for r in theirs if r.qid in common]
+        table[mode] = _mode_rows(mode, mine, theirs, dataset, level=level, samples=samples)
+        for kind, entries in _flips(mode, mine, theirs).items():
+            flipped[kind] += entries
+    method_ci = f"{stats.METHOD_DIFF} ({samples} resamples, seed {stats.SEED})"
+    return {
+        "kind": "report",
+        "baseline": baseline.label,
+        "baseline_model": baseline.data["model"] if baseline.data else None,
+        "paired": True,
+        "level": level,
+        "methods": {
+            "difference_ci": method_ci,
+            "p_value": f"{stats.METHOD_TEST} ({samples} resamples or exact, seed {stats.SEED})",
+            "pass_rate": "exact McNemar test when both runs have one epoch",
+        },
+        "cases": matched_counts,
+        "differences": list(differences),
+        "metrics": table,
+        "flipped": flipped,
+    }
+
+
+def _mode_rows(
+    mode: str,
+    mine: Sequence[CaseRecord],
+    theirs: Sequence[CaseRecord],
+    dataset: Dataset,
+    *,
+    level: float,
+    samples: int,
+) -> dict[str, Any]:
+    from pytest_gta.report import stats
+
+    mine_clusters = _clusters(mine, dataset)
+    order = list(mine_clusters)
+    theirs_clusters = _clusters(theirs, dataset)
+    this_m = stats.query_matrix(mode, [mine_clusters[q] for q in order])
+    base_m = stats.query_matrix(mode, [theirs_clusters[q] for q in order])
+    cis = stats.paired_bootstrap_ci(mode, this_m, base_m, samples=samples, level=level)
+    tests = stats.permutation_test(mode, this_m, base_m, samples=samples)
+    this_values = _point(mode, mine, dataset)
+    base_values = _point(mode, theirs, dataset)
+    mcnemar = None
+    if len(by_epoch(mine)) == 1 and len(by_epoch(theirs)) == 1:
+        now = {r.qid: r.outcome == "passed" for r in mine}
+        before = {r.qid: r.outcome == "passed" for r in theirs}
+        regressed = sum(1 for q in order if before[q] and not now[q])
+        fixed = sum(1 for q in order if now[q] and not before[q])
+        mcnemar = stats.mcnemar(regressed, fixed)
+    rows: dict[str, Any] = {}
+    for metric in stats.CI_METRICS[mode]:
+        this_value, base_value = this_values.get(metric), base_values.get(metric)
+        difference = None
+        if this_value is not None and base_value is not None:
+            difference = float(this_value) - float(base_value)
+        test = mcnemar if metric == "pass_rate" and mcnemar is not None else tests.get(metric)
+        rows[metric] = {
+            "baseline": base_value,
+            "this": this_value,
+            "difference": difference,
+            "ci": _interval(cis.get(metric), level, stats.METHOD_DIFF),
+            "p_value": None if test is None or difference is None else test.p_value,
+            "p_drop": None if test is None or difference is None else test.p_drop,
+            "test": "exact McNemar"
+            if metric == "pass_rate" and mcnemar is not None
+            else stats.METHOD_TEST,
+        }
+    return rows
+
+
+def _point(mode: str, records: Sequence[CaseRecord], dataset: Dataset) -> dict[str, Any]:
+    """The metrics as the report shows them (mean over epochs of the official aggregate)."""
+    values = dict(epoch_metrics(mode, records, dataset)[0])
+    values["pass_rate"] = sum(r.outcome == "passed" for r in records) / len(records) * 100
+    return {k: None if v is None else float(v) for k, v in values.items()}
+
+
+def _flips(
+    mode: str, mine: Sequence[CaseRecord], theirs: Sequence[CaseRecord]
+) -> dict[str, list[dict[str, Any]]]:
+    """Queries whose pass rate fell (``regressed``) or rose (``fixed``), in dataset order."""
+    now, before = query_pass_rates(mine), query_pass_rates(theirs)
+    nodeids: dict[str, list[str]] = {}
+    outcomes: dict[str, list[str]] = {}
+    for record in mine:
+        nodeids.setdefault(record.qid, []).append(record.nodeid)
+        outcomes.setdefault(record.qid, []).append(record.outcome)
+    out: dict[str, list[dict[str, Any]]] = {"regressed": [], "fixed": []}
+    for qid, rate in now.items():
+        if rate == before[qid]:
+            continue
+        kind = "regressed" if rate < before[qid] else "fixed"
+        out[kind].append(
+            {
+                "id": f"{mode}-{qid}",
+                "mode": mode,
+                "query_id": qid,
+                "baseline_pass_rate": before[qid],
+                "pass_rate": rate,
+                "outcomes": outcomes[qid],
+                "nodeids": nodeids[qid],
+            }
+        )
+    return out
+
+
+def _compare_leaderboard(
+    this: Sequence[CaseRecord],
+    baseline: Baseline,
+    dataset: Dataset,
+    *,
+    level: float,
+    samples: int,
+) -> dict[str, Any]:
+    """Unpaired: this run's interval against a published number (no per-query results)."""
+    import numpy as np
+
+    from pytest_gta.report import stats
+
+    row = baseline.row or {}
+    table: dict[str, Any] = {}
+    for mode, metrics in LEADERBOARD_METRICS.items():
+        mine = [r for r in this if r.mode == mode and r.outcome != "skipped"]
+        if not mine:
+            continue
+        clusters = _clusters(mine, dataset)
+        matrix = stats.query_matrix(mode, list(clusters.values()))
+        resampled = _resampled(mode, matrix, samples)
+        bounds = stats.bootstrap_ci(mode, matrix, samples=samples, level=level)
+        values = _point(mode, mine, dataset)
+        rows = {}
+        for metric in metrics:
+            published = float(row[metric])
+            this_value = values.get(metric)
+            draws = resampled[metric]
+            draws = draws[~np.isnan(draws)]
+            # One-sided bootstrap p-value of "this run is below the published value".
+            p_drop = (
+                None
+                if this_value is None or not draws.size
+                else float((1 + np.sum(draws >= published)) / (1 + draws.size))
+            )
+            rows[metric] = {
+                "baseline": published,
+                "this": this_value,
+                "difference": None if this_value is None else this_value - published,
+                "ci": _interval(bounds.get(metric), level, f"{stats.METHOD_CI} of this run"),
+                "p_value": None,
+                "p_drop": p_drop,
+                "test": "bootstrap of this run against the published value (unpaired)",
+            }
+        table[mode] = rows
+    queries = len({r.qid for r in this})
+    notes = []
+    if queries != len(dataset) or len(dataset) != 229:
+        notes.append(
+            f"this run scored {queries} of the dataset's {len(dataset)} queries; the leaderboard "
+            "row is over all 229 GTA queries, so the two are not directly comparable"
+        )
+    return {
+        "kind": "leaderboard",
+        "baseline": baseline.label,
+        "baseline_model": f"{row.get('model')} (leaderboard {row.get('board')})",
+        "paired": False,
+        "level": level,
+        "methods": {"p_drop": "one-sided bootstrap p-value of this run against the row"},
+        "cases": {},
+        "differences": notes,
+        "metrics": table,
+        "flipped": {"regressed": [], "fixed": []},
+    }
+
+
+def _resampled(mode: str, matrix: Any, samples: int) -> dict[str, Any]:
+    """Each metric over the bootstrap resamples :func:`stats.bootstrap_ci` draws (same seed)."""
+    import numpy as np
+
+    from pytest_gta.report import stats
+
+    n = matrix.shape[0]
+    idx = np.random.default_rng(stats.SEED).integers(0, n, size=(samples, n))
+    counts = np.zeros((samples, n))
+    np.add.at(counts, (np.arange(samples)[:, None], idx), 1.0)
+    return stats.metrics_of(mode, counts @ matrix)
+
+
+def conclude(
+    report: dict[str, Any],
+    records: Sequence[CaseRecord],
+    dataset: Dataset,
+    *,
+    baseline: Baseline | None,
+    differences: Sequence[str],
+    gates: GateSettings,
+    level: float,
+    samples: int,
+) -> None:
+    """Add ``comparison`` (with a baseline) and ``gates`` (with any gate) to a built report.
+
+    Shared by the session's collector and ``--gta-merge``, so a merged run is compared and
+    judged exactly as a single run of the same cases would be.
+    """
+    from pytest_gta.gates import judge
+
+    if baseline is not None:
+        position = {qid: query.position for qid, query in dataset.queries.items()}
+        ordered = sorted(
+            (r for r in records if r.qid in position),
+            key=lambda r: (position[r.qid], r.epoch or 0),
+        )
+        report["comparison"] = compare(
+            ordered, baseline, dataset, level=level, samples=samples, differences=differences
+        )
+        if differences:
+            report["notes"].append(
+                f"the baseline {baseline.label} differs from this run ({'; '.join(differences)}); "
+                "compared anyway (--gta-baseline-lenient)"
+            )
+    if gates.active:
+        report["gates"] = judge(report, gates)
+
+
+def regressed_nodeids(comparison: Mapping[str, Any] | None) -> list[str]:
+    """This run's node ids of the regressed queries (``--gta-rerun-regressions`` reruns them)."""
+    if not isinstance(comparison, Mapping):
+        return []
+    return [
+        nodeid
+        for entry in comparison.get("flipped", {}).get("regressed", [])
+        for nodeid in entry.get("nodeids", [])
+    ]
