@@ -84,6 +84,14 @@ def parse_metric(name: str, flag: str) -> MetricRef:
     )
 
 
+def _float(text: str) -> float:
+    """``text`` as a number; NaN (which fails every range check) when it is not one."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 @dataclass(frozen=True)
 class Floor:
     """``--gta-fail-under``: the metric must reach ``value`` (percent)."""
@@ -103,10 +111,7 @@ def parse_fail_under(value: str) -> tuple[Floor, ...]:
         if not eq:
             raise pytest.UsageError(f"{OPT_FAIL_UNDER}: {item!r} is not METRIC=VALUE; {example}")
         ref = parse_metric(name, OPT_FAIL_UNDER)
-        try:
-            floor = float(number)
-        except ValueError:
-            floor = math.nan
+        floor = _float(number)
         if not 0 <= floor <= 100:
             raise pytest.UsageError(
                 f"{OPT_FAIL_UNDER}: {item!r}: the floor is a percentage from 0 to 100; {example}"
@@ -123,7 +128,14 @@ def parse_fail_on_regression(value: str) -> tuple[MetricRef, ...] | str:
     """``all`` (the flag alone) or ``METRIC[,...]``: which metrics must not drop significantly."""
     if value.strip().lower() == ALL:
         return ALL
-    refs = [parse_metric(n, OPT_FAIL_ON_REGRESSION) for n in value.split(",") if n.strip()]
+    try:
+        refs = [parse_metric(n, OPT_FAIL_ON_REGRESSION) for n in value.split(",") if n.strip()]
+    except pytest.UsageError as exc:
+        # The value is optional, so argparse takes a path that follows the bare flag as one.
+        raise pytest.UsageError(
+            f"{exc} (for every metric write {OPT_FAIL_ON_REGRESSION}=all, or put the bare flag "
+            "after the paths)"
+        ) from None
     if not refs:
         raise pytest.UsageError(
             f"{OPT_FAIL_ON_REGRESSION}: give metrics, e.g. {OPT_FAIL_ON_REGRESSION}=ans_acc,"
@@ -134,10 +146,7 @@ def parse_fail_on_regression(value: str) -> tuple[MetricRef, ...] | str:
 
 def parse_alpha(value: str) -> float:
     """A significance level strictly between 0 and 0.5."""
-    try:
-        alpha = float(value)
-    except ValueError:
-        alpha = math.nan
+    alpha = _float(value)
     if not 0 < alpha < 0.5:
         raise pytest.UsageError(
             f"{OPT_ALPHA}={value}: give a significance level between 0 and 0.5, e.g. 0.05"
@@ -147,10 +156,7 @@ def parse_alpha(value: str) -> float:
 
 def parse_min_drop(value: str) -> float:
     """Points (of a percentage metric) a drop must exceed to fail the gate."""
-    try:
-        drop = float(value)
-    except ValueError:
-        drop = math.nan
+    drop = _float(value)
     if not 0 <= drop <= 100:
         raise pytest.UsageError(
             f"{OPT_MIN_DROP}={value}: give points from 0 to 100, e.g. {OPT_MIN_DROP}=2"

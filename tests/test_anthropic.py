@@ -555,7 +555,7 @@ def test_plugin_run_with_a_failing_server_errors(pytester, server, dist_args):
         [
             "*step-0: infrastructure error: *answered HTTP 500: scripted 500*",
             "Outcomes",
-            "mode*passed*failed*error*skipped",
+            "mode*passed*failed*error*skipped*pass rate",
             "step*0*0*2*0",
         ]
     )

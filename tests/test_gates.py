@@ -10,13 +10,29 @@ server on 127.0.0.1 whose "samples" are wrong for some (query, seed) pairs.
 from __future__ import annotations
 
 import json
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import FAST_SIM
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.gates import (
+    Floor,
+    GateSettings,
+    MetricRef,
+    exit_status,
+    judge,
+    parse_alpha,
+    parse_fail_on_regression,
+    parse_fail_under,
+    parse_min_drop,
+)
+from pytest_gta.report.compare import load_baseline
 from tests.oracle_server import OracleServer
 from tests.test_opencompass import answer, foreign_dialogs, perfect_episode
 
@@ -339,3 +355,85 @@ def test_epochs_give_the_spread_and_pass_rates(pytester, sample_dataset, monkeyp
         t.get("name") for t in ET.parse(pytester.path / "epochs.xml").getroot().iter("testcase")
     ]
     assert "test_query[e2e-1@epoch1]" in names
+
+
+# -- parsers of outside data and options -------------------------------------------------------
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=JSON, surrogate=st.booleans(), cut=st.integers(min_value=0, max_value=400))
+def test_a_hostile_baseline_is_a_usage_error_never_a_traceback(data, surrogate, cut):
+    text = json.dumps({"schema": "pytest-gta-report/1", "cases": [data], "x": data})
+    if surrogate:
+        text = text.replace('"x"', '"\\ud800"')
+    if cut:
+        text = text[: len(text) * cut // 400]
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "base.json"
+        path.write_text(text)
+        with pytest.raises(GtaUsageError, match="--gta-baseline"):
+            load_baseline(str(path), "base.json")
+
+
+@given(st.text(max_size=40))
+def test_gate_options_parse_or_say_what_is_allowed(text):
+    for parse in (parse_fail_under, parse_fail_on_regression, parse_alpha, parse_min_drop):
+        message = ""
+        try:
+            parse(text)
+        except pytest.UsageError as exc:
+            message = str(exc)
+        assert not message or message.startswith("--gta-")
+
+
+def test_gate_option_values():
+    assert parse_fail_under("ans_acc=45, step.tool_acc=60,e2e.pass_rate=30") == (
+        Floor(MetricRef("e2e", "ans_acc"), 45.0),
+        Floor(MetricRef("step", "tool_acc"), 60.0),
+        Floor(MetricRef("e2e", "pass_rate"), 30.0),
+    )
+    assert parse_fail_on_regression("all") == "all"
+    assert parse_fail_on_regression("ans_acc,ans_acc,p_f1") == (
+        MetricRef("e2e", "ans_acc"),
+        MetricRef("e2e", "p_f1"),
+    )
+    with pytest.raises(pytest.UsageError, match="e2e-mode metric"):
+        parse_fail_under("step.ans_acc=3")
+    with pytest.raises(pytest.UsageError, match="given twice"):
+        parse_fail_under("ans_acc=3,e2e.ans_acc=4")
+
+
+@pytest.mark.parametrize(
+    ("passed", "errored", "current", "expected"),
+    [
+        (True, 0, pytest.ExitCode.TESTS_FAILED, 0),  # failing queries do not fail the run
+        (True, 1, pytest.ExitCode.TESTS_FAILED, 1),  # an errored case does
+        (False, 0, pytest.ExitCode.OK, 1),
+        (True, 0, pytest.ExitCode.INTERRUPTED, 2),
+        (True, 0, pytest.ExitCode.USAGE_ERROR, 4),
+        (True, 0, pytest.ExitCode.NO_TESTS_COLLECTED, 5),
+    ],
+)
+def test_exit_status_with_gates(passed, errored, current, expected):
+    assert exit_status({"passed": passed}, errored, int(current)) == expected
+
+
+def test_a_gate_on_an_unmeasured_metric_fails():
+    gates = GateSettings(floors=(Floor(MetricRef("e2e", "ans_acc"), 10.0),))
+    verdict = judge({"metrics": {}, "pass_rate": {}}, gates)
+    assert verdict["passed"] is False
+    assert "was not measured" in verdict["verdicts"][0]["reason"]
+    gates = GateSettings(regression=(MetricRef("e2e", "ans_acc"),))
+    assert judge({"metrics": {}}, gates)["verdicts"][0]["passed"] is False

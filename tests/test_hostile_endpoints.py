@@ -752,7 +752,7 @@ def test_an_html_endpoint_gives_errors_tables_and_no_traceback(pytester, server,
             "Table 4, step-by-step mode (percent)",
             "Table 4, end-to-end mode (percent)",
             "Outcomes",
-            "mode*passed*failed*error*skipped",
+            "mode*passed*failed*error*skipped*pass rate",
             "step*0*0*2*0",
             "e2e*0*0*2*0",
         ]

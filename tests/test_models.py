@@ -336,8 +336,8 @@ class CountingAdapter(ChatAdapter):
         return ModelOutput(f"reply {self.sent}", Usage(5, 2))
 
 
-def request(text: str = "q") -> ModelRequest:
-    return ModelRequest((ChatMessage("user", text),), (), CaseContext("0", "e2e", 0))
+def request(text: str = "q", epoch: int = 0) -> ModelRequest:
+    return ModelRequest((ChatMessage("user", text),), (), CaseContext("0", "e2e", 0, epoch))
 
 
 def test_cache_makes_a_repeat_free(tmp_path):
@@ -359,7 +359,7 @@ def test_sampled_generations_are_cached_per_epoch(tmp_path):
             GenerationSettings(temperature=temperature, epoch=epoch), cache=ResponseCache(tmp_path)
         )
         adapter.endpoint = "shared"
-        adapter.generate(request())
+        adapter.generate(request(epoch=epoch))
         return adapter.sent
 
     assert run(0.7, 0) == 1
@@ -367,6 +367,12 @@ def test_sampled_generations_are_cached_per_epoch(tmp_path):
     assert run(0.7, 1) == 1  # a new epoch samples again
     assert run(0.0, 0) == 1  # greedy is its own key...
     assert run(0.0, 5) == 0  # ...and ignores the epoch
+
+
+def test_each_epoch_sends_its_own_seed():
+    settings = GenerationSettings(seed=7, epoch=2)
+    assert [settings.seed_for(epoch) for epoch in (2, 3, 4)] == [7, 8, 9]
+    assert GenerationSettings().seed_for(3) is None
 
 
 # -- retries -------------------------------------------------------------------------------------

@@ -43,7 +43,13 @@ def test_option_table_lists_every_option(pytester):
     options = set(re.findall(r"^  (--gta-[a-z-]+)", help_text, re.M))
     documented = set(re.findall(r"^\| `(--gta-[a-z-]+)", OPTIONS, re.M))
     assert options == documented
-    commands = {"--gta-download", "--gta-record-manifest", "--gta-data-info", "--gta-merge"}
+    commands = {
+        "--gta-download",
+        "--gta-record-manifest",
+        "--gta-data-info",
+        "--gta-merge",
+        "--gta-rerun-regressions",
+    }
     for option in options - commands:
         ini = option[2:].replace("-", "_")
         assert f"| `{option}" in OPTIONS
