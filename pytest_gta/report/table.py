@@ -235,13 +235,10 @@ def _comparison_sections(comparison: Any) -> list[tuple[str, list[str], list[lis
             ]
             for e in entries[:MAX_FLIPPED]
         ]
-        if len(entries) > MAX_FLIPPED:
-            rows.append(
-                [f"... {len(entries) - MAX_FLIPPED} more in the JSON report", "", "", "", ""]
-            )
+        shown = f", the first {MAX_FLIPPED} here" if len(entries) > MAX_FLIPPED else ""
         sections.append(
             (
-                f"{title} ({len(entries)}; pass rate in percent, baseline -> this run)",
+                f"{title} ({len(entries)}{shown}; pass rate in percent, baseline -> this run)",
                 ["case", "baseline", "this run", "outcome", "node id"],
                 rows,
             )
