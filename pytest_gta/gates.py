@@ -303,6 +303,14 @@ def _regression_verdicts(comparison: Any, gates: GateSettings) -> list[dict[str,
     return verdicts
 
 
+def gated_exit_status(report: Mapping[str, Any], current: int) -> int:
+    """The exit status of a run with this report: pytest's own when it has no ``gates``."""
+    gates = report.get("gates")
+    if not isinstance(gates, Mapping):
+        return current
+    return exit_status(gates, int(report.get("outcomes", {}).get("error", 0)), current)
+
+
 def exit_status(gates: Mapping[str, Any], errored: int, current: int) -> int:
     """The session's exit status when gates are configured (SPEC section 7).
 

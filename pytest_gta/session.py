@@ -401,15 +401,13 @@ class GtaState:
         return self._once("baseline", self._load_baseline)
 
     def _load_baseline(self) -> Baseline:
-        from pytest_gta.report.compare import load_baseline, mismatches, refuse
+        from pytest_gta.report.compare import read_baseline
 
         spec = str(self.settings.baseline)
         given = self.config.getoption("gta_baseline") or spec
-        baseline = load_baseline(spec, str(given))
-        found = mismatches(baseline, self.comparable())
-        if found and not self.settings.baseline_lenient:
-            raise refuse(baseline, found)
-        self.baseline_differences = found
+        baseline, self.baseline_differences = read_baseline(
+            spec, str(given), self.comparable(), self.settings.baseline_lenient
+        )
         return baseline
 
     def comparable(self) -> dict[str, Any]:

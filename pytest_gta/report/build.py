@@ -71,7 +71,8 @@ def case_score(record: CaseRecord, dataset: Dataset) -> CaseScore:
     return unanswered_e2e_case(list(query.dialogs[1:]), query.gt_answer)
 
 
-def _ordered(records: Iterable[CaseRecord], dataset: Dataset) -> list[CaseRecord]:
+def ordered(records: Iterable[CaseRecord], dataset: Dataset) -> list[CaseRecord]:
+    """The records of the dataset's queries by mode, dataset order and epoch (others dropped)."""
     known = [r for r in records if r.qid in dataset.queries]
     mode_order: dict[str, int] = {m: i for i, m in enumerate(MODES)}
     return sorted(
@@ -237,8 +238,8 @@ def build_report(
             f"{len(duplicates)} case(s) ran more than once ({', '.join(duplicates[:5])}); the "
             "metrics use the last result of each"
         )
-    ordered = _ordered(by_key.values(), dataset)
-    modes = [m for m in MODES if any(r.mode == m for r in ordered)]
+    in_order = ordered(by_key.values(), dataset)
+    modes = [m for m in MODES if any(r.mode == m for r in in_order)]
     metrics: dict[str, Any] = {}
     metrics_ok: dict[str, Any] = {}
     metrics_by_epoch: dict[str, Any] = {}
@@ -249,7 +250,7 @@ def build_report(
     denominators: dict[str, Any] = {}
     ran_by_mode: dict[str, list[CaseRecord]] = {}
     for mode in modes:
-        ran = [r for r in ordered if r.mode == mode and r.outcome != "skipped"]
+        ran = [r for r in in_order if r.mode == mode and r.outcome != "skipped"]
         if not ran:
             continue
         ran_by_mode[mode] = ran
@@ -271,7 +272,7 @@ def build_report(
     outcomes: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
     by_mode: dict[str, dict[str, int]] = {}
     cases = []
-    for record in ordered:
+    for record in in_order:
         outcomes[record.outcome] = outcomes.get(record.outcome, 0) + 1
         by_mode.setdefault(record.mode, dict.fromkeys(OUTCOMES, 0))[record.outcome] += 1
         detail = record.detail or {}
@@ -326,7 +327,7 @@ def build_report(
         "model": model,
         "protocol": protocol,
         "leaderboard": None if leaderboard is None else dict(leaderboard),
-        "usage": usage_totals(ordered, prices),
+        "usage": usage_totals(in_order, prices),
         "stopped": stopped,
         "interrupted": interrupted,
         "timings": None if timings is None else dict(timings),
@@ -335,7 +336,7 @@ def build_report(
             "path": dataset.root_str,
             "sha256": dataset.sha256,
             "queries": len(dataset),
-            "selected": len({r.qid for r in ordered}),
+            "selected": len({r.qid for r in in_order}),
             "source": data_source,
             "install": read_install_record(dataset.root),
             "statistics": dataset_statistics(dataset),

@@ -21,7 +21,7 @@ import pytest
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.files import write_atomic
-from pytest_gta.gates import exit_status
+from pytest_gta.gates import gated_exit_status
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import Cleaner
 from pytest_gta.report.build import CaseRecord, build_report
@@ -218,29 +218,15 @@ class GtaCollector:
         if not self.records:
             return
         report = self.report = self.build()
-        gates = report.get("gates")
-        if isinstance(gates, dict):
-            errored = int(report["outcomes"].get("error", 0))
-            session.exitstatus = exit_status(gates, errored, int(session.exitstatus))
+        session.exitstatus = gated_exit_status(report, int(session.exitstatus))
         cache = getattr(self.config, "cache", None)
         if cache is not None and "comparison" in report:
             cache.set(REGRESSIONS_CACHE_KEY, regressed_nodeids(report["comparison"]))
         add_junit_properties(self.config, report)
-        outputs: list[tuple[Path | None, Callable[[], str]]] = [
-            (self.settings.report, lambda: json.dumps(report, indent=2, allow_nan=False) + "\n"),
-            (self.settings.report_md, lambda: render_markdown(report)),
-            (step_summary_path(), lambda: render_markdown(report)),
-        ]
-        for path, render in outputs:
-            if path is None:
-                continue
-            try:
-                if path == step_summary_path():
-                    append_text(path, render())
-                else:
-                    write_atomic(path, render())
-            except OSError as exc:
-                self.write_errors.append(f"{path}: {exc.strerror or exc}")
+        outputs = report_outputs(report, self.settings.report, self.settings.report_md)
+        for path, error in write_outputs(outputs):
+            if error is not None:
+                self.write_errors.append(f"{path}: {error}")
         if self.write_errors and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -269,16 +255,51 @@ REGRESSIONS_CACHE_KEY = "pytest-gta/regressions"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
-def step_summary_path() -> Path | None:
-    """``$GITHUB_STEP_SUMMARY`` when set (GitHub Actions), else ``None``."""
-    value = os.environ.get(STEP_SUMMARY_ENV, "").strip()
-    return Path(value) if value else None
+@dataclass(frozen=True)
+class Output:
+    """A file a run writes from its report."""
+
+    path: Path
+    render: Callable[[], str]
+    #: Appended to rather than replaced: a GitHub job summary is shared by the whole job.
+    append: bool = False
 
 
-def append_text(path: Path, text: str) -> None:
-    """Append to a file other steps write too (a job summary is shared by the whole job)."""
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(text + "\n")
+def report_outputs(
+    report: dict[str, Any], json_path: Path | None, md_path: Path | None
+) -> list[Output]:
+    """``--gta-report``, ``--gta-report-md`` and ``$GITHUB_STEP_SUMMARY``, those that are set.
+
+    Shared by a session and ``--gta-merge``, which also adds its JUnit XML.
+    """
+    outputs = []
+    if json_path is not None:
+        outputs.append(
+            Output(json_path, lambda: json.dumps(report, indent=2, allow_nan=False) + "\n")
+        )
+    if md_path is not None:
+        outputs.append(Output(md_path, lambda: render_markdown(report)))
+    summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
+    if summary:
+        outputs.append(Output(Path(summary), lambda: render_markdown(report) + "\n", append=True))
+    return outputs
+
+
+def write_outputs(outputs: list[Output]) -> list[tuple[Path, str | None]]:
+    """Write each output; per path ``None`` or why it could not be written (a full disk)."""
+    results: list[tuple[Path, str | None]] = []
+    for output in outputs:
+        try:
+            if output.append:
+                with output.path.open("a", encoding="utf-8") as fh:
+                    fh.write(output.render())
+            else:
+                write_atomic(output.path, output.render())
+        except OSError as exc:
+            results.append((output.path, str(exc.strerror or exc)))
+        else:
+            results.append((output.path, None))
+    return results
 
 
 def add_junit_properties(config: pytest.Config, report: dict[str, Any]) -> None:

@@ -36,6 +36,7 @@ from pytest_gta.report.build import (
     by_epoch,
     case_score,
     epoch_metrics,
+    ordered,
     query_pass_rates,
 )
 from pytest_gta.vocabulary import MODES
@@ -179,13 +180,26 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def refuse(baseline: Baseline, found: Sequence[str]) -> GtaUsageError:
-    """The error for a baseline from another kind of run."""
-    return GtaUsageError(
-        f"--gta-baseline {baseline.label} is not comparable with this run: {'; '.join(found)}. "
-        "Compare runs of the same dataset, modes, protocol and scoring settings, or pass "
-        "--gta-baseline-lenient to compare anyway (the report notes the differences)"
-    )
+def read_baseline(
+    spec: str, label: str, run: Mapping[str, Any], lenient: bool
+) -> tuple[Baseline, list[str]]:
+    """Read ``--gta-baseline`` and check it against this run (``run`` as for :func:`mismatches`).
+
+    Returns the baseline and the differences ``--gta-baseline-lenient`` let through.
+
+    Raises:
+        GtaUsageError: an unreadable baseline, or one from another kind of run (not lenient).
+    """
+    baseline = load_baseline(spec, label)
+    found = mismatches(baseline, run)
+    if found and not lenient:
+        raise GtaUsageError(
+            f"--gta-baseline {baseline.label} is not comparable with this run: "
+            f"{'; '.join(found)}. Compare runs of the same dataset, modes, protocol and scoring "
+            "settings, or pass --gta-baseline-lenient to compare anyway (the report notes the "
+            "differences)"
+        )
+    return baseline, found
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,16 +217,14 @@ def compare(
 ) -> dict[str, Any]:
     """The report's ``comparison`` section (see the module docstring).
 
-    ``this`` are this run's records in dataset order; ``differences`` what
+    ``this`` are this run's records (:func:`~pytest_gta.report.build.ordered`); ``differences`` what
     :func:`mismatches` found and ``--gta-baseline-lenient`` let through.
     """
     if baseline.row is not None:
         return _compare_leaderboard(this, baseline, dataset, level=level, samples=samples)
     from pytest_gta.report import stats
 
-    position = {qid: query.position for qid, query in dataset.queries.items()}
-    known = [r for r in baseline.records if r.qid in position and r.outcome != "skipped"]
-    theirs_all = sorted(known, key=lambda r: (position[r.qid], r.epoch or 0))
+    theirs_all = ordered([r for r in baseline.records if r.outcome != "skipped"], dataset)
     table: dict[str, Any] = {}
     flipped: dict[str, list[dict[str, Any]]] = {"regressed": [], "fixed": []}
     matched_counts: dict[str, Any] = {}
@@ -358,8 +370,8 @@ def _compare_leaderboard(
             continue
         clusters = _clusters(mine, dataset)
         matrix = stats.query_matrix(mode, list(clusters.values()))
-        resampled = _resampled(mode, matrix, samples)
-        bounds = stats.bootstrap_ci(mode, matrix, samples=samples, level=level)
+        resampled = stats.bootstrap_draws(mode, matrix, samples=samples)
+        bounds = stats.percentile_intervals(resampled, level)
         values = _point(mode, mine, dataset)
         rows = {}
         for metric in metrics:
@@ -404,19 +416,6 @@ def _compare_leaderboard(
     }
 
 
-def _resampled(mode: str, matrix: Any, samples: int) -> dict[str, Any]:
-    """Each metric over the bootstrap resamples :func:`stats.bootstrap_ci` draws (same seed)."""
-    import numpy as np
-
-    from pytest_gta.report import stats
-
-    n = matrix.shape[0]
-    idx = np.random.default_rng(stats.SEED).integers(0, n, size=(samples, n))
-    counts = np.zeros((samples, n))
-    np.add.at(counts, (np.arange(samples)[:, None], idx), 1.0)
-    return stats.metrics_of(mode, counts @ matrix)
-
-
 def conclude(
     report: dict[str, Any],
     records: Sequence[CaseRecord],
@@ -436,13 +435,13 @@ def conclude(
     from pytest_gta.gates import judge
 
     if baseline is not None:
-        position = {qid: query.position for qid, query in dataset.queries.items()}
-        ordered = sorted(
-            (r for r in records if r.qid in position),
-            key=lambda r: (position[r.qid], r.epoch or 0),
-        )
         report["comparison"] = compare(
-            ordered, baseline, dataset, level=level, samples=samples, differences=differences
+            ordered(records, dataset),
+            baseline,
+            dataset,
+            level=level,
+            samples=samples,
+            differences=differences,
         )
         if differences:
             report["notes"].append(

@@ -7,7 +7,8 @@ metrics a single run of all the cases would have, bit for bit. Reports that do n
 run (another dataset, model, protocol or setting, the same case twice, shards of different
 splits) are refused with the difference named: exit status 4, like any usage error. Merged, the
 command prints the run's tables, writes ``--gta-report``, ``--gta-report-md`` and ``--junitxml``
-and exits 0, whatever the cases' outcomes: the shard jobs already reported those.
+and exits 0, whatever the cases' outcomes: the shard jobs already reported those. With gates
+(``--gta-fail-under``, ``--gta-fail-on-regression``) the merged run is judged as a session is.
 
 Shard reports come from other machines: every field read is checked, and a bad one is a usage
 error naming the file and the field, never a traceback.
@@ -499,13 +500,12 @@ def run(config: pytest.Config) -> int:
     Raises:
         pytest.UsageError: a report is unreadable or not part of the same run (exit status 4).
     """
-    from pytest_gta.files import write_atomic
-    from pytest_gta.gates import exit_status
+    from pytest_gta.gates import gated_exit_status
     from pytest_gta.options import resolve_option, resolve_settings
     from pytest_gta.outward import Cleaner
-    from pytest_gta.report.collector import append_text, step_summary_path
+    from pytest_gta.report.collector import Output, report_outputs, write_outputs
     from pytest_gta.report.junit import junit_xml
-    from pytest_gta.report.table import render_markdown, render_text
+    from pytest_gta.report.table import render_text
 
     given: list[str] = config.getoption("gta_merge")
     paths: list[Path] = resolve_option(config, "gta_merge").value
@@ -537,41 +537,29 @@ def run(config: pytest.Config) -> int:
     print(" GTA results ".center(80, "="), flush=True)
     for line in render_text(report):
         print(line, flush=True)
-    code = 0
-    gates = report.get("gates")
-    if isinstance(gates, dict):
-        # The shard jobs reported the cases; here only the gates and harness errors count.
-        errored = int(report["outcomes"].get("error", 0))
-        code = exit_status(gates, errored, int(pytest.ExitCode.OK))
+    # The shard jobs reported the cases; here only the gates and harness errors count.
+    code = gated_exit_status(report, int(pytest.ExitCode.OK))
+    outputs = report_outputs(
+        report,
+        resolve_option(config, "gta_report").value,
+        resolve_option(config, "gta_report_md").value,
+    )
     xmlpath = config.getoption("xmlpath", None)
-    outputs: list[tuple[Path | None, Callable[[], str]]] = [
-        (
-            resolve_option(config, "gta_report").value,
-            lambda: json.dumps(report, indent=2, allow_nan=False) + "\n",
-        ),
-        (resolve_option(config, "gta_report_md").value, lambda: render_markdown(report)),
-        (
-            # Resolved as pytest's junitxml resolves it.
-            Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath))))
-            if xmlpath
-            else None,
-            lambda: junit_xml(report, str(config.getini("junit_suite_name") or "pytest")),
-        ),
-        (step_summary_path(), lambda: render_markdown(report)),
-    ]
-    for path, render in outputs:
-        if path is None:
-            continue
-        try:
-            if path == step_summary_path():
-                append_text(path, render())
-            else:
-                write_atomic(path, render())
-        except OSError as exc:
-            _say(f"could not write {path}: {exc.strerror or exc}")
-            code = int(pytest.ExitCode.TESTS_FAILED)
-        else:
+    if xmlpath:
+        suite = str(config.getini("junit_suite_name") or "pytest")
+        # Resolved as pytest's junitxml resolves it.
+        outputs.append(
+            Output(
+                Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath)))),
+                lambda: junit_xml(report, suite),
+            )
+        )
+    for path, error in write_outputs(outputs):
+        if error is None:
             _say(f"written to {path}")
+        else:
+            _say(f"could not write {path}: {error}")
+            code = int(pytest.ExitCode.TESTS_FAILED)
     return code
 
 
@@ -583,30 +571,21 @@ def _conclude(
     dataset: Dataset,
 ) -> None:
     """The merged run's comparison with ``--gta-baseline`` and its gates, as a session's."""
-    from pytest_gta.report.compare import (
-        SCORING_SETTINGS,
-        conclude,
-        load_baseline,
-        mismatches,
-        refuse,
-    )
+    from pytest_gta.report.compare import SCORING_SETTINGS, Baseline, conclude, read_baseline
 
     modes = [m for m in MODES if m in report["settings"].get("modes", [])]
     settings.gates.check_modes(modes, settings.baseline is not None)
-    baseline, found = None, []
+    baseline: Baseline | None = None
+    found: list[str] = []
     if settings.baseline is not None:
-        baseline = load_baseline(settings.baseline, config.getoption("gta_baseline") or "")
-        found = mismatches(
-            baseline,
-            {
-                "sha256": dataset.sha256,
-                "modes": modes,
-                "protocol": report["protocol"],
-                **{k: report["settings"].get(k) for k in SCORING_SETTINGS},
-            },
-        )
-        if found and not settings.baseline_lenient:
-            raise refuse(baseline, found)
+        run = {
+            "sha256": dataset.sha256,
+            "modes": modes,
+            "protocol": report["protocol"],
+            **{k: report["settings"].get(k) for k in SCORING_SETTINGS},
+        }
+        given = config.getoption("gta_baseline") or settings.baseline
+        baseline, found = read_baseline(settings.baseline, given, run, settings.baseline_lenient)
     conclude(
         report,
         records,

@@ -253,9 +253,10 @@ def _resample_counts(n: int, samples: int, seed: int) -> FloatArray:
     return counts.reshape(samples, n).astype(np.float64)
 
 
-def _percentile_intervals(
+def percentile_intervals(
     values: dict[str, FloatArray], level: float
 ) -> dict[str, tuple[float, float] | None]:
+    """Percentile interval of each metric's resampled values, ignoring undefined resamples."""
     out: dict[str, tuple[float, float] | None] = {}
     for name, draws in values.items():
         if not np.isfinite(draws).any():
@@ -284,7 +285,7 @@ def _resampled(
     counts = _resample_counts(n, samples, seed)
     with np.errstate(all="ignore"):
         sums = [counts @ m for m in matrices]
-    return _percentile_intervals(statistic(*sums), level)
+    return percentile_intervals(statistic(*sums), level)
 
 
 def bootstrap_ci(
@@ -320,6 +321,22 @@ def bootstrap_ci(
     m = _checked(mode, matrix)
     _check_resampling(samples, level)
     return _resampled(mode, [m], lambda s: metrics_of(mode, s), samples, level, seed)
+
+
+def bootstrap_draws(
+    mode: str, matrix: npt.ArrayLike, *, samples: int = DEFAULT_SAMPLES, seed: int = SEED
+) -> dict[str, FloatArray]:
+    """Each metric over the resamples :func:`bootstrap_ci` draws (same seed, same draw).
+
+    For comparisons that need the resampled values themselves, e.g. how often a resample of
+    this run reaches a published number (NaN where a resample leaves the metric undefined).
+    """
+    m = _checked(mode, matrix)
+    _check_resampling(samples)
+    if m.shape[0] == 0:
+        return {name: np.full(samples, np.nan) for name in CI_METRICS[mode]}
+    with np.errstate(all="ignore"):
+        return metrics_of(mode, _resample_counts(m.shape[0], samples, seed) @ m)
 
 
 def _difference(mode: str, this: FloatArray, base: FloatArray) -> dict[str, FloatArray]:
