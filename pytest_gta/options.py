@@ -65,6 +65,8 @@ OPT_SIM_MODEL = "--gta-sim-model"
 OPT_SIM_THRESHOLD = "--gta-sim-threshold"
 OPT_REPORT = "--gta-report"
 OPT_REPORT_MD = "--gta-report-md"
+OPT_REPORT_HTML = "--gta-report-html"
+OPT_REPORT_HTML_MAX_MB = "--gta-report-html-max-mb"
 OPT_LIMIT = "--gta-limit"
 OPT_IDS = "--gta-ids"
 OPT_RECORDED_ROOT = "--gta-recorded-root"
@@ -344,6 +346,20 @@ def parse_max_tokens_total(value: str) -> int:
     )
 
 
+#: Default size limit of the HTML report (its images are left out beyond it, with a note).
+DEFAULT_REPORT_HTML_MAX_MB = 25.0
+
+
+def parse_report_html_max_mb(value: str) -> float:
+    """The HTML report's size limit in MB: at least 1 (the page itself needs some room)."""
+    return _number(
+        value,
+        OPT_REPORT_HTML_MAX_MB,
+        f"give a size in MB, at least 1 (default: {DEFAULT_REPORT_HTML_MAX_MB:g})",
+        minimum=1.0,
+    )
+
+
 def parse_max_cost(value: str) -> float:
     """A positive cost budget in USD."""
     return _number(value, OPT_MAX_COST, "give a positive amount in USD", minimum=1e-9)
@@ -595,6 +611,23 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "write the metric tables as markdown here",
         kind="path",
         setting="report_md",
+    ),
+    OptionSpec(
+        OPT_REPORT_HTML,
+        "PATH",
+        "write a self-contained HTML report here (tables, plots, every case's transcript and "
+        "images; opens offline)",
+        kind="path",
+        setting="report_html",
+    ),
+    OptionSpec(
+        OPT_REPORT_HTML_MAX_MB,
+        "MB",
+        f"size limit of the HTML report; full-size images beyond it are left out, with a note "
+        f"(default: {DEFAULT_REPORT_HTML_MAX_MB:g})",
+        parse=parse_report_html_max_mb,
+        default=DEFAULT_REPORT_HTML_MAX_MB,
+        setting="report_html_max_mb",
     ),
     OptionSpec(OPT_LIMIT, "N", "run only the first N queries", parse=parse_limit, setting="limit"),
     OptionSpec(
@@ -995,6 +1028,9 @@ class GtaSettings:
     fail_on_regression: tuple[MetricRef, ...] | str | None = None
     alpha: float = 0.05
     min_drop: float = 0.0
+    #: ``--gta-report-html`` and its size limit in MB.
+    report_html: Path | None = None
+    report_html_max_mb: float = DEFAULT_REPORT_HTML_MAX_MB
 
     @property
     def gates(self) -> GateSettings:

@@ -225,6 +225,10 @@ def clean_report(report: Any) -> None:
         if cleaned != text:
             report.longrepr = cleaned
     report.sections = [(clean_text(str(t)), clean_text(str(c))) for t, c in report.sections]
+    extras = getattr(report, "extras", None)
+    if isinstance(extras, list) and extras:
+        # pytest-html's extras: the case's transcript is in an HTML extra.
+        report.extras = Cleaner().value(extras)
 
 
 class _RedactingFilter(logging.Filter):

@@ -18,7 +18,7 @@ import pytest
 from pytest_gta.case import static_marks
 from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings, resolve_settings
 from pytest_gta.options import pytest_addoption as _addoption
-from pytest_gta.session import SIMILARITY_INPUT, STATE, GtaState, state_of
+from pytest_gta.session import IMAGES_INPUT, SIMILARITY_INPUT, STATE, GtaState, state_of
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -111,11 +111,16 @@ def pytest_configure(config: pytest.Config) -> None:
                 state.dataset,
                 state.run_info,
                 lambda: (state.baseline(), state.baseline_differences),
+                state.image_store,
             ),
             COLLECTOR,
         )
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistBridge(state), XDIST_BRIDGE)
+        if config.pluginmanager.hasplugin("html"):
+            from pytest_gta.report.html_extras import PLUGIN_NAME, GtaHtmlHooks
+
+            config.pluginmanager.register(GtaHtmlHooks(config), PLUGIN_NAME)
 
 
 class _XdistBridge:
@@ -129,6 +134,9 @@ class _XdistBridge:
         state = self.state
         if state.ledger_path is not None:
             node.workerinput["gta_ledger"] = str(state.ledger_path)
+        store = state.image_store()
+        if store is not None:
+            node.workerinput[IMAGES_INPUT] = str(store.root)
         from pytest_gta.serve import SERVER, WORKER_KEY
 
         server = state.config.stash.get(SERVER, None)
@@ -445,6 +453,15 @@ def report_only(item: pytest.Item) -> list[tuple[str, Any]]:
     return item.stash.setdefault(REPORT_ONLY, [])
 
 
+#: pytest-html extras (``report.extras``) for the report of the phase that made them.
+REPORT_EXTRAS = pytest.StashKey[list[dict[str, Any]]]()
+
+
+def report_extras(item: pytest.Item) -> list[dict[str, Any]]:
+    """Where a fixture puts pytest-html extras for the report of the phase it runs in."""
+    return item.stash.setdefault(REPORT_EXTRAS, [])
+
+
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Put the phase's report-only properties on its report, in ``user_properties``.
@@ -457,6 +474,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if extra:
         report.user_properties.extend(extra)
         extra.clear()
+    extras = item.stash.get(REPORT_EXTRAS, None)
+    if extras:
+        # pytest-html's documented attribute; its own makereport keeps what is already there.
+        report.extras = [*getattr(report, "extras", []), *extras]  # type: ignore[attr-defined]
+        extras.clear()
     return report
 
 
@@ -629,5 +651,27 @@ def gta_result(
     request.node.user_properties.extend(identity_properties(gta_case, gta_model.name))
     result = gta_run(gta_case)
     request.node.user_properties.extend(result.properties())
-    report_only(request.node).append((DETAIL_KEY, result.detail()))
+    detail = result.detail()
+    state = state_of(request.config)
+    store = state.image_store()
+    if store is not None:
+        from pytest_gta.report.images import store_case_images
+
+        dataset = state.dataset()
+        detail["images"] = store_case_images(
+            store,
+            [f.path for f in gta_case.query.files],
+            [*detail["steps"], *result.gold],
+            [dataset.root, state.output_dir()],
+        )
+        if store.problems:
+            detail["image_problems"] = store.problems[-5:]
+            store.problems.clear()
+    report_only(request.node).append((DETAIL_KEY, detail))
+    if request.config.getoption("htmlpath", None):
+        from pytest_gta.report.html_extras import case_extras
+
+        report_extras(request.node).extend(
+            case_extras(gta_case, result, detail, state.dataset(), store, state.settings)
+        )
     return result

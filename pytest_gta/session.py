@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pytest_gta.models.usage import Budget, Prices
     from pytest_gta.report.collector import RunInfo
     from pytest_gta.report.compare import Baseline
+    from pytest_gta.report.images import ImageStore
     from pytest_gta.runner import Scorer
     from pytest_gta.scoring.service import SimilarityService
     from pytest_gta.scoring.similarity import Similarity
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from pytest_gta.types import ToolResult
 
 T = TypeVar("T")
+#: ``workerinput`` key of the image store's directory (:meth:`GtaState.image_store`).
+IMAGES_INPUT = "gta_images"
 #: ``workerinput`` key of the controller's similarity service: ``[url, token]``.
 SIMILARITY_INPUT = "gta_similarity"
 
@@ -345,6 +348,40 @@ class GtaState:
             return Path(tempfile.mkdtemp(prefix="gta-output-"))
 
         return self._once("output_dir", make)
+
+    def wants_images(self) -> bool:
+        """Whether an HTML report will show the cases' images (ours or pytest-html's)."""
+        workerinput = getattr(self.config, "workerinput", None)
+        if workerinput is not None:
+            return bool(workerinput.get(IMAGES_INPUT))
+        return self.settings.report_html is not None or bool(
+            self.config.getoption("htmlpath", None)
+        )
+
+    def image_store(self) -> ImageStore | None:
+        """The session's shared image store (:mod:`pytest_gta.report.images`), if wanted.
+
+        The controller makes it under pytest's basetemp and hands its path to the xdist
+        workers, so every process's cases add to the one directory the controller renders from.
+        """
+        if not self.wants_images():
+            return None
+
+        def make() -> ImageStore:
+            from pytest_gta.report.images import ImageStore
+
+            workerinput = getattr(self.config, "workerinput", None)
+            if workerinput is not None:
+                return ImageStore(Path(workerinput[IMAGES_INPUT]))
+            factory = getattr(self.config, "_tmp_path_factory", None)
+            root = (
+                factory.mktemp("gta-images")
+                if factory is not None
+                else Path(tempfile.mkdtemp(prefix="gta-images-"))
+            )
+            return ImageStore(root)
+
+        return self._once("image_store", make)
 
     def uses_tools(self) -> bool:
         """Whether tool backends take part: end-to-end mode with a model that calls tools."""

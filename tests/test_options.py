@@ -28,6 +28,8 @@ TWINS = {
     "--gta-sim-threshold": "gta_sim_threshold",
     "--gta-report": "gta_report",
     "--gta-report-md": "gta_report_md",
+    "--gta-report-html": "gta_report_html",
+    "--gta-report-html-max-mb": "gta_report_html_max_mb",
     "--gta-limit": "gta_limit",
     "--gta-ids": "gta_ids",
     "--gta-recorded-root": "gta_recorded_root",

@@ -4,7 +4,7 @@ A real run (a separate pytest process, from a virtualenv under /tmp) against a r
 speaking the OpenAI API, with the real ``local`` tools: the model first gets a retryable error
 whose body echoes the API key, then writes Solver code that reads ``os.environ``, then answers
 with the key itself (as a model that saw it somewhere would). Afterwards every file the run
-wrote (JUnit XML, JSON and markdown reports, the response cache, recorded cassettes, the
+wrote (JUnit XML, JSON, markdown and HTML reports, pytest-html's page, the response cache, recorded cassettes, the
 tools' output files, pytest's cache) and its terminal output are searched for the key. Each
 sandbox mode runs it: bubblewrap, the rlimit fallback, and ``auto`` with a bubblewrap that is
 installed but broken.
@@ -96,6 +96,9 @@ def test_no_secret_in_any_artifact(pytester, monkeypatch, tmp_path_factory, mode
             "--junitxml=gta.xml",
             "--gta-report=gta.json",
             "--gta-report-md=gta.md",
+            "--gta-report-html=gta.html",
+            "--html=pytest-html.html",
+            "--self-contained-html",
             "--basetemp=basetemp",
             "-rA",
             "-o",
@@ -117,6 +120,9 @@ def test_no_secret_in_any_artifact(pytester, monkeypatch, tmp_path_factory, mode
     assert "[redacted $OPENAI_API_KEY]" in json.dumps(report["cases"][0]["replies"])
     assert "[redacted $OPENAI_API_KEY]" in output
     assert list((pytester.path / "cache").rglob("*.json")), "the cache was written"
+    # Both HTML reports show the case, its reply redacted (the drill-down and pytest-html's extra).
+    for page in ("gta.html", "pytest-html.html"):
+        assert "[redacted $OPENAI_API_KEY]" in (pytester.path / page).read_text(), page
     assert list((pytester.path / "cassettes").rglob("*.json")), "the cassette was recorded"
     values = list(SECRETS.values())
     assert not [v for v in values if v in output], "a secret reached the terminal"

@@ -299,6 +299,8 @@ def build_report(
                 "properties": {k: v for k, v in record.properties.items() if k.startswith("gta_")},
                 # The metric primitives, so shard reports merge into the very same metrics.
                 "primitives": detail.get("score"),
+                # {path as a step wrote it: key} in the session's image store (HTML reports).
+                "images": detail.get("images", {}),
             }
         )
     if any(sum(counts.values()) for counts in errors.values()):

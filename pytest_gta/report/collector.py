@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from pytest_gta.options import GtaSettings
 from pytest_gta.outward import Cleaner
 from pytest_gta.report.build import CaseRecord, build_report
 from pytest_gta.report.compare import Baseline, conclude, regressed_nodeids
+from pytest_gta.report.images import ImageStore
 from pytest_gta.report.junit import suite_properties
 from pytest_gta.report.table import render_markdown, render_text
 from pytest_gta.runner import DETAIL_KEY, STOPPED_KEY
@@ -64,6 +66,7 @@ class GtaCollector:
         dataset: Callable[[], Dataset],
         run_info: Callable[[], RunInfo],
         baseline: Callable[[], tuple[Baseline | None, list[str]]] = lambda: (None, []),
+        images: Callable[[], ImageStore | None] = lambda: None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -71,6 +74,8 @@ class GtaCollector:
         self._run_info = run_info
         #: ``--gta-baseline`` as read at start-up, and the differences let through.
         self._baseline = baseline
+        #: The session's image store (``--gta-report-html``), made on first need.
+        self._images = images
         self.records: dict[str, CaseRecord] = {}
         self.report: dict[str, Any] | None = None
         self.stopped: str | None = None
@@ -80,6 +85,8 @@ class GtaCollector:
         self.timings: dict[str, dict[str, float]] = {}
         #: Files that could not be written, with the reason (shown after the tables).
         self.write_errors: list[str] = []
+        #: When the session started (the report's ``duration_s``).
+        self.started = time.monotonic()
         #: ``--gta-shard``'s selection (:meth:`pytest_gta.shard.ShardSelection.to_json`), from
         #: this process's collection or, with xdist, from a worker's.
         self.shard: dict[str, Any] | None = None
@@ -185,6 +192,7 @@ class GtaCollector:
             level=settings.confidence,
             samples=settings.bootstrap_samples,
         )
+        report["duration_s"] = time.monotonic() - self.started
         self.config.hook.pytest_gta_update_report(config=self.config, report=report)
         # The report is written and printed: whatever came from outside (replies, prediction
         # files) or a hook leaves as strict JSON without secrets (see pytest_gta.outward).
@@ -224,11 +232,19 @@ class GtaCollector:
             cache.set(REGRESSIONS_CACHE_KEY, regressed_nodeids(report["comparison"]))
         add_junit_properties(self.config, report)
         outputs = report_outputs(report, self.settings.report, self.settings.report_md)
+        if self.settings.report_html is not None:
+            outputs.append(self.html_output(self.settings.report_html, report))
         for path, error in write_outputs(outputs):
             if error is not None:
                 self.write_errors.append(f"{path}: {error}")
         if self.write_errors and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def html_output(self, path: Path, report: dict[str, Any]) -> Output:
+        """``--gta-report-html``: the page, with the images the cases put in the store."""
+        return html_output(
+            path, report, self._dataset(), self._images(), self.settings.report_html_max_mb
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Print the paper's tables for the run."""
@@ -238,7 +254,7 @@ class GtaCollector:
         for line in render_text(self.report):
             terminalreporter.write_line(line)
         failed = {error.split(": ", 1)[0] for error in self.write_errors}
-        for path in (self.settings.report, self.settings.report_md):
+        for path in (self.settings.report, self.settings.report_md, self.settings.report_html):
             if path is not None and str(path) not in failed:
                 terminalreporter.write_line(f"report written to {path}")
         for error in self.write_errors:
@@ -283,6 +299,35 @@ def report_outputs(
     if summary:
         outputs.append(Output(Path(summary), lambda: render_markdown(report) + "\n", append=True))
     return outputs
+
+
+def html_output(
+    path: Path,
+    report: dict[str, Any],
+    dataset: Dataset | None,
+    store: ImageStore | None,
+    max_mb: float,
+) -> Output:
+    """The HTML report as an output; cases without stored images get their input images.
+
+    A case that errored before it was scored stored nothing, yet its query's images are worth
+    seeing; they are added here, on the controller (content-addressed: no second copy).
+    """
+
+    def render() -> str:
+        from pytest_gta.report.html import render_html
+        from pytest_gta.report.images import store_case_images
+
+        if store is not None and dataset is not None:
+            for case in report.get("cases", []):
+                query = dataset.queries.get(str(case.get("query_id")))
+                if query is not None and not case.get("images"):
+                    case["images"] = store_case_images(
+                        store, [f.path for f in query.files], [], [dataset.root]
+                    )
+        return render_html(report, dataset, store, max_bytes=int(max_mb * 1024 * 1024))
+
+    return Output(path, render)
 
 
 def write_outputs(outputs: list[Output]) -> list[tuple[Path, str | None]]:

@@ -73,7 +73,7 @@ def _markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
     return lines
 
 
-def _sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+def sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, headers, rows) of every table, shared by both renderers."""
     sections = []
     model = f"{report.get('model')} [{report.get('protocol', 'react')}]"
@@ -280,7 +280,8 @@ def gate_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _header(report: Mapping[str, Any]) -> list[str]:
+def header_lines(report: Mapping[str, Any]) -> list[str]:
+    """The lines above the tables: what ran on what, how, and at what cost."""
     dataset = report["dataset"]
     settings = report.get("settings", {})
     lines = []
@@ -358,8 +359,8 @@ def _header(report: Mapping[str, Any]) -> list[str]:
 
 def render_text(report: Mapping[str, Any]) -> list[str]:
     """The terminal summary, line by line."""
-    lines = _header(report)
-    for title, headers, rows in _sections(report):
+    lines = header_lines(report)
+    for title, headers, rows in sections(report):
         lines += ["", title, *_aligned(headers, rows)]
     gates = gate_lines(report)
     if gates:
@@ -374,8 +375,8 @@ def render_text(report: Mapping[str, Any]) -> list[str]:
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     """The same tables as markdown, for CI job summaries and pull requests."""
-    lines = ["# GTA results", "", *[f"- {line}" for line in _header(report)]]
-    for title, headers, rows in _sections(report):
+    lines = ["# GTA results", "", *[f"- {line}" for line in header_lines(report)]]
+    for title, headers, rows in sections(report):
         lines += ["", f"## {title}", "", *_markdown(headers, rows)]
     gates = gate_lines(report)
     if gates:

@@ -1,0 +1,140 @@
+"""pytest-html integration: each GTA case's row shows its score and carries its transcript.
+
+Only pytest-html's documented surface is used: the ``extras`` a test report carries (an HTML
+extra with the case's drill-down, image extras with the images its tools made, built with
+``pytest_html.extras``) and its hooks (a "GTA score" column, the run's tables in the summary).
+pytest-html stays optional: this module is registered only when its plugin is active, and its
+hooks are marked optional so pytest never complains about hook names it does not know.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gta.report.html import case_detail, esc, generated_images, summary_html
+
+if TYPE_CHECKING:
+    from pytest_gta.case import Case
+    from pytest_gta.dataset import Dataset
+    from pytest_gta.options import GtaSettings
+    from pytest_gta.report.images import ImageStore
+    from pytest_gta.runner import CaseResult
+
+#: Name of the registered hook object.
+PLUGIN_NAME = "pytest-gta-html"
+#: A small stylesheet for the extra, scoped to it (pytest-html's page has its own styles).
+_STYLE = (
+    "<style>.gta-case pre{white-space:pre-wrap;background:#f6f8fa;padding:4px;margin:2px 0}"
+    ".gta-case .diverge{background:#ffebe9}.gta-case .diverge-why{color:#cf222e;font-weight:600}"
+    ".gta-case .pair{display:grid;grid-template-columns:1fr 1fr;gap:12px}"
+    ".gta-case img{max-width:240px;max-height:240px}.gta-case .role{font-size:11px;color:#57606a}"
+    ".gta-case table{border-collapse:collapse}.gta-case td,.gta-case th{border:1px solid #d0d7de;"
+    "padding:2px 6px}</style>"
+)
+
+
+def case_view(case: Case, result: CaseResult, detail: Mapping[str, Any]) -> dict[str, Any]:
+    """The case as the JSON report's ``cases`` entries have it (what :func:`case_detail` reads)."""
+    return {
+        "id": case.id,
+        "query_id": case.query.qid,
+        "mode": case.mode,
+        "epoch": case.epoch if case.repeated else None,
+        "type": case.query.type,
+        "outcome": "passed" if result.passed else "failed",
+        "score": result.reported_score,
+        "message": result.verdict.message,
+        "steps": detail.get("steps", []),
+        "replies": detail.get("replies", []),
+        "backends": detail.get("backends", {}),
+        "duration": detail.get("duration"),
+        "properties": dict(result.properties()),
+        "primitives": detail.get("score"),
+        "images": detail.get("images", {}),
+    }
+
+
+def case_extras(
+    case: Case,
+    result: CaseResult,
+    detail: Mapping[str, Any],
+    dataset: Dataset,
+    store: ImageStore | None,
+    settings: GtaSettings,
+) -> list[dict[str, Any]]:
+    """The pytest-html extras of a finished case: its drill-down, then its generated images."""
+    from pytest_html import extras
+
+    view = case_view(case, result, detail)
+    keys: Mapping[str, Any] = view["images"]
+
+    def image(written: str) -> str:
+        key = keys.get(written)
+        stored = store.get(key) if store is not None and isinstance(key, str) else None
+        uri = store.data_uri(stored, "thumb") if store is not None and stored else None
+        if uri is None:
+            return ""
+        return f'<img src="{esc(uri)}" alt="{esc(written)}" title="{esc(written)}">'
+
+    fragment = case_detail(view, case.query, threshold=settings.sim_threshold, image=image)
+    out = [extras.html(f'<div class="gta-case">{_STYLE}{fragment}</div>')]
+    for written in generated_images(view):
+        key = keys.get(written)
+        stored = store.get(key) if store is not None and isinstance(key, str) else None
+        data = store.read(stored, "full") if store is not None and stored else None
+        if stored is None or data is None:
+            continue
+        name = written.rsplit("/", 1)[-1]
+        content = base64.b64encode(data).decode("ascii")
+        if stored.mime_full == "image/png":
+            out.append(extras.png(content, name=name))
+        elif stored.mime_full == "image/jpeg":
+            out.append(extras.jpg(content, name=name))
+    return out
+
+
+def _score(report: pytest.TestReport) -> str:
+    for name, value in report.user_properties:
+        if name == "gta_score":
+            try:
+                return f"{float(value):.3f}"
+            except (TypeError, ValueError):
+                return ""
+    return ""
+
+
+class GtaHtmlHooks:
+    """pytest-html hooks on the controller: the score column and the summary's tables."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        """A sortable "GTA score" column after the test id."""
+        cells.insert(2, '<th class="sortable" data-column-type="gtaScore">GTA score</th>')
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        """The case's score (empty for tests that are not GTA cases)."""
+        cells.insert(2, f'<td class="col-gtaScore">{_score(report)}</td>')
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
+    ) -> None:
+        """The run's header and the paper's tables, as the terminal prints them."""
+        from pytest_gta.plugin import COLLECTOR
+
+        collector = self.config.pluginmanager.get_plugin(COLLECTOR)
+        report = getattr(collector, "report", None)
+        if isinstance(report, Mapping):
+            postfix.append(
+                "<h2>GTA results</h2><style>.gta-summary table{border-collapse:collapse}"
+                ".gta-summary td,.gta-summary th{border:1px solid #d0d7de;padding:2px 8px}"
+                "</style>" + summary_html(report)
+            )
