@@ -1,15 +1,18 @@
-"""Fixtures shared by the tool backend tests."""
+"""Fixtures shared by the tool backend tests and the browser tests."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from pytest_gta.dataset import Dataset, bundled_sample_path
 from pytest_gta.tools import ToolContext
 from pytest_gta.validation import load_dataset
+from tests.browser import BINARY_ENV, INSTALL_HINT, Chromium, find_chromium
 from tests.hf_server import PointAt
 
 
@@ -70,3 +73,36 @@ def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PointAt
     yield point_at
     # Drop the shared client's kept-alive connections to servers that are gone by now.
     huggingface_hub.close_session()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Chromium:
+    """The installed Chromium, headless (tests/browser.py).
+
+    Skipped with the install hint where there is none, except under
+    ``PYTEST_GTA_REQUIRE_CHROMIUM=1`` (set by ``.ci/run``), where a missing browser would
+    otherwise turn the report's browser checks into a silent skip.
+    """
+    binary = find_chromium()
+    if binary is None:
+        chosen = os.environ.get(BINARY_ENV)
+        if chosen:
+            pytest.fail(f"{BINARY_ENV}={chosen} names no executable; point it at a Chromium")
+        reason = f"no Chromium on PATH: {INSTALL_HINT}"
+        if os.environ.get("PYTEST_GTA_REQUIRE_CHROMIUM"):
+            pytest.fail(f"PYTEST_GTA_REQUIRE_CHROMIUM is set but {reason}")
+        pytest.skip(reason)
+    return Chromium(binary)
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    """Where tests keep files for a human to look at (screenshots); CI uploads it.
+
+    ``$PYTEST_GTA_ARTIFACTS`` if set, else ``artifacts/`` at the repository root (ignored by
+    git). Files there outlive the run, unlike ``tmp_path``; name them after the test.
+    """
+    chosen = os.environ.get("PYTEST_GTA_ARTIFACTS")
+    path = Path(chosen) if chosen else ROOT / "artifacts"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
