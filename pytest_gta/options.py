@@ -347,7 +347,7 @@ def parse_max_tokens_total(value: str) -> int:
 
 
 #: Default size limit of the HTML report (its images are left out beyond it, with a note).
-DEFAULT_REPORT_HTML_MAX_MB = 25.0
+DEFAULT_REPORT_HTML_MAX_MB = 10.0
 
 
 def parse_report_html_max_mb(value: str) -> float:

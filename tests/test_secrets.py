@@ -4,8 +4,9 @@ A real run (a separate pytest process, from a virtualenv under /tmp) against a r
 speaking the OpenAI API, with the real ``local`` tools: the model first gets a retryable error
 whose body echoes the API key, then writes Solver code that reads ``os.environ``, then answers
 with the key itself (as a model that saw it somewhere would). Afterwards every file the run
-wrote (JUnit XML, JSON, markdown and HTML reports, pytest-html's page, the response cache, recorded cassettes, the
-tools' output files, pytest's cache) and its terminal output are searched for the key. Each
+wrote (JUnit XML, the JSON, markdown and HTML reports, pytest-html's page, the response cache,
+recorded cassettes, the tools' output files, pytest's cache) and its terminal output are
+searched for the key. Each
 sandbox mode runs it: bubblewrap, the rlimit fallback, and ``auto`` with a bubblewrap that is
 installed but broken.
 """

@@ -53,7 +53,7 @@ def _clip(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("pytest_gta.report").joinpath("assets", name).read_text("utf-8")
+    return resources.files("pytest_gta.report").joinpath("assets").joinpath(name).read_text("utf-8")
 
 
 # --------------------------------------------------------------------------------------------
@@ -670,7 +670,8 @@ def cases_html(report: Mapping[str, Any], dataset: Dataset | None) -> str:
 
     cases.sort(key=lambda c: order.get(flip_of(c), 2))
     rows = "".join(_case_row(c, query_of(c), flip_of(c)) for c in cases)
-    tools = sorted({t for c in cases for t in (query_of(c).called_tools if query_of(c) else ())})
+    queries = [q for q in map(query_of, cases) if q is not None]
+    tools = sorted({t for q in queries for t in q.called_tools})
     filters = "".join(
         [
             _select("outcome", "outcome", list(OUTCOMES)),
@@ -765,7 +766,7 @@ def render_html(
     dataset: Dataset | None,
     store: ImageStore | None,
     *,
-    max_bytes: int = 25 * 1024 * 1024,
+    max_bytes: int = 10 * 1024 * 1024,
 ) -> str:
     """The whole page (see the module docstring); ``max_bytes`` bounds it, images first to go."""
     settings = report.get("settings") or {}

@@ -67,7 +67,7 @@ def case_extras(
     settings: GtaSettings,
 ) -> list[dict[str, Any]]:
     """The pytest-html extras of a finished case: its drill-down, then its generated images."""
-    from pytest_html import extras
+    from pytest_html import extras  # type: ignore[import-untyped]
 
     view = case_view(case, result, detail)
     keys: Mapping[str, Any] = view["images"]
@@ -99,11 +99,8 @@ def case_extras(
 
 def _score(report: pytest.TestReport) -> str:
     for name, value in report.user_properties:
-        if name == "gta_score":
-            try:
-                return f"{float(value):.3f}"
-            except (TypeError, ValueError):
-                return ""
+        if name == "gta_score" and isinstance(value, int | float):
+            return f"{float(value):.3f}"
     return ""
 
 

@@ -29,7 +29,7 @@ from pytest_gta.files import file_lock, inside
 #: Longest side of a thumbnail, in pixels (a case row's drill-down shows several side by side).
 THUMB_PX = 240
 #: Longest side of the "full size" version shown on click: enough to read text in an image.
-FULL_PX = 1280
+FULL_PX = 1024
 #: Images larger than this on disk are not read at all (a hostile or broken tool output).
 MAX_SOURCE_BYTES = 64 * 1024 * 1024
 #: Without Pillow, images up to this size are kept unscaled; larger ones are left out.
@@ -225,7 +225,7 @@ def _encode(image: Any, lossless: bool) -> tuple[str, bytes]:
         return "image/png", out.getvalue()
     if image.mode not in ("RGB", "L"):
         image = image.convert("RGB")
-    image.save(out, format="JPEG", quality=80)
+    image.save(out, format="JPEG", quality=75)
     return "image/jpeg", out.getvalue()
 
 
