@@ -119,9 +119,8 @@ def main() -> None:
         print(f"| HTML report | {render_s:.3f} | {render_s / dump_s:.1f}x the floor |")
         print(f"| budget | {BUDGET_S:.1f} | render at {render_s / BUDGET_S:.0%} of it |")
         print()
-        print(
-            f"page: {len(page.encode()) / 1e6:.1f} MB (JSON report {len(json.dumps(report)) / 1e6:.1f} MB)"
-        )
+        size, json_size = len(page.encode()) / 1e6, len(json.dumps(report)) / 1e6
+        print(f"page: {size:.1f} MB (JSON report {json_size:.1f} MB)")
 
 
 if __name__ == "__main__":

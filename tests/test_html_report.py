@@ -481,3 +481,21 @@ def test_hostile_case_records_render(steps, outcome):
     fragment = page.case_detail(case, dataset["0"], threshold=0.5, image=lambda _w: "")
     assert "e2e-0" in fragment
     Page(fragment)
+
+
+def test_merged_shards_get_a_page_without_images(pytester):
+    for shard in ("1/2", "2/2"):
+        name = shard.replace("/", "-")
+        result = pytester.runpytest_subprocess(
+            *replay_args("--gta-mode=e2e", f"--gta-shard={shard}", f"--gta-report={name}.json")
+        )
+        assert result.ret == 0, result.stdout.str()[-2000:]
+    merged = pytester.runpytest_subprocess(
+        "--gta-merge", "1-2.json", "2-2.json", "--gta-report-html=merged.html"
+    )
+    assert merged.ret == 0, merged.stdout.str()[-2000:]
+    parsed = Page((pytester.path / "merged.html").read_text())
+    rows = [a["data-id"] for a in parsed.find("tr", **{"class": "case"})]
+    assert sorted(rows) == sorted(f"e2e-{n}" for n in range(13))
+    assert "No images" in " ".join(parsed.text)
+    assert parsed.images() == {}

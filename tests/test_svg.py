@@ -226,7 +226,9 @@ def test_hostile_intervals_are_ordered_clamped_or_dropped() -> None:
 
 
 @pytest.mark.parametrize(
-    "missing", [None, math.nan, math.inf, -math.inf, "12", 10**400, object()], ids=repr
+    "missing",
+    [None, math.nan, math.inf, -math.inf, "12", 10**400, object()],
+    ids=["none", "nan", "inf", "-inf", "str", "huge-int", "object"],
 )
 def test_unmeasured_values_are_na_not_zero(missing: Any) -> None:
     run = Series("run", [80.0, missing])

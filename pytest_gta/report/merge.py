@@ -503,7 +503,7 @@ def run(config: pytest.Config) -> int:
     from pytest_gta.gates import gated_exit_status
     from pytest_gta.options import resolve_option, resolve_settings
     from pytest_gta.outward import Cleaner
-    from pytest_gta.report.collector import Output, report_outputs, write_outputs
+    from pytest_gta.report.collector import Output, html_output, report_outputs, write_outputs
     from pytest_gta.report.junit import junit_xml
     from pytest_gta.report.table import render_text
 
@@ -544,6 +544,11 @@ def run(config: pytest.Config) -> int:
         resolve_option(config, "gta_report").value,
         resolve_option(config, "gta_report_md").value,
     )
+    html_path = resolve_option(config, "gta_report_html").value
+    if html_path is not None:
+        # The shards' image stores stay on their machines: the page has no images and says so.
+        max_mb = resolve_option(config, "gta_report_html_max_mb").value
+        outputs.append(html_output(html_path, report, dataset, None, max_mb))
     xmlpath = config.getoption("xmlpath", None)
     if xmlpath:
         suite = str(config.getini("junit_suite_name") or "pytest")
