@@ -205,16 +205,23 @@ def test_a_failing_case_shows_why_and_where_it_diverged(pytester):
 
 
 def test_size_limit_keeps_thumbnails_and_says_so(pytester):
-    _, parsed, _ = run_sample(pytester, "--gta-report-html-max-mb=1")
-    size = (pytester.path / "r.html").stat().st_size
-    assert size <= 1024 * 1024
-    text = " ".join(parsed.text)
+    _, parsed, report = run_sample(pytester, "--gta-report-html-max-mb=1", "--basetemp=bt")
+    assert (pytester.path / "r.html").stat().st_size <= 1024 * 1024
+    # A limit the sample's text fits under but not its full-size images: thumbnails stay.
+    store = ImageStore(pytester.path / "bt" / "gta-images0")
+    dataset = load_dataset(SAMPLE)
+    without = len(page.render_html(report, dataset, store, max_bytes=1).encode())
+    limited = page.render_html(report, dataset, store, max_bytes=without + 300_000)
+    assert len(limited.encode()) <= without + 300_000
+    small = Page(limited)
+    text = " ".join(small.text)
     assert "--gta-report-html-max-mb" in text
     assert "thumbnails only" in text
-    images = parsed.images()
+    images = small.images()
     assert images
     assert all("thumb" in e for e in images.values())
     assert any("full" not in e for e in images.values())
+    assert len(images) == len(parsed.images())
 
 
 def test_bad_size_limit_is_a_usage_error(pytester):

@@ -429,6 +429,8 @@ def test_help_pins_the_options(pytester):
         "--gta-sim-threshold=SIM",
         "--gta-report=PATH",
         "--gta-report-md=PATH",
+        "--gta-report-html=PATH",
+        "--gta-report-html-max-mb=MB",
         "--gta-limit=N",
         "--gta-ids=IDS",
         "--gta-recorded-root=DIR",
