@@ -57,6 +57,18 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def write_atomic_bytes(path: Path, data: bytes) -> None:
+    """:func:`write_atomic` for bytes (images the HTML report's store keeps)."""
+    fd, tmp = _temporary(path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def copy_atomic(source: Path, target: Path) -> None:
     """Copy ``source`` to a temporary file beside ``target``, then rename it into place."""
     fd, tmp = _temporary(target)

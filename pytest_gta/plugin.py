@@ -639,6 +639,7 @@ def gta_result(
     gta_case: Case,
     gta_model: BaseModelAdapter | BaseRecordedSource,
     gta_run: Callable[[Case], CaseResult],
+    gta_dataset: Dataset,
 ) -> CaseResult:
     """The scored result of this test's case, produced during setup.
 
@@ -657,12 +658,11 @@ def gta_result(
     if store is not None:
         from pytest_gta.report.images import store_case_images
 
-        dataset = state.dataset()
         detail["images"] = store_case_images(
             store,
             [f.path for f in gta_case.query.files],
             [*detail["steps"], *result.gold],
-            [dataset.root, state.output_dir()],
+            [gta_dataset.root, state.output_dir()],
         )
         if store.problems:
             detail["image_problems"] = store.problems[-5:]
@@ -672,6 +672,6 @@ def gta_result(
         from pytest_gta.report.html_extras import case_extras
 
         report_extras(request.node).extend(
-            case_extras(gta_case, result, detail, state.dataset(), store, state.settings)
+            case_extras(gta_case, result, detail, store, state.settings)
         )
     return result

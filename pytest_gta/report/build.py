@@ -201,6 +201,36 @@ def _denominators(mode: str, records: Sequence[CaseRecord], dataset: Dataset) ->
     return out
 
 
+def case_entry(record: CaseRecord, query_type: str) -> dict[str, Any]:
+    """A case as the report's ``cases`` list has it (the HTML drill-downs read the same shape)."""
+    detail = record.detail or {}
+    verdict = detail.get("verdict", {})
+    return {
+        "id": record.case_id,
+        "query_id": record.qid,
+        "mode": record.mode,
+        "epoch": record.epoch,
+        "type": query_type,
+        "outcome": record.outcome,
+        "score": float(verdict.get("score", 0.0)),
+        "message": (
+            verdict.get("message") or record.message
+            if record.outcome == "failed"
+            else record.message
+        ),
+        "nodeid": record.nodeid,
+        "steps": detail.get("steps", []),
+        "replies": detail.get("replies", []),
+        "backends": detail.get("backends", {}),
+        "duration": detail.get("duration"),
+        "properties": {k: v for k, v in record.properties.items() if k.startswith("gta_")},
+        # The metric primitives, so shard reports merge into the very same metrics.
+        "primitives": detail.get("score"),
+        # {path as a step wrote it: key} in the session's image store (HTML reports).
+        "images": detail.get("images", {}),
+    }
+
+
 def build_report(
     *,
     model: str,
@@ -275,34 +305,7 @@ def build_report(
     for record in in_order:
         outcomes[record.outcome] = outcomes.get(record.outcome, 0) + 1
         by_mode.setdefault(record.mode, dict.fromkeys(OUTCOMES, 0))[record.outcome] += 1
-        detail = record.detail or {}
-        verdict = detail.get("verdict", {})
-        cases.append(
-            {
-                "id": record.case_id,
-                "query_id": record.qid,
-                "mode": record.mode,
-                "epoch": record.epoch,
-                "type": dataset[record.qid].type,
-                "outcome": record.outcome,
-                "score": float(verdict.get("score", 0.0)),
-                "message": (
-                    verdict.get("message") or record.message
-                    if record.outcome == "failed"
-                    else record.message
-                ),
-                "nodeid": record.nodeid,
-                "steps": detail.get("steps", []),
-                "replies": detail.get("replies", []),
-                "backends": detail.get("backends", {}),
-                "duration": detail.get("duration"),
-                "properties": {k: v for k, v in record.properties.items() if k.startswith("gta_")},
-                # The metric primitives, so shard reports merge into the very same metrics.
-                "primitives": detail.get("score"),
-                # {path as a step wrote it: key} in the session's image store (HTML reports).
-                "images": detail.get("images", {}),
-            }
-        )
+        cases.append(case_entry(record, dataset[record.qid].type))
     if any(sum(counts.values()) for counts in errors.values()):
         notes.append(TABLE5_NOTE)
     by_type: dict[str, dict[str, dict[str, Any]]] = {}

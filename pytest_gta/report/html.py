@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from pytest_gta.dataset import Dataset, Query, call_function
+from pytest_gta.dataset import Dataset, Query
 from pytest_gta.report.images import ImageStore, StoredImage
-from pytest_gta.report.plots import Plot, all_plots
+from pytest_gta.report.plots import Plot, all_plots, call_parts
 from pytest_gta.report.table import gate_lines, header_lines, sections
 from pytest_gta.scoring.answer import blacklist_hit, whitelist_hits
 from pytest_gta.vocabulary import CATEGORY_NAMES, OUTCOMES, tool_category
@@ -223,21 +223,13 @@ def _args_html(arguments: Any, image: ImageHtml) -> str:
     return f'<table class="args">{"".join(rows)}</table>'
 
 
-def _call_parts(step: Mapping[str, Any]) -> tuple[str, Any] | None:
-    try:
-        function = call_function(step)
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return None
-    return str(function.get("name")), function.get("arguments")
-
-
 def _step_html(step: Any, image: ImageHtml, extra: str = "", cls: str = "") -> str:
     """A recorded or reference step: a call, a tool output or an answer."""
     if not isinstance(step, Mapping):
         return f'<li class="step {cls}"><pre>{esc(_clip(_json_text(step)))}</pre>{extra}</li>'
     role = step.get("role")
     if step.get("tool_calls"):
-        parts = _call_parts(step)
+        parts = call_parts(step)
         name, args = parts if parts else ("?", step.get("tool_calls"))
         error = step.get("error")
         err = ""
@@ -310,11 +302,11 @@ def e2e_divergence(reference: Sequence[Any], steps: Sequence[Any]) -> Divergence
         got_i = got_calls[n] if n < len(got_calls) else None
         if ref_i is None:
             return Divergence(None, got_i, "the model called a tool after the reference answered")
-        ref_parts = _call_parts(reference[ref_i])
+        ref_parts = call_parts(reference[ref_i])
         if got_i is None:
             expected = ref_parts[0] if ref_parts else "?"
             return Divergence(ref_i, None, f"the model answered; the reference called {expected}")
-        got_parts = _call_parts(steps[got_i])
+        got_parts = call_parts(steps[got_i])
         expected = ref_parts[0] if ref_parts else "?"
         got = got_parts[0] if got_parts else "?"
         if expected != got:
@@ -523,8 +515,7 @@ def case_detail(
     case: Mapping[str, Any], query: Query | None, *, threshold: Any, image: ImageHtml
 ) -> str:
     """Everything about one case, for its drill-down (and pytest-html's extra)."""
-    props = case.get("properties") or {}
-    tokens = int(props.get("gta_tokens_in", 0) or 0) + int(props.get("gta_tokens_out", 0) or 0)
+    tokens = _tokens(case)
     outcome = str(case.get("outcome"))
     meta = [
         f'<span class="badge {esc(outcome)}">{esc(outcome)}</span>',
@@ -602,9 +593,14 @@ def case_detail(
 # The page
 
 
-def _case_row(case: Mapping[str, Any], query: Query | None, flip: str) -> str:
+def _tokens(case: Mapping[str, Any]) -> int:
+    """The case's tokens in and out (0 for recorded predictions)."""
     props = case.get("properties") or {}
-    tokens = int(props.get("gta_tokens_in", 0) or 0) + int(props.get("gta_tokens_out", 0) or 0)
+    return int(props.get("gta_tokens_in", 0) or 0) + int(props.get("gta_tokens_out", 0) or 0)
+
+
+def _case_row(case: Mapping[str, Any], query: Query | None, flip: str) -> str:
+    tokens = _tokens(case)
     tools = list(query.called_tools) if query is not None else []
     categories = list(query.categories) if query is not None else []
     search = " ".join(

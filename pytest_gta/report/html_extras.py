@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gta.report.build import CaseRecord, case_entry
 from pytest_gta.report.html import case_detail, esc, generated_images, summary_html
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
-    from pytest_gta.dataset import Dataset
     from pytest_gta.options import GtaSettings
     from pytest_gta.report.images import ImageStore
     from pytest_gta.runner import CaseResult
@@ -39,30 +39,23 @@ _STYLE = (
 
 def case_view(case: Case, result: CaseResult, detail: Mapping[str, Any]) -> dict[str, Any]:
     """The case as the JSON report's ``cases`` entries have it (what :func:`case_detail` reads)."""
-    return {
-        "id": case.id,
-        "query_id": case.query.qid,
-        "mode": case.mode,
-        "epoch": case.epoch if case.repeated else None,
-        "type": case.query.type,
-        "outcome": "passed" if result.passed else "failed",
-        "score": result.reported_score,
-        "message": result.verdict.message,
-        "steps": detail.get("steps", []),
-        "replies": detail.get("replies", []),
-        "backends": detail.get("backends", {}),
-        "duration": detail.get("duration"),
-        "properties": dict(result.properties()),
-        "primitives": detail.get("score"),
-        "images": detail.get("images", {}),
-    }
+    record = CaseRecord(
+        mode=case.mode,
+        qid=case.query.qid,
+        nodeid="",
+        outcome="passed" if result.passed else "failed",
+        properties=dict(result.properties()),
+        detail=dict(detail),
+        message=result.verdict.message,
+        epoch=case.epoch if case.repeated else None,
+    )
+    return case_entry(record, case.query.type)
 
 
 def case_extras(
     case: Case,
     result: CaseResult,
     detail: Mapping[str, Any],
-    dataset: Dataset,
     store: ImageStore | None,
     settings: GtaSettings,
 ) -> list[dict[str, Any]]:

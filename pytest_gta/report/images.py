@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_gta.files import file_lock, inside
+from pytest_gta.files import file_lock, inside, write_atomic_bytes
 
 #: Longest side of a thumbnail, in pixels (a case row's drill-down shows several side by side).
 THUMB_PX = 240
@@ -163,7 +163,7 @@ class ImageStore:
             image = self._scaled(key, data) or self._raw(key, data)
             if image is None:
                 return None
-            _write_bytes(self._entry_path(key), json.dumps(image.to_json()).encode())
+            write_atomic_bytes(self._entry_path(key), json.dumps(image.to_json()).encode())
         return key
 
     def _raw(self, key: str, data: bytes) -> StoredImage | None:
@@ -176,7 +176,7 @@ class ImageStore:
             return None
         mime = sniff(data) or "application/octet-stream"
         name = f"{key}.raw{_suffix(mime)}"
-        _write_bytes(self.root / name, data)
+        write_atomic_bytes(self.root / name, data)
         return StoredImage(key, name, name, mime, mime, 0, 0)
 
     def _scaled(self, key: str, data: bytes) -> StoredImage | None:
@@ -206,7 +206,7 @@ class ImageStore:
         names = {}
         for version, (mime, encoded) in versions.items():
             names[version] = f"{key}.{version}{_suffix(mime)}"
-            _write_bytes(self.root / names[version], encoded)
+            write_atomic_bytes(self.root / names[version], encoded)
         return StoredImage(
             key,
             names["thumb"],
@@ -231,16 +231,6 @@ def _encode(image: Any, lossless: bool) -> tuple[str, bytes]:
 
 def _suffix(mime: str) -> str:
     return {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif"}.get(mime, ".img")
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 # --------------------------------------------------------------------------------------------

@@ -117,17 +117,24 @@ def tool_accuracy(report: Mapping[str, Any], dataset: Dataset | None) -> Plot | 
     )
 
 
+def call_parts(step: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """``(tool name, arguments)`` of a call step, or ``None`` if its record is malformed."""
+    try:
+        function = call_function(step)
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return str(function.get("name")), function.get("arguments")
+
+
 def model_calls(steps: Sequence[Any]) -> list[tuple[str, bool]]:
     """The model's tool calls in recorded steps: ``(tool name, failed)`` each."""
     calls = []
     for step in steps:
         if not isinstance(step, Mapping) or not step.get("tool_calls"):
             continue
-        try:
-            name = str(call_function(step).get("name"))
-        except (KeyError, IndexError, TypeError, AttributeError):
-            continue
-        calls.append((name, isinstance(step.get("error"), Mapping)))
+        parts = call_parts(step)
+        if parts is not None:
+            calls.append((parts[0], isinstance(step.get("error"), Mapping)))
     return calls
 
 
