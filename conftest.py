@@ -111,3 +111,45 @@ def minilm(minilm_path):
 def dist_args(request) -> list[str]:
     """Run a black-box test once without xdist and once with two workers."""
     return list(request.param)
+
+
+#: Where the real GTA release is looked for: ``$PYTEST_GTA_RELEASE``, else the shared copy
+#: beside the checkout (``../shared/gta_release``). It is never copied into the repository.
+RELEASE_ENV = "PYTEST_GTA_RELEASE"
+#: Set by ``.ci/run``: a missing release fails the real-release tests instead of skipping them.
+REQUIRE_RELEASE_ENV = "PYTEST_GTA_REQUIRE_RELEASE"
+
+
+def find_release() -> Path | None:
+    """The real GTA release's directory, or ``None`` where this machine has none."""
+    chosen = os.environ.get(RELEASE_ENV)
+    path = Path(chosen) if chosen else ROOT.parent / "shared" / "gta_release"
+    return path.absolute() if (path / "dataset.json").is_file() else None
+
+
+@pytest.fixture(scope="session")
+def release_root() -> Path:
+    """The real GTA release (229 queries), read-only; skipped with the reason where absent.
+
+    Under ``PYTEST_GTA_REQUIRE_RELEASE=1`` (``.ci/run`` sets it) a missing release is a
+    failure, so that CI cannot pass by skipping the project's main test input.
+    """
+    found = find_release()
+    if found is not None:
+        return found
+    where = os.environ.get(RELEASE_ENV) or str(ROOT.parent / "shared" / "gta_release")
+    reason = (
+        f"the real GTA release is not at {where}: set {RELEASE_ENV} to a directory holding "
+        "its dataset.json, toolmeta.json and image/"
+    )
+    if os.environ.get(REQUIRE_RELEASE_ENV):
+        pytest.fail(f"{REQUIRE_RELEASE_ENV} is set but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def release_dataset(release_root: Path):
+    """The real release, loaded once per session."""
+    from pytest_gta.validation import load_dataset
+
+    return load_dataset(release_root)
