@@ -43,7 +43,8 @@ class ReferenceCall:
     #: Index into the query's ``dialogs`` of the assistant message that makes the call.
     index: int
     name: str
-    arguments: Mapping[str, Any]
+    #: An object, or a raw string (a quirk the official parser rejects; see pytest_gta.quirks).
+    arguments: Mapping[str, Any] | str
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class Query:
     files: tuple[FileRef, ...]
     dialogs: tuple[Mapping[str, Any], ...]
     gt_answer: Any
+    #: The names of the ``tools`` list as written, a name listed twice included (query 47 of
+    #: the release); the agent is offered each tool once (``tools``).
+    listed_tools: tuple[str, ...] = ()
 
     @property
     def type(self) -> QueryType:
@@ -180,8 +184,9 @@ class Dataset:
             elif message.get("role") == "assistant" and "tool_calls" in message:
                 msg = copy.deepcopy(dict(message))
                 args = call_function(msg)["arguments"]
-                for key, value in list(args.items()):
-                    args[key] = self.absolutize(value)
+                if isinstance(args, dict):  # raw-string arguments stay as written
+                    for key, value in list(args.items()):
+                        args[key] = self.absolutize(value)
                 out.append(msg)
             else:
                 out.append(copy.deepcopy(dict(message)))

@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gta.datainfo import PAPER, format_statistics, release_mismatches
+from pytest_gta.datainfo import (
+    PAPER,
+    RELEASE_DIFFERENCES,
+    RELEASE_SHA256,
+    differences,
+    format_statistics,
+)
 from pytest_gta.dataset import bundled_sample_path
 
 SAMPLE = bundled_sample_path()
@@ -40,10 +46,11 @@ def counted_by_hand(root: Path) -> dict:
     data = json.loads((root / "dataset.json").read_text())
     kinds: Counter[str] = Counter()
     steps: Counter[int] = Counter()
+    calls_per_query: Counter[int] = Counter()
     tools: Counter[int] = Counter()
     combos: Counter[str] = Counter()
     calls: Counter[str] = Counter()
-    images = 0
+    used: set[str] = set()
     for item in data.values():
         gt = item["gt_answer"]
         kinds["image" if gt is None else "objective" if isinstance(gt, dict) else "subjective"] += 1
@@ -52,20 +59,31 @@ def counted_by_hand(root: Path) -> dict:
             for m in item["dialogs"]
             if m["role"] == "assistant" and m.get("tool_calls")
         ]
-        steps[len(names)] += 1
-        tools[len(set(names))] += 1
+        last = item["dialogs"][-1]
+        answered = last["role"] == "assistant" and "tool_calls" not in last
+        steps[len(names) + (1 if gt and answered else 0)] += 1
+        calls_per_query[len(names)] += 1
+        tools[len(item["tools"])] += 1
         letters = {LETTER[n] for n in names}
         combos["+".join(c for c in "POLC" if c in letters)] += 1
         calls.update(names)
-        images += sum(1 for f in item["files"] if f["type"] == "image")
+        used.update(f["path"] for f in item["files"] if f["type"] == "image")
+    pictures = {
+        f"image/{p.name}"
+        for p in (root / "image").iterdir()
+        if p.suffix == ".jpg" and p.name != "dummy_generated_image.jpg"
+    }
     return {
         "queries": len(data),
         "queries_by_type": {k: kinds[k] for k in ("objective", "subjective", "image")},
         "text_answer_queries": kinds["objective"] + kinds["subjective"],
-        "images": images,
+        "images": len(pictures),
+        "unused_images": sorted(pictures - used),
+        "steps": sum(k * v for k, v in steps.items()),
         "tool_calls": sum(calls.values()),
         "tools": len(calls),
         "steps_per_query": {str(k): steps[k] for k in sorted(steps)},
+        "tool_calls_per_query": {str(k): calls_per_query[k] for k in sorted(calls_per_query)},
         "tools_per_query": {str(k): tools[k] for k in sorted(tools)},
         "category_combinations": dict(combos),
         "calls": dict(calls),
@@ -93,9 +111,12 @@ def test_data_info_matches_the_hand_count(pytester: pytest.Pytester) -> None:
         "queries_by_type",
         "text_answer_queries",
         "images",
+        "unused_images",
+        "steps",
         "tool_calls",
         "tools",
         "steps_per_query",
+        "tool_calls_per_query",
         "tools_per_query",
     ):
         assert stats[key] == expected[key], key
@@ -114,13 +135,14 @@ def test_data_info_matches_the_hand_count(pytester: pytest.Pytester) -> None:
         "subjective": expected["queries_by_type"]["subjective"],
         "image generation": expected["queries_by_type"]["image"],
         "queries with text answers": expected["text_answer_queries"],
-        r"images \(query files\)": expected["images"],
-        "tool calls": expected["tool_calls"],
+        r"images \(files in image/\)": expected["images"],
+        r"steps \(calls \+ text answers\)": expected["steps"],
     }
     for label, value in rows.items():
         assert re.search(rf"^\s+{label}\s+{value}\s+\d+$", out, re.M), label
+    assert re.search(rf"^\s+tool calls\s+{expected['tool_calls']}\s+-$", out, re.M)
     steps = "  ".join(f"{k}: {v}" for k, v in expected["steps_per_query"].items())
-    assert f"steps per query:  {steps}" in out
+    assert f"steps per query:       {steps}" in out
     for combo, count in expected["category_combinations"].items():
         assert f"{combo}: {count}" in out
 
@@ -146,17 +168,23 @@ def test_the_paper_counts_are_consistent_with_themselves() -> None:
     # The SPEC's numbers: the histograms must add up to the totals they describe.
     steps = PAPER["steps_per_query"]
     assert sum(steps.values()) == PAPER["queries"]
-    assert sum(int(k) * v for k, v in steps.items()) == PAPER["tool_calls"]
+    assert sum(int(k) * v for k, v in steps.items()) == PAPER["steps"]
     assert sum(PAPER["tools_per_query"].values()) == PAPER["queries"]
     assert sum(PAPER["queries_by_type"].values()) == PAPER["queries"]
     assert PAPER["text_answer_queries"] == PAPER["queries"] - PAPER["queries_by_type"]["image"]
 
 
-def test_release_mismatches_name_each_differing_count() -> None:
+def test_differences_are_listed_and_explained_only_for_the_release() -> None:
     stats = dict(PAPER)
-    assert release_mismatches(stats) == []
+    assert differences(stats) == []
     stats["images"] = 251
-    assert release_mismatches(stats) == ["images: 251 (paper: 252)"]
+    assert differences(stats) == ["images: 251 here, 252 in the paper"]
+    stats["steps_per_query"] = {"2": 229}
+    assert differences(stats)[1] == "steps per query: 2: 229 here, " + (
+        "2: 44  3: 130  4: 36  5: 13  6: 2  7: 3  8: 1 in the paper"
+    )
+    explained = differences(stats, RELEASE_SHA256)[1]
+    assert explained.endswith(RELEASE_DIFFERENCES["steps_per_query"])
 
 
 def test_format_shows_the_paper_beside_the_data(sample_dataset) -> None:
@@ -165,6 +193,6 @@ def test_format_shows_the_paper_beside_the_data(sample_dataset) -> None:
     lines = format_statistics(dataset_statistics(sample_dataset))
     assert re.fullmatch(r"\s+queries\s+13\s+229", lines[1])
     assert any(
-        line.strip() == "paper:          2: 44  3: 130  4: 36  5: 13  6: 2  7: 3  8: 1"
+        line.strip() == "paper:               2: 44  3: 130  4: 36  5: 13  6: 2  7: 3  8: 1"
         for line in lines
     )

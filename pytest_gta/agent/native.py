@@ -81,7 +81,10 @@ def step_history(
         elif role == "assistant" and step.get("tool_calls"):
             function = call_function(step)
             calls += 1
-            call = ToolCall(function["name"], dict(function["arguments"]), _call_id(calls))
+            arguments = function["arguments"]
+            if not isinstance(arguments, Mapping):  # a raw-string reference (a data quirk)
+                arguments = {INVALID_JSON: str(arguments)}
+            call = ToolCall(function["name"], dict(arguments), _call_id(calls))
             out.append(ChatMessage("assistant", "", tool_calls=(call,)))
         elif role == "tool":
             content = step.get("content")

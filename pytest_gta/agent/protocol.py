@@ -74,6 +74,8 @@ FINISH_ACTION = "FinishAction"
 NO_ACTION_MESSAGE = "Please follow the format"
 INVALID_ACTION_MESSAGE = "The action is invalid, please check the action name."
 DEFAULT_RESPONSE = "Sorry that I cannot answer your question."
+#: What the official ``DummyTool`` (OpenCompass ``LagentAgent``) answers to every valid call.
+DUMMY_RESULT = "Dummy Result"
 
 #: agentlego's ``convert_type``: how input types are announced to the model.
 TYPE_NAMES = {
@@ -400,4 +402,4 @@ def validate_only(
     meta: ToolMeta, arguments: dict[str, Any], converted: dict[str, Any]
 ) -> ToolResult:
     """Step-mode runner: the official DummyTool validates the call and answers a fixed text."""
-    return ToolResult.text("Dummy Result")
+    return ToolResult.text(DUMMY_RESULT)

@@ -72,6 +72,7 @@ def data_info(config: pytest.Config) -> dict[str, Any] | None:
     from pytest_gta.datainfo import dataset_statistics
     from pytest_gta.install.manifest import load_manifest, read_install_record
     from pytest_gta.options import SAMPLE_FALLBACK, resolve_settings
+    from pytest_gta.quirks import find_quirks, summarize
     from pytest_gta.validation import load_dataset
 
     settings = resolve_settings(config)
@@ -87,7 +88,25 @@ def data_info(config: pytest.Config) -> dict[str, Any] | None:
         "manifest_entry": None if entry is None else entry.name,
         "install": read_install_record(settings.data),
         "statistics": dataset_statistics(dataset),
+        "quirks": summarize(find_quirks(dataset)),
     }
+
+
+def quirk_lines(quirks: list[dict[str, Any]]) -> list[str]:
+    """Each quirk kind once: the queries it affects and how they are run and scored."""
+    from pytest_gta.quirks import summary_lines
+
+    if not quirks:
+        return ["  quirks: none (every chain has the regular shape)"]
+    lines = [
+        "  quirks (shapes the official pipeline accepts; each run and scored as it does them):"
+    ]
+    for entry, line in zip(quirks, summary_lines(quirks), strict=True):
+        lines.append(f"    {line}")
+        lines.append(f"      scored: {entry['scoring']}")
+        for mode, ids in entry.get("replay_fails", {}).items():
+            lines.append(f"      a perfect replay fails {mode}: {', '.join(ids)}")
+    return lines
 
 
 def run_data_info(config: pytest.Config) -> int:
@@ -121,7 +140,9 @@ def run_data_info(config: pytest.Config) -> int:
         else "manifest entry: none matches this dataset.json (record one with --gta-download "
         "--gta-record-manifest)"
     )
-    for line in format_statistics(info["statistics"]):
+    for line in format_statistics(info["statistics"], info["sha256"]):
+        print(line, flush=True)
+    for line in quirk_lines(info["quirks"]):
         print(line, flush=True)
     target = resolve_option(config, "gta_report").value
     if target is not None:

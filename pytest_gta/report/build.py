@@ -17,6 +17,8 @@ from pytest_gta.case import Case
 from pytest_gta.datainfo import dataset_statistics
 from pytest_gta.dataset import Dataset
 from pytest_gta.install.manifest import read_install_record
+from pytest_gta.models.oracle import ORACLE
+from pytest_gta.quirks import explain_replay_failures, find_quirks, replay_failure_notes, summarize
 from pytest_gta.scoring.metrics import (
     E2ECaseScore,
     StepCaseScore,
@@ -231,6 +233,36 @@ def case_entry(record: CaseRecord, query_type: str) -> dict[str, Any]:
     }
 
 
+def _queries_of(records: Sequence[CaseRecord], dataset: Dataset) -> list[Any]:
+    """The distinct queries of ``records`` (already in dataset order)."""
+    return [dataset[qid] for qid in dict.fromkeys(r.qid for r in records)]
+
+
+def _replay_notes(
+    model: str, records: Sequence[CaseRecord], dataset: Dataset, settings: Mapping[str, Any]
+) -> list[str]:
+    """Why a reference replay failed the cases it failed: dataset quirks, or a harness defect."""
+    failed = []
+    for record in records:
+        if record.outcome != "failed":
+            continue
+        key = "gta_summ_score" if record.mode == "step" else "gta_answer_score"
+        similarity = record.properties.get(key)
+        failed.append(
+            (
+                record.case_id,
+                record.qid,
+                record.mode,
+                similarity if isinstance(similarity, int | float) else None,
+            )
+        )
+    threshold = settings.get("sim_threshold")
+    explained = explain_replay_failures(
+        dataset, failed, float(threshold) if isinstance(threshold, int | float) else 0.5
+    )
+    return replay_failure_notes(explained, model)
+
+
 def build_report(
     *,
     model: str,
@@ -321,6 +353,8 @@ def build_report(
     for types in by_type.values():
         for slot in types.values():
             slot["mean_score"] = slot.pop("score_sum") / slot["cases"]
+    if model == ORACLE:
+        notes += _replay_notes(model, in_order, dataset, settings)
     if stopped:
         notes.append(f"the session stopped early: {stopped}; the metrics cover the cases that ran")
     if interrupted:
@@ -345,6 +379,8 @@ def build_report(
             "source": data_source,
             "install": read_install_record(dataset.root),
             "statistics": dataset_statistics(dataset),
+            # Of the queries that ran: a filtered run names only the quirks it met.
+            "quirks": summarize(find_quirks(dataset, _queries_of(in_order, dataset))),
         },
         "settings": dict(settings),
         "metrics": metrics,

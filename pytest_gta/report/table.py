@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gta.quirks import summary_lines
+
 
 @dataclass(frozen=True)
 class Column:
@@ -296,6 +298,10 @@ def header_lines(report: Mapping[str, Any]) -> list[str]:
         f"dataset: {dataset['path']} ({dataset.get('source', '')}; {dataset['queries']} queries, "
         f"{dataset.get('selected', dataset['queries'])} selected; sha256 {dataset['sha256'][:16]})",
     ]
+    quirks = dataset.get("quirks")
+    if isinstance(quirks, list) and quirks:
+        # One line per kind; how each is scored: --gta-data-info, the report's dataset.quirks.
+        lines += [f"dataset quirk: {line}" for line in summary_lines(quirks, shown=12)]
     epochs = report.get("epochs")
     if isinstance(epochs, int) and epochs > 1:
         lines.append(
