@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,3 +107,19 @@ def artifacts_dir() -> Path:
     path = Path(chosen) if chosen else ROOT / "artifacts"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@pytest.fixture
+def no_release_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packaged manifest without the release's entry, as before the release was pinned.
+
+    What a project meets when its installed plugin has no ``gta_dataset`` entry: the installer
+    falls back to the paper's counts. In-process runs only (pytester's ``runpytest``).
+    """
+    from pytest_gta.install import manifest
+
+    packaged = json.loads(manifest.packaged_manifest_path().read_text(encoding="utf-8"))
+    packaged["datasets"].pop(manifest.RELEASE_ENTRY)
+    path = tmp_path / "packaged-manifest.json"
+    path.write_text(json.dumps(packaged), encoding="utf-8")
+    monkeypatch.setattr(manifest, "packaged_manifest_path", lambda: path)

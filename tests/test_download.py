@@ -207,6 +207,45 @@ def test_extra_and_missing_files_fail_verification(project: pytest.Pytester) -> 
     assert_nothing_installed(project.path / "data")
 
 
+def test_finder_metadata_is_left_out_and_said_so_other_extras_still_fail(
+    project: pytest.Pytester,
+) -> None:
+    """A zip packed by macOS Finder: ``.DS_Store`` beside the data, AppleDouble in __MACOSX/.
+
+    Whether the official archive has them is unknown; the folder we pinned has two .DS_Store.
+    """
+    finder = sample_zip(
+        extra=(
+            ("gta_dataset/.DS_Store", b"\x00\x00\x00\x01Bud1"),
+            ("gta_dataset/image/.DS_Store", b"\x00\x00\x00\x01Bud1"),
+            ("__MACOSX/gta_dataset/._dataset.json", b"\x00\x05\x16\x07"),
+        )
+    )
+    result, _ = download(project, finder)
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*left out .DS_Store (macOS Finder metadata, not data)",
+            "*left out image/.DS_Store (macOS Finder metadata, not data)",
+            f"*verification: sha256 of {len(FILES)} files match manifest entry 'gta_dataset'",
+        ]
+    )
+    target = installed(project.path)
+    assert_identical_to_sample(target)
+    assert not list(target.rglob(".DS_Store"))
+    record = json.loads((target / INSTALL_RECORD).read_text())
+    assert record["left_out"] == [".DS_Store", "image/.DS_Store"]
+
+    # Only .DS_Store is exempt: an AppleDouble file beside the images is named like one
+    # (._image_1.jpg) and is refused like any file the entry does not list.
+    double = sample_zip(extra=(("gta_dataset/image/._image_1.jpg", b"\x00\x05\x16\x07"),))
+    refused, _ = download(project, double, "--gta-data-dir=other")
+    assert refused.ret == 1
+    assert "image/._image_1.jpg: not in the manifest entry 'gta_dataset'" in refused.stderr.str()
+    assert_nothing_installed(project.path / "other")
+
+
+@pytest.mark.usefixtures("no_release_entry")
 def test_without_a_manifest_entry_the_paper_counts_decide(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\n")  # no project manifest: only the packaged one (sample entry)
     result, _ = download(pytester, sample_zip())
@@ -214,10 +253,13 @@ def test_without_a_manifest_entry_the_paper_counts_decide(pytester: pytest.Pytes
     err = result.stderr.str()
     assert "no sha256 manifest entry 'gta_dataset' is recorded" in err
     assert "queries: 13 (paper: 229)" in err
-    assert "tool_calls: 39 (paper: 728)" in err
+    assert "images: 11 (paper: 252)" in err  # image/ files besides the generated-image stand-in
+    # Counted differently by the paper and the release (728 vs 557 calls): never compared.
+    assert "tool_calls" not in err
     assert_nothing_installed(pytester.path / "data")
 
 
+@pytest.mark.usefixtures("no_release_entry")
 def test_record_manifest_after_a_download_that_reproduces_the_paper(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -229,10 +271,18 @@ def test_record_manifest_after_a_download_that_reproduces_the_paper(
     from pytest_gta import datainfo
     from pytest_gta.validation import load_dataset
 
-    stats = datainfo.dataset_statistics(load_dataset(SAMPLE))
-    monkeypatch.setattr(datainfo, "PAPER", {k: stats[k] for k in datainfo.RELEASE_KEYS})
+    sample = load_dataset(SAMPLE)
+    types = [q.type for q in sample]
+    counts = {
+        "queries": len(sample),
+        "queries_by_type": {t: types.count(t) for t in datainfo.PAPER["queries_by_type"]},
+        "tools": len(sample.toolmeta),
+        "images": sum(rel.startswith("image/image_") for rel in FILES),
+    }
+    monkeypatch.setattr(datainfo, "PAPER", {**datainfo.PAPER, **counts})
     pytester.makeini("[pytest]\n")
-    with serve_file(sample_zip()) as server:
+    body = sample_zip()
+    with serve_file(body) as server:
         result = pytester.runpytest(
             "--gta-download", f"--gta-download-url={server.url}", "--gta-record-manifest"
         )
@@ -243,9 +293,17 @@ def test_record_manifest_after_a_download_that_reproduces_the_paper(
             "*verification: matches the paper's published counts*",
         ]
     )
-    manifest = json.loads((pytester.path / "data" / "manifest.json").read_text())
-    files = manifest["datasets"]["gta_dataset"]["files"]
-    assert files == {rel: sha256_file(SAMPLE / rel) for rel in FILES}
+    text = (pytester.path / "data" / "manifest.json").read_text()
+    entry = json.loads(text)["datasets"]["gta_dataset"]
+    assert entry["files"] == {rel: sha256_file(SAMPLE / rel) for rel in FILES}
+    assert entry["queries"] == 13
+    assert entry["description"] == (
+        f"GTA dataset, 13 queries, recorded by pytest --gta-download --gta-record-manifest "
+        f"from {server.url}"
+    )
+    assert entry["archive_sha256"] == hashlib.sha256(body).hexdigest()
+    assert entry["archive_note"].startswith(f"sha256 of the archive {server.url} as fetched on ")
+    assert str(pytester.path) not in text  # a committed file: no path of this machine
 
     tampered = sample_zip(tamper={"dataset.json": (SAMPLE / "dataset.json").read_bytes() + b" "})
     with serve_file(tampered) as server:

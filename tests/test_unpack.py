@@ -9,6 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_gta.dataset import bundled_sample_path
 from pytest_gta.errors import GtaDataError
@@ -19,6 +21,7 @@ from pytest_gta.install.manifest import (
     ManifestEntry,
     dataset_files,
     entry_for,
+    finder_metadata,
     load_manifest,
     packaged_manifest_path,
     record,
@@ -222,6 +225,51 @@ def test_verify_names_missing_changed_and_extra_files(tmp_path: Path) -> None:
     ]
 
 
+def test_finder_metadata_is_not_data_anywhere(tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(SAMPLE, copy)
+    for rel in (".DS_Store", "image/.DS_Store", "image/sub/.DS_Store"):
+        (copy / rel).parent.mkdir(exist_ok=True)
+        (copy / rel).write_bytes(b"\x00\x00\x00\x01Bud1")
+    (copy / "image" / "DS_Store.jpg").write_bytes(b"x")  # only the exact name is exempt
+    entry = entry_for(SAMPLE, "gta_sample", "", 13)
+    assert verify(copy, entry) == ["image/DS_Store.jpg: not in the manifest entry 'gta_sample'"]
+    assert finder_metadata(copy) == [".DS_Store", "image/.DS_Store", "image/sub/.DS_Store"]
+    assert ".DS_Store" not in str(entry_for(copy, "x", "", 13).files)
+
+
+def test_recording_the_same_files_keeps_the_entry_and_learns_an_archive_checksum(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "data" / "manifest.json"
+
+    def recorded() -> ManifestEntry | None:
+        return load_manifest(tmp_path).get("gta_dataset")
+
+    files = {"dataset.json": "0" * 64}
+    by_hand = ManifestEntry("gta_dataset", files, "written by hand", 229, None, "unknown: why")
+    record(path, [by_hand])
+    record(path, [ManifestEntry("gta_dataset", files, "generic", 229)])
+    assert recorded() == by_hand
+    zipped = ManifestEntry("gta_dataset", files, "generic", 229, "a" * 64, "sha256 of the zip")
+    record(path, [zipped])
+    learnt = ManifestEntry(
+        "gta_dataset", files, "written by hand", 229, "a" * 64, "sha256 of the zip"
+    )
+    assert recorded() == learnt
+    # A checksum once known is not replaced by another archive of the same files (a mirror's).
+    record(path, [ManifestEntry("gta_dataset", files, "generic", 229, "b" * 64, "mirror")])
+    assert recorded() == learnt
+    # Other files: the new entry replaces the old one whole.
+    changed = ManifestEntry("gta_dataset", {"dataset.json": "1" * 64}, "generic", 229)
+    record(path, [changed])
+    assert recorded() == changed
+    stored = json.loads(path.read_text())["datasets"]["gta_dataset"]
+    assert "archive_sha256" not in stored  # nothing known, nothing said
+
+
 def test_project_entries_override_packaged_ones_and_record_keeps_the_rest(tmp_path: Path) -> None:
     project = tmp_path / "data" / "manifest.json"
     mine = ManifestEntry("gta_sample", {"dataset.json": "0" * 64}, "overridden")
@@ -256,6 +304,24 @@ def test_project_entries_override_packaged_ones_and_record_keeps_the_rest(tmp_pa
             "datasets.x.files: must list dataset.json",
         ),
         (f'{{"format": "{FORMAT}", "datasets": {{"x": 3}}}}', "datasets.x: must be an object"),
+        (
+            json.dumps(
+                {
+                    "format": FORMAT,
+                    "datasets": {"x": {"files": {"dataset.json": "0" * 64}, "archive_sha256": ""}},
+                }
+            ),
+            "datasets.x.archive_sha256: not a lowercase hex sha256 or null: ''",
+        ),
+        (
+            json.dumps(
+                {
+                    "format": FORMAT,
+                    "datasets": {"x": {"files": {"dataset.json": "0" * 64}, "archive_note": 1}},
+                }
+            ),
+            "datasets.x.archive_note: must be a string, not 1",
+        ),
     ],
 )
 def test_bad_manifests_name_the_file_and_field(tmp_path: Path, content: str, message: str) -> None:
@@ -266,6 +332,49 @@ def test_bad_manifests_name_the_file_and_field(tmp_path: Path, content: str, mes
         load_manifest(tmp_path)
     assert str(path) in str(info.value)
     assert message in str(info.value)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=70),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=5,
+)
+
+
+@given(
+    archive=JSON | st.from_regex(r"[0-9a-f]{64}", fullmatch=True),
+    note=JSON,
+)
+def test_any_archive_fields_load_as_written_or_name_the_field(
+    archive: object, note: object
+) -> None:
+    """A manifest is data from a project or a wheel: the archive fields load or say which is bad."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "data" / "manifest.json"
+        path.parent.mkdir()
+        entry = {
+            "files": {"dataset.json": "0" * 64},
+            "archive_sha256": archive,
+            "archive_note": note,
+        }
+        path.write_text(json.dumps({"format": FORMAT, "datasets": {"x": entry}}))
+        valid_archive = archive is None or (
+            isinstance(archive, str)
+            and len(archive) == 64
+            and set(archive) <= set("0123456789abcdef")
+        )
+        if valid_archive and isinstance(note, str):
+            loaded = load_manifest(Path(tmp)).get("x")
+            assert loaded is not None
+            assert (loaded.archive_sha256, loaded.archive_note) == (archive, note)
+        else:
+            field = "archive_note" if valid_archive else "archive_sha256"
+            with pytest.raises(GtaDataError, match=f"datasets\\.x\\.{field}: "):
+                load_manifest(Path(tmp))
 
 
 def test_bad_project_manifest_is_an_error_of_the_download(pytester: pytest.Pytester) -> None:

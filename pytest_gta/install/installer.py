@@ -10,10 +10,10 @@ installer are removed by the next one, under the lock.
 Verification, in order of strength:
 
 1. a manifest entry of the same name: every file's sha256 must match, no file may be missing or
-   extra;
-2. no entry recorded yet: the data must reproduce the paper's published counts exactly
-   (229 queries, 252 images, 728 tool calls, both histograms) -- ``--gta-record-manifest``
-   then records the sha256 entry from this verified copy;
+   extra (Finder's ``.DS_Store`` is not data: it is left out of the install, and said so);
+2. no entry recorded yet: the data must reproduce the counts the paper publishes and the release
+   counts alike (:func:`paper_mismatches`) -- ``--gta-record-manifest`` then records the sha256
+   entry from this verified copy;
 3. ``--gta-allow-unverified``: installed with a warning, recorded as unverified.
 
 The data must load without problems in every case: unusable data is never installed.
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_gta.errors import GtaDataError
 from pytest_gta.install import sources as _sources_module
@@ -39,7 +39,10 @@ from pytest_gta.install.manifest import (
     INSTALL_RECORD,
     RELEASE_ENTRY,
     Manifest,
+    ManifestEntry,
+    dataset_files,
     entry_for,
+    finder_metadata,
     read_install_record,
     record,
     verify,
@@ -56,6 +59,9 @@ from pytest_gta.install.sources import (
     is_url,
 )
 from pytest_gta.install.unpack import UnpackLimits, copy_tree, extract_zip
+
+if TYPE_CHECKING:
+    from pytest_gta.dataset import Dataset
 
 Log = Callable[[str], None]
 STAGING_PREFIX = ".staging-"
@@ -205,14 +211,60 @@ def how_to_get(target: Path) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Checked:
+    """The outcome of verifying a dataset directory."""
+
+    #: How it was verified, for the terminal and the install record (``UNVERIFIED ...``: not).
+    verification: str
+    #: What differs, when ``--gta-allow-unverified`` let it through anyway.
+    warnings: list[str]
+    queries: int
+    #: The manifest entry it matched, if any.
+    entry: ManifestEntry | None = None
+
+
+#: The image the release ships for queries whose answer is a generated image; not a query image.
+GENERATED_IMAGE = "image/dummy_generated_image.jpg"
+
+
+def paper_mismatches(dataset: Dataset, root: Path) -> list[str]:
+    """How ``dataset`` differs from the paper's counts, on what the paper and release count alike.
+
+    The paper (Table 3, Section 3.4) counts 229 queries, 156 objective, 16 subjective and 57
+    image-generation ones, 14 tools and 252 images; the release has exactly these, its 252 images
+    being the ``image/`` files besides the generated-image stand-in. The paper's 728 tool calls
+    and its histograms count something the release's dialogs do not reproduce (they hold 557
+    reference calls), and three image files are referenced by no query, so comparing those counts
+    would refuse the real release; they are not compared.
+    """
+    from collections import Counter
+
+    from pytest_gta.datainfo import PAPER
+
+    by_type = Counter(q.type for q in dataset)
+    actual = {
+        "queries": len(dataset),
+        "queries_by_type": {t: by_type.get(t, 0) for t in PAPER["queries_by_type"]},
+        "tools": len(dataset.toolmeta),
+        "images": sum(
+            rel.startswith("image/") and rel != GENERATED_IMAGE for rel in dataset_files(root)
+        ),
+    }
+    return [
+        f"{key}: {value!r} (paper: {PAPER[key]!r})"
+        for key, value in actual.items()
+        if value != PAPER[key]
+    ]
+
+
 def check_dataset(
     root: Path, request: InstallRequest, tail: str = "Nothing was installed."
-) -> tuple[str, list[str], dict[str, Any]]:
-    """Verify ``root``: (verification, warnings, statistics), or an error naming the problem.
+) -> Checked:
+    """Verify ``root``, or raise an error naming the problem.
 
     ``tail`` ends an error message: what happened to the data and what to do.
     """
-    from pytest_gta.datainfo import dataset_statistics, release_mismatches
     from pytest_gta.errors import DatasetError
     from pytest_gta.validation import load_dataset
 
@@ -220,16 +272,17 @@ def check_dataset(
         dataset = load_dataset(root)
     except DatasetError as exc:
         raise GtaDataError(f"the data is not a usable GTA dataset:\n{exc}") from None
-    stats = dataset_statistics(dataset)
+    queries = len(dataset)
     entry = request.manifest.get(request.name)
     flag = "--gta-allow-unverified"
     if entry is not None:
         problems = verify(root, entry)
         if not problems:
-            return (
+            return Checked(
                 f"sha256 of {len(entry.files)} files match manifest entry {entry.name!r}",
                 [],
-                stats,
+                queries,
+                entry,
             )
         shown = "\n".join(f"  - {p}" for p in problems[:20])
         more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
@@ -239,10 +292,12 @@ def check_dataset(
                 f"{entry.name!r} ({request.manifest.where}):\n{shown}{more}\n"
                 f"{tail} If this is a mirror you trust, pass {flag}."
             )
-        return "UNVERIFIED (differs from the manifest)", problems, stats
-    mismatches = release_mismatches(stats)
+        return Checked("UNVERIFIED (differs from the manifest)", problems, queries)
+    mismatches = paper_mismatches(dataset, root)
     if not mismatches:
-        return "matches the paper's published counts (no sha256 entry recorded yet)", [], stats
+        return Checked(
+            "matches the paper's published counts (no sha256 entry recorded yet)", [], queries
+        )
     if not request.allow_unverified:
         shown = "\n".join(f"  - {m}" for m in mismatches)
         raise GtaDataError(
@@ -250,10 +305,14 @@ def check_dataset(
             f"and the data does not reproduce the paper's counts:\n{shown}\n"
             f"{tail} To accept it anyway, pass {flag}."
         )
-    return "UNVERIFIED (no manifest entry; counts differ from the paper)", mismatches, stats
+    return Checked(
+        "UNVERIFIED (no manifest entry; counts differ from the paper)", mismatches, queries
+    )
 
 
-def _install_record(result: InstallResult, archive_sha256: str | None) -> dict[str, Any]:
+def _install_record(
+    result: InstallResult, archive_sha256: str | None, queries: int, left_out: list[str]
+) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -265,8 +324,10 @@ def _install_record(result: InstallResult, archive_sha256: str | None) -> dict[s
         "archive_sha256": archive_sha256,
         "verification": result.verification,
         "warnings": list(result.warnings),
+        "left_out": left_out,
         "installed_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "pytest_gta": plugin_version,
+        "queries": queries,
     }
 
 
@@ -283,6 +344,15 @@ def _stage(fetched: Fetched, staging: Path, request: InstallRequest, log: Log) -
     return find_dataset_root(unpacked, request.limits)
 
 
+def _leave_out_finder_metadata(root: Path, log: Log) -> list[str]:
+    """Delete the ``.DS_Store`` files of a staged copy, saying which; the install is the data."""
+    left_out = finder_metadata(root)
+    for rel in left_out:
+        (root / rel).unlink()
+        log(f"  left out {rel} (macOS Finder metadata, not data)")
+    return left_out
+
+
 def install(request: InstallRequest, log: Log) -> InstallResult:
     """Fetch, verify and install the dataset; see the module docstring.
 
@@ -297,15 +367,17 @@ def install(request: InstallRequest, log: Log) -> InstallResult:
                 f"{target} was already installed and is left as it is; delete it and run "
                 "--gta-download again to replace it."
             )
-            verification, warnings, stats = check_dataset(target, request, tail)
+            checked = check_dataset(target, request, tail)
+            for rel in finder_metadata(target):
+                log(f"ignoring {rel} (macOS Finder metadata, not data)")
             previous = read_install_record(target) or {}
-            _maybe_record(target, request, verification, stats["queries"], log)
+            origin = str(previous.get("origin", "installed by hand"))
+            archive = previous.get("archive_sha256")
+            _maybe_record(
+                target, request, checked, origin, archive if isinstance(archive, str) else None, log
+            )
             return InstallResult(
-                target,
-                "present",
-                str(previous.get("origin", "installed by hand")),
-                verification,
-                tuple(warnings),
+                target, "present", origin, checked.verification, tuple(checked.warnings)
             )
         if target.exists() or target.is_symlink():
             raise GtaDataError(
@@ -336,6 +408,21 @@ def install(request: InstallRequest, log: Log) -> InstallResult:
         )
 
 
+def _archive_line(archive: str, entry: ManifestEntry | None) -> str:
+    """What the archive's own checksum says, beside the files' verification (information only).
+
+    Files decide, not the archive: a mirror's re-packed zip of the same files is as good.
+    """
+    if entry is None or entry.archive_sha256 is None:
+        return f"archive sha256 {archive} (the manifest records no archive checksum to compare)"
+    if entry.archive_sha256 == archive:
+        return f"archive sha256 {archive} matches manifest entry {entry.name!r}"
+    return (
+        f"archive sha256 {archive} differs from manifest entry {entry.name!r}'s "
+        f"{entry.archive_sha256}: a re-packed copy of the same files"
+    )
+
+
 def _install_fetched(fetched: Fetched, request: InstallRequest, log: Log) -> InstallResult:
     from pytest_gta.files import sha256_file
 
@@ -345,15 +432,18 @@ def _install_fetched(fetched: Fetched, request: InstallRequest, log: Log) -> Ins
     )
     try:
         root = _stage(fetched, staging, request, log)
-        verification, warnings, stats = check_dataset(root, request)
+        left_out = _leave_out_finder_metadata(root, log)
+        checked = check_dataset(root, request)
         archive = sha256_file(fetched.path) if fetched.kind == "zip" else None
-        result = InstallResult(target, "installed", fetched.origin, verification, tuple(warnings))
-        text = json.dumps(
-            {**_install_record(result, archive), "queries": stats["queries"]}, indent=2
+        if archive is not None and not checked.warnings:
+            log(_archive_line(archive, checked.entry))
+        result = InstallResult(
+            target, "installed", fetched.origin, checked.verification, tuple(checked.warnings)
         )
+        text = json.dumps(_install_record(result, archive, checked.queries, left_out), indent=2)
         (root / INSTALL_RECORD).write_text(text + "\n", encoding="utf-8")
         os.rename(root, target)
-        _maybe_record(target, request, verification, stats["queries"], log)
+        _maybe_record(target, request, checked, fetched.origin, archive, log)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if fetched.owned:
@@ -363,16 +453,47 @@ def _install_fetched(fetched: Fetched, request: InstallRequest, log: Log) -> Ins
     return result
 
 
+def portable_origin(origin: str) -> str:
+    """``origin`` without this machine's paths: a URL or Hub id as it is, a local path by name.
+
+    A manifest is committed and shared; ``/home/me/Downloads/gta_dataset.zip`` would mean
+    nothing elsewhere.
+    """
+    if origin.startswith("hf:") or is_url(origin):
+        return origin
+    return Path(origin).name or origin
+
+
 def _maybe_record(
-    target: Path, request: InstallRequest, verification: str, queries: int, log: Log
+    target: Path,
+    request: InstallRequest,
+    checked: Checked,
+    origin: str,
+    archive: str | None,
+    log: Log,
 ) -> None:
     if request.record_to is None:
         return
-    if verification.startswith("UNVERIFIED"):
+    if checked.verification.startswith("UNVERIFIED"):
         raise GtaDataError(
-            f"--gta-record-manifest: {target} is not verified ({verification}); only data that "
-            "reproduces the paper's counts or an existing entry is recorded"
+            f"--gta-record-manifest: {target} is not verified ({checked.verification}); only "
+            "data that reproduces the paper's counts or an existing entry is recorded"
         )
-    entry = entry_for(target, request.name, f"GTA dataset recorded from {target}", queries)
+    source = portable_origin(origin)
+    today = _dt.date.today().isoformat()
+    note = (
+        f"sha256 of the archive {source} as fetched on {today}"
+        if archive is not None
+        else f"unknown: recorded on {today} from unpacked files ({source}), not from an archive"
+    )
+    entry = entry_for(
+        target,
+        request.name,
+        f"GTA dataset, {checked.queries} queries, recorded by pytest --gta-download "
+        f"--gta-record-manifest from {source}",
+        checked.queries,
+        archive_sha256=archive,
+        archive_note=note,
+    )
     record(request.record_to, [entry])
     log(f"recorded {len(entry.files)} sha256s as entry {request.name!r} in {request.record_to}")

@@ -14,10 +14,22 @@ Format::
         "gta_sample": {
           "description": "...",
           "queries": 13,
+          "archive_sha256": null,
+          "archive_note": "why the archive's own checksum is (not) known",
           "files": {"dataset.json": "<sha256>", "image/image_1.jpg": "<sha256>", ...}
         }
       }
     }
+
+Verification is by file, never by archive: the same files reach a user as the GitHub zip, a
+Hugging Face snapshot, a mirror's re-packed zip or an unpacked folder, and only the files decide a
+benchmark number. ``archive_sha256`` (optional, ``null`` when unknown) records the checksum of the
+archive an entry was recorded from, for information.
+
+macOS Finder's ``.DS_Store`` files (:data:`FINDER_METADATA`) are not data: they are neither
+recorded nor compared, so a copy with or without them verifies; every other file under ``image/``
+that the entry does not list fails verification, because a run can resolve it (the official loader
+lists every file of the dataset folder).
 
 The packaged manifest (shipped with the plugin) is read first; ``data/manifest.json`` under the
 rootdir of the project adds or replaces entries, which is where ``--gta-record-manifest`` writes.
@@ -28,7 +40,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +55,19 @@ RELEASE_ENTRY = "gta_dataset"
 SAMPLE_ENTRY = "gta_sample"
 #: Written by the installer inside an installed dataset; not part of the data.
 INSTALL_RECORD = ".pytest-gta-install.json"
+#: The name macOS Finder gives the view settings it writes into every folder it shows. The
+#: release folder we pinned has one in ``image/`` (a Mac packed it); whether the official archive
+#: has it is unknown, and opening the installed folder in Finder adds one. No query names it and
+#: the official loader resolves only paths that a query names, so it is never data.
+FINDER_METADATA = ".DS_Store"
 
 
 def dataset_files(root: Path) -> list[str]:
     """The files a run depends on, as sorted POSIX paths relative to ``root``.
 
-    ``dataset.json``, ``toolmeta.json`` (when present) and every regular file under ``image/``;
-    anything else in the directory (a README, the install record) is not data.
+    ``dataset.json``, ``toolmeta.json`` (when present) and every regular file under ``image/``
+    except Finder's ``.DS_Store``; anything else in the directory (a README, the install record)
+    is not data.
     """
     files = [name for name in ("dataset.json", "toolmeta.json") if (root / name).is_file()]
     image_dir = root / "image"
@@ -58,9 +76,18 @@ def dataset_files(root: Path) -> list[str]:
             dirnames.sort()
             for name in names:
                 path = Path(dirpath) / name
-                if path.is_file():
+                if name != FINDER_METADATA and path.is_file():
                     files.append(path.relative_to(root).as_posix())
     return sorted(files)
+
+
+def finder_metadata(root: Path) -> list[str]:
+    """The ``.DS_Store`` files anywhere under ``root``, as POSIX paths relative to it."""
+    return sorted(
+        (Path(dirpath) / FINDER_METADATA).relative_to(root).as_posix()
+        for dirpath, _dirs, names in os.walk(root)
+        if FINDER_METADATA in names
+    )
 
 
 @dataclass(frozen=True)
@@ -71,12 +98,19 @@ class ManifestEntry:
     files: Mapping[str, str]
     description: str = ""
     queries: int | None = None
+    #: The sha256 of the archive the files were recorded from (``None``: unknown or none).
+    archive_sha256: str | None = None
+    #: Where ``archive_sha256`` comes from, or why it is unknown; empty: the entry says nothing.
+    archive_note: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The entry as stored in ``manifest.json``."""
         out: dict[str, Any] = {"description": self.description}
         if self.queries is not None:
             out["queries"] = self.queries
+        if self.archive_note or self.archive_sha256 is not None:
+            out["archive_sha256"] = self.archive_sha256
+            out["archive_note"] = self.archive_note
         out["files"] = dict(sorted(self.files.items()))
         return out
 
@@ -156,12 +190,22 @@ def _parse(path: Path) -> dict[str, ManifestEntry]:
                 raise GtaDataError(f"{where}.files: {rel!r} must be a relative POSIX path")
         if "dataset.json" not in files:
             raise GtaDataError(f"{where}.files: must list dataset.json")
+        archive = value.get("archive_sha256")
+        if archive is not None and not _is_sha256(archive):
+            raise GtaDataError(
+                f"{where}.archive_sha256: not a lowercase hex sha256 or null: {archive!r}"
+            )
+        note = value.get("archive_note", "")
+        if not isinstance(note, str):
+            raise GtaDataError(f"{where}.archive_note: must be a string, not {note!r}")
         queries = value.get("queries")
         entries[name] = ManifestEntry(
             name=name,
             files=dict(files),
             description=str(value.get("description", "")),
             queries=queries if isinstance(queries, int) else None,
+            archive_sha256=archive,
+            archive_note=note,
         )
     return entries
 
@@ -200,20 +244,53 @@ def verify(root: Path, entry: ManifestEntry) -> list[str]:
     return problems
 
 
-def entry_for(root: Path, name: str, description: str, queries: int | None) -> ManifestEntry:
+def entry_for(
+    root: Path,
+    name: str,
+    description: str,
+    queries: int | None,
+    archive_sha256: str | None = None,
+    archive_note: str = "",
+) -> ManifestEntry:
     """Hash every data file of ``root`` into an entry called ``name``."""
     files = {rel: sha256_file(root / rel) for rel in dataset_files(root)}
-    return ManifestEntry(name=name, files=files, description=description, queries=queries)
+    return ManifestEntry(
+        name=name,
+        files=files,
+        description=description,
+        queries=queries,
+        archive_sha256=archive_sha256,
+        archive_note=archive_note,
+    )
+
+
+def _merge(old: ManifestEntry | None, new: ManifestEntry) -> ManifestEntry:
+    """What recording ``new`` over ``old`` leaves.
+
+    Other files: ``new`` replaces ``old``. The same files: ``old`` stays as written (its
+    description may say more than a recorder can know), except that an archive checksum it lacks
+    is learnt -- how the unknown checksum of the official archive gets filled in, by recording a
+    download of it.
+    """
+    if old is None or dict(old.files) != dict(new.files):
+        return new
+    if old.archive_sha256 is None and new.archive_sha256 is not None:
+        return replace(old, archive_sha256=new.archive_sha256, archive_note=new.archive_note)
+    return old
 
 
 def record(path: Path, entries: Iterable[ManifestEntry]) -> None:
-    """Add or replace ``entries`` in the manifest at ``path``, keeping the others."""
+    """Add or replace ``entries`` in the manifest at ``path``, keeping the others.
+
+    An entry whose files are already recorded keeps its description (see :func:`_merge`).
+    """
     existing: dict[str, Any] = {}
+    parsed: dict[str, ManifestEntry] = {}
     if path.is_file():
-        _parse(path)  # refuse to rewrite a manifest we could not read back
+        parsed = _parse(path)  # refuse to rewrite a manifest we could not read back
         existing = json.loads(path.read_text(encoding="utf-8"))["datasets"]
     for entry in entries:
-        existing[entry.name] = entry.to_json()
+        existing[entry.name] = _merge(parsed.get(entry.name), entry).to_json()
     text = json.dumps({"format": FORMAT, "datasets": dict(sorted(existing.items()))}, indent=2)
     write_atomic(path, text + "\n")
 
