@@ -12,9 +12,9 @@ between-query variance that an unpaired comparison would count as noise.
   metric the baseline's and this run's values over the matched queries, the paired difference
   with its bootstrap interval, a paired permutation test (exact McNemar for the pass rate of
   single-epoch runs), and the queries that flipped.
-* against ``--gta-baseline=leaderboard:NAME``: an official row has no per-query results, so the
-  comparison is unpaired: this run's interval, and how often a bootstrap resample of this run
-  reaches the published value.
+* against ``--gta-baseline=leaderboard:NAME[@BOARD]`` (the newest board with NAME, or BOARD): an
+  official row has no per-query results, so the comparison is unpaired: this run's interval, and
+  how often a bootstrap resample of this run reaches the published value.
 
 Everything reads :class:`~pytest_gta.report.build.CaseRecord` lists, so a single run, a merged
 run (``--gta-merge``) and a baseline report are treated by the same code.
