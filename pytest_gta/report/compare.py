@@ -12,9 +12,9 @@ between-query variance that an unpaired comparison would count as noise.
   metric the baseline's and this run's values over the matched queries, the paired difference
   with its bootstrap interval, a paired permutation test (exact McNemar for the pass rate of
   single-epoch runs), and the queries that flipped.
-* against ``--gta-baseline=leaderboard:NAME``: an official row has no per-query results, so the
-  comparison is unpaired: this run's interval, and how often a bootstrap resample of this run
-  reaches the published value.
+* against ``--gta-baseline=leaderboard:NAME[@BOARD]`` (the newest board with NAME, or BOARD): an
+  official row has no per-query results, so the comparison is unpaired: this run's interval, and
+  how often a bootstrap resample of this run reaches the published value.
 
 Everything reads :class:`~pytest_gta.report.build.CaseRecord` lists, so a single run, a merged
 run (``--gta-merge``) and a baseline report are treated by the same code.
@@ -126,12 +126,27 @@ def load_baseline(spec: str, label: str) -> Baseline:
     return Baseline(label, tuple(report.records), report.data)
 
 
-def leaderboard_baseline(name: str) -> dict[str, Any]:
-    """The latest official row of model ``name`` (case-insensitive), as numbers."""
+def leaderboard_baseline(spec: str) -> dict[str, Any]:
+    """The official row ``NAME`` or ``NAME@BOARD`` names, as numbers.
+
+    ``NAME`` (case-insensitive) takes the newest board that has the model; ``@BOARD`` (e.g.
+    ``@2025-03``) a given one, for comparing with the number a paper or an older run cited.
+
+    Raises:
+        GtaUsageError: an unknown model, an unknown board, or a board without the model; the
+            message names the option, the boards that have the model, and what to write.
+    """
     import difflib
 
-    from pytest_gta.models.catalog import leaderboard_rows
+    from pytest_gta.models.catalog import (
+        boards_with,
+        leaderboard_boards,
+        leaderboard_numbers,
+        leaderboard_rows,
+    )
 
+    option = f"--gta-baseline={LEADERBOARD_PREFIX}{spec}"
+    name, at, board = spec.partition("@")
     rows = leaderboard_rows()
     by_lower = {model.lower(): model for model in rows}
     found = by_lower.get(name.strip().lower())
@@ -139,14 +154,27 @@ def leaderboard_baseline(name: str) -> dict[str, Any]:
         close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(by_lower[c] for c in close)}?" if close else ""
         raise GtaUsageError(
-            f"--gta-baseline={LEADERBOARD_PREFIX}{name}: no such model on the official "
-            f"leaderboard{hint} (the models: {', '.join(rows)})"
+            f"{option}: no such model on the official leaderboard{hint} (the models: "
+            f"{', '.join(rows)})"
         )
-    row = rows[found]
-    out: dict[str, Any] = {"model": row["model"], "board": row["board"]}
-    for metrics in LEADERBOARD_METRICS.values():
-        out.update({key: float(row[key]) for key in metrics})
-    return out
+    if not at:
+        return leaderboard_numbers(rows[found])
+    board = board.strip()
+    boards = leaderboard_boards()
+    row = boards.get(board, {}).get(found)
+    if row is None:
+        has = boards_with(found)
+        problem = (
+            f"{found} is not on the {board} board"
+            if board in boards
+            else f"no board {board!r} (the boards: {', '.join(boards)})"
+        )
+        raise GtaUsageError(
+            f"{option}: {problem}; {found} is on the {', '.join(has)} board(s). Write "
+            f"{LEADERBOARD_PREFIX}{found}@BOARD with one of those, or {LEADERBOARD_PREFIX}{found} "
+            f"for the newest ({has[-1]})"
+        )
+    return leaderboard_numbers(row)
 
 
 def mismatches(baseline: Baseline, run: Mapping[str, Any]) -> list[str]:
@@ -406,6 +434,7 @@ def _compare_leaderboard(
         "kind": "leaderboard",
         "baseline": baseline.label,
         "baseline_model": f"{row.get('model')} (leaderboard {row.get('board')})",
+        "board": row.get("board"),
         "paired": False,
         "level": level,
         "methods": {"p_drop": "one-sided bootstrap p-value of this run against the row"},

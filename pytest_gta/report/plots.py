@@ -14,7 +14,13 @@ from typing import Any
 
 from pytest_gta.dataset import Dataset, call_function
 from pytest_gta.report import svg
-from pytest_gta.report.table import E2E_COLUMNS, METRIC_LABELS, MODE_COLUMNS, MODE_TITLES
+from pytest_gta.report.table import (
+    E2E_COLUMNS,
+    METRIC_LABELS,
+    MODE_COLUMNS,
+    MODE_TITLES,
+    baseline_label,
+)
 from pytest_gta.vocabulary import ERROR_KINDS, QUERY_TYPES
 
 ERROR_LABELS = {"format": "format", "args": "argument format", "other": "N/A (other)"}
@@ -264,7 +270,10 @@ def beside_references(report: Mapping[str, Any]) -> list[Plot]:
         named = ["this run"]
         if board is not None:
             series.append(
-                svg.Series(f"leaderboard: {board.get('model')}", [board.get(k) for k in keys])
+                svg.Series(
+                    f"leaderboard {board.get('board')}: {board.get('model')}",
+                    [board.get(k) for k in keys],
+                )
             )
             named.append("the leaderboard row")
         if comparison is not None:
@@ -272,7 +281,7 @@ def beside_references(report: Mapping[str, Any]) -> list[Plot]:
             if rows:
                 series.append(
                     svg.Series(
-                        f"baseline: {comparison.get('baseline')}",
+                        f"baseline: {baseline_label(comparison)}",
                         [rows.get(k, {}).get("baseline") for k in keys],
                     )
                 )

@@ -193,6 +193,15 @@ def _p(value: Any) -> str:
     return "n/a" if value is None else f"{float(value):.4f}"
 
 
+def baseline_label(comparison: Mapping[str, Any]) -> str:
+    """How tables and plots name the baseline: as given, with the leaderboard board it took."""
+    label = str(comparison.get("baseline"))
+    board = comparison.get("board")
+    if board and not label.endswith(f"@{board}"):
+        label += f" (board {board})"
+    return label
+
+
 def _comparison_sections(comparison: Any) -> list[tuple[str, list[str], list[list[str]]]]:
     if not isinstance(comparison, Mapping):
         return []
@@ -201,7 +210,7 @@ def _comparison_sections(comparison: Any) -> list[tuple[str, list[str], list[lis
     paired = comparison.get("paired", True)
     for mode, metrics in comparison.get("metrics", {}).items():
         counts = comparison.get("cases", {}).get(mode, {})
-        title = f"Comparison with {comparison.get('baseline')}, {MODE_TITLES.get(mode, mode)}"
+        title = f"Comparison with {baseline_label(comparison)}, {MODE_TITLES.get(mode, mode)}"
         if counts:
             title += f" ({counts.get('matched')} queries matched)"
         headers = ["metric", "baseline", "this run", "difference", f"{level:g}% CI"]
