@@ -271,14 +271,8 @@ def test_record_manifest_after_a_download_that_reproduces_the_paper(
     from pytest_gta import datainfo
     from pytest_gta.validation import load_dataset
 
-    sample = load_dataset(SAMPLE)
-    types = [q.type for q in sample]
-    counts = {
-        "queries": len(sample),
-        "queries_by_type": {t: types.count(t) for t in datainfo.PAPER["queries_by_type"]},
-        "tools": len(sample.toolmeta),
-        "images": sum(rel.startswith("image/image_") for rel in FILES),
-    }
+    stats = datainfo.dataset_statistics(load_dataset(SAMPLE))
+    counts = {key: stats[key] for key in datainfo.PAPER_KEYS}
     monkeypatch.setattr(datainfo, "PAPER", {**datainfo.PAPER, **counts})
     pytester.makeini("[pytest]\n")
     body = sample_zip()

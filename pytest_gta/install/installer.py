@@ -12,7 +12,8 @@ Verification, in order of strength:
 1. a manifest entry of the same name: every file's sha256 must match, no file may be missing or
    extra (Finder's ``.DS_Store`` is not data: it is left out of the install, and said so);
 2. no entry recorded yet: the data must reproduce the counts the paper publishes and the release
-   counts alike (:func:`paper_mismatches`) -- ``--gta-record-manifest`` then records the sha256
+   counts alike (:func:`pytest_gta.datainfo.paper_mismatches`) -- ``--gta-record-manifest``
+   then records the sha256
    entry from this verified copy;
 3. ``--gta-allow-unverified``: installed with a warning, recorded as unverified.
 
@@ -40,7 +41,6 @@ from pytest_gta.install.manifest import (
     RELEASE_ENTRY,
     Manifest,
     ManifestEntry,
-    dataset_files,
     entry_for,
     finder_metadata,
     read_install_record,
@@ -61,7 +61,7 @@ from pytest_gta.install.sources import (
 from pytest_gta.install.unpack import UnpackLimits, copy_tree, extract_zip
 
 if TYPE_CHECKING:
-    from pytest_gta.dataset import Dataset
+    pass
 
 Log = Callable[[str], None]
 STAGING_PREFIX = ".staging-"
@@ -224,40 +224,6 @@ class Checked:
     entry: ManifestEntry | None = None
 
 
-#: The image the release ships for queries whose answer is a generated image; not a query image.
-GENERATED_IMAGE = "image/dummy_generated_image.jpg"
-
-
-def paper_mismatches(dataset: Dataset, root: Path) -> list[str]:
-    """How ``dataset`` differs from the paper's counts, on what the paper and release count alike.
-
-    The paper (Table 3, Section 3.4) counts 229 queries, 156 objective, 16 subjective and 57
-    image-generation ones, 14 tools and 252 images; the release has exactly these, its 252 images
-    being the ``image/`` files besides the generated-image stand-in. The paper's 728 tool calls
-    and its histograms count something the release's dialogs do not reproduce (they hold 557
-    reference calls), and three image files are referenced by no query, so comparing those counts
-    would refuse the real release; they are not compared.
-    """
-    from collections import Counter
-
-    from pytest_gta.datainfo import PAPER
-
-    by_type = Counter(q.type for q in dataset)
-    actual = {
-        "queries": len(dataset),
-        "queries_by_type": {t: by_type.get(t, 0) for t in PAPER["queries_by_type"]},
-        "tools": len(dataset.toolmeta),
-        "images": sum(
-            rel.startswith("image/") and rel != GENERATED_IMAGE for rel in dataset_files(root)
-        ),
-    }
-    return [
-        f"{key}: {value!r} (paper: {PAPER[key]!r})"
-        for key, value in actual.items()
-        if value != PAPER[key]
-    ]
-
-
 def check_dataset(
     root: Path, request: InstallRequest, tail: str = "Nothing was installed."
 ) -> Checked:
@@ -265,6 +231,7 @@ def check_dataset(
 
     ``tail`` ends an error message: what happened to the data and what to do.
     """
+    from pytest_gta.datainfo import dataset_statistics, paper_mismatches
     from pytest_gta.errors import DatasetError
     from pytest_gta.validation import load_dataset
 
@@ -293,7 +260,7 @@ def check_dataset(
                 f"{tail} If this is a mirror you trust, pass {flag}."
             )
         return Checked("UNVERIFIED (differs from the manifest)", problems, queries)
-    mismatches = paper_mismatches(dataset, root)
+    mismatches = paper_mismatches(dataset_statistics(dataset))
     if not mismatches:
         return Checked(
             "matches the paper's published counts (no sha256 entry recorded yet)", [], queries
