@@ -73,8 +73,12 @@ def test_sandbox_kind_is_reported():
         ("(3.5 + 2) * 4", "22.0"),
         ("round(pi, 3)", "3.142"),
         ("log(e) + cos(0)", "2.0"),
-        ("max(3, 7) - abs(-2)", "5"),
+        ("max(3, 7) - fabs(-2)", "5.0"),
         ("10 / 4", "2.5"),
+        # Python's eval, as the official tool: a comma makes a tuple (the release's query 104)
+        ("29,000 + 32,900", "(29, 32, 900)"),
+        ("math.sqrt(16) + sum([1, 2])", "7.0"),
+        ("().__class__.__bases__", "(<class 'object'>,)"),
     ],
 )
 def test_calculator(sample_dataset, context, expression, expected):
@@ -118,11 +122,11 @@ def test_plot_returns_a_png(sample_dataset, context):
 @pytest.mark.parametrize(
     ("tool", "code", "match"),
     [
-        ("Solver", "def solution():\n    return x", "NameError: name 'x' is not defined"),
+        ("Solver", "def solution():\n    return x", r"^NameError\(\"name 'x' is not defined\"\)$"),
         ("Solver", "def solution(:\n    pass", "SyntaxError"),
         ("Solver", "x = 1", "solution"),
         ("Solver", "def solution():\n    raise SystemExit(3)", "SystemExit"),
-        ("Plot", "def solution():\n    return 42", "must return a matplotlib Figure"),
+        ("Plot", "def solution():\n    return 42", "must return the matplotlib figure"),
         ("Calculator", "1/0", "ZeroDivisionError"),
         ("Calculator", "2 +", "SyntaxError"),
     ],
@@ -137,14 +141,35 @@ def test_errors_in_the_code_are_tool_errors(sample_dataset, context, tool, code,
         "9**9**9",
         "factorial(10**6)",
         "__import__('os')",
-        "().__class__.__bases__",
-        "(1).__class__.__subclasses__()",
         "'a' * 10**10",
         "open('/etc/passwd').read()",
     ],
 )
 def test_calculator_attacks(sample_dataset, context, expression):
     attack(sample_dataset, context, "Calculator", expression)
+
+
+#: The os module, reached from the Calculator's expression as the official tool allows: with
+#: ``__builtins__`` None, introspection still reaches every class of the interpreter.
+OS = "[c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0]"
+OS += ".__init__.__globals__"
+
+
+def test_calculator_introspection_reaches_os_but_not_the_host(
+    sample_dataset, context, tmp_path, monkeypatch
+):
+    """The expression means what it means to Python's eval; the sandbox is what confines it."""
+    monkeypatch.setenv("GTA_TEST_SECRET", "TOP-SECRET-4711")
+    seen = text_of(
+        call(sample_dataset, context, "Calculator", expression=f"{OS}['environ'].get('HOME')")
+    )
+    assert seen.startswith("/")  # the sandbox's own scratch home
+    expression = f"{OS}['environ'].get('GTA_TEST_SECRET', 'absent')"
+    assert text_of(call(sample_dataset, context, "Calculator", expression=expression)) == "absent"
+    target = tmp_path / "escaped.txt"
+    writes = f"{OS}['open']({str(target)!r}, {OS}['O_WRONLY'] | {OS}['O_CREAT'])"
+    attack(sample_dataset, context, "Calculator", writes)
+    assert not target.exists()
 
 
 LOOP = """

@@ -279,7 +279,7 @@ def test_worker_source_runs_on_its_own():
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
     assert imported(n for n in nodes if id(n) not in in_functions) <= stdlib
     in_calls = imported(n for n in nodes if id(n) in in_functions)
-    assert in_calls <= stdlib | {"sympy", "matplotlib", "simpleeval"}
+    assert in_calls <= stdlib | {"sympy", "matplotlib", "PIL"}
 
 
 # -- the pool: calls from many threads at once -----------------------------------------------------

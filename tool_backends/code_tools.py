@@ -1,11 +1,19 @@
 """Calculator, Solver and Plot: the GTA tools that evaluate what the model wrote.
 
-They answer like AgentLego's tools so that scores match the official harness: the Calculator
-returns ``str()`` of the expression's value (``"2+3*4"`` gives ``"14"``, ``"sqrt(16)"`` gives
-``"4.0"``), the Solver runs a SymPy program and returns ``str(solution())``, and Plot runs a
-Matplotlib program whose ``solution()`` returns a Figure, saved as a PNG. Unlike AgentLego, all
-three run in :mod:`tool_backends.sandbox` (never in the pytest process) and the Calculator uses
-``simpleeval`` instead of ``eval``, since the expression is untrusted model output.
+They evaluate exactly what the official tools (the GTA fork of AgentLego,
+``tools/calculator/python_calculator.py`` and ``tools/python_interpreter/``) evaluate, so that a
+model's call means the same here: the Calculator is Python's ``eval`` over the ``math`` names,
+``max``, ``min``, ``round`` and ``sum`` with no other builtins, and returns ``str()`` of the
+value (``"2+3*4"`` gives ``"14"``, ``"29,000 + 32,900"`` gives ``"(29, 32, 900)"``); the Solver
+and Plot take the program out of its Markdown fence, run it after their header
+(``from sympy import symbols, Eq, solve`` or ``import matplotlib.pyplot as plt``) and evaluate
+``solution()``, the Solver answering its ``str()`` and Plot its Figure as a PNG. A failure is
+the official text, ``repr`` of the exception (``IndentationError('unexpected indent', ...)``).
+
+What differs is where they run, which is what makes real ``eval`` and ``exec`` of untrusted
+model output safe: in :mod:`tool_backends.sandbox` (a fresh child of a sandboxed worker per call,
+never the pytest process), with a memory limit the official tools lack, and with their time
+limits (2 s for an expression, 20 s for a program) enforced by killing the call.
 """
 
 from __future__ import annotations
@@ -15,38 +23,32 @@ import uuid
 from pytest_gta.errors import GtaToolError
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.types import ResultItem, ToolResult
+from tool_backends.paths import required_text
 from tool_backends.sandbox import worker
 
-#: Wall-clock limits per call, in seconds; an expression needs far less time than a program.
-CALCULATOR_TIMEOUT_S = 5.0
-CODE_TIMEOUT_S = 10.0
-
-
-def _argument(invocation: ToolInvocation, name: str) -> str:
-    """The text argument ``name``, or a tool error the model can act on."""
-    value = invocation.arguments.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise GtaToolError(f"{invocation.name} needs the text argument {name!r}")
-    return value
+#: Wall-clock limits per call, in seconds: the official ones (``func_timeout(2, ...)`` in the
+#: Calculator, ``timeout=20`` in Solver and Plot).
+CALCULATOR_TIMEOUT_S = 2.0
+CODE_TIMEOUT_S = 20.0
 
 
 def calculator(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
-    """Evaluate one Python expression with the ``math`` functions, as AgentLego's Calculator."""
-    expression = _argument(invocation, "expression")
+    """Evaluate one Python expression over the ``math`` names, as the official Calculator."""
+    expression = required_text(invocation, "expression")
     result = worker().run("calculator", expression, timeout=CALCULATOR_TIMEOUT_S)
     return ToolResult.text(result.text or "")
 
 
 def solver(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
-    """Run a SymPy program that defines ``solution()`` and return ``str(solution())``."""
-    command = _argument(invocation, "command")
+    """Run a (Markdown) SymPy program that defines ``solution()``; ``str(solution())``."""
+    command = required_text(invocation, "command")
     result = worker().run("solver", command, timeout=CODE_TIMEOUT_S)
     return ToolResult.text(result.text or "")
 
 
 def plot(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
-    """Run a Matplotlib program whose ``solution()`` returns a Figure; return it as a PNG."""
-    command = _argument(invocation, "command")
+    """Run a (Markdown) Matplotlib program whose ``solution()`` returns a Figure; a PNG of it."""
+    command = required_text(invocation, "command")
     result = worker().run("plot", command, timeout=CODE_TIMEOUT_S)
     if result.png is None:
         raise GtaToolError("Plot produced no image")

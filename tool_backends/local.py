@@ -1,7 +1,8 @@
 """``local``: the GTA tools that run on this machine's CPU, with no server and no key.
 
-OCR (RapidOCR), Calculator (a safe expression evaluator), Solver and Plot (model-written code in
-a sandboxed subprocess), DrawBox and AddText (Pillow). Each tool is a function
+OCR (RapidOCR), Calculator, Solver and Plot (model-written code, evaluated as the official tools
+evaluate it, in a sandboxed subprocess), DrawBox and AddText (Pillow, drawn as the official
+tools draw). Each tool is a function
 ``(invocation, context) -> ToolResult`` in its own module, imported on first use, so a run that
 never calls Plot never imports matplotlib. Tools whose module or dependency is missing are not
 offered, so routing falls through to the next backend in ``--gta-tools`` (or skips the case,

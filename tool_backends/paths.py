@@ -140,6 +140,43 @@ def argument(invocation: ToolInvocation, name: str) -> Any:
     return invocation.arguments.get(name)
 
 
+def text_argument(invocation: ToolInvocation, name: str) -> str | None:
+    """A text argument as AgentLego's ``DefaultParser`` hands it to a tool: ``str()`` of it.
+
+    Args:
+        invocation: The call.
+        name: The argument's name.
+
+    Returns:
+        The converted or raw value as text (a JSON ``null`` is ``"None"``, as the official
+        parser converts it with ``str``), or ``None`` when the call leaves the argument out
+        and the tool's default applies.
+    """
+    for given in (invocation.converted, invocation.arguments):
+        if name in given:
+            value = given[name]
+            return value if isinstance(value, str) else str(value)
+    return None
+
+
+def required_text(invocation: ToolInvocation, name: str) -> str:
+    """A required text argument (see :func:`text_argument`).
+
+    The protocol refuses a call that leaves a required argument out (``ARGS_ERROR``), so only a
+    direct call gets here without it; it fails as calling the official tool's ``apply`` would.
+
+    Raises:
+        GtaToolError: the argument is missing.
+    """
+    value = text_argument(invocation, name)
+    if value is None:
+        missing = TypeError(
+            f"{invocation.name}.apply() missing 1 required positional argument: {name!r}"
+        )
+        raise GtaToolError(repr(missing))
+    return value
+
+
 @contextmanager
 def _decoding(path: Path) -> Iterator[None]:
     """Turn any failure to decode the image at ``path`` into a tool error naming the file.
@@ -193,6 +230,23 @@ def open_rgb(path: Path) -> Image.Image:
     """
     with _decoding(path), _open_checked(path) as source:
         image: Image.Image = source.convert("RGB")
+    return image
+
+
+def open_image(path: Path) -> Image.Image:
+    """Load an image fully into memory in its own mode (AgentLego's ``ImageIO.to_pil().copy()``).
+
+    Args:
+        path: A path returned by :func:`resolve_image`.
+
+    Returns:
+        A detached copy (the file is closed; editing it never touches the source).
+
+    Raises:
+        GtaToolError: The file is not an image Pillow can read, or is too large to decode.
+    """
+    with _decoding(path), _open_checked(path) as source:
+        image: Image.Image = source.copy()
     return image
 
 

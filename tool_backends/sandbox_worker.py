@@ -5,7 +5,7 @@ and starts ``python -I -c <text> ARGS`` inside the sandbox, because the bubblewr
 only the system and Python paths, which need not hold this package (an editable install lives
 in a checkout the sandbox does not mount), and ``-I`` keeps the user's environment and the
 current directory off ``sys.path``. So everything at module level is the standard library only;
-SymPy, Matplotlib and simpleeval are imported inside the functions that use them (and may be
+SymPy, Matplotlib and Pillow are imported inside the functions that use them (and may be
 missing), and nothing runs on import: the host imports this module for the wire protocol, and
 the tests import it to exercise the parts that need no sandbox.
 
@@ -108,69 +108,122 @@ def announced(data: bytes | bytearray) -> int | None:
 
 
 def error_text(error: BaseException, max_text: int) -> str:
-    """What the model sees when its code raised: ``"NameError: ..."``, cut to ``max_text``.
+    """What the model sees when its code raised: ``repr(error)``, cut to ``max_text``.
 
-    A ``MemoryError`` says which limit was hit, since its own message is usually empty.
+    ``repr`` because that is the official text: AgentLego's ``LagentTool`` wrapper records a
+    failed call as ``errmsg=repr(e)`` (``agentlego/tools/wrappers/lagent.py``), and its tool
+    server answers ``400 {"detail": repr(e)}``. A ``MemoryError`` says which limit was hit,
+    since the limit is this sandbox's own and its own message is usually empty.
     """
     if isinstance(error, MemoryError):
-        return "MemoryError: the memory limit was exceeded"
-    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    return text[:max_text]
+        return "MemoryError('the memory limit was exceeded')"
+    return repr(error)[:max_text]
+
+
+class Dict(dict[str, Any]):
+    """The ``math`` name of the Calculator: the math functions, read as keys or attributes.
+
+    The official Calculator wraps them in ``addict.Addict`` (whose class is ``addict.Dict``),
+    where a missing key reads as a fresh empty mapping: ``math.nope`` is ``{}`` and
+    ``math.nope(1)`` fails with ``TypeError("'Dict' object is not callable")``. This
+    reproduces that reading side, class name included, without the dependency.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        return self[name]
+
+    def __missing__(self, name: str) -> Dict:
+        return Dict()
+
+
+def calculator_namespace() -> dict[str, Any]:
+    """The globals the official Calculator evaluates in (``python_calculator.safe_eval``).
+
+    Every public name of :mod:`math`, ``math`` itself (see :class:`Dict`), ``max``,
+    ``min``, ``round`` and ``sum``, and no other builtins (``__builtins__`` is ``None``).
+    """
+    functions = {name: value for name, value in vars(math).items() if not name.startswith("_")}
+    names: dict[str, Any] = {"math": Dict(functions), "max": max, "min": min}
+    names.update(round=round, sum=sum, **functions)
+    names["__builtins__"] = None
+    return names
 
 
 def calculate(expression: str) -> str:
-    """``str()`` of the expression's value with the ``math`` names, as AgentLego's Calculator.
+    """``str()`` of the expression's value, evaluated as the official Calculator does.
 
-    simpleeval instead of ``eval``: the expression is untrusted model output, and the sandbox
-    is the second line of defence, not the only one.
-
-    Raises:
-        ImportError: simpleeval is not installed (the model sees that as the tool's error).
+    A real ``eval``, so that the model's expression means here what it means in the official
+    tool: ``29,000 + 32,900`` is the tuple ``(29, 32, 900)``, and ``abs(-2)`` fails with
+    ``TypeError("'NoneType' object is not subscriptable")`` (a name outside the namespace is
+    looked up in ``__builtins__``, which is ``None``). That keeps nothing out
+    (``().__class__`` reaches every class); what makes it safe is where it runs, a call of
+    this sandbox's worker.
     """
-    try:
-        # simpleeval ships no type hints (no py.typed); only SimpleEval.eval is used, on str.
-        import simpleeval  # type: ignore[import-untyped]
-    except ImportError:
-        raise ImportError("simpleeval is not installed") from None
-    names = {k: v for k, v in vars(math).items() if not k.startswith("_")}
-    functions = {k: v for k, v in names.items() if callable(v)}
-    functions.update(abs=abs, min=min, max=max, round=round, int=int, float=float, pow=pow)
-    constants = {k: v for k, v in names.items() if not callable(v)}
-    evaluator = simpleeval.SimpleEval(functions=functions, names=constants)
-    return str(evaluator.eval(expression))
+    namespace = calculator_namespace()
+    return str(eval(expression, namespace, namespace))
 
 
-def run_code(kind: str, code: str, max_text: int) -> Message:
-    """Run a program that defines ``solution()``: its ``str()`` (Solver) or its Figure (Plot).
+#: Code each tool's runtime runs before the model's (``GenericRuntime(headers=...)`` in the
+#: official ``solver.py`` and ``plot.py``).
+HEADERS = {
+    "solver": "from sympy import symbols, Eq, solve",
+    "plot": "import matplotlib.pyplot as plt",
+}
+
+
+def extract_code(command: str) -> str:
+    """The program inside a Markdown command, as the official Solver and Plot take it.
+
+    The first ```` ```python ```` fence wins, else the first bare fence; text without fences is
+    the program itself. An unclosed fence runs to the end.
+    """
+    for opening in ("```python", "```"):
+        if opening in command:
+            return command.split(opening)[1].split("```")[0]
+    return command
+
+
+def run_code(kind: str, command: str, max_text: int) -> Message:
+    """Run a Solver or Plot command the way the official tools do.
+
+    The official runtime (``python_interpreter.GenericRuntime``): the program is taken out of
+    its Markdown fence, one namespace dict serves as globals and locals, the tool's header runs
+    first, then ``exec`` of the program (a string, so errors name the file ``<string>``), then
+    ``eval("solution()")``. The Solver answers ``str()`` of what it returns; Plot requires a
+    Matplotlib Figure, saves it with ``savefig`` at its defaults and hands the picture on through
+    Pillow as a PNG, as AgentLego's ``ImageIO`` does.
 
     Raises:
         NameError: the program defines no ``solution``.
-        TypeError: a Plot program's ``solution()`` returned no Figure.
+        TypeError: a Plot program's ``solution()`` returned no Figure (the official message).
     """
-    namespace: dict[str, Any] = {"__name__": "__sandbox__"}
-    exec(compile(code, "<command>", "exec"), namespace)
-    solution = namespace.get("solution")
-    if not callable(solution):
-        raise NameError("the command must define a function solution()")
-    result = solution()
+    namespace: dict[str, Any] = {}
+    exec(HEADERS[kind], namespace, namespace)
+    exec(extract_code(command), namespace, namespace)
+    result = eval("solution()", namespace, namespace)
     if kind == "solver":
         return {"text": str(result)[:max_text]}
     import matplotlib.figure
     import matplotlib.pyplot
+    from PIL import Image
 
     if not isinstance(result, matplotlib.figure.Figure):
-        raise TypeError(f"solution() must return a matplotlib Figure, not {type(result).__name__}")
-    buffer = io.BytesIO()
-    result.savefig(buffer, format="png")
+        raise TypeError("The `solution` function must return the matplotlib figure.")
+    drawn = io.BytesIO()
+    result.savefig(drawn)
+    drawn.seek(0)
+    png = io.BytesIO()
+    with Image.open(drawn) as picture:
+        picture.save(png, format="PNG")
     matplotlib.pyplot.close("all")
-    return {"png": base64.b64encode(buffer.getvalue()).decode()}
+    return {"png": base64.b64encode(png.getvalue()).decode()}
 
 
 def answer(request: Mapping[str, Any], max_text: int) -> Message:
     """The reply to one request: the result, or the error the model's code raised.
 
     Anything the code raises is the model's doing (``SystemExit`` and ``KeyboardInterrupt``
-    included), so it becomes an ``error`` reply; an exception whose ``str()`` itself raises
+    included), so it becomes an ``error`` reply; an exception whose ``repr()`` itself raises
     is named by its type.
     """
     try:
@@ -221,10 +274,7 @@ def preload() -> None:
         matplotlib.use("Agg")
         import matplotlib.figure
         import matplotlib.pyplot
-    except ImportError:
-        pass
-    try:
-        importlib.import_module("simpleeval")
+        from PIL import Image  # noqa: F401 - Plot's PNG goes through Pillow
     except ImportError:
         pass
 
