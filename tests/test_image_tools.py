@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageChops
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from PIL import Image, ImageChops, ImageDraw
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaToolError
@@ -118,27 +121,31 @@ def test_reading_order_groups_lines() -> None:
 # --------------------------------------------------------------------------------- DrawBox
 
 
-def test_draw_box_changes_the_border_only(data_copy: Dataset, context) -> None:
+def blend(pixel: tuple[int, ...]) -> tuple[int, ...]:
+    """A pixel under DrawBox's fill: red at alpha 64 composited over it."""
+    return tuple(
+        round((255 if i == 0 else 0) * 64 / 255 + v * (1 - 64 / 255)) for i, v in enumerate(pixel)
+    )
+
+
+def test_draw_box_outlines_and_tints_the_box(data_copy: Dataset, context) -> None:
     source = data_copy.root / "image" / "image_0.jpg"
     result = call(data_copy, "DrawBox", context, image=str(source), bbox="(100, 200, 300, 400)")
     out = output_image(result, context)
     with Image.open(source) as a, Image.open(out) as b:
         before, after = a.convert("RGB"), b.convert("RGB")
     assert after.size == before.size
-    for xy in ((200, 200), (100, 300), (300, 300), (200, 400)):  # on the border
-        assert after.getpixel(xy) != before.getpixel(xy)
+    for xy in ((200, 200), (100, 300), (300, 300), (200, 400)):  # on the outline
         assert after.getpixel(xy) == (255, 0, 0)
-    for xy in ((200, 300), (20, 20), (420, 630), (150, 250)):  # inside and far away
+    for xy in ((200, 300), (150, 250)):  # inside: a translucent red over the picture
+        got, want = after.getpixel(xy), blend(before.getpixel(xy))
+        assert all(abs(g - w) <= 1 for g, w in zip(got, want, strict=True)), (xy, got, want)
+    for xy in ((20, 20), (420, 630), (99, 300), (301, 300)):  # outside
         assert after.getpixel(xy) == before.getpixel(xy)
-    box = ImageChops.difference(before, after).getbbox()
-    assert box is not None
-    assert box[0] >= 95
-    assert box[1] >= 195
-    assert box[2] <= 306
-    assert box[3] <= 406
+    assert ImageChops.difference(before, after).getbbox() == (100, 200, 301, 401)
 
 
-def test_draw_box_annotation_goes_above_the_box(data_copy: Dataset, context) -> None:
+def test_draw_box_annotation_sits_above_the_box(data_copy: Dataset, context) -> None:
     source = blank(context)
     result = call(
         data_copy,
@@ -148,29 +155,109 @@ def test_draw_box_annotation_goes_above_the_box(data_copy: Dataset, context) -> 
         bbox="(100, 100, 200, 200)",
         annotation="green ball",
     )
-    box = changed(source, output_image(result, context))
-    assert box is not None
-    assert box[1] < 95  # the label is above the box
-    assert box[3] <= 206
-    # No room above: the label moves inside the box instead of off the image.
+    with Image.open(output_image(result, context)) as image:
+        above = image.convert("RGB").crop((0, 0, 400, 100))
+    label = ImageChops.difference(above, Image.new("RGB", above.size, "white")).getbbox()
+    assert label is not None
+    assert label[0] >= 99  # starts at x1
+    assert label[3] <= 96  # its bottom 5 px above the box
+    # With no room above, the official tool draws the label off the image: only the box shows.
     result = call(
-        data_copy,
-        "DrawBox",
-        context,
-        image=str(source),
-        bbox="(10, 0, 200, 200)",
-        annotation="top",
+        data_copy, "DrawBox", context, image=str(source), bbox="(10, 0, 200, 200)", annotation="x"
     )
-    box = changed(source, output_image(result, context))
-    assert box is not None
-    assert box[3] <= 206
+    assert changed(source, output_image(result, context)) == (10, 0, 201, 201)
 
 
-@pytest.mark.parametrize("bbox", ["(1, 2, 3)", "left", "", "(300, 10, 100, 50)", None])
-def test_draw_box_rejects_bad_boxes(data_copy: Dataset, context, bbox) -> None:
-    with pytest.raises(GtaToolError, match="bbox"):
+@pytest.mark.parametrize(
+    ("bbox", "message"),
+    [
+        ("(1, 2, 3)", "ValueError('Expected 4 numbers, got (1, 2, 3).')"),
+        ("left", "ValueError('Expected 4 numbers, got left.')"),
+        ("", "ValueError('Expected 4 numbers, got .')"),
+        ("29,000, 1, 2, 3", "ValueError('Expected 4 numbers, got 29,000, 1, 2, 3.')"),
+        ("(300, 10, 100, 50)", "ValueError('x1 must be greater than or equal to x0')"),
+        ("(10, 300, 50, 100)", "ValueError('y1 must be greater than or equal to y0')"),
+        (None, "ValueError('Expected 4 numbers, got None.')"),  # str(None), as DefaultParser
+    ],
+)
+def test_draw_box_fails_on_bad_boxes_as_the_official_tool(
+    data_copy: Dataset, context, bbox, message
+) -> None:
+    with pytest.raises(GtaToolError) as info:
         call(data_copy, "DrawBox", context, image="image/image_0.jpg", bbox=bbox)
+    assert str(info.value) == message
     assert not context.output_dir.exists() or not list(context.output_dir.glob("DrawBox-*"))
+
+
+def test_draw_box_reads_numbers_wherever_they_stand(data_copy: Dataset, context) -> None:
+    """The release writes boxes as ``(x1, y1, x2, y2)``, ``x1, y1, x2, y2`` and ``x1,y1,x2,y2``."""
+    source = blank(context)
+    for bbox in (
+        "(10, 20, 30, 40)",
+        "10, 20, 30, 40",
+        "10,20,30,40",
+        "left 10 top 20 right 30 bottom 40",
+    ):
+        result = call(data_copy, "DrawBox", context, image=str(source), bbox=bbox)
+        assert changed(source, output_image(result, context)) == (10, 20, 31, 41)
+
+
+def test_a_tiny_image_fails_as_officially(data_copy: Dataset, context) -> None:
+    """The official font is ``int(height / 336 * 18)`` px: 0 under 19 px, which Pillow refuses."""
+    source = blank(context, (40, 18))
+    with pytest.raises(GtaToolError, match=r"^ValueError\('font size must be greater than 0"):
+        call(data_copy, "DrawBox", context, image=str(source), bbox="(1, 1, 5, 5)")
+    with pytest.raises(GtaToolError, match=r"^ValueError\('font size must be greater than 0"):
+        call(data_copy, "AddText", context, image=str(source), text="x", position="mm")
+
+
+NUMBER = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False).map(lambda v: round(v, 2))
+
+
+@given(
+    numbers=st.lists(NUMBER, min_size=4, max_size=4), layout=st.sampled_from(["({})", "{}", "[{}]"])
+)
+def test_parse_numbers_reads_back_what_was_written(numbers: list[float], layout: str) -> None:
+    text = layout.format(", ".join(repr(n) for n in numbers))
+    assert image_tools.parse_numbers(text, 4) == tuple(numbers)
+    with pytest.raises(ValueError, match=r"^Expected 3 numbers, got "):
+        image_tools.parse_numbers(text, 3)
+
+
+#: Near the 60x40 image's edges, where Pillow's own overdraw could show, or far beyond them.
+COORDINATE = st.one_of(st.integers(-12, 72), st.integers(-3000, 3000))
+
+
+@settings(max_examples=100, deadline=None)
+@example(xs=[0, 0], ys=[-2, -1])
+@example(xs=[-7, 70], ys=[-5, -5])
+@example(xs=[59, 66], ys=[40, 44])
+@given(
+    xs=st.lists(COORDINATE, min_size=2, max_size=2), ys=st.lists(COORDINATE, min_size=2, max_size=2)
+)
+def test_clipping_a_box_changes_no_pixel(xs: list[int], ys: list[int]) -> None:
+    """Clipping to just outside the image draws what the unclipped box draws."""
+    (x1, x2), (y1, y2) = sorted(xs), sorted(ys)
+    size = (60, 40)
+    pictures = []
+    for box in ((x1, y1, x2, y2), image_tools._clip((x1, y1, x2, y2), size)):
+        canvas = Image.new("RGBA", size, (0, 0, 0, 0))
+        ImageDraw.Draw(canvas).rectangle(
+            box, fill=image_tools.BOX_FILL, outline=image_tools.BOX_RED
+        )
+        pictures.append(canvas.tobytes())
+    assert pictures[0] == pictures[1]
+
+
+def test_a_huge_box_is_drawn_at_once(data_copy: Dataset, context) -> None:
+    """Unclipped, Pillow fills ``(0, 0, 1e12, 1e12)`` row by row for seconds."""
+    source = blank(context)
+    start = time.monotonic()
+    result = call(
+        data_copy, "DrawBox", context, image=str(source), bbox=f"(0, 0, {10**12}, {10**12})"
+    )
+    assert time.monotonic() - start < 2
+    assert changed(source, output_image(result, context)) == (0, 0, 400, 300)
 
 
 # --------------------------------------------------------------------------------- AddText
@@ -220,16 +307,40 @@ def test_add_text_at_a_point(data_copy: Dataset, context) -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"position": "somewhere"}, "position"),
-        ({"position": "(1, 2, 3)"}, "position"),
-        ({"position": "mt", "color": "notacolour"}, "color"),
-        ({"position": "mt", "text": ""}, "text"),
+        ({"position": "somewhere"}, "ValueError('Invalid position string.')"),
+        ({"position": "(1, 2, 3)"}, "ValueError('Invalid position string.')"),
+        ({"position": "MT"}, "ValueError('Invalid position string.')"),  # the codes are exact
+        ({"position": " mt"}, "ValueError('Invalid position string.')"),
+        (
+            {"position": "mt", "color": "notacolour"},
+            "ValueError(\"unknown color specifier: 'notacolour'\")",
+        ),
+        ({"position": "mt", "color": ""}, "ValueError(\"unknown color specifier: ''\")"),
+        (
+            {"position": "mb", "text": "two\nlines"},
+            "ValueError('anchor not supported for multiline text')",
+        ),
     ],
 )
-def test_add_text_rejects_bad_arguments(data_copy: Dataset, context, arguments, message) -> None:
+def test_add_text_fails_as_the_official_tool(
+    data_copy: Dataset, context, arguments, message
+) -> None:
     arguments = {"image": "image/image_0.jpg", "text": "hi", **arguments}
-    with pytest.raises(GtaToolError, match=message):
+    with pytest.raises(GtaToolError) as info:
         call(data_copy, "AddText", context, **arguments)
+    assert str(info.value) == message
+
+
+def test_add_text_keeps_the_image_mode_and_accepts_empty_text(data_copy: Dataset, context) -> None:
+    """As the official tool: drawn on a copy in the source's own mode; no text draws nothing."""
+    source = new_output_path(context, "gray", ".png")
+    Image.new("L", (400, 300), 255).save(source)
+    result = call(data_copy, "AddText", context, image=str(source), text="", position="mm")
+    with Image.open(output_image(result, context)) as image:
+        assert image.mode == "L"
+    assert changed(source, output_image(result, context)) is None
+    result = call(data_copy, "AddText", context, image=str(source), text="x", position="lm")
+    assert changed(source, output_image(result, context)) is not None
 
 
 def test_outputs_can_be_edited_again(data_copy: Dataset, context) -> None:
