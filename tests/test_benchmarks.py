@@ -31,8 +31,8 @@ from pytest_gta.validation import load_dataset
 SCRIPT = ROOT / "benchmarks" / "concurrency.py"
 
 
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gta_concurrency_benchmark", SCRIPT)
+def load_script(path: Path = SCRIPT, name: str = "gta_concurrency_benchmark") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -172,3 +172,29 @@ def test_script_prints_the_table_and_identical_results(tmp_path: Path) -> None:
     assert "per-case results identical across configs (10 cases compared)" in done.stdout
     assert "PROBLEM" not in done.stdout
     assert json.dumps("dummy") not in done.stdout
+
+
+# ---------------------------------------------------------------------------- OCR agreement
+
+
+def test_ocr_agreement_measures() -> None:
+    agreement = load_script(ROOT / "benchmarks" / "ocr_agreement.py", "gta_ocr_agreement")
+    region = agreement.ocr.Region
+    reference = [region(0, 0, 100, 20, "Total Due"), region(0, 30, 100, 50, "12.50")]
+    same = agreement.compare("1", reference, reference, 0.5)
+    # Words are runs of letters and digits: total, due, 12, 50.
+    assert (same.similarity, same.reference_words_found, same.our_words_found) == (1.0, 4, 4)
+    assert same.reference_regions_located == same.our_regions_located == 1.0
+    # PP-OCR's dropped spaces and another reading order: every word is still found.
+    ours = [region(2, 31, 98, 49, "12.50"), region(1, 1, 99, 19, "TotalDue")]
+    moved = agreement.compare("1", ours, reference, 0.5)
+    assert 0 < moved.similarity < 1
+    assert (moved.reference_words_found, moved.reference_words) == (4, 4)
+    assert (moved.our_words_found, moved.our_words) == (3, 3)
+    assert moved.reference_regions_located == 1.0
+    missed = agreement.compare("1", ours[:1], reference, 0.5)
+    assert (missed.reference_words_found, missed.reference_regions_located) == (2, 0.5)
+    rows = dict(agreement.summary([same, moved, missed]))
+    assert rows["calls"] == "3"
+    assert rows["calls with the same text"] == "1 (33.3%)"
+    assert rows["reference words found in ours"] == f"{10 / 12:.1%}"

@@ -118,6 +118,29 @@ def test_reading_order_groups_lines() -> None:
     assert ocr.to_region([[1.4, 2], [9.6, 2.2], [9, 8], [1, 8]], " x ") == r(1, 2, 10, 8, "x")
 
 
+#: Region texts as the tool prints them: stripped, on one line.
+ONE_LINE = st.text(st.characters(blacklist_categories=["Cc", "Zl", "Zp"]), max_size=20).map(
+    str.strip
+)
+REGION = st.builds(
+    ocr.Region, *[st.integers(-5, 5000)] * 4, text=ONE_LINE.filter(lambda t: "\x85" not in t)
+)
+
+
+@given(regions=st.lists(REGION, max_size=8))
+def test_parse_output_reads_back_the_official_format(regions: list[ocr.Region]) -> None:
+    assert ocr.parse_output("\n".join(region.format() for region in regions)) == regions
+
+
+def test_parse_output_keeps_text_outside_regions() -> None:
+    r = ocr.Region
+    assert ocr.parse_output("stray\n(1, 2, 3, 4) a\nmore\n\n(5, 6, 7, 8) b") == [
+        r(0, 0, 0, 0, "stray"),
+        r(1, 2, 3, 4, "a\nmore"),
+        r(5, 6, 7, 8, "b"),
+    ]
+
+
 # --------------------------------------------------------------------------------- DrawBox
 
 

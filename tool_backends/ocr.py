@@ -13,6 +13,7 @@ the text is reported as recognised, without guessing spaces back in.
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 from collections.abc import Sequence
@@ -46,6 +47,37 @@ class Region:
     def format(self) -> str:
         """The region as the official OCR tool prints it."""
         return f"({self.x1}, {self.y1}, {self.x2}, {self.y2}) {self.text}"
+
+
+#: One line of the official tool's answer: the box's integer corners, a space, the text.
+LINE = re.compile(r"^\((-?\d+), (-?\d+), (-?\d+), (-?\d+)\) (.*)$")
+
+
+def parse_output(text: str) -> list[Region]:
+    """The regions of an OCR answer in the official format, in the order written.
+
+    The inverse of :meth:`Region.format` over the lines of a text: used to compare our answers
+    with the reference ones (``benchmarks/ocr_agreement.py``). A line that is not a region
+    (text with a line break in it) belongs to the region before it; text before any region
+    gets an empty box at the origin, so that no recognised character is lost.
+
+    Args:
+        text: An OCR tool's answer, one region a line.
+
+    Returns:
+        The regions, their texts stripped.
+    """
+    regions: list[Region] = []
+    for line in text.splitlines():
+        match = LINE.match(line)
+        if match:
+            x1, y1, x2, y2 = (int(n) for n in match.groups()[:4])
+            regions.append(Region(x1, y1, x2, y2, match.group(5).strip()))
+        elif line.strip():
+            last = regions.pop() if regions else Region(0, 0, 0, 0, "")
+            joined = f"{last.text}\n{line.strip()}" if last.text else line.strip()
+            regions.append(Region(last.x1, last.y1, last.x2, last.y2, joined))
+    return regions
 
 
 def _engine() -> Any:
