@@ -93,9 +93,9 @@ def counted_by_hand(root: Path) -> dict:
 def test_sample_counts_by_hand_are_what_the_sample_was_built_with() -> None:
     # Pinned from fixtures/make_gta_sample.py's own summary line, so the hand count is checked too.
     expected = counted_by_hand(SAMPLE)
-    assert expected["queries"] == 13
-    assert expected["tool_calls"] == 39
-    assert expected["queries_by_type"] == {"objective": 7, "subjective": 3, "image": 3}
+    assert expected["queries"] == 17
+    assert expected["tool_calls"] == 48
+    assert expected["queries_by_type"] == {"objective": 9, "subjective": 3, "image": 5}
     assert expected["tools"] == 14
 
 
@@ -159,7 +159,7 @@ def test_every_run_report_carries_the_statistics(pytester: pytest.Pytester) -> N
     result.assert_outcomes(passed=1)
     dataset = json.loads((pytester.path / "gta.json").read_text())["dataset"]
     assert dataset["statistics"]["tool_calls"] == counted_by_hand(SAMPLE)["tool_calls"]
-    assert dataset["statistics"]["queries"] == 13  # the whole dataset, not the selection
+    assert dataset["statistics"]["queries"] == 17  # the whole dataset, not the selection
     assert dataset["selected"] == 1
     assert dataset["install"] is None
 
@@ -191,7 +191,7 @@ def test_format_shows_the_paper_beside_the_data(sample_dataset) -> None:
     from pytest_gta.datainfo import dataset_statistics
 
     lines = format_statistics(dataset_statistics(sample_dataset))
-    assert re.fullmatch(r"\s+queries\s+13\s+229", lines[1])
+    assert re.fullmatch(r"\s+queries\s+17\s+229", lines[1])
     assert any(
         line.strip() == "paper:               2: 44  3: 130  4: 36  5: 13  6: 2  7: 3  8: 1"
         for line in lines

@@ -16,7 +16,7 @@ import pytest
 from pytest_gta import dataset as dataset_module
 from pytest_gta.dataset import Dataset, ReferenceCall, bundled_sample_path
 from pytest_gta.errors import DatasetError, DatasetProblem, GtaError
-from pytest_gta.quirks import find_quirks
+from pytest_gta.quirks import GENERATED_IMAGE, find_quirks
 from pytest_gta.validation import load_dataset
 from pytest_gta.vocabulary import tool_category
 
@@ -129,12 +129,12 @@ def test_sample_loads_with_expected_ids_and_types(sample_root: Path) -> None:
         dataset = load_dataset(sample_root)
     assert [str(w.message) for w in caught] == []
     assert isinstance(dataset, Dataset)
-    assert len(dataset) == 13
-    assert list(dataset.queries) == [str(i) for i in range(13)]
+    assert len(dataset) == 17
+    assert list(dataset.queries) == [str(i) for i in range(17)]
     assert [q.qid for q in dataset] == list(raw)
-    assert [q.position for q in dataset] == list(range(13))
+    assert [q.position for q in dataset] == list(range(17))
     types = [q.type for q in dataset]
-    assert types == ["objective"] * 7 + ["subjective"] * 3 + ["image"] * 3
+    assert types == ["objective"] * 7 + ["subjective"] * 3 + ["image"] * 5 + ["objective"] * 2
     assert dataset.warnings == []
 
 
@@ -162,7 +162,7 @@ def test_sha256_changes_with_the_data(data_copy: Path) -> None:
     assert after.sha256 == hashlib.sha256((data_copy / "dataset.json").read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("qid", ["3", "7", "12"])
+@pytest.mark.parametrize("qid", ["3", "7", "12", "13", "14", "15"])
 def test_query_properties_follow_the_json(
     sample_root: Path, sample_dataset: Dataset, qid: str
 ) -> None:
@@ -173,7 +173,9 @@ def test_query_properties_follow_the_json(
     assert query.type == expected_type
     assert query.qid == qid
     assert query.text == item["dialogs"][0]["content"]
-    assert query.tool_names == tuple(t["name"] for t in item["tools"])
+    listed = tuple(t["name"] for t in item["tools"])
+    assert query.listed_tools == listed
+    assert query.tool_names == tuple(dict.fromkeys(listed))  # offered once (query 13)
     expected_calls = tuple(
         ReferenceCall(
             i, m["tool_calls"][0]["function"]["name"], m["tool_calls"][0]["function"]["arguments"]
@@ -183,7 +185,8 @@ def test_query_properties_follow_the_json(
     )
     assert query.calls == expected_calls
     for call in expected_calls:
-        assert query.dialogs[call.index + 1]["role"] == "tool"  # the message answering it
+        if call.index + 1 < len(item["dialogs"]):  # query 14's last call has no reply
+            assert query.dialogs[call.index + 1]["role"] == "tool"  # the message answering it
     assert query.called_tools == tuple(dict.fromkeys(c.name for c in expected_calls))
     expected_categories = tuple(sorted({SPEC_CATEGORIES[c.name] for c in expected_calls}))
     assert query.categories == expected_categories
@@ -225,6 +228,46 @@ def test_query_properties_concrete_values(sample_dataset: Dataset) -> None:
     assert len(q7.gt_answer) == 3
 
 
+def test_sample_has_the_release_shapes_a_replay_passes(sample_dataset: Dataset) -> None:
+    """Queries 13-16 carry the release's quirks that a perfect replay passes, and only those."""
+    quirks = [(q.qid, q.kind.key, q.detail, q.fails) for q in find_quirks(sample_dataset)]
+    assert quirks == [
+        ("13", "no_final_answer", "ends on a tool's output", ()),
+        ("13", "duplicate_tool", "tools: Plot", ()),
+        ("14", "no_final_answer", "ends on a call", ()),
+        ("14", "unanswered_call", "dialogs[3]: DrawBox", ()),
+        ("14", "call_with_text", "dialogs[3]: DrawBox", ()),
+        ("15", "call_with_text", "dialogs[3]: GoogleSearch", ()),
+        (
+            "16",
+            "foreign_output",
+            "dialogs[4]: C:\\Users\\annotator\\generated\\image\\20240412_5e1d.png",
+            (),
+        ),
+        (
+            "16",
+            "foreign_output",
+            "dialogs[6]: C:\\Users\\annotator\\generated\\image\\20240412_a07c.png",
+            (),
+        ),
+    ]
+    q13, q14, q15, q16 = (sample_dataset[q] for q in ("13", "14", "15", "16"))
+    assert q13.listed_tools == ("Plot", "MathOCR", "Plot")
+    assert q13.tool_names == ("Plot", "MathOCR")
+    assert q13.dialogs[-1]["content"] == {"type": "image", "content": GENERATED_IMAGE}
+    assert (q14.type, q14.dialogs[-1]["role"], q14.calls[-1].name) == (
+        "image",
+        "assistant",
+        "DrawBox",
+    )
+    assert q14.dialogs[-1]["content"].startswith("Green Leaf Pharmacy")
+    assert q15.tool_names == ("GoogleSearch", "Calculator", "OCR")
+    assert "Calculator" not in q15.called_tools  # offered, never called
+    assert q15.dialogs[-1] == {"role": "assistant", "content": q15.dialogs[-1]["content"]}
+    assert q16.type == "objective"
+    assert [c.arguments["image"] for c in q16.calls] == ["image/image_6.jpg"] * 3
+
+
 @pytest.mark.parametrize(("name", "category"), sorted(SPEC_CATEGORIES.items()))
 def test_tool_category_matches_spec(name: str, category: str) -> None:
     assert tool_category(name) == category
@@ -251,7 +294,7 @@ def test_toolmeta_from_file(sample_root: Path, sample_dataset: Dataset) -> None:
 def test_dataset_mapping_protocol(sample_dataset: Dataset) -> None:
     assert sample_dataset["5"].qid == "5"
     with pytest.raises(KeyError):
-        sample_dataset["13"]
+        sample_dataset["17"]
     assert [q.qid for q in iter(sample_dataset)] == list(sample_dataset.queries)
 
 
@@ -422,13 +465,13 @@ def test_tool_metas_only_offer_the_query_tools(sample_dataset: Dataset) -> None:
 @pytest.mark.parametrize(
     ("ids", "limit", "expected"),
     [
-        pytest.param(None, None, [str(i) for i in range(13)], id="all"),
+        pytest.param(None, None, [str(i) for i in range(17)], id="all"),
         pytest.param(["5", "1", "99"], None, ["1", "5"], id="ids-in-dataset-order"),
         pytest.param(None, 2, ["0", "1"], id="limit"),
         pytest.param(["12", "3", "7"], 2, ["3", "7"], id="ids-then-limit"),
         pytest.param([], None, [], id="no-ids"),
         pytest.param(None, 0, [], id="limit-zero"),
-        pytest.param(None, 100, [str(i) for i in range(13)], id="limit-above-size"),
+        pytest.param(None, 100, [str(i) for i in range(17)], id="limit-above-size"),
     ],
 )
 def test_select(
@@ -621,8 +664,8 @@ DEFECTS = [
         id="query-not-an-object",
     ),
     pytest.param(
-        lambda root: (root / "image" / "image_3.jpg").unlink(),
-        ("dataset.json", "4", "files[0].path", "missing file 'image/image_3.jpg'"),
+        lambda root: (root / "image" / "image_7.jpg").unlink(),  # only query 5 uses it
+        ("dataset.json", "5", "files[0].path", "missing file 'image/image_7.jpg'"),
         id="missing-image-file",
     ),
     pytest.param(
@@ -1086,7 +1129,7 @@ def test_reference_call_missing_required_argument_is_a_quirk(data_copy: Path) ->
     dataset = load_dataset(data_copy)
     assert "0" in dataset.queries
     assert dataset.warnings == []
-    [quirk] = find_quirks(dataset)
+    [quirk] = find_quirks(dataset, [dataset["0"]])
     assert (quirk.kind.key, quirk.qid) == ("rejected_call", "0")
     assert quirk.detail == "dialogs[1]: OCR: missing required arguments: {'image'}"
     assert quirk.fails == ("step",)
@@ -1099,7 +1142,7 @@ def test_reference_call_with_unknown_argument_is_a_quirk(data_copy: Path) -> Non
     edit_dataset(data_copy, change)
     dataset = load_dataset(data_copy)
     assert dataset.warnings == []
-    assert [(q.kind.key, q.qid, q.detail) for q in find_quirks(dataset)] == [
+    assert [(q.kind.key, q.qid, q.detail) for q in find_quirks(dataset, [dataset["4"]])] == [
         ("rejected_call", "4", "dialogs[3]: GoogleSearch: unknown arguments: {'lang'}")
     ]
 
@@ -1132,7 +1175,7 @@ def test_bundled_sample_path(sample_root: Path) -> None:
     assert (path / "toolmeta.json").is_file()
     assert (path / "image").is_dir()
     assert (path / "dataset.json").read_bytes() == (sample_root / "dataset.json").read_bytes()
-    assert len(load_dataset(path)) == 13
+    assert len(load_dataset(path)) == 17
 
 
 def test_a_call_with_several_tool_calls_may_get_several_tool_messages(data_copy: Path) -> None:

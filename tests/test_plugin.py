@@ -14,8 +14,8 @@ import pytest
 from conftest import FAST_SIM, SAMPLE
 from pytest_gta import hookspecs
 
-OBJECTIVE = 7  # queries 0-6 of the sample
-ALL = 13
+OBJECTIVE = 9  # queries 0-6, 15 and 16 of the sample
+ALL = 17
 SAMPLE_QUERY_0 = json.loads((SAMPLE / "dataset.json").read_text())["0"]["dialogs"][0]["content"]
 
 
@@ -47,13 +47,17 @@ def test_oracle_self_check_on_the_sample(pytester, dist_args):
     step, e2e = report["metrics"]["step"], report["metrics"]["e2e"]
     assert step["tool_acc"] == 100.0
     assert step["arg_acc"] == 100.0
-    assert report["by_type"]["e2e"]["objective"] == {"cases": 7, "passed": 7, "mean_score": 1.0}
+    assert report["by_type"]["e2e"]["objective"] == {
+        "cases": OBJECTIVE,
+        "passed": OBJECTIVE,
+        "mean_score": 1.0,
+    }
     assert report["by_type"]["step"]["objective"]["mean_score"] == 1.0
     # official F1 smoothing keeps a perfect score just under 100
     for key in ("p_f1", "o_f1", "l_f1", "c_f1"):
         assert 99.999 < e2e[key] < 100.0
     assert step["tool_call_error"] == e2e["tool_call_error"] == 0
-    assert report["outcomes"] == {"passed": 26, "failed": 0, "error": 0, "skipped": 0}
+    assert report["outcomes"] == {"passed": 2 * ALL, "failed": 0, "error": 0, "skipped": 0}
     assert report["schema"] == "pytest-gta-report/1"
     assert report["protocol"] == "react"
     assert report["dataset"]["queries"] == ALL
@@ -87,8 +91,8 @@ def test_oracle_self_check_on_the_sample(pytester, dist_args):
 
 def test_same_numbers_with_and_without_xdist(pytester):
     args = ("--gta-model=oracle", "--gta-mode=step,e2e")
-    run(pytester, *args, "--gta-report=a.json").assert_outcomes(passed=26)
-    run(pytester, *args, "--gta-report=b.json", "-n", "2").assert_outcomes(passed=26)
+    run(pytester, *args, "--gta-report=a.json").assert_outcomes(passed=2 * ALL)
+    run(pytester, *args, "--gta-report=b.json", "-n", "2").assert_outcomes(passed=2 * ALL)
     a, b = report_of(pytester, "a.json"), report_of(pytester, "b.json")
     assert a["metrics"] == b["metrics"]
     assert a["errors"] == b["errors"]
@@ -104,19 +108,19 @@ def test_collects_stable_ids_without_a_test_file(pytester):
     result.stdout.fnmatch_lines(
         [
             lit("gta::test_query[step-0]"),
-            lit("gta::test_query[step-12]"),
+            lit("gta::test_query[step-16]"),
             lit("gta::test_query[e2e-0]"),
         ]
     )
-    result.stdout.fnmatch_lines(["26 tests collected*"])
+    result.stdout.fnmatch_lines([f"{2 * ALL} tests collected*"])
 
 
 @pytest.mark.parametrize(
     ("args", "count"),
     [
         (["-m", "gta_type_objective and not gta_category_creativity"], OBJECTIVE),
-        (["-m", "gta_type_image"], 3),
-        (["-m", "gta_tool_Calculator"], 4),
+        (["-m", "gta_type_image"], 5),  # 10-14
+        (["-m", "gta_tool_Calculator"], 4),  # 0, 3, 5, 9 call it; 15 offers it, never calls it
         (["-m", "gta_category_creativity"], 1),
         (["-m", "gta_mode_e2e"], ALL),
         (["-k", "e2e-3 or e2e-5"], 2),
