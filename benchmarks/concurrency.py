@@ -70,8 +70,9 @@ MODES = ("step", "e2e")
 def make_dataset(dest: Path, queries: int) -> Path:
     """A GTA-shaped dataset of ``queries`` queries under ``dest``, cycled from the sample.
 
-    Query ``N`` is sample query ``N % 13`` with the text suffixed ``[copy N]``: the fake model
-    tells queries apart by their text, and a real dataset has no two queries alike either.
+    Query ``N`` is sample query ``N % S`` (``S`` queries in the sample) with the text suffixed
+    ``[copy N]``: the fake model tells queries apart by their text, and a real dataset has no two
+    queries alike either.
     """
     sample = bundled_sample_path()
     source = json.loads((sample / "dataset.json").read_text())

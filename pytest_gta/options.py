@@ -122,7 +122,7 @@ DEFAULT_MAX_TURNS = 10
 DATA_DIR_DEFAULT = Path("data")
 DATASET_NAME = "gta_dataset"
 DATA_DIR_DEFAULT_SOURCE = f"{DATA_DIR_DEFAULT}/ under the rootdir"
-#: ``--gta-data=sample``: the 13-query sample shipped with the plugin.
+#: ``--gta-data=sample``: the 17-query sample shipped with the plugin.
 SAMPLE_KEYWORD = "sample"
 #: The data source of a self-check (or model-less) run that fell back to the sample.
 SAMPLE_FALLBACK = "bundled sample: no dataset installed in"

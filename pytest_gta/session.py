@@ -98,7 +98,7 @@ class GtaState:
                 f"pytest-gta: no GTA dataset to run --gta-model={settings.model} on: "
                 f"{settings.data_source}.\n"
                 + how_to_get(settings.data_dir / DATASET_NAME)
-                + "\nTo try the plugin on the bundled 13-query sample instead, add "
+                + "\nTo try the plugin on the bundled 17-query sample instead, add "
                 "--gta-data=sample."
             )
         try:

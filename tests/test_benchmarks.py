@@ -58,9 +58,10 @@ def test_generated_dataset_loads_with_distinct_queries(generated: Any) -> None:
     assert [q.qid for q in generated] == [str(n) for n in range(30)]
     assert len({q.text for q in generated}) == 30
     assert not generated.warnings
-    # Query 13 is the sample's query 0 again, under a new id and text.
-    assert generated["13"].text.endswith("[copy 13]")
-    assert generated["13"].gt_answer == generated["0"].gt_answer
+    # Query 17 is the (17-query) sample's query 0 again, under a new id and text.
+    assert generated["17"].text.endswith("[copy 17]")
+    assert generated["17"].gt_answer == generated["0"].gt_answer
+    assert generated["17"].dialogs[1:] == generated["0"].dialogs[1:]
 
 
 def test_fake_model_answers_step_prompts_like_the_oracle(generated: Any) -> None:

@@ -297,11 +297,17 @@ def test_shipped_sample_cassettes_replay_without_local_tools(pytester):
         f"--gta-tool-cassettes={SHIPPED}",
         "--gta-report=r.json",
     )
-    result.assert_outcomes(passed=13)
+    result.assert_outcomes(passed=17)
     cases = {c["id"]: c for c in json.loads((pytester.path / "r.json").read_text())["cases"]}
     ocr = cases["e2e-0"]["steps"][1]["content"][0]["content"]
     assert "21.08" in ocr
     assert "12ElmStreet" in ocr  # RapidOCR's text, from the cassette, not the reference output
+    # The call the chain left unanswered (14) and the ones it answered with paths on another
+    # machine (16) get the image DrawBox drew, not the placeholder or the foreign path.
+    for case, step in (("e2e-14", 3), ("e2e-16", 3), ("e2e-16", 5)):
+        drawn = cases[case]["steps"][step]["content"][0]["content"]
+        assert Path(drawn).name.startswith("cassette-"), (case, drawn)
+        assert Path(drawn).suffix == ".png"
     entries = list(SHIPPED.glob("*/*.json"))
     assert {e.parent.name for e in entries} == {
         "OCR",

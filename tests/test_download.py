@@ -56,7 +56,7 @@ def sample_zip(
 
 
 def write_manifest(root: Path, entry_root: Path = SAMPLE) -> Path:
-    entry = entry_for(entry_root, RELEASE_ENTRY, "the sample standing in for the release", 13)
+    entry = entry_for(entry_root, RELEASE_ENTRY, "the sample standing in for the release", 17)
     path = root / "data" / "manifest.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": FORMAT, "datasets": {RELEASE_ENTRY: entry.to_json()}}))
@@ -122,7 +122,7 @@ def test_download_over_http_installs_verifies_and_is_used_by_the_next_run(
     record = json.loads((target / INSTALL_RECORD).read_text())
     assert record["origin"] == server.url
     assert record["archive_sha256"] == hashlib.sha256(body).hexdigest()
-    assert record["queries"] == 13
+    assert record["queries"] == 17
     # The finished download is not kept: the unpacked dataset is the cache.
     assert list((project.path / "data" / ".downloads").iterdir()) == []
     assert len(server.gets()) == 1
@@ -132,7 +132,7 @@ def test_download_over_http_installs_verifies_and_is_used_by_the_next_run(
     )
     run.assert_outcomes(passed=2)
     header = run.stdout.str()
-    assert f"dataset {target} (13 queries, data/gta_dataset)" in header
+    assert f"dataset {target} (17 queries, data/gta_dataset)" in header
     assert "runs on the bundled sample" not in header
 
 
@@ -252,7 +252,7 @@ def test_without_a_manifest_entry_the_paper_counts_decide(pytester: pytest.Pytes
     assert result.ret == 1
     err = result.stderr.str()
     assert "no sha256 manifest entry 'gta_dataset' is recorded" in err
-    assert "queries: 13 (paper: 229)" in err
+    assert "queries: 17 (paper: 229)" in err
     assert "images: 11 (paper: 252)" in err  # image/ files besides the generated-image stand-in
     # Counted differently by the paper and the release (728 vs 557 calls): never compared.
     assert "tool_calls" not in err
@@ -290,9 +290,9 @@ def test_record_manifest_after_a_download_that_reproduces_the_paper(
     text = (pytester.path / "data" / "manifest.json").read_text()
     entry = json.loads(text)["datasets"]["gta_dataset"]
     assert entry["files"] == {rel: sha256_file(SAMPLE / rel) for rel in FILES}
-    assert entry["queries"] == 13
+    assert entry["queries"] == 17
     assert entry["description"] == (
-        f"GTA dataset, 13 queries, recorded by pytest --gta-download --gta-record-manifest "
+        f"GTA dataset, 17 queries, recorded by pytest --gta-download --gta-record-manifest "
         f"from {server.url}"
     )
     assert entry["archive_sha256"] == hashlib.sha256(body).hexdigest()
@@ -615,7 +615,7 @@ def test_data_dir_option_env_and_ini_in_that_order(
     assert_identical_to_sample(tmp_path / "from-env" / "gta_dataset")
     run = project.runpytest("--gta-model=oracle", "--gta-ids=0", "--gta-sim-model=all-MiniLM-L6-v2")
     run.assert_outcomes(passed=1)
-    assert f"dataset {tmp_path / 'from-env' / 'gta_dataset'} (13 queries" in run.stdout.str()
+    assert f"dataset {tmp_path / 'from-env' / 'gta_dataset'} (17 queries" in run.stdout.str()
 
 
 # -- without data ----------------------------------------------------------------------------------
@@ -644,7 +644,7 @@ def test_the_sample_is_used_only_when_asked_or_for_self_checks(pytester: pytest.
         "--gta-model=oracle", "--gta-data=sample", "--gta-ids=0", "--gta-sim-model=all-MiniLM-L6-v2"
     )
     asked.assert_outcomes(passed=1)
-    assert "(13 queries, bundled sample)" in asked.stdout.str()
+    assert "(17 queries, bundled sample)" in asked.stdout.str()
     assert "runs on the bundled sample because" not in asked.stdout.str()
 
     self_check = pytester.runpytest(

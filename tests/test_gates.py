@@ -119,15 +119,15 @@ def test_the_gate_fails_a_regression_and_names_it(pytester, models, good_report,
     assert row["ci"]["high"] < 0
     pass_rate = report["comparison"]["metrics"]["e2e"]["pass_rate"]
     assert pass_rate["test"] == "exact McNemar"
-    assert pass_rate["p_drop"] == pytest.approx(0.5**13)  # 13 passed -> failed, none back
+    assert pass_rate["p_drop"] == pytest.approx(0.5**17)  # 17 passed -> failed, none back
     regressed = report["comparison"]["flipped"]["regressed"]
-    assert [e["query_id"] for e in regressed] == [str(i) for i in range(13)]
+    assert [e["query_id"] for e in regressed] == [str(i) for i in range(17)]
     assert all(e["nodeids"][0].endswith(f"[e2e-{e['query_id']}]") for e in regressed)
     assert report["gates"]["passed"] is False
     text = result.stdout.str()
     assert "gate FAIL: e2e.ans_acc" in text
     assert "a significant regression" in text
-    assert "Regressed cases (13" in text
+    assert "Regressed cases (17" in text
     suite = ET.parse(pytester.path / "bad.xml").getroot().find("testsuite")
     assert suite is not None
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
@@ -144,12 +144,12 @@ def test_a_run_against_itself_passes_though_its_cases_fail(pytester, models):
         f"--gta-baseline={pytester.path / 'base.json'}",
         "--gta-fail-on-regression",
     )
-    result.assert_outcomes(failed=13)
+    result.assert_outcomes(failed=17)
     assert result.ret == pytest.ExitCode.OK
     report = report_of(pytester, "bad")
     assert report["comparison"]["metrics"]["e2e"]["ans_acc"]["difference"] == 0
     assert report["comparison"]["flipped"] == {"regressed": [], "fixed": []}
-    assert "gates: all held: the run passes (exit status 0); 13 query case(s) failed" in (
+    assert "gates: all held: the run passes (exit status 0); 17 query case(s) failed" in (
         result.stdout.str()
     )
 

@@ -101,7 +101,7 @@ def test_the_page_has_every_table_plot_case_and_drilldown(pytester, xdist):
     # Every case a row, every row a drill-down (a template), in the report's order.
     rows = [a["data-id"] for a in parsed.find("tr", **{"class": "case"})]
     assert rows == [c["id"] for c in report["cases"]]
-    assert len(rows) == 26
+    assert len(rows) == 34  # 17 sample queries x 2 modes
     templates = [a["id"] for a in parsed.find("template")]
     assert templates == [f"t-{c['id']}" for c in report["cases"]]
     figures = {a["id"] for a in parsed.find("figure")}
@@ -113,7 +113,8 @@ def test_the_page_has_every_table_plot_case_and_drilldown(pytester, xdist):
         "plot-calls",
     } <= figures
     assert "plot-scores" in figures
-    # Images: the sample's 11 input images and the 5 images the e2e tools made, each once.
+    # Images: the sample's 11 input images and the 9 images the e2e tools made (cassettes: Plot
+    # in 10 and 13, AddText in 10 and 12, DrawBox twice in 11, once in 14, twice in 16), each once.
     images = parsed.images()
     made = {
         key
@@ -121,7 +122,7 @@ def test_the_page_has_every_table_plot_case_and_drilldown(pytester, xdist):
         for written, key in case["images"].items()
         if "gta-output" in written
     }
-    assert len(made) == 5
+    assert len(made) == 9
     inputs = {
         key
         for case in report["cases"]
@@ -503,6 +504,6 @@ def test_merged_shards_get_a_page_without_images(pytester):
     assert merged.ret == 0, merged.stdout.str()[-2000:]
     parsed = Page((pytester.path / "merged.html").read_text())
     rows = [a["data-id"] for a in parsed.find("tr", **{"class": "case"})]
-    assert sorted(rows) == sorted(f"e2e-{n}" for n in range(13))
+    assert sorted(rows) == sorted(f"e2e-{n}" for n in range(17))
     assert "No images" in " ".join(parsed.text)
     assert parsed.images() == {}

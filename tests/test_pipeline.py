@@ -82,7 +82,7 @@ def test_results_do_not_depend_on_concurrency_or_xdist(pytester, oracle):
     assert oracle.calls == calls
     assert _comparable(ahead) == _comparable(serial)
     assert _comparable(workers) == _comparable(serial)
-    assert serial["outcomes"]["passed"] == 26
+    assert serial["outcomes"]["passed"] == 34  # 17 sample queries x 2 modes
     # one similarity model for the run: loaded by the controller, never by a worker
     assert "similarity_load_s" in workers["timings"]["main"]
     assert {"gw0", "gw1"} <= set(workers["timings"])
@@ -212,7 +212,8 @@ def test_ctrl_c_stops_the_run_and_its_requests(tmp_path, sample_dataset):
         assert server.calls == made
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-2000:]
     assert "KeyboardInterrupt" in output
-    assert made < 52
+    # the whole run would make every reference call plus one closing turn per episode (65)
+    assert made < sum(len(query.calls) + 1 for query in sample_dataset)
 
 
 # -- the pool on its own ------------------------------------------------------------------------

@@ -111,13 +111,13 @@ def test_demo_command_in_an_empty_directory(tmp_path):
         timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "26 passed" in proc.stdout
+    assert "34 passed" in proc.stdout  # 17 sample queries x 2 modes
     assert "similarity: all-mpnet-base-v2" in proc.stdout
     report = json.loads(Path(tmp_path, "gta.json").read_text())
     assert report["metrics"]["step"]["tool_acc"] == 100.0
     assert report["metrics"]["step"]["arg_acc"] == 100.0
     assert report["by_type"]["e2e"]["objective"]["mean_score"] == 1.0
-    assert (tmp_path / "gta.xml").read_text().count("<testcase") == 26
+    assert (tmp_path / "gta.xml").read_text().count("<testcase") == 34
 
 
 def test_model_table_lists_every_catalog_name():

@@ -23,7 +23,7 @@ from pytest_gta.options import parse_shard
 from pytest_gta.report import merge
 from pytest_gta.shard import Shard, split
 
-ALL = 13
+ALL = 17
 #: Keys of the report that a merge must reproduce exactly.
 METRIC_KEYS = (
     "metrics",
@@ -176,7 +176,7 @@ def test_three_shards_merge_into_the_single_run(pytester, dist_args):
     assert merged.ret == 0, merged.stderr.str()
     merged.stdout.fnmatch_lines(
         [
-            "pytest-gta: merged 3 reports: 26 cases of *",
+            f"pytest-gta: merged 3 reports: {2 * ALL} cases of *",
             "*GTA results*",
             "merged from 3 reports: shards 1/3, 2/3, 3/3",
             "Table 4, step-by-step mode (percent)",
@@ -252,7 +252,7 @@ def test_shard_from_the_ini_file(pytester):
     pytester.makeini("[pytest]\ngta_shard = 2/2\n")
     result = gta(pytester, "--gta-model=oracle", "--gta-report=r.json")
     assert report_of(pytester, "r.json")["settings"]["shard"] == "2/2"
-    result.stdout.fnmatch_lines(["gta: shard 2/2: * of 26 cases"])
+    result.stdout.fnmatch_lines([f"gta: shard 2/2: * of {2 * ALL} cases"])
 
 
 # -- refusals -----------------------------------------------------------------------------------

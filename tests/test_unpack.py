@@ -198,7 +198,7 @@ def test_the_committed_sample_entry_matches_the_sample() -> None:
     manifest = load_manifest(None)
     entry = manifest.get("gta_sample")
     assert entry is not None
-    assert entry.queries == 13
+    assert entry.queries == 17
     assert verify(SAMPLE, entry) == []
     assert set(entry.files) == set(dataset_files(SAMPLE))
     assert {"dataset.json", "toolmeta.json"} <= set(entry.files)
@@ -211,7 +211,7 @@ def test_verify_names_missing_changed_and_extra_files(tmp_path: Path) -> None:
 
     copy = tmp_path / "copy"
     shutil.copytree(SAMPLE, copy)
-    entry = entry_for(SAMPLE, "gta_sample", "", 13)
+    entry = entry_for(SAMPLE, "gta_sample", "", 17)
     (copy / "image" / "image_1.jpg").unlink()
     (copy / "toolmeta.json").write_text("{}")
     (copy / "image" / "new.jpg").write_bytes(b"x")
@@ -234,10 +234,10 @@ def test_finder_metadata_is_not_data_anywhere(tmp_path: Path) -> None:
         (copy / rel).parent.mkdir(exist_ok=True)
         (copy / rel).write_bytes(b"\x00\x00\x00\x01Bud1")
     (copy / "image" / "DS_Store.jpg").write_bytes(b"x")  # only the exact name is exempt
-    entry = entry_for(SAMPLE, "gta_sample", "", 13)
+    entry = entry_for(SAMPLE, "gta_sample", "", 17)
     assert verify(copy, entry) == ["image/DS_Store.jpg: not in the manifest entry 'gta_sample'"]
     assert finder_metadata(copy) == [".DS_Store", "image/.DS_Store", "image/sub/.DS_Store"]
-    assert ".DS_Store" not in str(entry_for(copy, "x", "", 13).files)
+    assert ".DS_Store" not in str(entry_for(copy, "x", "", 17).files)
 
 
 def test_recording_the_same_files_keeps_the_entry_and_learns_an_archive_checksum(

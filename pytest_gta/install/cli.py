@@ -124,7 +124,7 @@ def run_data_info(config: pytest.Config) -> int:
     if info is None:
         data_dir, where = resolve_data_dir(config)
         _say(f"no GTA dataset installed in {data_dir} (data directory from {where})")
-        _say("the bundled 13-query sample is always available: --gta-data=sample")
+        _say("the bundled 17-query sample is always available: --gta-data=sample")
         print(how_to_get(data_dir / DATASET_NAME), flush=True)
         return int(pytest.ExitCode.TESTS_FAILED)
     install = info["install"] or {}

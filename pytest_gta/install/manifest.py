@@ -13,7 +13,7 @@ Format::
       "datasets": {
         "gta_sample": {
           "description": "...",
-          "queries": 13,
+          "queries": 17,
           "archive_sha256": null,
           "archive_note": "why the archive's own checksum is (not) known",
           "files": {"dataset.json": "<sha256>", "image/image_1.jpg": "<sha256>", ...}
@@ -51,7 +51,7 @@ FORMAT = "pytest-gta-manifest/1"
 MANIFEST_NAME = "manifest.json"
 #: The GitHub release v0.1.0 / Hugging Face ``Jize1/GTA``: what ``--gta-download`` installs.
 RELEASE_ENTRY = "gta_dataset"
-#: The 13-query sample shipped with the plugin.
+#: The 17-query sample shipped with the plugin.
 SAMPLE_ENTRY = "gta_sample"
 #: Written by the installer inside an installed dataset; not part of the data.
 INSTALL_RECORD = ".pytest-gta-install.json"
