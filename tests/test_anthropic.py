@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from anthropic.resources.messages.messages import DEPRECATED_MODELS
 
-from conftest import FAST_SIM
+from conftest import FAST_SIM, SAMPLE
 from pytest_gta.agent import loops
 from pytest_gta.agent import protocol as p
 from pytest_gta.agent.native import NATIVE_SYSTEM_PROMPT, json_schema
@@ -54,7 +54,8 @@ MODEL = "claude-pytest-gta-test"
 DEPRECATED = next(iter(DEPRECATED_MODELS))
 PROVIDERS = ["anthropic"]
 FINAL = "Final Answer: 9.24"
-SAMPLE_IDS = [str(i) for i in range(13)]
+#: Every query of the sample, the release's irregular chain shapes (13-16) included.
+SAMPLE_IDS = list(json.loads((SAMPLE / "dataset.json").read_text()))
 FORCE_STOP = p.FORCE_STOP_PROMPT
 
 

@@ -8,18 +8,21 @@ from typing import Any
 
 import pytest
 
+from conftest import SAMPLE
 from pytest_gta.agent import loops
 from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.models.base import BaseModelAdapter
-from pytest_gta.models.oracle import OracleModel
+from pytest_gta.models.oracle import CLOSING_ANSWER, OracleModel
+from pytest_gta.quirks import GENERATED_IMAGE
 from pytest_gta.tools import ToolContext, ToolSet
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ResultItem, Usage
 from pytest_gta.validation import load_dataset
 from tool_backends.replay import ReplayBackend
 
-SAMPLE_IDS = [str(i) for i in range(13)]
+#: Every query of the sample, the release's irregular chain shapes (13-16) included.
+SAMPLE_IDS = list(json.loads((SAMPLE / "dataset.json").read_text()))
 SUMMARIZE = "Please summarize the chat history and give a final answer. Do not call any tools."
 FORCE_STOP = "You should directly give results\n based on history information."
 
@@ -102,7 +105,12 @@ def test_step_requests_one_per_reference_assistant_message(sample_dataset, sampl
     assert all((r.case.qid, r.case.mode) == (qid, "step") for r, _ in pairs)
     reference = sample_dataset.reference_dialogs(query)
     assert [gold for _, gold in pairs] == [reference[i] for i in assistant]
-    assert pairs[-1][1] == {"role": "assistant", "content": dialogs[-1]["content"]}
+    if dialogs[-1]["role"] == "assistant" and "tool_calls" not in dialogs[-1]:
+        assert pairs[-1][1] == {"role": "assistant", "content": dialogs[-1]["content"]}
+    else:
+        # 13 and 14 have no final answer: the last step is their last call (14's carries text)
+        assert "tool_calls" in pairs[-1][1]
+        assert pairs[-1][0].case.index == query.calls[-1].index
 
 
 @pytest.mark.parametrize("qid", SAMPLE_IDS)
@@ -352,6 +360,7 @@ def test_run_e2e_oracle_with_replay(sample_dataset, sample_root, tmp_path, qid):
     reference = sample_dataset.reference_dialogs(query)
     assert episode.mode == "e2e"
     assert episode.gold == reference[1:]
+    placeholder = {"type": "image", "content": str(sample_dataset.root / GENERATED_IMAGE)}
     expected: list[dict[str, Any]] = []
     for message, original in zip(reference[1:], raw[1:], strict=True):
         if message["role"] == "assistant" and message.get("tool_calls"):
@@ -360,12 +369,27 @@ def test_run_e2e_oracle_with_replay(sample_dataset, sample_root, tmp_path, qid):
         elif message["role"] == "tool":
             content = dict(original["content"])
             if content["type"] == "image":
-                content["content"] = str(sample_dataset.root / content["content"])
+                # 16's outputs are paths on the authors' machine: replay serves the placeholder
+                written = sample_dataset.root / content["content"]
+                content = (
+                    placeholder if not written.is_file() else {**content, "content": str(written)}
+                )
             expected.append({"role": "tool", "content": [content]})
         else:
             expected.append({"role": "assistant", "content": " " + original["content"]})
+    closing = 0
+    if raw[-1]["role"] == "tool":  # 13: ends on its image; the oracle closes the episode
+        expected.append({"role": "assistant", "content": " " + CLOSING_ANSWER})
+        closing = 1
+    elif "tool_calls" in raw[-1]:  # 14: the unanswered DrawBox gets the placeholder, and the
+        # oracle answers with the text that call carries
+        expected += [
+            {"role": "tool", "content": [placeholder]},
+            {"role": "assistant", "content": " " + raw[-1]["content"]},
+        ]
+        closing = 1
     assert episode.predictions == expected
-    assert len(episode.turns) == len(query.assistant_indices)
+    assert len(episode.turns) == len(query.assistant_indices) + closing
     assert all(t.record.state == "SUCCESS" for t in episode.turns)
 
 

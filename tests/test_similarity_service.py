@@ -141,7 +141,7 @@ def test_workers_import_no_torch_and_the_controller_loads_once(pytester):
         "-n",
         "2",
     )
-    result.assert_outcomes(passed=26)
+    result.assert_outcomes(passed=34)  # 17 sample queries x 2 modes
     for worker in ("gw0", "gw1"):
         assert json.loads((pytester.path / f"modules-{worker}.json").read_text()) == []
     assert json.loads((pytester.path / "modules-main.json").read_text()) != []
@@ -155,7 +155,7 @@ def test_workers_import_no_torch_and_the_controller_loads_once(pytester):
         "--gta-mode=step,e2e",
         "--gta-report=one.json",
     )
-    single.assert_outcomes(passed=26)
+    single.assert_outcomes(passed=34)
     alone = json.loads((pytester.path / "one.json").read_text())
     assert alone["metrics"] == report["metrics"]
     assert [c["score"] for c in alone["cases"]] == [c["score"] for c in report["cases"]]
