@@ -6,6 +6,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -1166,6 +1168,28 @@ def test_bundled_sample_path_prefers_the_copy_inside_a_wheel(
     (package / "_sample" / "dataset.json").write_text("{}")
     monkeypatch.setattr(dataset_module, "__file__", str(package / "dataset.py"))
     assert bundled_sample_path() == package / "_sample"
+
+
+def test_the_committed_sample_is_what_its_generator_writes(
+    sample_root: Path, tmp_path: Path
+) -> None:
+    """The JSON files come from fixtures/make_gta_sample.py, whose checks they pass.
+
+    (Images are compared by the manifest test; their bytes may vary with Pillow's JPEG encoder.)
+    """
+    script = sample_root.parent / "make_gta_sample.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("wrote 17 queries, 11 images, 48 tool calls to ")
+    assert "recorded" not in done.stdout  # only the default output updates the manifest
+    for name in ("dataset.json", "toolmeta.json"):
+        assert (tmp_path / "out" / name).read_bytes() == (sample_root / name).read_bytes(), name
 
 
 def test_bundled_sample_path(sample_root: Path) -> None:
