@@ -75,7 +75,8 @@ def test_summary_names_each_kind_once_in_order(sample_root, tmp_path) -> None:
         _unanswered_draw(data)
 
     dataset = load_dataset(copy_sample(sample_root, tmp_path / "d", change))
-    summary = summarize(find_quirks(dataset))
+    # (queries 13-16 of the sample carry quirks of their own)
+    summary = summarize(find_quirks(dataset, [dataset["10"], dataset["11"]]))
     assert [e["kind"] for e in summary] == ["no_final_answer", "unanswered_call", "call_with_text"]
     assert summary[0]["queries"] == ["10", "11"]
     assert summary[0]["details"] == ["10: ends on a tool's output", "11: ends on a call"]
@@ -137,8 +138,8 @@ def test_rejected_image_call_sinks_the_image_query_end_to_end_only_without_a_goo
 
     one = load_dataset(copy_sample(sample_root, tmp_path / "one", one_bad))
     both = load_dataset(copy_sample(sample_root, tmp_path / "both", both_bad))
-    assert {q.fails for q in find_quirks(one)} == {("step",)}
-    assert {q.fails for q in find_quirks(both)} == {("step", "e2e")}
+    assert {q.fails for q in find_quirks(one, [one["11"]])} == {("step",)}
+    assert {q.fails for q in find_quirks(both, [both["11"]])} == {("step", "e2e")}
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,7 +177,8 @@ def test_replay_serves_the_placeholder_for_a_foreign_output(sample_root, tmp_pat
     dataset = load_dataset(copy_sample(sample_root, tmp_path / "d", _foreign_output))
     [item] = _replay(dataset, "11", 1, tmp_path).items
     assert item.content == str(dataset.root / "image" / "dummy_generated_image.jpg")
-    assert [q.kind.key for q in find_quirks(dataset)] == ["foreign_output", "foreign_output"]
+    quirks = find_quirks(dataset, [dataset["11"]])
+    assert [q.kind.key for q in quirks] == ["foreign_output", "foreign_output"]
 
 
 def _e2e_turns(dataset, qid: str, turns: int) -> list[str]:
