@@ -951,6 +951,15 @@ def test_odd_but_scorable_answers_are_warnings(
     assert len(found) == 1, dataset.warnings
 
 
+def _first_argument(key: str, value: Any) -> Callable[[Path], None]:
+    """Set an argument of query 0's first reference call (OCR)."""
+    return _data(
+        lambda d: d["0"]["dialogs"][1]["tool_calls"][0]["function"]["arguments"].__setitem__(
+            key, value
+        )
+    )
+
+
 def _negative_answer(data: dict[str, Any]) -> None:
     # Release queries 19, 69, 71...: the official \b cannot match before the minus sign.
     data["0"]["gt_answer"]["whitelist"] = [["-9.24"]]
@@ -1000,20 +1009,12 @@ QUIRKY_SHAPES = [
         id="arguments-a-raw-string",
     ),
     pytest.param(
-        _data(
-            lambda d: d["0"]["dialogs"][1]["tool_calls"][0]["function"]["arguments"].__setitem__(
-                "bbox", "(1, 2, 3, 4)"
-            )
-        ),
+        _first_argument("bbox", "(1, 2, 3, 4)"),
         ("0", "rejected_call", "unknown arguments: {'bbox'}", ("step",)),
         id="undeclared-argument",
     ),
     pytest.param(
-        _data(
-            lambda d: d["0"]["dialogs"][1]["tool_calls"][0]["function"]["arguments"].__setitem__(
-                "image", "/image/image_447.png"
-            )
-        ),
+        _first_argument("image", "/image/image_447.png"),
         ("0", "missing_file", "No such file: '/image/image_447.png'", ("step",)),
         id="argument-names-a-missing-file",
     ),
