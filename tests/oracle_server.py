@@ -1,13 +1,16 @@
 """A fake model that answers like a perfect one, slowly, behind a real OpenAI-compatible server.
 
 :class:`PerfectModel` is the ``default`` answer of a :class:`~tests.scripted_server.ScriptedServer`:
-for each chat completion it finds the query by its text among the messages and the step by the
+for each chat completion it finds the query by its text among the messages (and, where several
+queries share a text, as the real release's do, by their files message) and the step by the
 assistant messages so far (the reference prefix in step mode, its own earlier replies end to
 end, which equal the reference because it answers correctly), waits ``latency`` seconds in the
 request's own thread, and replies with that reference step rendered as ReAct text by the
-``oracle`` model's renderer. It counts requests, the most it held at once and the usage tokens
-it reported, so tests and ``benchmarks/concurrency.py`` see how many requests a run keeps in
-flight without timing anything.
+``oracle`` model's renderer. Past a chain that ends on a call (16 of the release's) it closes
+the episode with a short final answer, as the ``oracle`` model does. It counts requests, the
+most it held at once and the usage tokens it reported, so tests and
+``benchmarks/concurrency.py`` see how many requests a run keeps in flight without timing
+anything.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pytest_gta.agent.protocol import files_message
 from pytest_gta.dataset import Dataset
-from pytest_gta.models.oracle import render_reference
+from pytest_gta.models.oracle import end_to_end_turn, render_reference
+from pytest_gta.types import CaseContext, ModelRequest
 from tests.scripted_server import Recorded, ScriptedServer, Step, chat_completion
 
 #: What the fake model answers for a query it does not know, or is told to get wrong.
@@ -51,7 +56,14 @@ class PerfectModel:
         #: ``sampled(qid, seed)``: whether a sampled reply of that request's seed is wrong, so
         #: a "sampling" model differs from epoch to epoch, deterministically.
         self.sampled = sampled
-        self.by_text = {q.text: q.qid for q in dataset}
+        #: Query text, then the files message that goes with it (``None``: no files), to id.
+        #: The release has queries alike but for their image ("Can you explain this meme?" ten
+        #: times), which only the files message tells apart.
+        self.by_text: dict[str, dict[str | None, str]] = {}
+        for query in dataset:
+            files = dataset.abs_files(query)
+            opening = files_message(files) if files else None
+            self.by_text.setdefault(query.text, {})[opening] = query.qid
         self._lock = threading.Lock()
         self.reset()
 
@@ -68,10 +80,7 @@ class PerfectModel:
     def reply(self, messages: list[Any], seed: Any = None) -> str | None:
         """The reference step a perfect model writes next; ``None`` for an unknown query."""
         messages = [m for m in messages if isinstance(m, dict)]
-        qid = next(
-            (self.by_text[t] for m in messages if (t := _text(m.get("content"))) in self.by_text),
-            None,
-        )
+        qid = self.find(messages)
         if qid is None:
             return None
         if qid in self.wrong or (self.sampled is not None and self.sampled(qid, seed)):
@@ -79,8 +88,21 @@ class PerfectModel:
         query = self.dataset[qid]
         dialogs = self.dataset.reference_dialogs(query)
         turn = sum(1 for m in messages if m.get("role") == "assistant")
-        indices = query.assistant_indices
-        return render_reference(dialogs[indices[min(turn, len(indices) - 1)]])
+        # Step mode never asks past the chain; end to end, the oracle's own rule closes a chain
+        # that ends on a call (and repeats a final answer), so both models make the same calls.
+        assistants = [dialogs[i] for i in query.assistant_indices]
+        request = ModelRequest((), (), CaseContext(qid, "e2e", turn))
+        return render_reference(end_to_end_turn(assistants, request))
+
+    def find(self, messages: list[dict[str, Any]]) -> str | None:
+        """The id of the query the messages ask about: by its text, then by its files."""
+        texts = [_text(m.get("content")) for m in messages]
+        by_files = next((self.by_text[t] for t in texts if t in self.by_text), None)
+        if by_files is None:
+            return None
+        if len(by_files) == 1:
+            return next(iter(by_files.values()))
+        return next((by_files[t] for t in texts if t in by_files), None)
 
     def __call__(self, record: Recorded) -> Step:
         try:
