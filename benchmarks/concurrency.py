@@ -4,17 +4,26 @@ A real model endpoint answers many requests at once, so a run's ideal wall time 
 ``calls x latency / requests in flight``; this script measures how close the harness gets, side
 by side in one run, for several ``-n`` (xdist workers) x ``--gta-concurrency`` configurations:
 
-* a 229-query dataset of GTA shape is generated in a temporary directory from the bundled
-  sample's chains (its queries cycled under new ids, each query text with a ``[copy N]`` suffix
-  so no two collide; images copied; nothing downloaded);
-* a fake OpenAI-compatible model on 127.0.0.1 answers every chat completion after a fixed
-  latency, like a perfect model: it finds the query by its text among the messages and the turn
-  by the assistant messages so far (the reference prefix in step mode, its own earlier replies
-  in end-to-end mode, which equal the reference because it answers correctly), and replies with
-  that reference step rendered as ReAct text (the ``oracle`` model's renderer). It counts the
-  requests, the most ever in flight at once and the usage tokens it reported;
+* the data is the real GTA release (``--data PATH``; by default ``$PYTEST_GTA_RELEASE``, else
+  ``../shared/gta_release`` beside the checkout), its 229 queries and 557 reference calls, or,
+  with ``--generated``, a dataset of GTA shape generated in a temporary directory from the
+  bundled sample's chains (its queries cycled under new ids, each query text with a
+  ``[copy N]`` suffix so no two collide; images copied; nothing downloaded);
+* a fake OpenAI-compatible model on 127.0.0.1 (``tests/oracle_server.py``) answers every chat
+  completion after a fixed latency, like a perfect model: it finds the query among the messages
+  and the turn by the assistant messages so far (the reference prefix in step mode, its own
+  earlier replies in end-to-end mode, which equal the reference because it answers correctly),
+  and replies with that reference step rendered as ReAct text (the ``oracle`` model's renderer);
+  past a chain that ends on a call it closes the episode with a short final answer, as the
+  ``oracle`` does. It counts the requests, the most ever in flight at once and the usage tokens
+  it reported;
 * each (mode, config) is one ``python -m pytest --gta-model=openai/...`` subprocess (end-to-end
   with ``--gta-tools=replay``), timed from start to exit.
+
+The calls are known beforehand: step mode makes one per reference assistant message (770 on
+the release: its 557 calls and 213 final answers), end to end one per reference assistant
+message plus one closing answer per chain that ends on a call (786 on the release: 770 + 16).
+A run whose server count differs is reported as a problem.
 
 The table has, per run: model calls, the peak of requests in flight the server saw, wall and
 ideal seconds and their ratio, harness CPU (user + system of every process of the run) per model
@@ -27,11 +36,12 @@ Finally the per-case results (outcome, score, raw replies) and metrics of every 
 compared: they must be identical, and the script exits 1 when they are not or a run broke.
 
 The serial config (``-n 0 --gta-concurrency 1``) takes ``calls x latency`` by construction, over
-15 minutes per mode at 1 s on 229 queries, so it runs on the first ``--serial-queries`` queries
+12 minutes per mode at 1 s on 229 queries, so it runs on the first ``--serial-queries`` queries
 (default 40) and the table says so; ``--serial-queries 229`` runs it in full.
 
-    python benchmarks/concurrency.py [--latency 1.0] [--queries 229] [--modes step,e2e]
-        [--configs 0x32,2x16,0x1] [--serial-queries 40] [--sim-model all-mpnet-base-v2]
+    python benchmarks/concurrency.py [--latency 1.0] [--data PATH | --generated] [--queries N]
+        [--modes step,e2e] [--configs 0x32,2x16,0x1] [--serial-queries 40]
+        [--sim-model all-mpnet-base-v2]
 """
 
 from __future__ import annotations
@@ -53,7 +63,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_gta.dataset import Dataset, bundled_sample_path  # noqa: E402
+from benchmarks.release import RELEASE_ENV, release_path  # noqa: E402
+from pytest_gta.dataset import Dataset, Query, bundled_sample_path  # noqa: E402
 from pytest_gta.validation import load_dataset  # noqa: E402
 from tests.oracle_server import PerfectModel  # noqa: E402
 from tests.scripted_server import ScriptedServer  # noqa: E402
@@ -87,6 +98,25 @@ def make_dataset(dest: Path, queries: int) -> Path:
     shutil.copy(sample / "toolmeta.json", dest / "toolmeta.json")
     shutil.copytree(sample / "image", dest / "image", dirs_exist_ok=True)
     return dest
+
+
+def episode_calls(dataset: Dataset, query: Query, mode: str) -> int:
+    """The model calls a perfect model makes on one query in one mode.
+
+    Step mode asks once per reference assistant message. End to end the episode replays them
+    and, when the chain ends on a call (the release's image-generation chains, mostly), one
+    closing answer more (``pytest_gta.models.oracle.end_to_end_turn``).
+    """
+    turns = len(query.assistant_indices)
+    if mode == "step":
+        return turns
+    last = dataset.reference_dialogs(query)[query.assistant_indices[-1]]
+    return turns + (1 if last.get("tool_calls") else 0)
+
+
+def expected_calls(dataset: Dataset, queries: int, mode: str) -> int:
+    """The model calls of a run on the first ``queries`` queries."""
+    return sum(episode_calls(dataset, q, mode) for q in list(dataset)[:queries])
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,6 +232,7 @@ class Run:
     queries: int
     returncode: int
     calls: int
+    expected_calls: int
     peak: int
     wall: float
     ideal: float
@@ -217,7 +248,7 @@ def ideal_seconds(
 ) -> float:
     """``calls x latency / slots``, slots capped by the workload, floored by the longest chain."""
     chosen = list(dataset)[:queries]
-    chains = [len(q.assistant_indices) for q in chosen]
+    chains = [episode_calls(dataset, q, mode) for q in chosen]
     calls = sum(chains)
     # Step prompts are independent; an episode has one request in flight at a time.
     units = calls if mode == "step" else len(chosen)
@@ -305,6 +336,7 @@ def run_pytest(
         queries=queries,
         returncode=process.returncode,
         calls=model.calls,
+        expected_calls=expected_calls(dataset, queries, mode),
         peak=model.peak,
         wall=wall,
         ideal=ideal_seconds(dataset, queries, mode, config, model.latency),
@@ -334,6 +366,11 @@ def problems(run: Run) -> list[str]:
     usage = run.report.get("usage") or {}
     if usage.get("calls") != run.calls:
         out.append(f"{where}: the report counts {usage.get('calls')} calls, the server {run.calls}")
+    if run.calls != run.expected_calls:
+        out.append(
+            f"{where}: the server counted {run.calls} calls, a perfect model makes "
+            f"{run.expected_calls} on these queries"
+        )
     return out
 
 
@@ -401,7 +438,21 @@ def main() -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--latency", type=float, default=1.0, help="model latency, seconds")
-    parser.add_argument("--queries", type=int, default=229, help="dataset size (default: 229)")
+    parser.add_argument(
+        "--data",
+        metavar="PATH",
+        help=f"the GTA release (default: ${RELEASE_ENV}, else ../shared/gta_release)",
+    )
+    parser.add_argument(
+        "--generated",
+        action="store_true",
+        help="run on a dataset generated from the bundled sample's chains instead",
+    )
+    parser.add_argument(
+        "--queries",
+        type=int,
+        help="the first N queries (--gta-limit; default: all; --generated: 229)",
+    )
     parser.add_argument("--modes", default="step,e2e", help="step, e2e or both")
     parser.add_argument(
         "--configs",
@@ -423,28 +474,37 @@ def main() -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or any(m not in MODES for m in modes):
         parser.error(f"--modes: {args.modes!r}: give step, e2e or step,e2e")
-    if args.queries < 1 or args.serial_queries < 1:
+    if args.generated and args.data is not None:
+        parser.error("--data and --generated: give one")
+    if (args.queries is not None and args.queries < 1) or args.serial_queries < 1:
         parser.error("--queries and --serial-queries need a positive number of queries")
     if args.latency < 0:
         parser.error("--latency: give a number of seconds >= 0")
     configs = [Config.parse(c) for c in args.configs.split(",") if c.strip()]
 
     with tempfile.TemporaryDirectory(prefix="gta-concurrency-") as tmp:
-        data = make_dataset(Path(tmp) / "gta_dataset", args.queries)
+        if args.generated:
+            data = make_dataset(Path(tmp) / "gta_dataset", args.queries or 229)
+            source = "generated from the bundled sample"
+        else:
+            data = release_path(args.data)
+            source = f"of the GTA release at {data}"
         dataset = load_dataset(data)
+        total = len(dataset.queries)
+        full = min(args.queries or total, total)
         model = PerfectModel(dataset, args.latency, served=SERVED)
+        expected = ", ".join(f"{m} {expected_calls(dataset, full, m)}" for m in modes)
         print(
-            f"fake model latency {args.latency:g} s; {args.queries} queries generated from the "
-            f"bundled sample; similarity model {args.sim_model}; {os.cpu_count()} CPUs",
+            f"fake model latency {args.latency:g} s; {full} queries {source}; "
+            f"similarity model {args.sim_model}; {os.cpu_count()} CPUs; "
+            f"model calls expected: {expected}",
             flush=True,
         )
         runs: list[Run] = []
         with ScriptedServer(models=[SERVED], default=model) as server:
             for mode in modes:
                 for config in configs:
-                    queries = (
-                        min(args.serial_queries, args.queries) if config.serial else args.queries
-                    )
+                    queries = min(args.serial_queries, full) if config.serial else full
                     run = run_pytest(
                         url=server.url,
                         data=data,
@@ -462,7 +522,7 @@ def main() -> int:
                     )
                     runs.append(run)
         print()
-        print(table(runs, args.queries))
+        print(table(runs, full))
         print()
         broken = [p for run in runs for p in problems(run)]
         if model.unknown:

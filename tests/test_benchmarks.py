@@ -3,7 +3,8 @@
 ``benchmarks/concurrency.py`` is run for real (a tiny latency, a few queries, every config
 shape: no xdist, ``-n 2``, serial on a subset) and its table and its identical-results check are
 read back; its pieces (the generated dataset, the fake model's answers, the ideal) are checked
-against the package's own loops and the ``oracle`` model.
+against the package's own loops and the ``oracle`` model, on the generated set and on the real
+release (its calls counted as the script expects them).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from hypothesis import strategies as st
 
 from conftest import ROOT
 from pytest_gta.agent import loops
-from pytest_gta.models.oracle import render_reference
+from pytest_gta.dataset import Dataset, Query
+from pytest_gta.models.oracle import CLOSING_ANSWER, OracleModel, render_reference
 from pytest_gta.types import ModelOutput, ModelRequest, ResultItem, ToolMeta, ToolResult
 from pytest_gta.validation import load_dataset
 
@@ -72,27 +74,38 @@ def test_fake_model_answers_step_prompts_like_the_oracle(generated: Any) -> None
     assert model.reply([{"role": "user", "content": "a query nobody asked"}]) is None
 
 
-def test_fake_model_drives_an_e2e_episode_to_the_reference(generated: Any) -> None:
-    model = bench.PerfectModel(generated, latency=0)
-    query = generated["5"]  # the sample's longest chain: 7 turns
+def drive(
+    dataset: Dataset, query: Query, answer: Any
+) -> tuple[loops.Episode, list[tuple[str, Any]]]:
+    """An end-to-end episode of ``query`` answered by ``answer``, its tools answering "ok"."""
     called = []
 
     def run_tool(meta: ToolMeta, arguments: dict[str, Any], raw: dict[str, Any]) -> ToolResult:
         called.append((meta.name, arguments))
         return ToolResult((ResultItem("text", "ok"),))
 
-    def answer(request: ModelRequest) -> ModelOutput:
-        reply = model.reply(wire(request.messages))
-        assert reply is not None
-        return ModelOutput(reply)
-
-    steps = loops.e2e_episode(generated, query, "react", run_tool)
+    steps = loops.e2e_episode(dataset, query, "react", run_tool)
     request = next(steps)
     try:
         while True:
             request = steps.send(answer(request))
     except StopIteration as done:
-        episode = done.value
+        return done.value, called
+
+
+def fake_answer(model: Any) -> Any:
+    def answer(request: ModelRequest) -> ModelOutput:
+        reply = model.reply(wire(request.messages))
+        assert reply is not None
+        return ModelOutput(reply)
+
+    return answer
+
+
+def test_fake_model_drives_an_e2e_episode_to_the_reference(generated: Any) -> None:
+    model = bench.PerfectModel(generated, latency=0)
+    query = generated["5"]  # the sample's longest chain: 7 turns
+    episode, called = drive(generated, query, fake_answer(model))
     assert len(episode.turns) == len(query.assistant_indices) == 7
     assert episode.turns[-1].record.is_finish
     reference = generated.reference_dialogs(query)
@@ -110,6 +123,64 @@ def test_ideal_caps_slots_by_the_workload(generated: Any) -> None:
     assert bench.ideal_seconds(generated, 4, "e2e", config, 1.0) == max(calls / 4, 6)
     assert bench.ideal_seconds(generated, 4, "step", bench.Config.parse("0x1"), 0.5) == calls / 2
     assert bench.Config.parse(" 2 x 16 ") == bench.Config(2, 16)
+
+
+def test_fake_model_makes_the_oracles_calls_on_the_release(release_dataset: Dataset) -> None:
+    # The release's 557 reference calls drive the fake model: one step prompt per reference
+    # assistant message (557 calls + 213 final answers), and end to end the same replies the
+    # `oracle` model gives, a closing answer after each of the 16 chains that end on a call.
+    model = bench.PerfectModel(release_dataset, latency=0)
+    oracle = OracleModel(release_dataset)
+    assert sum(len(q.calls) for q in release_dataset) == 557
+    assert bench.expected_calls(release_dataset, 229, "step") == 770
+    assert bench.expected_calls(release_dataset, 229, "e2e") == 786
+    # The serial config's first 40 queries: 107 calls + 35 answers; 12, 14, 15, 34, 35 closed.
+    assert bench.expected_calls(release_dataset, 40, "step") == 142
+    assert bench.expected_calls(release_dataset, 40, "e2e") == 147
+    step_prompts = 0
+    closed: list[str] = []
+    for query in release_dataset:
+        for request, gold in loops.step_requests(release_dataset, query):
+            assert model.reply(wire(request.messages)) == render_reference(gold), query.qid
+            step_prompts += 1
+        fake, _ = drive(release_dataset, query, fake_answer(model))
+        real, _ = drive(release_dataset, query, oracle.generate)
+        assert [t.reply for t in fake.turns] == [t.reply for t in real.turns], query.qid
+        assert len(fake.turns) == bench.episode_calls(release_dataset, query, "e2e")
+        assert fake.turns[-1].record.is_finish, query.qid
+        if len(fake.turns) > len(query.assistant_indices):
+            closed.append(fake.turns[-1].reply)
+    assert step_prompts == 770
+    # 34 and 35 close with the text their last call carries, the others with the oracle's.
+    assert len(closed) == 16
+    assert closed.count(f"Final Answer: {CLOSING_ANSWER}") == 14
+
+
+def test_fake_model_tells_apart_queries_alike_but_for_their_image(release_dataset: Dataset) -> None:
+    # "Can you explain this meme?" is the text of queries 54 to 63, each with its own image.
+    model = bench.PerfectModel(release_dataset, latency=0)
+    alike = [q for q in release_dataset if q.text == "Can you explain this meme?"]
+    assert [q.qid for q in alike] == [str(n) for n in range(54, 64)]
+    for query in alike:
+        request, gold = next(iter(loops.step_requests(release_dataset, query)))
+        assert model.find(wire(request.messages)) == query.qid
+        assert model.reply(wire(request.messages)) == render_reference(gold)
+    # Without its files message the query cannot be told apart: no guess.
+    assert model.find([{"role": "user", "content": "Can you explain this meme?"}]) is None
+
+
+def test_release_path_names_both_places_when_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTEST_GTA_RELEASE", str(tmp_path / "nowhere"))
+    with pytest.raises(SystemExit) as raised:
+        bench.release_path(None)
+    message = str(raised.value)
+    assert "$PYTEST_GTA_RELEASE" in message
+    assert str(ROOT.parent / "shared" / "gta_release") in message
+    assert "--generated" in message
+    with pytest.raises(SystemExit, match=r"no dataset\.json"):
+        bench.release_path(str(tmp_path))
 
 
 @given(st.text(max_size=20))
@@ -146,6 +217,7 @@ def test_script_prints_the_table_and_identical_results(tmp_path: Path) -> None:
         sys.executable,
         str(SCRIPT),
         "--latency=0.01",
+        "--generated",
         "--queries=4",
         "--serial-queries=2",
         "--modes=e2e",

@@ -1,0 +1,39 @@
+"""Where the benchmarks find the real GTA release: where the project's tests find it.
+
+``--data PATH`` when given, else ``$PYTEST_GTA_RELEASE``, else ``../shared/gta_release`` beside
+the checkout (the root ``conftest.py``'s ``find_release``, so a benchmark and the tests never
+disagree about which copy they measured). The release is read in place, never copied.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from conftest import RELEASE_ENV, find_release  # noqa: E402
+
+__all__ = ["RELEASE_ENV", "release_path"]
+
+
+def release_path(given: str | None) -> Path:
+    """``--data``, else the release where the tests look for it; exits naming both when absent."""
+    if given is not None:
+        path = Path(given)
+        if not (path / "dataset.json").is_file():
+            raise SystemExit(f"--data {given}: no dataset.json there")
+        return path.absolute()
+    found = find_release()
+    if found is None:
+        chosen = os.environ.get(RELEASE_ENV)
+        raise SystemExit(
+            f"no GTA release found: ${RELEASE_ENV} is "
+            f"{'unset' if chosen is None else repr(chosen)} and "
+            f"{ROOT.parent / 'shared' / 'gta_release'} has no dataset.json; set "
+            f"{RELEASE_ENV} or pass --data PATH (a directory with dataset.json, toolmeta.json "
+            "and image/), or run on a dataset generated from the bundled sample with --generated"
+        )
+    return found
