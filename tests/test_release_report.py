@@ -1,0 +1,136 @@
+"""The HTML report of an oracle run on the real GTA release, photographs and all.
+
+One real run (the oracle, both modes, ``-n 2``, ``--gta-report-html`` at the default 10 MB
+limit) serves every test here. The release's 242 distinct images (its photographs and the
+placeholder it ships for generated images) weigh more than the limit at full size, so the page
+must keep every thumbnail, drop full sizes to fit, and say so; and, served over loopback to
+headless Chromium with the server as the browser's proxy, it must run its script with no
+Content-Security-Policy violation and ask for nothing but itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import FAST_SIM
+from pytest_gta.options import DEFAULT_REPORT_HTML_MAX_MB
+from tests.browser import serve_directory
+from tests.test_html_report import Page
+
+pytestmark = pytest.mark.slow
+
+LIMIT = int(DEFAULT_REPORT_HTML_MAX_MB * 1024 * 1024)
+#: A query whose chain ends on an image-generation call: its drill-down shows the input
+#: photograph and the generated image (the release's placeholder), closed by the oracle.
+DRILLDOWN = "e2e-12"
+IMAGES = re.compile(r'<script type="application/json" id="gta-images">(.*?)</script>', re.S)
+
+
+@pytest.fixture(scope="module")
+def release_run(release_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory of one oracle run of the release with its JSON and HTML reports."""
+    where = tmp_path_factory.mktemp("release-html")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--gta-model=oracle",
+            f"--gta-data={release_root}",
+            "--gta-mode=step,e2e",
+            FAST_SIM,
+            "--gta-report=report.json",
+            "--gta-report-html=report.html",
+            "-n",
+            "2",
+        ],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    # The oracle fails the cases the release's quirks doom (exit 1), and nothing errors.
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (where / "report.html").is_file(), done.stdout[-3000:]
+    return where
+
+
+@pytest.fixture(scope="module")
+def report(release_run: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((release_run / "report.json").read_text())
+    return loaded
+
+
+def page_images(page: str) -> dict[str, dict[str, str]]:
+    found = IMAGES.search(page)
+    assert found is not None
+    images: dict[str, dict[str, str]] = json.loads(found.group(1).replace("<\\/", "</"))
+    return images
+
+
+def test_the_page_keeps_every_thumbnail_within_its_limit(
+    release_run: Path, report: dict[str, Any]
+) -> None:
+    assert len(report["cases"]) == 458
+    assert report["outcomes"]["error"] == 0
+    page = (release_run / "report.html").read_text()
+    size = (release_run / "report.html").stat().st_size
+    assert size <= LIMIT
+    # The run's images: every key a case refers to (a photograph can be referred to by its
+    # relative and its absolute path; the page carries each image once).
+    keys = {key for case in report["cases"] for key in (case.get("images") or {}).values()}
+    assert len(keys) > 200
+    images = page_images(page)
+    assert set(images) == keys
+    assert all(re.match(r"data:image/(jpeg|png);base64,", e["thumb"]) for e in images.values())
+    fulls = sum("full" in entry for entry in images.values())
+    assert 0 < fulls < len(images)
+    # The page says what it reduced, and no image was left out.
+    notes = re.findall(r'<p class="warn">([^<]*)</p>', page)
+    said = [n for n in notes if "--gta-report-html-max-mb" in n]
+    assert len(said) == 1, notes
+    found = re.search(
+        r"(\d+) full-size image\(s\) are shown as thumbnails only and 0 image", said[0]
+    )
+    assert found is not None, said[0]
+    # Images whose thumbnail is their full size have no separate full entry either.
+    assert 0 < int(found[1]) <= len(images) - fulls
+    # Full sizes were dropped only as far as needed: the next one would not have fitted.
+    assert size > LIMIT * 0.9
+
+
+def test_the_page_renders_in_chromium_asking_for_nothing_but_itself(
+    chromium: Any, release_run: Path, report: dict[str, Any]
+) -> None:
+    with serve_directory(release_run) as server:
+        result = chromium.dump_dom(
+            f"{server.url('report.html')}#case={DRILLDOWN}", proxy=server.proxy
+        )
+    dom = result.dom
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert 'data-ready="1"' in dom
+    assert 'data-csp-violations="0"' in dom
+    assert result.csp_violations == []
+    # Through the proxy, every request the page made reached this server: only the page.
+    assert [(r.method, r.path) for r in server.page_requests] == [("GET", "/report.html")]
+    rows = [a["data-id"] for t, a in Page(dom).elements if t == "tr" and "data-id" in a]
+    assert rows == [case["id"] for case in report["cases"]]
+    # The drill-down the URL named shows its photograph and generated image from the page.
+    panel = dom[dom.index('<section id="drilldown"') :]
+    panel = panel[: panel.index('</section><div id="lightbox"')]
+    assert f'data-case="{DRILLDOWN}"' in panel
+    shown = set(re.findall(r'<img alt="[^"]*" data-key="([^"]+)" src="data:image/', panel))
+    case = next(c for c in report["cases"] if c["id"] == DRILLDOWN)
+    assert shown == set(case["images"].values())
+    assert len(shown) == 2
