@@ -29,11 +29,15 @@ def release_path(given: str | None) -> Path:
     found = find_release()
     if found is None:
         chosen = os.environ.get(RELEASE_ENV)
+        default = ROOT.parent / "shared" / "gta_release"
+        where = (
+            f"${RELEASE_ENV} ({chosen}) has no dataset.json (it replaces the default, {default})"
+            if chosen
+            else f"${RELEASE_ENV} is unset and {default} has no dataset.json"
+        )
         raise SystemExit(
-            f"no GTA release found: ${RELEASE_ENV} is "
-            f"{'unset' if chosen is None else repr(chosen)} and "
-            f"{ROOT.parent / 'shared' / 'gta_release'} has no dataset.json; set "
-            f"{RELEASE_ENV} or pass --data PATH (a directory with dataset.json, toolmeta.json "
-            "and image/), or run on a dataset generated from the bundled sample with --generated"
+            f"no GTA release found: {where}; set {RELEASE_ENV} or pass --data PATH (a directory "
+            "with dataset.json, toolmeta.json and image/), or run on a dataset generated from "
+            "the bundled sample with --generated"
         )
     return found

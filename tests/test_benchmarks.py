@@ -176,9 +176,14 @@ def test_release_path_names_both_places_when_absent(
     with pytest.raises(SystemExit) as raised:
         bench.release_path(None)
     message = str(raised.value)
-    assert "$PYTEST_GTA_RELEASE" in message
+    assert f"$PYTEST_GTA_RELEASE ({tmp_path / 'nowhere'}) has no dataset.json" in message
     assert str(ROOT.parent / "shared" / "gta_release") in message
+    assert "--data PATH" in message
     assert "--generated" in message
+    monkeypatch.delenv("PYTEST_GTA_RELEASE")
+    monkeypatch.setattr(sys.modules[bench.release_path.__module__], "find_release", lambda: None)
+    with pytest.raises(SystemExit, match=r"\$PYTEST_GTA_RELEASE is unset and .*gta_release has"):
+        bench.release_path(None)
     with pytest.raises(SystemExit, match=r"no dataset\.json"):
         bench.release_path(str(tmp_path))
 
