@@ -792,7 +792,7 @@ def render_html(
     notes = []
     if images.dropped or images.dropped_full:
         notes.append(
-            f"To stay under {max_bytes / 1e6:.0f} MB (--gta-report-html-max-mb), "
+            f"To stay under {max_bytes / (1024 * 1024):g} MB (--gta-report-html-max-mb), "
             f"{images.dropped_full} full-size image(s) are shown as thumbnails only and "
             f"{images.dropped} image(s) are left out."
         )
