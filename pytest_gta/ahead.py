@@ -49,6 +49,9 @@ class Ahead:
     outcome: Episode | BaseException
     #: Which backend served each of the query's tools.
     backends: dict[str, str] = field(default_factory=dict)
+    #: The case's (score, verdict) when the episode was scored where it ended, in a pool
+    #: thread (:mod:`pytest_gta.pipeline`); ``None``: the case scores it.
+    scored: tuple[Any, Any] | None = None
 
 
 def cases_of(items: list[pytest.Item]) -> list[Case]:

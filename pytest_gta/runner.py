@@ -7,6 +7,7 @@ outcome, and packs everything into builtins that travel on the test report.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,13 +56,15 @@ class Scorer:
     def __init__(self, similarity: Callable[[], Similarity], threshold: float) -> None:
         self._factory = similarity
         self._similarity: Similarity | None = None
+        self._lock = threading.Lock()
         self.threshold = threshold
 
     def similarity(self) -> Similarity:
-        """The similarity model, loaded once."""
-        if self._similarity is None:
-            self._similarity = self._factory()
-        return self._similarity
+        """The similarity model, made once (episodes are scored in pool threads too)."""
+        with self._lock:
+            if self._similarity is None:
+                self._similarity = self._factory()
+            return self._similarity
 
     def score(
         self,
@@ -240,6 +243,7 @@ def run_case(
     replies: list[str] = []
     usage = Usage()
     backends: dict[str, str] = {}
+    scored = None
     if isinstance(model, BaseRecordedSource):
         recorded = model.recorded(query, case.mode)
         if recorded is None:
@@ -254,7 +258,7 @@ def run_case(
     elif ahead is not None:
         if isinstance(ahead.outcome, BaseException):
             raise ahead.outcome
-        episode, backends = ahead.outcome, ahead.backends
+        episode, backends, scored = ahead.outcome, ahead.backends, ahead.scored
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], episode.usage
     else:
@@ -268,7 +272,9 @@ def run_case(
         )
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], episode.usage
-    score, verdict = scorer.score(case.mode, query, predictions, gold)
+    if scored is None:
+        scored = scorer.score(case.mode, query, predictions, gold)
+    score, verdict = scored
     return CaseResult(
         case=case,
         model=model.name,
