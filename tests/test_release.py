@@ -80,9 +80,12 @@ OFFICIAL = {
         "tool_call_error": 5,
     },
 }
-#: Metrics that go through float32 sentence embeddings: equal to the last bit on the machine
-#: that established them, within a rounding step elsewhere.
-SIMILARITY_METRICS = {"summ_acc", "ans_acc", "ans_acc_img"}
+#: Metrics that go through float32 sentence embeddings, with how close they must be: equal to the
+#: last bit on the machine that established them, within a rounding step elsewhere. Ans+I embeds the
+#: JSON of the image tools' arguments, and those hold the release's absolute path, so it moves a
+#: little with where the release lies (officially too): 92.24970 under /work/shared, 92.24986
+#: under /check/work/shared. Both print as 92.25.
+SIMILARITY_METRICS = {"summ_acc": 1e-4, "ans_acc": 1e-4, "ans_acc_img": 2e-3}
 
 
 def test_every_query_loads_with_its_quirks_named(release_dataset: Dataset) -> None:
@@ -216,7 +219,8 @@ def test_the_oracle_gets_what_a_perfect_replay_gets_with_and_without_xdist(
 def assert_official(report: dict[str, Any], mode: str) -> None:
     for key, value in OFFICIAL[mode].items():
         if key in SIMILARITY_METRICS:
-            assert report["metrics"][mode][key] == pytest.approx(value, abs=1e-4), key
+            tolerance = SIMILARITY_METRICS[key]
+            assert report["metrics"][mode][key] == pytest.approx(value, abs=tolerance), key
         else:
             assert report["metrics"][mode][key] == value, (mode, key)
 
