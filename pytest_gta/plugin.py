@@ -74,7 +74,13 @@ XDIST_BRIDGE = "gta-xdist"
 
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve settings; when a model is given, validate everything and start the collector."""
+    from pytest_gta.outward import register_run_secrets
+
+    # Before anything can print or write one: credentials in URLs of any argument or variable.
+    register_run_secrets(config.invocation_params.args)
     settings = resolve_settings(config)
+    generation = settings.generation
+    register_run_secrets([generation.base_url or ""], generation.model_args)
     state = GtaState(config, settings)
     config.stash[STATE] = state
     for name in static_marks():
@@ -336,7 +342,10 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
             isolation = details.get("isolation") if isinstance(details, dict) else None
             if isinstance(isolation, dict) and isolation.get("summary"):
                 lines.append(f"gta: model-written code ({name}) runs in {isolation['summary']}")
-    return lines
+    from pytest_gta.outward import clean_text, mask_url
+
+    # Tool specs and server commands can carry a URL with a password (agentlego=http://u:p@h).
+    return [clean_text(mask_url(line)) for line in lines]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

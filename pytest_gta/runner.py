@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gta import outward
 from pytest_gta.agent import loops
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset, Query
@@ -41,8 +42,8 @@ REPLY_SHOWN = 300
 
 
 def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying so."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """``text`` cut to ``limit`` characters, saying so (secrets redacted before the cut)."""
+    return outward.clip(text, limit)
 
 
 def needs_similarity(query: Query, mode: Mode) -> bool:

@@ -53,6 +53,7 @@ from pytest_gta.models.chat import (
 )
 from pytest_gta.models.generation import react_max_tokens
 from pytest_gta.models.openai_convert import image_data_url
+from pytest_gta.outward import mask_url, register_secret
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -254,7 +255,12 @@ class AnthropicChat(ChatAdapter):
                 "--gta-base-url at a compatible gateway"
             )
         key = key or "EMPTY"  # a local gateway without auth ignores it; the SDK insists on one
-        self.endpoint = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        # Whatever the variable is called (api_key_env=ANY_NAME), its key is redacted by value.
+        register_secret(key, f"${key_env}")
+        # Shown everywhere and part of the cache's identity: never the URL's password.
+        self.endpoint = mask_url(
+            base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        )
         extra_headers = args.get("headers")
         self.client = anthropic.Anthropic(
             base_url=base_url,

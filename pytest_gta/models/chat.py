@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from types import NoneType
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from pytest_gta import jsonsafe
+from pytest_gta import jsonsafe, outward
 from pytest_gta.errors import GtaError, GtaInfrastructureError, RetryableError
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.models.cache import ResponseCache
@@ -124,8 +124,8 @@ def _error_detail(exc: BaseException) -> str:
     if isinstance(body, Mapping):
         error = body.get("error", body)
         if isinstance(error, Mapping) and error.get("message"):
-            return str(error["message"])[:300]
-    return str(exc)[:300]
+            return outward.clip(str(error["message"]), 300)
+    return outward.clip(str(exc), 300)
 
 
 class HTTPResponse(Protocol):
@@ -216,7 +216,7 @@ def clip(text: str, limit: int = BODY_CLIP) -> str:
     ``repr`` escapes what a terminal, a log or an XML report cannot carry (control characters,
     lone surrogates), so a hostile body cannot break the report that shows it.
     """
-    flat = " ".join(text[: 4 * limit].split())
+    flat = " ".join(outward.head(text, 4 * limit).split())
     return repr(flat[:limit] + "..." if len(flat) > limit else flat)
 
 
@@ -236,10 +236,11 @@ class Answer:
     def quote(self, text: str | None = None) -> str:
         """``text`` (default: the body) clipped, with the key redacted."""
         if text is None:
-            text = self.body[: 8 * BODY_CLIP].decode("utf-8", errors="replace")
+            text = self.body[: 8 * BODY_CLIP + 1].decode("utf-8", errors="replace")
         if self.secret and len(self.secret) >= 8:
             text = text.replace(self.secret, "[redacted]")
-        return clip(text)
+        # Cut on whole words: a cut through a key would leave its start unredacted.
+        return clip(outward.head(text, 8 * BODY_CLIP))
 
     def says(self, what: str) -> str:
         """``<endpoint> answered HTTP <status> <what>: <the body, clipped>``."""

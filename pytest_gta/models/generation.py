@@ -74,12 +74,18 @@ class GenerationSettings:
         }
 
     def report(self) -> dict[str, Any]:
-        """What the JSON report records about generation (never a secret)."""
+        """What the JSON report records about generation (never a secret).
+
+        A URL's password and the header values of ``--gta-model-args`` show as ``***``
+        (:mod:`pytest_gta.outward`): the report says a header was sent, never what it held.
+        """
+        from pytest_gta.outward import mask_url, masked_model_args
+
         return {
             **self.sampling(),
-            "base_url": self.base_url,
+            "base_url": None if self.base_url is None else mask_url(self.base_url),
             "served_model": self.served_model,
-            "model_args": dict(self.model_args),
+            "model_args": masked_model_args(self.model_args),
             "timeout": self.timeout,
             "retries": self.retries,
             "max_concurrency": self.max_concurrency,

@@ -32,6 +32,7 @@ from pytest_gta.models.chat import (
     read_reply,
 )
 from pytest_gta.models.openai_convert import completion_output, model_ids, request_body
+from pytest_gta.outward import mask_url, register_secret
 from pytest_gta.types import ModelOutput, ModelRequest, Usage
 
 #: What a 200 answer must be, in error messages.
@@ -84,7 +85,10 @@ class OpenAIChat(ChatAdapter):
                     "--gta-base-url at an OpenAI-compatible server"
                 )
             key = "EMPTY"  # local servers ignore it; the official configs send key='EMPTY'
-        self.endpoint = base_url or "https://api.openai.com/v1"
+        # Whatever the variable is called (api_key_env=ANY_NAME), its key is redacted by value.
+        register_secret(key, f"${key_env}")
+        # Shown everywhere and part of the cache's identity: never the URL's password.
+        self.endpoint = mask_url(base_url or "https://api.openai.com/v1")
         headers = args.get("headers")
         self.client = openai.OpenAI(
             api_key=key,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gta.dataset import call_function
+from pytest_gta.outward import clip
 from pytest_gta.scoring.answer import blacklist_hit, whitelist_hits
 from pytest_gta.scoring.metrics import (
     E2ECaseScore,
@@ -42,7 +43,7 @@ class Verdict:
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clip(text, limit)
 
 
 def describe(step: Mapping[str, Any]) -> str:
