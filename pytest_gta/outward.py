@@ -193,11 +193,19 @@ def register_run_secrets(
             for header, header_value in value.items():
                 for credential in header_credentials(header_value):
                     register_secret(credential, f"header {header}")
-        elif is_secret_name(str(key)):
+        elif _credential_arg(str(key)):
             register_secret(value, f"model arg {key}")
     key_env = args.get("api_key_env")
     if isinstance(key_env, str) and key_env:
         register_secret(env.get(key_env, ""), f"${key_env}")
+
+
+def _credential_arg(key: str) -> bool:
+    """Whether a model-args entry holds a credential (``api_key``; not ``api_key_env``).
+
+    ``*_env`` entries name the variable that holds one, and a variable's name is no secret.
+    """
+    return is_secret_name(key) and not key.lower().endswith("_env")
 
 
 def masked_model_args(model_args: Mapping[str, Any]) -> dict[str, Any]:
@@ -206,7 +214,7 @@ def masked_model_args(model_args: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in model_args.items():
         if key in _HEADER_ARGS and isinstance(value, Mapping):
             shown[key] = {header: MASK for header in value}
-        elif is_secret_name(str(key)) and key != "api_key_env":
+        elif _credential_arg(str(key)):
             shown[key] = MASK
         else:
             shown[key] = value

@@ -129,3 +129,115 @@ def test_no_secret_in_any_artifact(pytester, monkeypatch, tmp_path_factory, mode
     assert not [v for v in values if v in output], "a secret reached the terminal"
     leaks = files_holding(pytester.path, venv.parent.parent, values)
     assert not leaks, f"secrets in files the run wrote: {leaks}"
+
+
+# -- credentials given outside the known variables ---------------------------------------------
+
+#: Each credential a run can be handed besides the known variables, with a distinct value.
+GIVEN = {
+    "url_password": "urlpw-5e1f9a7c3b",  # in --gta-base-url, http://gta:PASS@127.0.0.1/v1
+    "header": "hdr-key-8d2c6b4a1e",  # --gta-model-args headers, X-Api-Key
+    "gateway_key": "gw-key-2f7e9c1a5d",  # in GATEWAY_ACCESS, named by api_key_env
+    "aws": "aws-secret-0b9d8c7e6f",  # AWS_SECRET_ACCESS_KEY: a name no list holds
+    "service": "svc-key-4a3b2c1d0e",  # MY_SERVICE_KEY
+    "passwd": "db-passwd-9f8e7d6c5b",  # DB_PASSWD
+}
+
+
+def echoing_server() -> ScriptedServer:
+    """A model endpoint that quotes back every credential it can see or was sent.
+
+    The first request gets a 401 whose body echoes the request's headers (as some gateways'
+    error pages do); later ones call the Calculator with the unknown-named variables' values,
+    then answer with every credential, as a model that saw them would.
+    """
+    import json as json_
+
+    state = {"posted": 0}
+
+    def answer(record) -> Step:
+        state["posted"] += 1
+        if state["posted"] == 1:
+            wanted = ("authorization", "x-api-key")
+            sent = json_.dumps({k: v for k, v in record.headers.items() if k.lower() in wanted})
+            return Step({"error": {"message": f"invalid credentials: you sent {sent}"}}, 401)
+        messages = record.json["messages"]
+        if messages[-1]["role"] == "user":
+            expression = f"'{GIVEN['aws']}' + ' ' + '{GIVEN['service']}'"
+            call = json_.dumps({"expression": expression})
+            return Step(chat_completion(f"Thought: t\nAction: Calculator\nAction Input: {call}"))
+        return Step(chat_completion("Thought: done\nFinal Answer: " + " ".join(GIVEN.values())))
+
+    return ScriptedServer(models=["scripted"], default=answer)
+
+
+def test_credentials_from_options_reach_no_artifact(pytester, monkeypatch, tmp_path_factory):
+    venv = tmp_venv(tmp_path_factory.mktemp("venv-under-tmp"))
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GATEWAY_ACCESS", GIVEN["gateway_key"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", GIVEN["aws"])
+    monkeypatch.setenv("MY_SERVICE_KEY", GIVEN["service"])
+    monkeypatch.setenv("DB_PASSWD", GIVEN["passwd"])
+    model_args = json.dumps(
+        {"api_key_env": "GATEWAY_ACCESS", "headers": {"X-Api-Key": GIVEN["header"]}}
+    )
+    with echoing_server() as server:
+        url = server.url.replace("http://", f"http://gta:{GIVEN['url_password']}@")
+        result = pytester.run(
+            str(venv),
+            "-m",
+            "pytest",
+            "--gta-model=openai/scripted",
+            f"--gta-base-url={url}",
+            f"--gta-model-args={model_args}",
+            "--gta-data=sample",
+            FAST_SIM,
+            "--gta-mode=e2e",
+            "--gta-ids=0,9",
+            "--gta-concurrency=1",
+            "--gta-tools=local,replay",
+            "--gta-cache-dir=cache",
+            "--gta-tool-cassettes=cassettes",
+            "--gta-tool-record=new",
+            "--junitxml=gta.xml",
+            "--gta-report=gta.json",
+            "--gta-report-md=gta.md",
+            "--gta-report-html=gta.html",
+            "--html=pytest-html.html",
+            "--self-contained-html",
+            "--basetemp=basetemp",
+            "-rA",
+            "-o",
+            "log_level=INFO",
+            timeout=300,
+        )
+        received = list(server.requests)
+    output = result.stdout.str() + result.stderr.str()
+    # What the endpoint was sent, so the echoes below are real: the header, and the URL's
+    # credentials as Basic auth (httpx puts them in place of the SDK's Bearer key).
+    sent = json.dumps([r.headers for r in received])
+    assert GIVEN["header"] in sent, sent[:2000]
+    assert "Basic " in sent, sent[:2000]
+    report = json.loads((pytester.path / "gta.json").read_text())
+    assert report["outcomes"]["error"] == 1, output[-3000:]
+    assert report["outcomes"]["failed"] == 1, output[-3000:]
+    generation = report["settings"]["generation"]
+    masked = url.replace(GIVEN["url_password"], "***")
+    assert generation["base_url"] == masked
+    assert generation["model_args"]["headers"] == {"X-Api-Key": "***"}
+    assert f"endpoint {masked}" in output
+    errored = next(c for c in report["cases"] if c["outcome"] == "error")
+    assert "HTTP 401" in errored["message"]
+    assert "[redacted URL password]" in errored["message"], errored["message"]
+    assert "[redacted header X-Api-Key]" in errored["message"], errored["message"]
+    answered = json.dumps(next(c for c in report["cases"] if c["outcome"] == "failed"))
+    labels = ("$GATEWAY_ACCESS", "$AWS_SECRET_ACCESS_KEY", "$MY_SERVICE_KEY", "$DB_PASSWD")
+    for label in (*labels, "URL password", "header X-Api-Key"):
+        assert f"[redacted {label}]" in answered, label
+    assert list((pytester.path / "cache").rglob("*.json")), "the cache was written"
+    assert list((pytester.path / "cassettes").rglob("*.json")), "the cassette was recorded"
+    values = list(GIVEN.values())
+    assert not [v[:8] for v in values if v in output], "a credential reached the terminal"
+    leaks = files_holding(pytester.path, venv.parent.parent, values)
+    assert not leaks, f"credentials in files the run wrote: {leaks}"
