@@ -7,12 +7,15 @@ run); a crash or a concurrent writer must never leave half a file under the fina
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 
 def _umask() -> int:
@@ -117,3 +120,67 @@ def inside(path: str, root: str) -> bool:
         return os.path.commonpath([path, root]) == root
     except ValueError:  # different drives on Windows, or a mix of absolute and relative
         return False
+
+
+class NotRegularFileError(OSError):
+    """A file to be read as data is a symbolic link, a FIFO, a device or a directory."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+@contextlib.contextmanager
+def open_regular(path: Path) -> Iterator[BinaryIO]:
+    """Open ``path`` for reading only if it is a regular file itself, not a link to one.
+
+    For files that come from outside and are copied or shown elsewhere (cassette outputs,
+    images embedded in reports): a symbolic link there can name ``/proc/self/environ`` or a
+    private picture, and following it would copy that into the run's output. ``O_NOFOLLOW``
+    refuses a link in the last component and ``O_NONBLOCK`` keeps a FIFO from blocking the
+    open; the type is checked on the opened descriptor, so nothing can swap the file between
+    the check and the read.
+
+    Raises:
+        NotRegularFileError: ``path`` is a symbolic link, FIFO, device, socket or directory.
+        OSError: it cannot be opened for another reason (missing, unreadable).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise NotRegularFileError(f"{path} is a symbolic link") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(f"{path} is {_kind(mode)}, not a regular file")
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        yield handle
+
+
+def copy_regular(source: Path, target: Path) -> None:
+    """:func:`copy_atomic` of a regular file only (see :func:`open_regular`)."""
+    with open_regular(source) as src:
+        fd, tmp = _temporary(target)
+        try:
+            with os.fdopen(fd, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

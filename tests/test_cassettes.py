@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from conftest import FAST_SIM
-from pytest_gta.errors import GtaToolError, GtaToolMiss
+from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaToolMiss
 from pytest_gta.tools import ToolContext, ToolInvocation, ToolSet
 from pytest_gta.types import ResultItem, ToolResult
 from tool_backends.cassettes import Cassettes
@@ -456,3 +458,125 @@ def test_processes_recording_the_same_calls_record_each_once(sample_root, tmp_pa
         won = pool.starmap(_record_first, [(str(tmp_path), str(sample_root), w) for w in range(3)])
     assert sum(won) == 20
     assert len(list((tmp_path / "Calculator").glob("*.json"))) == 20
+
+
+# -- outputs that are not regular files -----------------------------------------------------------
+
+
+def _recorded_image(sample_dataset, tmp_path) -> tuple[Cassettes, Path, dict[str, str]]:
+    """A cassette with one DrawBox entry whose output is a PNG beside it."""
+    produced = tmp_path / "made.png"
+    Image.new("RGB", (8, 8), "blue").save(produced)
+    cassettes = Cassettes(tmp_path / "cassettes")
+    arguments = {"image": "image/image_0.jpg", "bbox": "(1, 2, 3, 4)"}
+    result = ToolResult((ResultItem("image", str(produced)),))
+    cassettes.record("DrawBox", arguments, result, sample_dataset, tmp_path, overwrite=False)
+    (output,) = (tmp_path / "cassettes" / "DrawBox").glob("*.png")
+    return cassettes, output, arguments
+
+
+def _private(tmp_path: Path) -> Path:
+    private = tmp_path / "elsewhere" / "private.png"
+    private.parent.mkdir()
+    Image.new("RGB", (8, 8), "red").save(private)
+    return private
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "directory", "linked-tool-directory"])
+def test_an_output_that_is_not_a_regular_file_is_refused_naming_it(sample_dataset, tmp_path, kind):
+    cassettes, output, arguments = _recorded_image(sample_dataset, tmp_path)
+    private = _private(tmp_path)
+    output.unlink()
+    if kind == "symlink":
+        output.symlink_to(private)
+    elif kind == "fifo":
+        os.mkfifo(output)
+    elif kind == "directory":
+        output.mkdir()
+    else:  # the tool's directory links to one that holds a private file of the output's name
+        shutil.move(output.parent, tmp_path / "moved")
+        shutil.copy(private, tmp_path / "moved" / output.name)
+        output.parent.symlink_to(tmp_path / "moved")
+    out = tmp_path / "out"
+    with pytest.raises(GtaInfrastructureError) as info:
+        cassettes.lookup("DrawBox", arguments, sample_dataset, out)
+    message = str(info.value)
+    assert f"tool cassette output {output} is refused" in message
+    expected = {
+        "symlink": "is a symbolic link",
+        "fifo": "is a FIFO, not a regular file",
+        "directory": "is a directory, not a regular file",
+        "linked-tool-directory": "leads out of the cassette directory",
+    }[kind]
+    assert expected in message
+    assert not list(out.glob("*")) if out.exists() else True
+
+
+def test_a_regular_output_still_replays(sample_dataset, tmp_path):
+    cassettes, output, arguments = _recorded_image(sample_dataset, tmp_path)
+    hit = cassettes.lookup("DrawBox", arguments, sample_dataset, tmp_path / "out")
+    assert hit is not None
+    assert Path(hit.items[0].content).read_bytes() == output.read_bytes()
+
+
+def test_a_linked_tool_output_is_not_recorded(sample_dataset, tmp_path):
+    link = tmp_path / "link.png"
+    link.symlink_to(_private(tmp_path))
+    cassettes = Cassettes(tmp_path / "cassettes")
+    result = ToolResult((ResultItem("image", str(link)),))
+    with pytest.raises(GtaInfrastructureError, match="is a symbolic link"):
+        cassettes.record(
+            "Plot", {"command": "x"}, result, sample_dataset, tmp_path, overwrite=False
+        )
+    assert not list((tmp_path / "cassettes").rglob("*.png"))
+
+
+def test_arguments_naming_files_outside_are_never_read(sample_dataset, tmp_path, monkeypatch):
+    """A text argument that names a file elsewhere is text: nothing of it is read or hashed."""
+    from tool_backends import cassettes as module
+
+    opened = []
+    monkeypatch.setattr(module, "_sha256", lambda path: opened.append(path) or "0" * 64)
+    private = _private(tmp_path)
+    _, hashes = module.portable_arguments(
+        {"expression": str(private), "image": "image/image_0.jpg", "x": "/proc/self/environ"},
+        sample_dataset,
+        tmp_path / "out",
+    )
+    assert list(hashes) == ["image"]
+    assert opened == [os.path.realpath(sample_dataset.root / "image" / "image_0.jpg")]
+
+
+def test_replay_of_a_linked_output_errors_the_case_and_copies_nothing(pytester, tmp_path):
+    """The oracle replays query 16 from a copy of the shipped cassettes whose DrawBox output
+    was replaced by a link to a private picture: the case errors naming the file, and the
+    picture reaches neither the run's output directory nor the HTML report."""
+    cassettes = tmp_path / "cassettes"
+    shutil.copytree(SHIPPED, cassettes)
+    private = _private(tmp_path)
+    for output in (cassettes / "DrawBox").glob("*.png"):
+        output.unlink()
+        output.symlink_to(private)
+    result = pytester.runpytest(
+        FAST_SIM,
+        "--gta-model=oracle",
+        "--gta-tools=strict-replay",
+        "--gta-mode=e2e",
+        "--gta-ids=16",
+        f"--gta-tool-cassettes={cassettes}",
+        "--gta-report=r.json",
+        "--gta-report-html=r.html",
+        "--basetemp=basetemp",
+    )
+    result.assert_outcomes(errors=1)
+    (case,) = json.loads((pytester.path / "r.json").read_text())["cases"]
+    assert "tool cassette output" in case["message"]
+    assert "is a symbolic link" in case["message"]
+    copies = [
+        p
+        for p in pytester.path.rglob("*")
+        if p.is_file() and p.read_bytes() == private.read_bytes()
+    ]
+    assert not copies
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert not report["cases"][0].get("images")

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pytest_gta.dataset import Dataset
-from pytest_gta.files import copy_atomic, file_lock, write_atomic
+from pytest_gta.errors import GtaInfrastructureError
+from pytest_gta.files import NotRegularFileError, copy_regular, file_lock, inside, write_atomic
 from pytest_gta.models.cache import digest, dump_entry, read_entry
 from pytest_gta.types import ResultItem, ToolResult
 
@@ -69,16 +69,26 @@ def portable_arguments(
     """(arguments with dataset files as relative paths, sha256 of every file argument).
 
     Files the run produced (in ``output_dir``) are keyed by content alone: their names are
-    random, their bytes are what the tool sees.
+    random, their bytes are what the tool sees. Only files a tool may read count (those in the
+    dataset or the output directory, links resolved): any other string is just text, so a
+    model that writes ``/proc/self/environ`` into an argument has nothing of it read, hashed
+    or recorded.
     """
     portable: dict[str, Any] = {}
     hashes: dict[str, str] = {}
+    visible = [os.path.realpath(dataset.root_str)]
+    if output_dir is not None:
+        visible.append(os.path.realpath(output_dir))
     for key, value in arguments.items():
         portable[key] = normalise_argument(value, dataset)
         if not isinstance(value, str):
             continue
         candidate = _candidate(value, dataset.root_str)
-        if not os.path.isfile(candidate):
+        try:
+            real = os.path.realpath(candidate)
+        except ValueError:  # a NUL byte: no file's name
+            continue
+        if not any(inside(real, root) for root in visible) or not os.path.isfile(real):
             continue
         hashes[key] = _sha256(candidate)
         if output_dir is not None and candidate.startswith(str(output_dir) + os.sep):
@@ -144,13 +154,41 @@ class Cassettes:
                 if not target.exists():
                     try:
                         output_dir.mkdir(parents=True, exist_ok=True)
-                        shutil.copyfile(source, target)
+                        self._copy_out(source, target)
                     except (OSError, ValueError):  # gone, unreadable or unnameable: a miss
                         return None
                 items.append(ResultItem(output["type"], str(target)))
             else:
                 items.append(ResultItem(output["type"], output.get("content")))
         return ToolResult(tuple(items))
+
+    def _copy_out(self, source: Path, target: Path) -> None:
+        """Copy a recorded output file into the run, refusing anything but a regular file.
+
+        A cassette directory is shared data (committed, downloaded, unpacked from an archive)
+        and git keeps symbolic links: an output that links to ``/proc/self/environ`` or a
+        private picture would be copied into the run's output directory, shown to the model
+        and embedded in the HTML report. The same goes for a tool directory that links out of
+        the cassettes. Such a cassette is broken, not a miss: the case errors and says which
+        file to fix.
+
+        Raises:
+            GtaInfrastructureError: ``source`` is a link, a FIFO, a device or a directory, or
+                lies outside the cassette directory once its directories' links are resolved.
+        """
+        problem = None
+        if not inside(os.path.realpath(source.parent), os.path.realpath(self.root)):
+            problem = f"its directory leads out of the cassette directory {self.root}"
+        else:
+            try:
+                copy_regular(source, target)
+            except NotRegularFileError as exc:
+                problem = f"{exc}; a cassette output must be a regular file"
+        if problem is not None:
+            raise GtaInfrastructureError(
+                f"tool cassette output {source} is refused: {problem} (re-record the entry, "
+                "or remove it)"
+            )
 
     def record(
         self,
@@ -191,7 +229,11 @@ class Cassettes:
             content = item.content
             if item.type != "text" and isinstance(content, str) and os.path.isfile(content):
                 name = f"{key}-{n}{Path(content).suffix or '.bin'}"
-                copy_atomic(Path(content), entry_path.parent / name)
+                try:
+                    copy_regular(Path(content), entry_path.parent / name)
+                except NotRegularFileError as exc:
+                    # Our tools write regular files; a link is nothing to commit to a cassette.
+                    raise GtaInfrastructureError(f"{tool} output not recorded: {exc}") from None
                 outputs.append({"type": item.type, "file": name})
             else:
                 outputs.append({"type": item.type, "content": content})
