@@ -234,10 +234,17 @@ class AheadWork:
             except GtaUnavailableError as exc:
                 self._episodes[case.id] = Ahead(exc)
                 continue
-            runner = tools.runner(routes, ToolContext(dataset, case.query, state.output_dir()))
+            context = ToolContext(dataset, case.query, state.output_dir())
+            runner = tools.runner(routes, context)
             steps.append(
                 loops.e2e_episode(
-                    dataset, case.query, protocol, runner, max_turns=max_turns, epoch=case.epoch
+                    dataset,
+                    case.query,
+                    protocol,
+                    runner,
+                    max_turns=max_turns,
+                    epoch=case.epoch,
+                    visible=context.visible_roots(),
                 )
             )
             running.append((case, {name: b.name for name, b in routes.items()}))

@@ -140,7 +140,8 @@ class Pipeline:
             tools = state.toolset()
             routes = tools.route(case.query)
             backends = {name: backend.name for name, backend in routes.items()}
-            runner = tools.runner(routes, ToolContext(dataset, case.query, state.output_dir()))
+            context = ToolContext(dataset, case.query, state.output_dir())
+            runner = tools.runner(routes, context)
             episode = loops.run_e2e(
                 dataset,
                 case.query,
@@ -148,6 +149,7 @@ class Pipeline:
                 runner,
                 max_turns=state.settings.max_turns,
                 epoch=case.epoch,
+                visible=context.visible_roots(),
             )
         except Exception as exc:  # a tool server down, no backend for a tool, the model
             return Ahead(exc)

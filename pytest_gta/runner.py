@@ -267,9 +267,16 @@ def run_case(
             raise GtaUnavailableError("end-to-end mode needs tool backends (--gta-tools)")
         routes = tools.route(query)
         backends = {name: b.name for name, b in routes.items()}
-        runner = tools.runner(routes, ToolContext(dataset, query, output_dir))
+        context = ToolContext(dataset, query, output_dir)
+        runner = tools.runner(routes, context)
         episode = loops.run_e2e(
-            dataset, query, model, runner, max_turns=max_turns, epoch=case.epoch
+            dataset,
+            query,
+            model,
+            runner,
+            max_turns=max_turns,
+            epoch=case.epoch,
+            visible=context.visible_roots(),
         )
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], episode.usage

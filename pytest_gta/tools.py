@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,13 @@ class ToolContext:
     dataset: Dataset
     query: Query
     output_dir: Path
+
+    def visible_roots(self) -> tuple[str, ...]:
+        """The real paths of the directories whose files a call may name.
+
+        The dataset's (its input images) and the output directory (what earlier calls made).
+        """
+        return (os.path.realpath(self.dataset.root_str), os.path.realpath(self.output_dir))
 
 
 @runtime_checkable

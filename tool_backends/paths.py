@@ -39,10 +39,7 @@ def allowed_roots(context: ToolContext) -> tuple[str, ...]:
     Returns:
         The dataset root and the output directory, symlinks resolved.
     """
-    return (
-        os.path.realpath(context.dataset.root_str),
-        os.path.realpath(context.output_dir),
-    )
+    return context.visible_roots()
 
 
 def resolve_image(value: Any, context: ToolContext) -> Path:

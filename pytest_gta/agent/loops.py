@@ -11,6 +11,7 @@ re-scored OpenCompass prediction files alike.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from collections.abc import Generator as Generator_
 from concurrent.futures import CancelledError, Future
@@ -194,10 +195,12 @@ def run_step(dataset: Dataset, query: Query, model: BaseModelAdapter, *, epoch: 
     pairs = step_requests(dataset, query, protocol, epoch=epoch)
     outputs = generate_all(model, [r for r, _ in pairs])
     tools = {t.name: t for t in dataset.tool_metas(query)}
+    # Only the dataset's files exist for the model (see protocol.convert_arguments).
+    visible = (os.path.realpath(dataset.root_str),)
     episode = Episode("step", [], [])
     for (request, gold), output in zip(pairs, outputs, strict=True):
         reply, parsed, _ = _parse(output, protocol)
-        record = p.execute(parsed, tools, p.validate_only)
+        record = p.execute(parsed, tools, p.validate_only, visible=visible)
         episode.predictions.append(record.to_step())
         episode.gold.append(gold)
         episode.turns.append(Turn(request.messages, reply, record, output.usage))
@@ -229,6 +232,7 @@ def e2e_episode(
     max_turns: int = MAX_TURNS,
     base_dir: Path | None = None,
     epoch: int = 0,
+    visible: Sequence[str] | None = None,
 ) -> EpisodeSteps:
     """End-to-end mode as a generator: the Lagent ReAct loop against real tool backends.
 
@@ -237,7 +241,13 @@ def e2e_episode(
     episode's turn in one batch (:func:`run_lockstep`). Without a finish within ``max_turns``
     the episode ends on the last tool step, as the official harness records it (the default
     answer is never written as a step).
+
+    ``visible`` are the directories whose files exist for the model (the dataset's and the
+    tools' output directory, :meth:`~pytest_gta.tools.ToolContext.visible_roots`); without it,
+    the dataset's alone.
     """
+    if visible is None:
+        visible = (os.path.realpath(dataset.root_str),)
     metas = tuple(dataset.tool_metas(query))
     tools = {t.name: t for t in metas}
     system = system_message(metas, protocol)
@@ -257,7 +267,7 @@ def e2e_episode(
             history.append(ChatMessage("assistant", output.text.strip()))
         else:
             history.append(ChatMessage("assistant", output.text.strip(), tool_calls=(call,)))
-        record = p.execute(parsed, tools, run_tool, base_dir)
+        record = p.execute(parsed, tools, run_tool, base_dir, visible)
         episode.turns.append(Turn(request.messages, reply, record, output.usage))
         episode.predictions.append(record.to_step())
         if record.is_finish:
@@ -279,6 +289,7 @@ def run_e2e(
     max_turns: int = MAX_TURNS,
     base_dir: Path | None = None,
     epoch: int = 0,
+    visible: Sequence[str] | None = None,
 ) -> Episode:
     """End-to-end mode, one model call at a time (see :func:`e2e_episode`)."""
     steps = e2e_episode(
@@ -289,6 +300,7 @@ def run_e2e(
         max_turns=max_turns,
         base_dir=base_dir,
         epoch=epoch,
+        visible=visible,
     )
     try:
         request = next(steps)

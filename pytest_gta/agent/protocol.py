@@ -25,6 +25,7 @@ from typing import Any
 from pytest_gta import jsonsafe
 from pytest_gta.dataset import call_function
 from pytest_gta.errors import GtaToolError
+from pytest_gta.files import inside
 from pytest_gta.types import ChatMessage, ResultItem, ToolMeta, ToolResult
 from pytest_gta.vocabulary import INVALID_ACTION, NO_ACTION, State
 
@@ -250,21 +251,42 @@ def parse_action_input(raw: str, meta: ToolMeta) -> dict[str, Any]:
     return value
 
 
-def _exists(path: str, base_dir: Path | None) -> bool:
+def _exists(path: str, base_dir: Path | None, visible: Sequence[str] | None) -> bool:
     if os.path.isabs(path):
-        return os.path.exists(path)
-    # The official harness resolves relative paths against its working directory, which never
-    # holds the dataset; treating them as missing keeps results independent of where pytest runs.
-    return base_dir is not None and (base_dir / path).exists()
+        candidate = path
+    elif base_dir is not None:
+        candidate = os.path.join(base_dir, path)
+    else:
+        # The official harness resolves relative paths against its working directory, which
+        # never holds the dataset; treating them as missing keeps results independent of where
+        # pytest runs.
+        return False
+    if visible is None:
+        return os.path.exists(candidate)
+    try:
+        real = os.path.realpath(candidate)
+    except ValueError:  # a NUL byte: no file has that name
+        return False
+    return any(inside(real, root) for root in visible) and os.path.exists(real)
 
 
 def convert_arguments(
-    meta: ToolMeta, arguments: Mapping[str, Any], base_dir: Path | None = None
+    meta: ToolMeta,
+    arguments: Mapping[str, Any],
+    base_dir: Path | None = None,
+    visible: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Type-convert arguments as agentlego's ``DefaultParser`` does before a tool runs.
 
     File inputs must be existing paths (``ImageIO(path)``), numbers go through ``int()`` or
     ``float()``. Any exception here is a tool error (``API_ERROR``) in the official harness.
+
+    ``visible`` (real directory paths) confines which files exist for a model: the official
+    parser checks the whole file system, so a model could tell ``/root/.ssh/id_rsa`` (passed
+    on, then refused by the tool) from a file that is not there (``No such file``) and map the
+    machine. With ``visible``, a file outside those directories is "No such file" whether or
+    not it exists, the answer the official harness gives on a machine without it. ``None``
+    keeps the official whole-machine check (reading the dataset's own reference calls).
     """
     converted: dict[str, Any] = {}
     for key, value in arguments.items():
@@ -276,7 +298,7 @@ def convert_arguments(
                 raise NotImplementedError(
                     f"The value type `{type(value)}` is not supported by `{_IO_CLASS[param.type]}`"
                 )
-            if not _exists(value, base_dir):
+            if not _exists(value, base_dir, visible):
                 raise FileNotFoundError(f"No such file: '{value}'")
             converted[key] = value
         elif param.type == "int":
@@ -362,11 +384,13 @@ def execute(
     tools: Mapping[str, ToolMeta],
     run: ToolRunner,
     base_dir: Path | None = None,
+    visible: Sequence[str] | None = None,
 ) -> ActionRecord:
     """Turn a parsed reply into an :class:`ActionRecord`, calling ``run`` for valid tool calls.
 
     Infrastructure exceptions from ``run`` propagate; :class:`GtaToolError` and any other
     exception of the tool become ``API_ERROR`` records, as agentlego's wrapper catches them.
+    ``visible``: the directories whose files exist for the model (see :func:`convert_arguments`).
     """
     name, command = parsed.action, parsed.action_input
     api = "run"
@@ -386,7 +410,7 @@ def execute(
     except ArgumentError as exc:
         return ActionRecord(meta.name, command, "ARGS_ERROR", str(exc), thought=parsed.thought)
     try:
-        converted = convert_arguments(meta, arguments, base_dir)
+        converted = convert_arguments(meta, arguments, base_dir, visible)
     except (OSError, ValueError, TypeError, NotImplementedError, OverflowError) as exc:
         return ActionRecord(meta.name, arguments, "API_ERROR", repr(exc), thought=parsed.thought)
     try:
