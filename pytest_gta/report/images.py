@@ -9,7 +9,11 @@ once), and kept as a thumbnail and a bounded "full" version, so a 229-query repo
 MB. The case's detail payload then carries only ``{path as written: key}``.
 
 Pillow (``pytest-gta[tools]``) scales the images. Without it the original bytes of a known image
-format are kept as they are, up to :data:`RAW_LIMIT`; larger ones are left out, with the reason.
+format are kept as they are, up to :data:`RAW_LIMIT` bytes and :data:`MAX_PIXELS` pixels as its
+header declares them; others are left out, with the reason. An image Pillow refuses (a
+decompression bomb: a small file that declares 40000x25000 pixels, or a broken file) is never
+kept raw, since the browser would then decode it: a small placeholder picture saying why takes
+its place.
 """
 
 from __future__ import annotations
@@ -19,12 +23,20 @@ import hashlib
 import io
 import json
 import os
+import struct
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_gta.files import file_lock, inside, write_atomic_bytes
+from pytest_gta.files import (
+    NotRegularFileError,
+    file_lock,
+    inside,
+    open_regular,
+    write_atomic_bytes,
+)
 
 #: Longest side of a thumbnail, in pixels (a case row's drill-down shows several side by side).
 THUMB_PX = 240
@@ -141,13 +153,21 @@ class ImageStore:
         return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
     def add(self, path: Path) -> str | None:
-        """Store the image at ``path`` (once per content); its key, or ``None`` with a problem."""
+        """Store the image at ``path`` (once per content); its key, or ``None`` with a problem.
+
+        Only a regular file is read (never through a last-component link, never a FIFO), and
+        its size is checked on the opened file.
+        """
         try:
-            size = path.stat().st_size
-            if size > MAX_SOURCE_BYTES:
-                self.problems.append(f"{path}: {size} bytes, larger than the limit; left out")
-                return None
-            data = path.read_bytes()
+            with open_regular(path) as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size > MAX_SOURCE_BYTES:
+                    self.problems.append(f"{path}: {size} bytes, larger than the limit; left out")
+                    return None
+                data = fh.read(MAX_SOURCE_BYTES + 1)
+        except NotRegularFileError as exc:
+            self.problems.append(f"{exc}; left out")
+            return None
         except OSError as exc:
             self.problems.append(f"{path}: {exc.strerror or exc}")
             return None
@@ -160,17 +180,33 @@ class ImageStore:
         with file_lock(self.root / ".lock"):
             if self.get(key) is not None:
                 return key
-            image = self._scaled(key, data) or self._raw(key, data)
+            image = self._stored(key, data)
             if image is None:
                 return None
             write_atomic_bytes(self._entry_path(key), json.dumps(image.to_json()).encode())
         return key
 
+    def _stored(self, key: str, data: bytes) -> StoredImage | None:
+        """Scaled with Pillow; without it, raw (see the module docstring)."""
+        try:
+            import PIL  # noqa: F401
+        except ImportError:
+            return self._raw(key, data)
+        return self._scaled(key, data)
+
     def _raw(self, key: str, data: bytes) -> StoredImage | None:
-        """The original bytes as both versions (no Pillow, or Pillow could not read them)."""
+        """The original bytes as both versions (no Pillow to scale them)."""
         if len(data) > RAW_LIMIT:
             self.problems.append(
                 f"image {key}: {len(data)} bytes and no Pillow to scale it; left out "
+                "(pip install pillow)"
+            )
+            return None
+        size = declared_size(data)
+        if size is None or size[0] * size[1] > MAX_PIXELS:
+            shown = "an unreadable size" if size is None else f"{size[0]}x{size[1]} pixels"
+            self.problems.append(
+                f"image {key}: declares {shown} and there is no Pillow to check it; left out "
                 "(pip install pillow)"
             )
             return None
@@ -179,23 +215,33 @@ class ImageStore:
         write_atomic_bytes(self.root / name, data)
         return StoredImage(key, name, name, mime, mime, 0, 0)
 
-    def _scaled(self, key: str, data: bytes) -> StoredImage | None:
-        """A thumbnail and a bounded full version, with Pillow; ``None`` without it."""
+    def _scaled(self, key: str, data: bytes) -> StoredImage:
+        """A thumbnail and a bounded full version; a placeholder for what Pillow refuses."""
+        from PIL import Image, ImageOps
+
+        width = height = 0
         try:
-            from PIL import Image, ImageOps
-        except ImportError:
-            return None
-        try:
-            Image.MAX_IMAGE_PIXELS = MAX_PIXELS
-            with Image.open(io.BytesIO(data)) as opened:
-                width, height = opened.size
-                # JPEG decodes at 1/2, 1/4 or 1/8 scale directly: the slow part becomes cheap.
-                opened.draft("RGB", (FULL_PX, FULL_PX))
-                image = ImageOps.exif_transpose(opened)
-                image.load()
+            with warnings.catch_warnings():
+                # Pillow only warns between its limit and twice it; the check below refuses.
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                with Image.open(io.BytesIO(data)) as opened:
+                    width, height = opened.size
+                    if width * height > MAX_PIXELS:
+                        raise Image.DecompressionBombError(
+                            f"{width}x{height} pixels, more than the {MAX_PIXELS:,} a report shows"
+                        )
+                    # JPEG decodes at 1/2, 1/4 or 1/8 scale directly: the slow part is cheap.
+                    opened.draft("RGB", (FULL_PX, FULL_PX))
+                    image = ImageOps.exif_transpose(opened)
+                    image.load()
         except Exception as exc:
-            self.problems.append(f"image {key}: Pillow cannot read it ({exc})")
-            return None
+            if not width:  # Pillow refuses past twice its limit before saying the size
+                width, height = declared_size(data) or (0, 0)
+            shown = f"{width}x{height} pixels: " if width else ""
+            self.problems.append(
+                f"image {key}: Pillow cannot read it ({shown}{exc}); shown as a placeholder"
+            )
+            return self._placeholder(key, width, height, exc)
         # Photos as JPEG; images with transparency or few colours (plots, drawn boxes) as PNG.
         lossless = image.mode in ("RGBA", "LA", "P", "1", "L") and data.startswith(b"\x89PNG")
         versions = {}
@@ -216,6 +262,89 @@ class ImageStore:
             width,
             height,
         )
+
+    def _placeholder(self, key: str, width: int, height: int, why: Exception) -> StoredImage:
+        """A small picture saying an image is not shown, and why (its size if it declared one).
+
+        Stands for an image Pillow refused, so a reader sees that the case had an image and
+        why it is missing, while the browser never gets the refused bytes to decode.
+        """
+        from PIL import Image, ImageDraw
+
+        card = Image.new("RGB", (THUMB_PX, THUMB_PX // 2), (230, 230, 230))
+        draw = ImageDraw.Draw(card)
+        size = f"{width}x{height} pixels" if width and height else type(why).__name__
+        draw.text((8, 8), "image not shown:", fill=(60, 60, 60))
+        draw.text((8, 28), size[:36], fill=(60, 60, 60))
+        draw.text((8, 48), "Pillow refused it", fill=(60, 60, 60))
+        mime, encoded = _encode(card, lossless=True)
+        name = f"{key}.placeholder{_suffix(mime)}"
+        write_atomic_bytes(self.root / name, encoded)
+        return StoredImage(key, name, name, mime, mime, width, height)
+
+
+def declared_size(data: bytes) -> tuple[int, int] | None:
+    """``(width, height)`` as a PNG, GIF, JPEG or WebP header declares it, without decoding.
+
+    For keeping an image raw without Pillow: the browser decodes what it is given, so a small
+    file declaring a huge size must be caught from its header alone. ``None`` when the header
+    cannot be read (unknown format, truncated).
+    """
+    try:
+        if data.startswith(b"\x89PNG\r\n\x1a\n") and data[12:16] == b"IHDR":
+            width, height = struct.unpack(">II", data[16:24])
+            return width, height
+        if data[:6] in (b"GIF87a", b"GIF89a"):
+            width, height = struct.unpack("<HH", data[6:10])
+            return width, height
+        if data.startswith(b"\xff\xd8"):
+            return _jpeg_size(data)
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            return _webp_size(data)
+    except struct.error:
+        return None
+    return None
+
+
+#: JPEG start-of-frame markers (baseline, progressive, lossless...): they carry the size.
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    at = 2
+    while at + 4 <= len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # no length
+            at += 2
+            continue
+        (length,) = struct.unpack(">H", data[at + 2 : at + 4])
+        if marker in _SOF:
+            height, width = struct.unpack(">HH", data[at + 5 : at + 9])
+            return width, height
+        if length < 2:
+            return None
+        at += 2 + length
+    return None
+
+
+def _webp_size(data: bytes) -> tuple[int, int] | None:
+    chunk = data[12:16]
+    if chunk == b"VP8X":
+        width = int.from_bytes(data[24:27], "little") + 1
+        height = int.from_bytes(data[27:30], "little") + 1
+        return (width, height) if len(data) >= 30 else None
+    if chunk == b"VP8L" and data[20:21] == b"\x2f":
+        (bits,) = struct.unpack("<I", data[21:25])
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8 " and data[23:26] == b"\x9d\x01\x2a":
+        width, height = struct.unpack("<HH", data[26:30])
+        return width & 0x3FFF, height & 0x3FFF
+    return None
 
 
 def _encode(image: Any, lossless: bool) -> tuple[str, bytes]:
