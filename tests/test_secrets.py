@@ -30,6 +30,22 @@ SECRETS = {
     "HF_TOKEN": "hf_leaktest_5a6b7c8d9e0f",
     "SERPER_API_KEY": "serper-leak-3141592653",
 }
+#: Options that make a run write every artifact it can: the cache, cassettes, each report, logs.
+EVERY_ARTIFACT = (
+    "--gta-cache-dir=cache",
+    "--gta-tool-cassettes=cassettes",
+    "--gta-tool-record=new",
+    "--junitxml=gta.xml",
+    "--gta-report=gta.json",
+    "--gta-report-md=gta.md",
+    "--gta-report-html=gta.html",
+    "--html=pytest-html.html",
+    "--self-contained-html",
+    "--basetemp=basetemp",
+    "-rA",
+    "-o",
+    "log_level=INFO",
+)
 LEAK_CODE = (
     "import os\\ndef solution():\\n"
     "    return os.environ.get('OPENAI_API_KEY', 'absent') + ' ' + ' '.join(sorted(os.environ))"
@@ -90,20 +106,8 @@ def test_no_secret_in_any_artifact(pytester, monkeypatch, tmp_path_factory, mode
             "--gta-ids=1",
             "--gta-tools=local,replay",
             f"--gta-sandbox={sandbox_option}",
-            "--gta-cache-dir=cache",
-            "--gta-tool-cassettes=cassettes",
-            "--gta-tool-record=new",
             "--gta-retries=2",
-            "--junitxml=gta.xml",
-            "--gta-report=gta.json",
-            "--gta-report-md=gta.md",
-            "--gta-report-html=gta.html",
-            "--html=pytest-html.html",
-            "--self-contained-html",
-            "--basetemp=basetemp",
-            "-rA",
-            "-o",
-            "log_level=INFO",
+            *EVERY_ARTIFACT,
             timeout=300,
         )
         posted = server.posted()
@@ -197,19 +201,7 @@ def test_credentials_from_options_reach_no_artifact(pytester, monkeypatch, tmp_p
             "--gta-ids=0,9",
             "--gta-concurrency=1",
             "--gta-tools=local,replay",
-            "--gta-cache-dir=cache",
-            "--gta-tool-cassettes=cassettes",
-            "--gta-tool-record=new",
-            "--junitxml=gta.xml",
-            "--gta-report=gta.json",
-            "--gta-report-md=gta.md",
-            "--gta-report-html=gta.html",
-            "--html=pytest-html.html",
-            "--self-contained-html",
-            "--basetemp=basetemp",
-            "-rA",
-            "-o",
-            "log_level=INFO",
+            *EVERY_ARTIFACT,
             timeout=300,
         )
         received = list(server.requests)
