@@ -237,7 +237,7 @@ def _datasets_under(directory: str) -> list[str]:
             found.append(here)
             subdirectories[:] = []
             continue
-        if here == directory:
+        if here == directory or here.endswith(("site-packages", "dist-packages")):
             found += [os.path.join(here, n) for n in subdirectories if n in OWN_PACKAGES]
             subdirectories[:] = [n for n in subdirectories if n not in OWN_PACKAGES]
     return found
@@ -359,7 +359,8 @@ def _bwrap_command(scratch: str) -> list[str]:
     for path in tree.hidden:
         command += ["--perms", "0000", "--size", str(SMALL_TMPFS_BYTES), "--tmpfs", path]
         command += ["--remount-ro", path]
-    command += ["--remount-ro", "/tmp", "--remount-ro", "/dev/shm"]
+    # bubblewrap's own root is a tmpfs of no size, writable where the worker is not root.
+    command += ["--remount-ro", "/tmp", "--remount-ro", "/dev/shm", "--remount-ro", "/"]
     return command
 
 
@@ -417,7 +418,7 @@ def _namespace_script() -> str:
         f'cd "$R" && mkdir .host && {q(_system_program("pivot_root"))} . .host || exit 98',
         "cd / && umount -l /.host && rmdir /.host || exit 98",
         "mount -o remount,ro,bind / || exit 99",
-        'exec "$@"',
+        'unset OLDPWD; exec "$@"',
     ]
     return "\n".join(lines)
 
@@ -540,7 +541,7 @@ def _bubblewrap() -> Isolation | None:
         return None
     return Isolation(
         "bubblewrap",
-        _bwrap_command,
+        lambda host: _bwrap_command(SCRATCH_IN_SANDBOX),
         SCRATCH_IN_SANDBOX,
         True,
         (*_COMMON, *_TREE),
