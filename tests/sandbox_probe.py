@@ -117,6 +117,12 @@ ATTACKS = {
             return repr([os.listdir(os.path.dirname(here)), stat.f_bfree * stat.f_frsize,
                          stat.f_blocks * stat.f_frsize])
         """,
+    "kill_worker": """
+        import os, signal
+        def solution():
+            os.kill(os.getppid(), signal.SIGKILL)
+            return 'the worker was signalled'
+        """,
 }
 
 

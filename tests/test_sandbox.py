@@ -253,7 +253,8 @@ def test_bubblewrap_mounts_parents_before_children(monkeypatch, tmp_path):
     binds = [command[i + 2] for i, arg in enumerate(command) if arg == "--ro-bind"]
     assert binds.index(str(venv)) < binds.index(str(venv / "lib"))
     dirs = [command[i + 1] for i, arg in enumerate(command) if arg == "--dir"]
-    assert dirs.index(str(venv.parent)) < dirs.index(str(venv))
+    assert dirs.index(str(venv.parent.parent)) < dirs.index(str(venv.parent))
+    assert str(venv) not in dirs  # bound itself
     assert "--clearenv" in command
     assert command.index("--dir") > tmpfs
 

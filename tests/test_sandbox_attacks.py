@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import FAST_SIM, ROOT
 from pytest_gta.errors import GtaUsageError
 from tool_backends import sandbox, sandbox_worker
 
@@ -156,6 +156,9 @@ def test_isolated_modes_hold(mode, user, dataset):
     assert result["walk"] == "[]"  # no dataset.json, no toolmeta.json, no checkout anywhere
     assert result["kill"] == "refused: ProcessLookupError"  # pytest is outside its PID namespace
     assert result["forge"] == FORGED
+    # The worker is beyond the call's reach (root's, or PID 1 of the namespace): a call cannot
+    # end it and turn its case into the harness's error.
+    assert not result["kill_worker"].startswith("GtaInfrastructureError")
     # Nothing on the import path, /tmp, /dev/shm or / is writable, and root of a user
     # namespace cannot remount the view writable.
     wrote, remount = json.loads(result["write"].replace("'", '"'))
@@ -186,7 +189,52 @@ def test_the_fallback_without_namespaces_says_so_and_keeps_secrets(user, dataset
     )
     calls = json.loads(result["after"].replace("'", '"'))[0]
     assert len([c for c in calls if c.startswith("call-")]) == 1
-    if user or os.geteuid() != 0:
+    if sandbox.UNREACHABLE_PYTHON in info["not_isolated"]:  # root, Python under /root
+        assert "ModuleNotFoundError" in result["statistics"]
+    else:
         assert result["statistics"] == "1.5 2*sqrt(2)"
+    if user or os.geteuid() != 0:
         assert result["kill"] == "could signal pytest"  # the gap the report names
         assert sandbox.PROCESSES_REACHABLE in info["not_isolated"]
+
+
+PLAIN_CONFTEST = """
+from tool_backends import sandbox
+
+# A machine without bubblewrap and without unshare (user namespaces off, util-linux missing).
+sandbox._namespace_works = lambda: False
+sandbox._probe = lambda command: False
+"""
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["isolated", "not-isolated"])
+def test_the_header_and_the_report_say_whether_results_are_isolated(pytester, plain):
+    if plain:
+        pytester.makeconftest(PLAIN_CONFTEST)
+    elif not sandbox.isolation("rlimit").isolated:
+        pytest.skip(f"this machine cannot build the rlimit sandbox's tree: {sandbox.isolation()}")
+    result = pytester.runpytest_subprocess(
+        "--gta-model=oracle",
+        "--gta-data=sample",
+        FAST_SIM,
+        "--gta-mode=e2e",
+        "--gta-ids=1",
+        "--gta-tools=local,replay",
+        "--gta-sandbox=rlimit",
+        "--gta-report=gta.json",
+        "-p",
+        "no:randomly",
+        timeout=300,
+    )
+    output = result.stdout.str()
+    report = json.loads((pytester.path / "gta.json").read_text())
+    ran = report["settings"]["sandbox"]
+    assert ran["isolated"] is not plain, output[-3000:]
+    warning = "gta: WARNING: model-written code (local) is NOT isolated"
+    if plain:
+        assert ran["mode"] == "plain"
+        assert sandbox.FILES_READABLE in ran["not_isolated"]
+        assert warning in output
+    else:
+        assert ran == {**ran, "mode": "namespaces", "not_isolated": []}
+        assert warning not in output

@@ -319,6 +319,9 @@ def _bwrap_command(scratch: str) -> list[str]:
         _program("bwrap"),
         "--unshare-net",
         "--unshare-pid",
+        # The worker is PID 1 of its namespace, which no process inside may kill: a call that
+        # runs as the worker's uid (an unprivileged user) cannot end it and blame the harness.
+        "--as-pid-1",
         "--unshare-ipc",
         "--unshare-uts",
         "--die-with-parent",
@@ -532,6 +535,10 @@ PROCESSES_REACHABLE = (
 )
 LEFTOVERS = "processes that leave the call's process group outlive it"
 NETWORK = "network"
+UNREACHABLE_PYTHON = (
+    "calls run as nobody, who cannot enter the directories Python lives in (a 0700 home), so "
+    "they fail where the other modes succeed"
+)
 #: Gaps that make a run's results not isolated (:attr:`Isolation.isolated`).
 UNISOLATING = frozenset({FILES_READABLE, PROCESSES_REACHABLE, NETWORK})
 
@@ -556,6 +563,20 @@ def _namespace_works() -> bool:
         return _probe([*_namespace_command(scratch), "true"])
 
 
+def _reachable_by_others(paths: tuple[str, ...]) -> bool:
+    """Whether a user who owns none of ``paths`` (``nobody``) can reach each of them."""
+    for path in paths:
+        try:
+            if not os.stat(path).st_mode & 0o004:
+                return False
+            for parent in Path(path).parents:
+                if not os.stat(parent).st_mode & 0o001:
+                    return False
+        except OSError:
+            return False
+    return True
+
+
 def _rlimit() -> Isolation:
     """The fallback without bubblewrap: the same tree through ``unshare`` where it can.
 
@@ -576,13 +597,15 @@ def _rlimit() -> Isolation:
         )
     flags = "-n" if os.geteuid() == 0 else "-rn"
     network = [_program("unshare"), flags]
-    open_gaps = (
+    open_gaps: tuple[str, ...] = (
         FILES_READABLE,
         "world-writable directories stay writable",
         PROCESSES_REACHABLE,
         LEFTOVERS,
     )
     guarantees = (*_COMMON, f"scratch directory watched at {SCRATCH_BYTES >> 20} MiB")
+    if os.geteuid() == 0 and not _reachable_by_others(python_paths()):
+        open_gaps += (UNREACHABLE_PYTHON,)
     if shutil.which("unshare") and _probe([*network, "true"]):
         return Isolation(
             "rlimit",
