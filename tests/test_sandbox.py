@@ -259,6 +259,66 @@ def test_bubblewrap_mounts_parents_before_children(monkeypatch, tmp_path):
     assert command.index("--dir") > tmpfs
 
 
+ANSWER = "gt-answer-5d1e-planted-in-site-packages"
+HIDDEN_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from tool_backends import sandbox
+sandbox.hide(sys.argv[4])
+iso = sandbox.configure(sys.argv[2])
+worker = sandbox.SandboxWorker()
+code = '''
+import os, sympy
+def solution():
+    found = []
+    for here, _, files in os.walk(%r):
+        for name in files:
+            try:
+                with open(os.path.join(here, name), 'rb') as handle:
+                    if %r in handle.read():
+                        found.append(os.path.join(here, name))
+            except OSError:
+                pass
+    return repr([str(sympy.sqrt(8)), found])
+''' % (sys.argv[3], sys.argv[5].encode())
+print(json.dumps({"mode": iso.describe()["mode"], "text": worker.run("solver", code).text}))
+worker.close()
+"""
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "rlimit"])
+def test_datasets_inside_the_python_paths_are_hidden(mode, tmp_path_factory):
+    """The bundled sample's installed copy, any dataset and the run's own, under site-packages."""
+    if mode == "bubblewrap":
+        _bubblewrap_or_skip()
+    python = tmp_venv(tmp_path_factory.mktemp("venv-with-data"))
+    (site_packages,) = python.parent.parent.glob("lib/python3*/site-packages")
+    planted = {
+        "pytest_gta/_sample/dataset.json": ANSWER,  # an installed pytest-gta's sample
+        "pytest_gta/__init__.py": ANSWER,  # and the rest of that package
+        "someone_elses/gta/dataset.json": ANSWER,  # any GTA dataset
+        "run_data/answers.txt": ANSWER,  # the run's dataset (hidden by name)
+    }
+    for relative, text in planted.items():
+        (site_packages / relative).parent.mkdir(parents=True, exist_ok=True)
+        (site_packages / relative).write_text(text)
+    hidden = str(site_packages / "run_data")
+    out = subprocess.run(
+        [str(python), "-c", HIDDEN_PROBE, str(ROOT), mode, str(site_packages), hidden, ANSWER],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    if mode == "rlimit" and result["mode"] != "namespaces":
+        pytest.skip(f"this machine cannot build the rlimit sandbox's tree ({result['mode']})")
+    sqrt, found = json.loads(result["text"].replace("'", '"'))
+    assert sqrt == "2*sqrt(2)"  # the venv's packages import
+    assert found == []
+
+
 def imported(nodes) -> set[str]:
     """The top-level package of every import statement among ``nodes``."""
     names = set()

@@ -99,12 +99,7 @@ def _as_user(argv: list[str]) -> list[str]:
 def probe(mode: str, data: Path, *, user: bool, plain: bool = False) -> dict:
     """Run the attacks in ``mode`` and return what each call gave back."""
     if mode == "bubblewrap":
-        try:
-            sandbox.isolation("bubblewrap")
-        except GtaUsageError as exc:
-            if os.environ.get("PYTEST_GTA_REQUIRE_BWRAP"):
-                pytest.fail(f"PYTEST_GTA_REQUIRE_BWRAP is set but {exc}")
-            pytest.skip(str(exc))
+        probe_bubblewrap_or_skip()
     home = Path(tempfile.mkdtemp(prefix="gta-attack-home-"))
     argv = [sys.executable, str(PROBE), mode, str(data), *(["plain"] if plain else [])]
     if user and os.geteuid() == 0:
@@ -238,3 +233,12 @@ def test_the_header_and_the_report_say_whether_results_are_isolated(pytester, pl
     else:
         assert ran == {**ran, "mode": "namespaces", "not_isolated": []}
         assert warning not in output
+
+
+def probe_bubblewrap_or_skip() -> None:
+    try:
+        sandbox.isolation("bubblewrap")
+    except GtaUsageError as exc:
+        if os.environ.get("PYTEST_GTA_REQUIRE_BWRAP"):
+            pytest.fail(f"PYTEST_GTA_REQUIRE_BWRAP is set but {exc}")
+        pytest.skip(str(exc))
