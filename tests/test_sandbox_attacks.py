@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAST_SIM, ROOT
-from pytest_gta.errors import GtaUsageError
+from tests.test_sandbox import _bubblewrap_or_skip
 from tool_backends import sandbox, sandbox_worker
 
 pytestmark = pytest.mark.slow
@@ -70,17 +70,21 @@ def _blocked(paths: list[str]) -> list[str]:
     return found
 
 
-def _as_user(argv: list[str]) -> list[str]:
-    """``argv`` as :data:`USER_UID`, with the directories it must reach opened to it."""
+def _as_user(argv: list[str], stash_root: Path) -> list[str]:
+    """``argv`` as :data:`USER_UID`, with the directories it must reach opened to it.
+
+    Each blocked directory is bound to a mount point under ``stash_root`` first (an empty
+    directory on the host: the mounts live in the private namespace only).
+    """
     needed = [
         os.path.realpath(p)
         for p in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)))
     ] + [str(ROOT), *sandbox.python_paths()]
     steps = ["set -e"]
     for number, blocked in enumerate(_blocked(needed)):
-        stash = f"/tmp/.gta-attack-stash-{os.getpid()}-{number}"
+        stash = str(stash_root / str(number))
+        os.mkdir(stash)
         steps += [
-            f"mkdir -p {stash}",
             f"mount --bind {shlex.quote(blocked)} {stash}",
             f"mount -t tmpfs -o mode=0755 gta-open {shlex.quote(blocked)}",
         ]
@@ -99,14 +103,14 @@ def _as_user(argv: list[str]) -> list[str]:
 def probe(mode: str, data: Path, *, user: bool, plain: bool = False) -> dict:
     """Run the attacks in ``mode`` and return what each call gave back."""
     if mode == "bubblewrap":
-        probe_bubblewrap_or_skip()
+        _bubblewrap_or_skip()
     home = Path(tempfile.mkdtemp(prefix="gta-attack-home-"))
     argv = [sys.executable, str(PROBE), mode, str(data), *(["plain"] if plain else [])]
     if user and os.geteuid() == 0:
         if not shutil.which("setpriv") or not shutil.which("unshare"):
             pytest.skip("running as another user needs util-linux's setpriv and unshare")
         os.chown(home, USER_UID, USER_UID)
-        argv = _as_user(argv)
+        argv = _as_user(argv, Path(tempfile.mkdtemp(prefix="stash-", dir=home)))
     elif user:
         pass  # already unprivileged
     elif os.geteuid() != 0:
@@ -233,12 +237,3 @@ def test_the_header_and_the_report_say_whether_results_are_isolated(pytester, pl
     else:
         assert ran == {**ran, "mode": "namespaces", "not_isolated": []}
         assert warning not in output
-
-
-def probe_bubblewrap_or_skip() -> None:
-    try:
-        sandbox.isolation("bubblewrap")
-    except GtaUsageError as exc:
-        if os.environ.get("PYTEST_GTA_REQUIRE_BWRAP"):
-            pytest.fail(f"PYTEST_GTA_REQUIRE_BWRAP is set but {exc}")
-        pytest.skip(str(exc))
