@@ -519,3 +519,22 @@ def test_pool_size_defaults_to_the_cores_and_obeys_the_environment(monkeypatch):
         monkeypatch.setenv(sandbox.WORKERS_ENV, bad)
         with pytest.raises(GtaUsageError, match=f"{sandbox.WORKERS_ENV}=.*1 or more"):
             sandbox.configure("rlimit")
+
+
+@pytest.mark.parametrize("payload", [b"[1]", b"{not json", b'"text"', b"\xff"])
+def test_a_frame_on_the_workers_pipe_that_is_no_reply_is_the_models(payload):
+    """Only model code that reached the worker's pipe could write it: a tool error, no crash."""
+    echo = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert echo.stdin is not None
+    echo.stdin.write(sandbox_worker.HEADER.pack(len(payload)) + payload)
+    echo.stdin.close()
+    try:
+        assert sandbox.SandboxWorker._receive(echo, 30) == sandbox.MALFORMED
+    finally:
+        echo.wait()
+        assert echo.stdout is not None
+        echo.stdout.close()

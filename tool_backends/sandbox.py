@@ -76,8 +76,9 @@ from pytest_gta.vocabulary import SANDBOX_MODES, SandboxMode
 from tool_backends import sandbox_worker
 
 SandboxKind = Literal["bubblewrap", "rlimit"]
-#: What the host reads from a worker whose pipe carried something that is no frame of its own.
-MALFORMED = {"error": sandbox_worker.FORGED}
+#: What the host reads from a worker whose pipe carried something that is no frame of its own
+#: (no reply the worker sends looks like it, so the call stops that worker too).
+MALFORMED = {"error": sandbox_worker.FORGED, "on_the_workers_pipe": True}
 INSTALL_BUBBLEWRAP = (
     "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
 )
