@@ -143,6 +143,13 @@ def main(mode: str, dataset: str, plain: bool) -> None:
             out[name] = worker.run("solver", body, timeout=10).text
         except GtaError as exc:
             out[name] = f"{type(exc).__name__}: {exc}"
+    figure = "def solution():\n    fig = plt.figure()\n    plt.plot([1, 2], [3, 4])\n    return fig"
+    try:
+        png = worker.run("plot", figure, timeout=20).png or b""
+        out["plot"] = png[:8].decode("latin-1")
+        out["calculator"] = worker.run("calculator", "round(sqrt(2), 3)").text
+    except GtaError as exc:
+        out["plot"] = f"{type(exc).__name__}: {exc}"
     worker.close()
     print(json.dumps(out))
 

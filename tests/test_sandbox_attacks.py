@@ -151,6 +151,8 @@ def test_isolated_modes_hold(mode, user, dataset):
     assert_nothing_leaked(result)
     # Ordinary code works the same in every mode: scores do not depend on the sandbox.
     assert result["statistics"] == "1.5 2*sqrt(2)"
+    assert result["plot"] == "\x89PNG\r\n\x1a\n"
+    assert result["calculator"] == "1.414"
     assert result["dataset"].startswith("GtaToolError: FileNotFoundError")
     assert result["walk"] == "[]"  # no dataset.json, no toolmeta.json, no checkout anywhere
     assert result["kill"] == "refused: ProcessLookupError"  # pytest is outside its PID namespace
