@@ -1,8 +1,9 @@
 """Attacks on the sandbox from model-written code, run as a program (as root or as a user).
 
-``python sandbox_probe.py MODE DATASET [plain]`` configures ``MODE`` (``plain``: the fallback
-without namespaces), runs each attack as a real Solver call and prints one JSON object: what
-each call returned (its text or its tool error). tests/test_sandbox_attacks.py reads it.
+``python sandbox_probe.py MODE DATASET [plain [no-landlock]]`` configures ``MODE`` (``plain``:
+the fallback without namespaces; ``no-landlock``: on a kernel without Landlock), runs each
+attack as a real Solver call and prints one JSON object: what each call returned (its text or
+its tool error). tests/test_sandbox_attacks.py reads it.
 """
 
 from __future__ import annotations
@@ -126,9 +127,11 @@ ATTACKS = {
 }
 
 
-def main(mode: str, dataset: str, plain: bool) -> None:
+def main(mode: str, dataset: str, plain: bool, landlock: bool = True) -> None:
     if plain:  # the fallback as a machine without bubblewrap and unshare has it
         sandbox.shutil.which = lambda name, *a, **k: None  # type: ignore[assignment]
+    if not landlock:  # ... and a kernel without Landlock
+        sandbox.sandbox_worker.landlock_abi = lambda: 0  # type: ignore[assignment]
     chosen = sandbox.configure(mode)  # type: ignore[arg-type]
     sandbox.hide(os.path.dirname(dataset))
     worker = sandbox.SandboxWorker()
@@ -143,6 +146,8 @@ def main(mode: str, dataset: str, plain: bool) -> None:
             out[name] = worker.run("solver", body, timeout=10).text
         except GtaError as exc:
             out[name] = f"{type(exc).__name__}: {exc}"
+        if name == "after" and worker._scratch is not None:  # the host's side, if any
+            out["host_scratch"] = sorted(os.listdir(worker._scratch.name))
     figure = "def solution():\n    fig = plt.figure()\n    plt.plot([1, 2], [3, 4])\n    return fig"
     try:
         png = worker.run("plot", figure, timeout=20).png or b""
@@ -155,4 +160,4 @@ def main(mode: str, dataset: str, plain: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3:] == ["plain"])
+    main(sys.argv[1], sys.argv[2], "plain" in sys.argv[3:], "no-landlock" not in sys.argv[3:])

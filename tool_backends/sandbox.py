@@ -490,6 +490,8 @@ class Isolation:
     #: How the sandbox was built, for the report: ``bubblewrap``, ``namespaces`` (the fallback
     #: pivoted into the same tree), ``network-namespace`` or ``plain``.
     mechanism: str = ""
+    #: Whether each call confines itself with Landlock (the fallbacks without a tree).
+    landlock: bool = False
 
     @property
     def isolated(self) -> bool:
@@ -536,12 +538,13 @@ PROCESSES_REACHABLE = (
 )
 LEFTOVERS = "processes that leave the call's process group outlive it"
 NETWORK = "network"
+NETWORK_UDP = "network other than TCP (UDP; Landlock refuses TCP)"
 UNREACHABLE_PYTHON = (
     "calls run as nobody, who cannot enter the directories Python lives in (a 0700 home), so "
     "they fail where the other modes succeed"
 )
 #: Gaps that make a run's results not isolated (:attr:`Isolation.isolated`).
-UNISOLATING = frozenset({FILES_READABLE, PROCESSES_REACHABLE, NETWORK})
+UNISOLATING = frozenset({FILES_READABLE, PROCESSES_REACHABLE, NETWORK, NETWORK_UDP})
 
 
 def _bubblewrap() -> Isolation | None:
@@ -578,14 +581,41 @@ def _reachable_by_others(paths: tuple[str, ...]) -> bool:
     return True
 
 
+def _readable() -> tuple[str, ...]:
+    """The :class:`Tree`'s paths on the host, split around what it hides (for Landlock).
+
+    Landlock allows whole hierarchies and cannot take one back, so a bound directory that
+    holds a hidden one is allowed entry by entry, down to the hidden one, which is left out.
+    """
+    tree = _tree()
+    hidden = {os.path.realpath(h) for h in tree.hidden}
+    found: list[str] = []
+
+    def allow(path: str) -> None:
+        if path in hidden or path in found:
+            return
+        inside = [h for h in hidden if h.startswith(path.rstrip("/") + "/")]
+        if not inside or not os.path.isdir(path) or os.path.islink(path):
+            found.append(path)
+            return
+        for entry in sorted(os.listdir(path)):
+            allow(os.path.join(path, entry))
+
+    for real, _ in tree.binds:
+        allow(real)
+    return tuple(found)
+
+
 def _rlimit() -> Isolation:
     """The fallback without bubblewrap: the same tree through ``unshare`` where it can.
 
     As root, or as a user where user namespaces work, ``unshare`` builds the very tree
     bubblewrap shows and pivots into it: the same files, so the same scores. Where it cannot,
     the worker runs as a plain subprocess, pytest and the worker are made non-dumpable (code of
-    the same uid cannot read their ``/proc/<pid>/environ`` or open their pipes), and the gaps
-    say what stays open.
+    the same uid cannot read their ``/proc/<pid>/environ`` or open their pipes), each call is
+    confined with Landlock where the kernel has it (it reads only the tree's paths, writes only
+    its directory and, from ABI 6, signals nothing outside itself), and the gaps say what stays
+    open.
     """
     if _namespace_works():
         return Isolation(
@@ -598,13 +628,24 @@ def _rlimit() -> Isolation:
         )
     flags = "-n" if os.geteuid() == 0 else "-rn"
     network = [_program("unshare"), flags]
-    open_gaps: tuple[str, ...] = (
-        FILES_READABLE,
-        "world-writable directories stay writable",
-        PROCESSES_REACHABLE,
-        LEFTOVERS,
+    guarantees: tuple[str, ...] = (
+        *_COMMON,
+        f"scratch directory watched at {SCRATCH_BYTES >> 20} MiB",
     )
-    guarantees = (*_COMMON, f"scratch directory watched at {SCRATCH_BYTES >> 20} MiB")
+    abi = sandbox_worker.landlock_abi()
+    open_gaps: tuple[str, ...] = ()
+    if abi >= 1:
+        guarantees += (
+            f"Landlock ABI {abi}: reads only the system and Python paths (no dataset, checkout "
+            "or home), writes only its own directory",
+        )
+    else:
+        open_gaps += (FILES_READABLE, "world-writable directories stay writable")
+    if abi >= sandbox_worker.LANDLOCK_SIGNAL_ABI:
+        guarantees += ("no signal to any process outside the call",)
+    else:
+        open_gaps += (PROCESSES_REACHABLE,)
+    open_gaps += (LEFTOVERS,)
     if os.geteuid() == 0 and not _reachable_by_others(python_paths()):
         open_gaps += (UNREACHABLE_PYTHON,)
     if shutil.which("unshare") and _probe([*network, "true"]):
@@ -616,6 +657,7 @@ def _rlimit() -> Isolation:
             (*guarantees, "no network"),
             open_gaps,
             mechanism="network-namespace",
+            landlock=abi >= 1,
         )
     return Isolation(
         "rlimit",
@@ -623,8 +665,9 @@ def _rlimit() -> Isolation:
         None,
         False,
         guarantees,
-        (NETWORK, *open_gaps),
+        (NETWORK_UDP if abi >= 4 else NETWORK, *open_gaps),
         mechanism="plain",
+        landlock=abi >= 1,
     )
 
 
@@ -785,6 +828,7 @@ class SandboxWorker:
             chosen.pid_namespace,
             # A host directory has no size of its own: the worker watches each call's.
             SCRATCH_BYTES if chosen.scratch is None else 0,
+            _readable() if chosen.landlock else (),
         )
         command = [*chosen.prefix(self._scratch.name), sys.executable, "-I", "-c", worker_source()]
         command += settings.to_argv()

@@ -79,19 +79,26 @@ class Settings:
     #: Bytes a call's directory may hold, enforced by watching it (``0``: not watched, since
     #: the scratch directory is a tmpfs of a bounded size).
     scratch_limit: int = 0
+    #: Where there is no mount namespace to show a tree: the paths a call may read (the
+    #: tree's, split around what it hides), enforced with Landlock (:func:`landlock`); empty:
+    #: not confined so.
+    readable: tuple[str, ...] = ()
 
     def to_argv(self) -> list[str]:
         """The command-line arguments that :meth:`from_argv` reads back."""
         numbers = (self.max_text, self.max_reply, self.file_size, self.extra_processes)
         flag = "1" if self.pid_namespace else "0"
-        return [self.scratch, *(str(n) for n in numbers), flag, str(self.scratch_limit)]
+        readable = json.dumps(list(self.readable))
+        return [self.scratch, *(str(n) for n in numbers), flag, str(self.scratch_limit), readable]
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Settings:
         """Read the arguments that follow ``-c <program>`` (``sys.argv[1:]``)."""
         max_text, max_reply, file_size, extra = (int(a) for a in argv[1:5])
         limit = int(argv[6]) if len(argv) > 6 else 0
-        return cls(argv[0], max_text, max_reply, file_size, extra, argv[5] == "1", limit)
+        readable = tuple(json.loads(argv[7])) if len(argv) > 7 else ()
+        pid_namespace = argv[5] == "1"
+        return cls(argv[0], max_text, max_reply, file_size, extra, pid_namespace, limit, readable)
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
@@ -377,6 +384,92 @@ def undumpable() -> None:
         pass
 
 
+#: Landlock (``linux/landlock.h``): its system calls (numbered alike on every architecture) and
+#: access rights, by the ABI version that brought them.
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1, 2, 4, 8
+FS_V1 = (1 << 13) - 1
+FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+NET_BIND_TCP, NET_CONNECT_TCP = 1, 2
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1, 2
+#: The ABI that scopes signals: with it a call cannot signal pytest or any process outside.
+LANDLOCK_SIGNAL_ABI = 6
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers (0: none, or disabled)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    version: int = libc.syscall(
+        LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION
+    )
+    return max(version, 0)
+
+
+def landlock(readable: Sequence[str], writable: Sequence[str], devices: Sequence[str]) -> int:
+    """Confine this process to reading ``readable``, writing ``writable``, nothing else.
+
+    For the fallback without namespaces, which runs calls as the user's own uid: the kernel
+    then refuses every other path (the dataset, the checkout, ``/proc`` with the environment
+    of the user's processes), TCP, and from ABI 6 signals to any process outside the call and
+    abstract Unix sockets. Rights a kernel does not know are left out, as the kernel
+    documentation says (``Documentation/userspace-api/landlock.rst``).
+
+    Returns:
+        The ABI version used (0: Landlock is not available, nothing was done).
+
+    Raises:
+        OSError: Landlock is available and refused the rules; the call must not run.
+    """
+    abi = landlock_abi()
+    if abi < 1:
+        return 0
+    fs = FS_V1 | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
+    fs |= FS_IOCTL_DEV if abi >= 5 else 0
+    net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= LANDLOCK_SIGNAL_ABI else 0
+    size = 24 if abi >= LANDLOCK_SIGNAL_ABI else 16 if abi >= 4 else 8
+    attributes = struct.pack("=QQQ", fs, net, scoped)[:size]
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(attributes, size)
+    ruleset: int = libc.syscall(LANDLOCK_CREATE_RULESET, buffer, ctypes.c_size_t(size), 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    try:
+        read = FS_EXECUTE | FS_READ_FILE
+        device = FS_READ_FILE | FS_WRITE_FILE | (fs & (FS_TRUNCATE | FS_IOCTL_DEV))
+        for paths, rights in ((readable, read), (writable, fs), (devices, device)):
+            for path in paths:
+                try:
+                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except OSError:
+                    continue  # gone since the host listed it: nothing to allow
+                try:
+                    if os.path.isdir(path):
+                        allowed = rights | (FS_READ_DIR if rights == read else 0)
+                    else:  # only rights on files apply to a file
+                        allowed = rights & (FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE)
+                        allowed |= rights & (FS_TRUNCATE | FS_IOCTL_DEV)
+                    rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, fd), 12)
+                    if (
+                        libc.syscall(
+                            LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, rule, 0
+                        )
+                        != 0
+                    ):
+                        raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+                finally:
+                    os.close(fd)
+        if _prctl(PR_SET_NO_NEW_PRIVS, 1) != 0:
+            raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
+        if libc.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+    return abi
+
+
 def usage(path: str) -> int:
     """Bytes the files under ``path`` take (allocated blocks; a sparse file counts as written)."""
     total = 0
@@ -573,6 +666,11 @@ class Zygote:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         os.chdir(calldir)
         os.environ["TMPDIR"] = calldir
+        if settings.readable:
+            mpl = os.environ.get("MPLCONFIGDIR", "")
+            landlock(
+                [*settings.readable, mpl], [calldir], [os.devnull, "/dev/zero", "/dev/urandom"]
+            )
         os.write(confined, b"1")
         os.close(confined)
         reply = answer(request, settings.max_text)
