@@ -538,3 +538,19 @@ def test_a_frame_on_the_workers_pipe_that_is_no_reply_is_the_models(payload):
         echo.wait()
         assert echo.stdout is not None
         echo.stdout.close()
+
+
+def test_landlock_allows_a_directory_entry_by_entry_around_what_it_hides(monkeypatch, tmp_path):
+    site = tmp_path / "site-packages"
+    for each in ("a", "b/c", "b/pytest_gta/_sample"):
+        (site / each).mkdir(parents=True)
+    (site / "b" / "module.py").write_text("")
+    hidden = site / "b" / "pytest_gta"
+    tree = sandbox.Tree(((str(site), str(site)), ("/usr", "/usr")), (), (), (str(hidden),))
+    monkeypatch.setattr(sandbox, "_tree", lambda: tree)
+    assert sandbox._readable() == (
+        str(site / "a"),
+        str(site / "b" / "c"),
+        str(site / "b" / "module.py"),
+        "/usr",
+    )
