@@ -172,6 +172,7 @@ def test_bubblewrap_required_but_missing_is_a_usage_error(monkeypatch):
 def test_fallback_says_what_is_not_isolated(monkeypatch):
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
     monkeypatch.setattr(sandbox, "_probe", lambda command: False)
+    monkeypatch.setattr(sandbox.sandbox_worker, "landlock_abi", lambda: 0)
     plain = sandbox._rlimit()
     assert plain.kind == "rlimit"
     assert not plain.pid_namespace

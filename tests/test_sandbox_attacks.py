@@ -216,9 +216,10 @@ def test_the_fallback_without_namespaces_says_what_it_cannot_hold(user, landlock
 PLAIN_CONFTEST = """
 from tool_backends import sandbox
 
-# A machine without bubblewrap and without unshare (user namespaces off, util-linux missing).
+# A machine without bubblewrap, unshare (user namespaces off, util-linux missing) or Landlock.
 sandbox._namespace_works = lambda: False
 sandbox._probe = lambda command: False
+sandbox.sandbox_worker.landlock_abi = lambda: 0
 """
 
 

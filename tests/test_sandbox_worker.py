@@ -47,10 +47,12 @@ SETTINGS = Settings("/scratch", 10_000, 1 << 20, 1 << 16, 8, True)
 
 
 def test_settings_travel_on_the_command_line_in_a_fixed_order():
-    assert SETTINGS.to_argv() == ["/scratch", "10000", "1048576", "65536", "8", "1", "0"]
+    assert SETTINGS.to_argv() == ["/scratch", "10000", "1048576", "65536", "8", "1", "0", "[]"]
     assert Settings.from_argv(SETTINGS.to_argv()) == SETTINGS
     assert not Settings.from_argv(["/s", "1", "2", "3", "4", "0", "9"]).pid_namespace
     assert Settings.from_argv(["/s", "1", "2", "3", "4", "0", "9"]).scratch_limit == 9
+    confined = Settings("/s", 1, 2, 3, 4, False, 9, ("/usr", "/opt/py"))
+    assert Settings.from_argv(confined.to_argv()) == confined
 
 
 def test_a_frame_is_a_big_endian_length_and_json():
