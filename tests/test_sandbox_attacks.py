@@ -110,6 +110,8 @@ def probe(mode: str, data: Path, *, user: bool, plain: bool = False, landlock: b
     if user and os.geteuid() == 0:
         if not shutil.which("setpriv") or not shutil.which("unshare"):
             pytest.skip("running as another user needs util-linux's setpriv and unshare")
+        if subprocess.run(["unshare", "--mount", "true"], check=False).returncode != 0:
+            pytest.skip("running as another user needs a mount namespace (unshare --mount)")
         os.chown(home, USER_UID, USER_UID)
         argv = _as_user(argv, Path(tempfile.mkdtemp(prefix="stash-", dir=home)))
     elif user:
