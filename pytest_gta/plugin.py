@@ -342,6 +342,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
             isolation = details.get("isolation") if isinstance(details, dict) else None
             if isinstance(isolation, dict) and isolation.get("summary"):
                 lines.append(f"gta: model-written code ({name}) runs in {isolation['summary']}")
+                if isolation.get("isolated") is False:
+                    lines.append(
+                        f"gta: WARNING: model-written code ({name}) is NOT isolated: it can read "
+                        "the dataset's answers; results are marked not isolated in the report"
+                    )
     from pytest_gta.outward import clean_text, mask_url
 
     # Tool specs and server commands can carry a URL with a password (agentlego=http://u:p@h).

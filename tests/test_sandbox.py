@@ -130,7 +130,7 @@ def owner(pid: int) -> int | None:
 
 
 def test_model_code_cannot_write_outside_its_scratch_directory(worker, tmp_path):
-    if not any("private /tmp" in g for g in sandbox.isolation().guarantees):
+    if not sandbox.isolation().isolated:
         pytest.skip("this machine's fallback does not hide /tmp (it says so in its gaps)")
     target = Path("/tmp") / f"gta-sandbox-escape-{uuid.uuid4().hex}"
     solve(
@@ -172,6 +172,7 @@ def test_bubblewrap_required_but_missing_is_a_usage_error(monkeypatch):
 def test_fallback_says_what_is_not_isolated(monkeypatch):
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
     monkeypatch.setattr(sandbox, "_probe", lambda command: False)
+    monkeypatch.setattr(sandbox.sandbox_worker, "landlock_abi", lambda: 0)
     plain = sandbox._rlimit()
     assert plain.kind == "rlimit"
     assert not plain.pid_namespace
@@ -243,15 +244,80 @@ def test_bubblewrap_mounts_parents_before_children(monkeypatch, tmp_path):
     venv = tmp_path / "a" / "venv"
     (venv / "lib").mkdir(parents=True)
     monkeypatch.setattr(sandbox, "python_paths", lambda: (str(venv / "lib"), str(venv)))
-    command = sandbox._bwrap_command("/scratch")
+    sandbox._tree.cache_clear()
+    try:
+        command = sandbox._bwrap_command("/scratch")
+    finally:
+        sandbox._tree.cache_clear()
     tmpfs = command.index("/tmp")
     assert command[tmpfs - 1] == "--tmpfs"
     binds = [command[i + 2] for i, arg in enumerate(command) if arg == "--ro-bind"]
     assert binds.index(str(venv)) < binds.index(str(venv / "lib"))
     dirs = [command[i + 1] for i, arg in enumerate(command) if arg == "--dir"]
-    assert dirs.index(str(venv.parent)) < dirs.index(str(venv))
+    assert dirs.index(str(venv.parent.parent)) < dirs.index(str(venv.parent))
+    assert str(venv) not in dirs  # bound itself
     assert "--clearenv" in command
     assert command.index("--dir") > tmpfs
+
+
+ANSWER = "gt-answer-5d1e-planted-in-site-packages"
+HIDDEN_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from tool_backends import sandbox
+sandbox.hide(sys.argv[4])
+iso = sandbox.configure(sys.argv[2])
+worker = sandbox.SandboxWorker()
+code = '''
+import os, sympy
+def solution():
+    found = []
+    for here, _, files in os.walk(%r):
+        for name in files:
+            try:
+                with open(os.path.join(here, name), 'rb') as handle:
+                    if %r in handle.read():
+                        found.append(os.path.join(here, name))
+            except OSError:
+                pass
+    return repr([str(sympy.sqrt(8)), found])
+''' % (sys.argv[3], sys.argv[5].encode())
+print(json.dumps({"mode": iso.describe()["mode"], "text": worker.run("solver", code).text}))
+worker.close()
+"""
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "rlimit"])
+def test_datasets_inside_the_python_paths_are_hidden(mode, tmp_path_factory):
+    """The bundled sample's installed copy, any dataset and the run's own, under site-packages."""
+    if mode == "bubblewrap":
+        _bubblewrap_or_skip()
+    python = tmp_venv(tmp_path_factory.mktemp("venv-with-data"))
+    (site_packages,) = python.parent.parent.glob("lib/python3*/site-packages")
+    planted = {
+        "pytest_gta/_sample/dataset.json": ANSWER,  # an installed pytest-gta's sample
+        "pytest_gta/__init__.py": ANSWER,  # and the rest of that package
+        "someone_elses/gta/dataset.json": ANSWER,  # any GTA dataset
+        "run_data/answers.txt": ANSWER,  # the run's dataset (hidden by name)
+    }
+    for relative, text in planted.items():
+        (site_packages / relative).parent.mkdir(parents=True, exist_ok=True)
+        (site_packages / relative).write_text(text)
+    hidden = str(site_packages / "run_data")
+    out = subprocess.run(
+        [str(python), "-c", HIDDEN_PROBE, str(ROOT), mode, str(site_packages), hidden, ANSWER],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    if mode == "rlimit" and result["mode"] != "namespaces":
+        pytest.skip(f"this machine cannot build the rlimit sandbox's tree ({result['mode']})")
+    sqrt, found = json.loads(result["text"].replace("'", '"'))
+    assert sqrt == "2*sqrt(2)"  # the venv's packages import
+    assert found == []
 
 
 def imported(nodes) -> set[str]:
@@ -454,3 +520,38 @@ def test_pool_size_defaults_to_the_cores_and_obeys_the_environment(monkeypatch):
         monkeypatch.setenv(sandbox.WORKERS_ENV, bad)
         with pytest.raises(GtaUsageError, match=f"{sandbox.WORKERS_ENV}=.*1 or more"):
             sandbox.configure("rlimit")
+
+
+@pytest.mark.parametrize("payload", [b"[1]", b"{not json", b'"text"', b"\xff"])
+def test_a_frame_on_the_workers_pipe_that_is_no_reply_is_the_models(payload):
+    """Only model code that reached the worker's pipe could write it: a tool error, no crash."""
+    echo = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert echo.stdin is not None
+    echo.stdin.write(sandbox_worker.HEADER.pack(len(payload)) + payload)
+    echo.stdin.close()
+    try:
+        assert sandbox.SandboxWorker._receive(echo, 30) == sandbox.MALFORMED
+    finally:
+        echo.wait()
+        assert echo.stdout is not None
+        echo.stdout.close()
+
+
+def test_landlock_allows_a_directory_entry_by_entry_around_what_it_hides(monkeypatch, tmp_path):
+    site = tmp_path / "site-packages"
+    for each in ("a", "b/c", "b/pytest_gta/_sample"):
+        (site / each).mkdir(parents=True)
+    (site / "b" / "module.py").write_text("")
+    hidden = site / "b" / "pytest_gta"
+    tree = sandbox.Tree(((str(site), str(site)), ("/usr", "/usr")), (), (), (str(hidden),))
+    monkeypatch.setattr(sandbox, "_tree", lambda: tree)
+    assert sandbox._readable() == (
+        str(site / "a"),
+        str(site / "b" / "c"),
+        str(site / "b" / "module.py"),
+        "/usr",
+    )

@@ -7,7 +7,9 @@ process), plus one run of the bare program over its pipes, which pins the wire p
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +29,7 @@ from tool_backends.sandbox_worker import (
     answer,
     calculate,
     calculator_namespace,
+    checked_reply,
     encode,
     error_text,
     extract_code,
@@ -44,9 +47,12 @@ SETTINGS = Settings("/scratch", 10_000, 1 << 20, 1 << 16, 8, True)
 
 
 def test_settings_travel_on_the_command_line_in_a_fixed_order():
-    assert SETTINGS.to_argv() == ["/scratch", "10000", "1048576", "65536", "8", "1"]
+    assert SETTINGS.to_argv() == ["/scratch", "10000", "1048576", "65536", "8", "1", "0", "[]"]
     assert Settings.from_argv(SETTINGS.to_argv()) == SETTINGS
-    assert not Settings.from_argv(["/s", "1", "2", "3", "4", "0"]).pid_namespace
+    assert not Settings.from_argv(["/s", "1", "2", "3", "4", "0", "9"]).pid_namespace
+    assert Settings.from_argv(["/s", "1", "2", "3", "4", "0", "9"]).scratch_limit == 9
+    confined = Settings("/s", 1, 2, 3, 4, False, 9, ("/usr", "/opt/py"))
+    assert Settings.from_argv(confined.to_argv()) == confined
 
 
 def test_a_frame_is_a_big_endian_length_and_json():
@@ -332,3 +338,94 @@ def test_the_bare_program_speaks_the_protocol():
             process.stdin.close()
             assert process.wait(timeout=30) == 0
             process.stdout.close()
+
+
+# -- what a call's child writes into its reply pipe -----------------------------------------------
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 8).decode()
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b'{"text": "42"}', {"text": "42"}),
+        (b'{"error": "NameError()"}', {"error": "NameError()"}),
+        (b'{"limit": "CPU time limit exceeded"}', {"limit": "CPU time limit exceeded"}),
+        (json.dumps({"png": PNG}).encode(), {"png": PNG}),
+        (b'{"text": "' + b"y" * 50 + b'"}', {"text": "y" * 40}),
+        (b"[1]", {"error": sandbox_worker.FORGED}),
+        (b"{not json", {"error": sandbox_worker.FORGED}),
+        (b'{"text": 1}', {"error": sandbox_worker.FORGED}),
+        (b'{"text": "a", "png": "b"}', {"error": sandbox_worker.FORGED}),
+        (b'{"broken": "the harness"}', {"error": sandbox_worker.FORGED}),
+        (b'{"ready": true}', {"error": sandbox_worker.FORGED}),
+        (b'{"png": "not base64!"}', {"error": sandbox_worker.FORGED}),
+        (json.dumps({"png": base64.b64encode(b"GIF89a").decode()}).encode(), None),
+        (b"[" * 100_000, {"error": sandbox_worker.FORGED}),
+        (b"\xff\xfe", {"error": sandbox_worker.FORGED}),
+    ],
+)
+def test_a_reply_is_trusted_only_as_far_as_the_code_could_have_returned_it(payload, expected):
+    assert checked_reply(payload, 40) == (expected or {"error": sandbox_worker.FORGED})
+
+
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+            lambda children: (
+                st.lists(children, max_size=3)
+                | st.dictionaries(
+                    st.sampled_from(["text", "png", "error", "limit", "x"]), children, max_size=3
+                )
+            ),
+            max_leaves=10,
+        ).map(lambda value: json.dumps(value).encode()),
+    )
+)
+def test_any_bytes_in_the_reply_pipe_end_as_one_reply_the_host_can_use(payload):
+    reply = checked_reply(payload, 100)
+    ((key, value),) = reply.items()
+    assert key in sandbox_worker.REPLY_KEYS
+    assert isinstance(value, str)
+    assert key == "png" or len(value) <= 100
+
+
+def test_a_call_directory_goes_whatever_its_code_left_in_it(tmp_path):
+    calldir = tmp_path / "call-1-1"
+    (calldir / "a" / "b").mkdir(parents=True)
+    (calldir / "a" / "b" / "f").write_text("x")
+    (calldir / "link").symlink_to(tmp_path)
+    (calldir / "a" / "b").chmod(0)
+    (calldir / "a").chmod(0)
+    sandbox_worker.remove_tree(str(calldir))
+    assert not calldir.exists()
+    assert tmp_path.is_dir()  # the link was removed, not followed
+    sandbox_worker.remove_tree(str(calldir))  # gone already: nothing to do
+
+
+def test_usage_counts_the_blocks_a_call_wrote(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_bytes(b"x" * (1 << 20))
+    assert (1 << 20) <= sandbox_worker.usage(str(tmp_path)) < (2 << 20)
+
+
+def test_nobody_is_mapped_here_unless_in_a_user_namespace_that_maps_only_root():
+    if not _in_user_namespace():
+        assert sandbox_worker.mapped(sandbox_worker.NOBODY)
+    program = "from tool_backends import sandbox_worker as w; print(w.mapped(65534))"
+    inside = subprocess.run(
+        ["unshare", "--user", "--map-root-user", sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    if inside.returncode != 0:
+        pytest.skip(f"user namespaces do not work here: {inside.stderr[-300:]}")
+    assert inside.stdout.strip() == "False"
+
+
+def _in_user_namespace() -> bool:
+    return Path("/proc/self/uid_map").read_text().split()[:3] != ["0", "0", "4294967295"]

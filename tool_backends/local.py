@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
+from pathlib import Path
 
 from pytest_gta.tools import (
     BaseToolBackend,
@@ -55,7 +56,7 @@ class LocalBackend(BaseToolBackend):
 
     name = "local"
 
-    def __init__(self, sandbox: SandboxMode = "auto") -> None:
+    def __init__(self, sandbox: SandboxMode = "auto", hidden: tuple[Path, ...] = ()) -> None:
         self.tools = {
             tool: (module, function)
             for tool, (module, function, needs) in LOCAL_TOOLS.items()
@@ -66,6 +67,9 @@ class LocalBackend(BaseToolBackend):
         if CODE_TOOLS & set(self.tools):
             from tool_backends import sandbox as code_sandbox
 
+            # The run's dataset stays out of the sandbox's view even where it lies under a path
+            # the view shows (a dataset installed inside the Python prefix).
+            code_sandbox.hide(*hidden)
             # Probed now, so --gta-sandbox=bubblewrap without bubblewrap stops the session at
             # startup instead of failing every code call.
             self.isolation = code_sandbox.configure(sandbox)
@@ -94,4 +98,4 @@ class LocalBackend(BaseToolBackend):
 
 def make_local(spec: ToolSpec, context: ToolBackendContext) -> LocalBackend:
     """Entry point for ``--gta-tools=local`` (``--gta-sandbox`` is ``context.sandbox``)."""
-    return LocalBackend(context.sandbox)
+    return LocalBackend(context.sandbox, (context.dataset.root,))

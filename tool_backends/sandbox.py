@@ -61,6 +61,7 @@ import signal
 import site
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -75,6 +76,9 @@ from pytest_gta.vocabulary import SANDBOX_MODES, SandboxMode
 from tool_backends import sandbox_worker
 
 SandboxKind = Literal["bubblewrap", "rlimit"]
+#: What the host reads from a worker whose pipe carried something that is no frame of its own
+#: (no reply the worker sends looks like it, so the call stops that worker too).
+MALFORMED = {"error": sandbox_worker.FORGED, "on_the_workers_pipe": True}
 INSTALL_BUBBLEWRAP = (
     "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
 )
@@ -102,9 +106,13 @@ MAX_WORKERS = 4
 WORKERS_ENV = "PYTEST_GTA_SANDBOX_WORKERS"
 
 SCRATCH_IN_SANDBOX = "/scratch"
-#: Directories anyone may write to on a usual Linux; the namespace fallback hides each behind
-#: a fresh tmpfs.
-WORLD_WRITABLE = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm")
+#: Bytes of scratch space one worker's calls may fill: the size of its scratch tmpfs (where
+#: there is no tmpfs, the most a call's directory may hold before the call is stopped). It is
+#: memory on the host, so it is kept well inside a call's memory limit, and each call's
+#: directory is removed when the call ends.
+SCRATCH_BYTES = 64 << 20
+#: Size of the other tmpfs mounts (read-only, empty), which need none.
+SMALL_TMPFS_BYTES = 64 << 10
 #: PATH inside the sandbox: the system's, never the user's (which may name their own tools).
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -144,14 +152,25 @@ def sandbox_environment(scratch: str) -> dict[str, str]:
 
 @functools.cache
 def python_paths() -> tuple[str, ...]:
-    """Directories the worker's interpreter imports from, with the interpreter itself.
+    """What the worker's interpreter needs, and nothing more: the files and directories shown.
 
-    Read from ``python -I`` itself, so a virtualenv anywhere (``/tmp`` included) and paths its
-    ``.pth`` files add are covered; a checkout on ``sys.path`` is not, since the worker imports
-    nothing from it and model code has no business reading it.
+    The interpreter's own directory, ``pyvenv.cfg`` (without it a virtualenv's Python forgets
+    its packages), the shared ``libpython`` it links, and the import path of ``python -I``
+    itself (the standard library, ``lib-dynload``, site-packages; a virtualenv anywhere,
+    ``/tmp`` included, and paths its ``.pth`` files add under a prefix or a ``site-packages``).
+    Not the whole prefix and not a checkout on ``sys.path`` (an editable install): the worker
+    imports nothing from it, and model code has no business reading it.
     """
-    wanted = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    wanted.append(os.path.dirname(os.path.abspath(sys.executable)))
+    executable = os.path.abspath(sys.executable)
+    wanted = [os.path.dirname(os.path.realpath(executable)), os.path.dirname(executable)]
+    for home in (sys.prefix, os.path.dirname(os.path.dirname(executable))):
+        wanted.append(os.path.join(home, "pyvenv.cfg"))
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if libdir and sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        for name in ("LDLIBRARY", "INSTSONAME"):
+            library = sysconfig.get_config_var(name)
+            if library:
+                wanted.append(os.path.join(libdir, library))
     try:
         out = subprocess.run(
             [sys.executable, "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
@@ -169,25 +188,141 @@ def python_paths() -> tuple[str, ...]:
         inside = (real + os.sep).startswith(prefixes)
         if inside or "site-packages" in real or "dist-packages" in real:
             wanted.append(entry)
-    found = []
+    found: list[str] = []
     for path in wanted:
         for candidate in dict.fromkeys((os.path.realpath(path), os.path.abspath(path))):
-            if os.path.isdir(candidate) and candidate not in found:
+            if os.path.exists(candidate) and candidate not in found:
                 found.append(candidate)
     return tuple(found)
 
 
-def _bwrap_command(scratch: str) -> list[str]:
-    """The bubblewrap prefix: system and Python paths read-only, a tmpfs scratch, no network.
+#: The system's directories every program needs (linked as they are on the host when links).
+SYSTEM_DIRECTORIES = ("/usr", "/etc")
+SYSTEM_LINKS = ("/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32")
+#: Top-level names of this project's own packages: an installed copy holds the bundled sample
+#: (``pytest_gta/_sample``, reference answers included) and nothing a call needs.
+OWN_PACKAGES = ("pytest_gta", "tool_backends")
+#: Device nodes shown to a call (the namespace fallback; bubblewrap's ``--dev`` has the same).
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+#: Paths hidden besides those found (``--gta-data``'s dataset, the checkout): see :func:`hide`.
+_HIDDEN_EXTRA: list[str] = []
 
-    ``/tmp`` is an empty tmpfs, not writable by the call; Python paths under it are mounted
-    into it. Mount points are created parents first, each ``0755`` so the dropped uid can
-    traverse them (bubblewrap would create them ``0700``).
+
+def hide(*paths: str | os.PathLike[str]) -> None:
+    """Hide ``paths`` from model-written code too, wherever the sandbox's view would show them.
+
+    The local backend hides the run's dataset this way: the view shows only the system and
+    Python paths, so this matters where the dataset lives inside one of them.
     """
+    for path in paths:
+        real = os.path.realpath(path)
+        if real not in _HIDDEN_EXTRA:
+            _HIDDEN_EXTRA.append(real)
+    _tree.cache_clear()
+
+
+def _checkout() -> str | None:
+    """This project's checkout, when it runs from one (an editable install)."""
+    root = Path(__file__).resolve().parents[1]
+    return str(root) if (root / "pyproject.toml").is_file() else None
+
+
+def _datasets_under(directory: str) -> list[str]:
+    """Every directory under ``directory`` that holds a GTA ``dataset.json`` (and the project).
+
+    Walked once per process (site-packages: about 0.2 s for 100,000 files).
+    """
+    found = []
+    for here, subdirectories, files in os.walk(directory):
+        if "dataset.json" in files:
+            found.append(here)
+            subdirectories[:] = []
+            continue
+        if here == directory or here.endswith(("site-packages", "dist-packages")):
+            found += [os.path.join(here, n) for n in subdirectories if n in OWN_PACKAGES]
+            subdirectories[:] = [n for n in subdirectories if n not in OWN_PACKAGES]
+    return found
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The filesystem model-written code sees, in every sandbox that can build one.
+
+    Only the system directories and what the interpreter needs, read-only; no dataset (the
+    run's, the bundled sample's installed copy, any other under those paths), no checkout, no
+    home directory. Each directory on the way to a bound path is made ``0755``, so ``nobody``
+    reaches a Python that lives under a ``0700`` home.
+    """
+
+    #: ``(path on the host, path inside)``, parents before children; directories and files.
+    binds: tuple[tuple[str, str], ...]
+    #: ``(link text, path inside)``: ``/bin`` and friends where the host links them.
+    links: tuple[tuple[str, str], ...]
+    #: Directories made on the way to the binds, parents first.
+    directories: tuple[str, ...]
+    #: Paths inside the binds covered with an empty read-only tmpfs.
+    hidden: tuple[str, ...]
+
+
+@functools.cache
+def _tree() -> Tree:
+    links = []
+    wanted = list(SYSTEM_DIRECTORIES)
+    for name in SYSTEM_LINKS:
+        if os.path.islink(name):
+            links.append((os.readlink(name), name))
+        elif os.path.isdir(name):
+            wanted.append(name)
+    python = python_paths()
+    binds: list[tuple[str, str]] = []
+    for path in [*wanted, *python]:
+        real = os.path.realpath(path)
+        if not os.path.exists(real):
+            continue
+        for target in dict.fromkeys((real, os.path.abspath(path))):
+            if target not in (b[1] for b in binds):
+                binds.append((real, target))
+    parents: list[str] = []
+    for _, target in binds:
+        for parent in reversed(Path(target).parents):
+            name = str(parent)
+            if name != "/" and name not in parents:
+                parents.append(name)
+    bound = [t for _, t in binds]
+    candidates = [h for p in python if os.path.isdir(p) for h in _datasets_under(p)]
+    checkout = _checkout()
+    candidates += [*_HIDDEN_EXTRA, *([checkout] if checkout else [])]
+    hidden = []
+    for path in dict.fromkeys(candidates):
+        inside = any(path.startswith(t.rstrip("/") + "/") for t in bound)
+        # A bound path inside it (a virtualenv in the checkout) is shown alone anyway.
+        holds = any(t == path or t.startswith(path.rstrip("/") + "/") for t in bound)
+        if inside and not holds and os.path.isdir(path):
+            hidden.append(path)
+    return Tree(
+        tuple(sorted(binds, key=lambda b: b[1].count("/"))),
+        tuple(links),
+        tuple(sorted((p for p in parents if p not in bound), key=lambda p: p.count("/"))),
+        tuple(sorted(hidden)),
+    )
+
+
+def _bwrap_command(scratch: str) -> list[str]:
+    """The bubblewrap prefix: the :class:`Tree` read-only, a bounded tmpfs scratch, no network.
+
+    ``/tmp`` and ``/dev/shm`` are empty and read-only; the scratch directory, a tmpfs of
+    :data:`SCRATCH_BYTES`, is the only writable place. Mount points are created parents
+    first, each ``0755`` so the dropped uid can traverse them (bubblewrap would create them
+    ``0700``).
+    """
+    tree = _tree()
     command = [
         _program("bwrap"),
         "--unshare-net",
         "--unshare-pid",
+        # The worker is PID 1 of its namespace, which no process inside may kill: a call that
+        # runs as the worker's uid (an unprivileged user) cannot end it and blame the harness.
+        "--as-pid-1",
         "--unshare-ipc",
         "--unshare-uts",
         "--die-with-parent",
@@ -199,98 +334,127 @@ def _bwrap_command(scratch: str) -> list[str]:
         "/dev",
         "--perms",
         "0755",
+        "--size",
+        str(SMALL_TMPFS_BYTES),
         "--tmpfs",
         "/dev/shm",
         "--perms",
         "0755",
+        "--size",
+        str(SMALL_TMPFS_BYTES),
         "--tmpfs",
         "/tmp",
         "--perms",
         "0755",
+        "--size",
+        str(SCRATCH_BYTES),
         "--tmpfs",
         scratch,
     ]
     for name, value in sandbox_environment(scratch).items():
         command += ["--setenv", name, value]
-    wanted = ["/usr", "/etc", *python_paths()]
-    for name in ("/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32"):
-        if os.path.islink(name):
-            command += ["--symlink", os.readlink(name), name]
-        elif os.path.isdir(name):
-            wanted.append(name)
-    binds: list[tuple[str, str]] = []
-    for path in wanted:
-        real = os.path.realpath(path)
-        if not os.path.isdir(real):
-            continue
-        for target in dict.fromkeys((real, os.path.abspath(path))):
-            if target not in (b[1] for b in binds):
-                binds.append((real, target))
-    parents: list[str] = []
-    for _, target in binds:
-        for parent in reversed(Path(target).parents):
-            name = str(parent)
-            if name not in ("/", "/tmp") and name not in parents:
-                parents.append(name)
-    for directory in sorted(parents, key=lambda p: p.count("/")):
-        command += ["--perms", "0755", "--dir", directory]
-    for real, target in sorted(binds, key=lambda b: b[1].count("/")):
+    for text, name in tree.links:
+        command += ["--symlink", text, name]
+    for directory in tree.directories:
+        if directory not in ("/tmp", "/dev", "/dev/shm"):
+            command += ["--perms", "0755", "--dir", directory]
+    for real, target in tree.binds:
         command += ["--ro-bind", real, target]
+    for path in tree.hidden:
+        command += ["--perms", "0000", "--size", str(SMALL_TMPFS_BYTES), "--tmpfs", path]
+        command += ["--remount-ro", path]
+    # bubblewrap's own root is a tmpfs of no size, writable where the worker is not root.
+    command += ["--remount-ro", "/tmp", "--remount-ro", "/dev/shm", "--remount-ro", "/"]
     return command
 
 
-def _namespace_plan() -> tuple[str, tuple[str, ...]]:
-    """The shell that sets up the namespace fallback's mounts, and what stays visible.
+def _system_program(name: str) -> str:
+    """``name`` on the user's PATH, else in the system's ``sbin`` (not on a user's PATH)."""
+    for candidate in (shutil.which(name), f"/usr/sbin/{name}", f"/sbin/{name}"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return name
 
-    Every world-writable directory gets a fresh private tmpfs, unless Python lives under it (a
-    virtualenv in /tmp): hiding it would hide the interpreter, so it is made read-only instead,
-    and the gap is said. The scratch directory (``$1``, created empty by the host) then gets a
-    private tmpfs of its own, the only writable place; mounting onto a read-only directory is
-    allowed, writing into it is not.
+
+def _namespace_script() -> str:
+    """The shell that builds the :class:`Tree` in a fresh tmpfs and pivots into it.
+
+    ``$1`` is an empty directory on the host, the new root's mount point; the rest is the
+    command to run in it. Every bind is remounted read-only (the script stops if one cannot
+    be: in a user namespace the files of the user appear as root's, and a call must not write
+    to them); the old root is detached, so nothing outside the tree can be reached again.
     """
-    paths = python_paths()
-    tmpfs = "mount -t tmpfs -o mode=0755,size=256m,nosuid,nodev tmpfs"
-    steps = []
-    gaps = []
-    for directory in WORLD_WRITABLE:
-        quoted = shlex.quote(directory)
-        if any(p == directory or p.startswith(directory + os.sep) for p in paths):
-            steps.append(
-                f"if [ -d {quoted} ]; then mount --rbind {quoted} {quoted} && "
-                f"mount -o remount,bind,ro {quoted} || exit 97; fi"
-            )
-            gaps.append(f"{directory} stays readable (Python lives there)")
-        else:
-            steps.append(f"if [ -d {quoted} ]; then {tmpfs} {quoted} || exit 97; fi")
-    steps.append(f'mkdir -p "$1" && {tmpfs} "$1" || exit 98')
-    steps.append("mount -o remount,bind,ro / 2>/dev/null")
-    steps.append('shift; exec "$@"')
-    return "; ".join(steps), tuple(gaps)
+    tree = _tree()
+    q = shlex.quote
+    small = f"size={SMALL_TMPFS_BYTES},nosuid,nodev"
+    lines = [
+        'R="$1"; shift',
+        f'mount -t tmpfs -o mode=0755,{small} gta-root "$R" || exit 90',
+        'mkdir -m 0755 "$R/proc" "$R/dev" "$R/dev/shm" "$R/tmp" "$R/scratch" || exit 91',
+    ]
+    for directory in tree.directories:
+        lines.append(f'[ -e "$R"{q(directory)} ] || mkdir -m 0755 "$R"{q(directory)} || exit 91')
+    for text, name in tree.links:
+        lines.append(f'ln -s {q(text)} "$R"{q(name)} || exit 91')
+    for real, target in tree.binds:
+        inside = f'"$R"{q(target)}'
+        make = f"mkdir -m 0755 -p {inside}" if os.path.isdir(real) else f"touch {inside}"
+        lines.append(f"[ -e {inside} ] || {make} || exit 92")
+        lines.append(f"mount --rbind {q(real)} {inside} || exit 92")
+        lines.append(
+            f"mount -o remount,bind,ro,nosuid,nodev {inside} || "
+            f"mount -o remount,bind,ro,nosuid,nodev,noexec {inside} || exit 93"
+        )
+    for path in tree.hidden:
+        lines.append(f'mount -t tmpfs -o ro,mode=0000,{small} gta-hidden "$R"{q(path)} || exit 94')
+    for name in DEVICES:
+        lines.append(
+            f'if [ -e /dev/{name} ]; then touch "$R/dev/{name}" && '
+            f'mount --bind /dev/{name} "$R/dev/{name}" || exit 95; fi'
+        )
+    for name, text in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0")):
+        lines.append(f'ln -s {text} "$R/dev/{name}"')
+    lines += [
+        'ln -s /proc/self/fd/1 "$R/dev/stdout"; ln -s /proc/self/fd/2 "$R/dev/stderr"',
+        'mount --rbind /proc "$R/proc" || exit 96',
+        f"mount -t tmpfs -o mode=0755,size={SCRATCH_BYTES},nosuid,nodev gta-scratch "
+        '"$R/scratch" || exit 97',
+        f'cd "$R" && mkdir .host && {q(_system_program("pivot_root"))} . .host || exit 98',
+        "cd / && umount -l /.host && rmdir /.host || exit 98",
+        "mount -o remount,ro,bind / || exit 99",
+        'unset OLDPWD; exec "$@"',
+    ]
+    return "\n".join(lines)
 
 
-def _namespace_command(scratch: str) -> list[str]:
-    """``unshare`` into private mount, PID and network namespaces, with world-writable dirs hidden.
+def _namespace_command(host_directory: str) -> list[str]:
+    """``unshare`` into private mount, PID and network namespaces, pivoted into the tree.
 
-    Only root can do this without a user namespace; the worker becomes PID 1 of its namespace,
-    so every process a call leaves behind dies with the namespace or is killed after the call.
+    As root, the namespaces need no more; as anyone else, a user namespace where the worker
+    is root (and its calls give up every capability). The worker becomes PID 1's child in its
+    own PID namespace, so every process a call leaves behind dies with the namespace or is
+    killed after the call.
     """
-    setup, _ = _namespace_plan()
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
     return [
         _program("unshare"),
+        *user,
         "--mount",
         "--pid",
         "--fork",
         "--kill-child",
         "--mount-proc",
         "--net",
+        "--ipc",
+        "--uts",
         "--propagation",
         "private",
         "--",
         "sh",
         "-c",
-        setup,
+        _namespace_script(),
         "sh",
-        scratch,
+        host_directory,
     ]
 
 
@@ -313,8 +477,9 @@ class Isolation:
     """How model-written code is isolated on this machine, and what is not isolated."""
 
     kind: SandboxKind
-    #: Command prefix the worker starts under, for a scratch directory on the host (ignored
-    #: when :attr:`scratch` is set).
+    #: Command prefix the worker starts under, given a directory on the host: the scratch
+    #: directory when :attr:`scratch` is ``None``, else an empty directory the prefix may use
+    #: (the namespace fallback's mount point for its new root).
     prefix: Callable[[str], list[str]]
     #: Scratch directory as the worker sees it (``None``: a temporary directory on the host).
     scratch: str | None
@@ -322,6 +487,20 @@ class Isolation:
     pid_namespace: bool
     guarantees: tuple[str, ...]
     gaps: tuple[str, ...] = ()
+    #: How the sandbox was built, for the report: ``bubblewrap``, ``namespaces`` (the fallback
+    #: pivoted into the same tree), ``network-namespace`` or ``plain``.
+    mechanism: str = ""
+    #: Whether each call confines itself with Landlock (the fallbacks without a tree).
+    landlock: bool = False
+
+    @property
+    def isolated(self) -> bool:
+        """Whether model code sees nothing but its tree: no dataset, no checkout, no secret.
+
+        False where a gap says files stay readable or processes of the user are reachable:
+        results of such a run may have been computed by code that read the answers.
+        """
+        return not any(gap in UNISOLATING for gap in self.gaps)
 
     def summary(self) -> str:
         """One line for the terminal header and the report."""
@@ -331,9 +510,12 @@ class Isolation:
         return text
 
     def describe(self) -> dict[str, Any]:
-        """For the report."""
+        """For the report (``settings.sandbox`` and the local backend's ``isolation``)."""
         return {
             "kind": self.kind,
+            "mode": self.mechanism or self.kind,
+            "isolated": self.isolated,
+            "not_isolated": list(self.gaps),
             "guarantees": list(self.guarantees),
             "gaps": list(self.gaps),
             "summary": self.summary(),
@@ -341,6 +523,28 @@ class Isolation:
 
 
 _COMMON = ("minimal environment", "time, CPU, memory, file-size and process limits")
+#: What every mode that builds the :class:`Tree` guarantees on top of :data:`_COMMON`.
+_TREE = (
+    "no network",
+    "read-only view of the system and Python paths only (no dataset, checkout or home)",
+    f"scratch tmpfs of {SCRATCH_BYTES >> 20} MiB removed call by call",
+    "PID namespace",
+)
+#: The gaps of the fallbacks that cannot build the tree.
+FILES_READABLE = "files your user can read stay readable (the dataset's answers included)"
+PROCESSES_REACHABLE = (
+    "your user's other processes can be signalled and, but for pytest's and the worker's, "
+    "have their environment read"
+)
+LEFTOVERS = "processes that leave the call's process group outlive it"
+NETWORK = "network"
+NETWORK_UDP = "network other than TCP (UDP; Landlock refuses TCP)"
+UNREACHABLE_PYTHON = (
+    "calls run as nobody, who cannot enter the directories Python lives in (a 0700 home), so "
+    "they fail where the other modes succeed"
+)
+#: Gaps that make a run's results not isolated (:attr:`Isolation.isolated`).
+UNISOLATING = frozenset({FILES_READABLE, PROCESSES_REACHABLE, NETWORK, NETWORK_UDP})
 
 
 def _bubblewrap() -> Isolation | None:
@@ -348,65 +552,122 @@ def _bubblewrap() -> Isolation | None:
         return None
     return Isolation(
         "bubblewrap",
-        _bwrap_command,
+        lambda host: _bwrap_command(SCRATCH_IN_SANDBOX),
         SCRATCH_IN_SANDBOX,
         True,
-        (*_COMMON, "no network", "read-only filesystem view", "private /tmp", "PID namespace"),
+        (*_COMMON, *_TREE),
+        mechanism="bubblewrap",
     )
 
 
 def _namespace_works() -> bool:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
+    if shutil.which("unshare") is None:
         return False
     with tempfile.TemporaryDirectory(prefix="gta-sandbox-probe-") as scratch:
         return _probe([*_namespace_command(scratch), "true"])
 
 
+def _reachable_by_others(paths: tuple[str, ...]) -> bool:
+    """Whether a user who owns none of ``paths`` (``nobody``) can reach each of them."""
+    for path in paths:
+        try:
+            if not os.stat(path).st_mode & 0o004:
+                return False
+            for parent in Path(path).parents:
+                if not os.stat(parent).st_mode & 0o001:
+                    return False
+        except OSError:
+            return False
+    return True
+
+
+def _readable() -> tuple[str, ...]:
+    """The :class:`Tree`'s paths on the host, split around what it hides (for Landlock).
+
+    Landlock allows whole hierarchies and cannot take one back, so a bound directory that
+    holds a hidden one is allowed entry by entry, down to the hidden one, which is left out.
+    """
+    tree = _tree()
+    hidden = {os.path.realpath(h) for h in tree.hidden}
+    found: list[str] = []
+
+    def allow(path: str) -> None:
+        if path in hidden or path in found:
+            return
+        inside = [h for h in hidden if h.startswith(path.rstrip("/") + "/")]
+        if not inside or not os.path.isdir(path) or os.path.islink(path):
+            found.append(path)
+            return
+        for entry in sorted(os.listdir(path)):
+            allow(os.path.join(path, entry))
+
+    for real, _ in tree.binds:
+        allow(real)
+    return tuple(found)
+
+
 def _rlimit() -> Isolation:
+    """The fallback without bubblewrap: the same tree through ``unshare`` where it can.
+
+    As root, or as a user where user namespaces work, ``unshare`` builds the very tree
+    bubblewrap shows and pivots into it: the same files, so the same scores. Where it cannot,
+    the worker runs as a plain subprocess, pytest and the worker are made non-dumpable (code of
+    the same uid cannot read their ``/proc/<pid>/environ`` or open their pipes), each call is
+    confined with Landlock where the kernel has it (it reads only the tree's paths, writes only
+    its directory and, from ABI 6, signals nothing outside itself), and the gaps say what stays
+    open.
+    """
     if _namespace_works():
-        _, kept = _namespace_plan()
-        hidden = [d for d in WORLD_WRITABLE if not any(k.startswith(d + " ") for k in kept)]
         return Isolation(
             "rlimit",
             _namespace_command,
-            None,
+            SCRATCH_IN_SANDBOX,
             True,
-            (
-                *_COMMON,
-                "no network",
-                "read-only root filesystem",
-                f"private {', '.join(hidden)}",
-                "PID namespace",
-            ),
-            ("other files stay readable", *kept),
+            (*_COMMON, *_TREE),
+            mechanism="namespaces",
         )
     flags = "-n" if os.geteuid() == 0 else "-rn"
     network = [_program("unshare"), flags]
+    guarantees: tuple[str, ...] = (
+        *_COMMON,
+        f"scratch directory watched at {SCRATCH_BYTES >> 20} MiB",
+    )
+    abi = sandbox_worker.landlock_abi()
+    open_gaps: tuple[str, ...] = ()
+    if abi >= 1:
+        guarantees += (
+            f"Landlock ABI {abi}: reads only the system and Python paths (no dataset, checkout "
+            "or home), writes only its own directory",
+        )
+    else:
+        open_gaps += (FILES_READABLE, "world-writable directories stay writable")
+    if abi >= sandbox_worker.LANDLOCK_SIGNAL_ABI:
+        guarantees += ("no signal to any process outside the call",)
+    else:
+        open_gaps += (PROCESSES_REACHABLE,)
+    open_gaps += (LEFTOVERS,)
+    if os.geteuid() == 0 and not _reachable_by_others(python_paths()):
+        open_gaps += (UNREACHABLE_PYTHON,)
     if shutil.which("unshare") and _probe([*network, "true"]):
         return Isolation(
             "rlimit",
             lambda scratch: list(network),
             None,
             False,
-            (*_COMMON, "no network"),
-            (
-                "files stay readable",
-                "world-writable directories stay writable",
-                "processes that leave the call's process group outlive it",
-            ),
+            (*guarantees, "no network"),
+            open_gaps,
+            mechanism="network-namespace",
+            landlock=abi >= 1,
         )
     return Isolation(
         "rlimit",
         lambda scratch: [],
         None,
         False,
-        _COMMON,
-        (
-            "network",
-            "files stay readable",
-            "world-writable directories stay writable",
-            "processes that leave the call's process group outlive it",
-        ),
+        guarantees,
+        (NETWORK_UDP if abi >= 4 else NETWORK, *open_gaps),
+        mechanism="plain",
+        landlock=abi >= 1,
     )
 
 
@@ -427,7 +688,12 @@ def configure(mode: SandboxMode) -> Isolation:
         raise GtaUsageError(f"--gta-sandbox={mode}: choose auto, bubblewrap or rlimit")
     pool_size()  # a bad PYTEST_GTA_SANDBOX_WORKERS is a usage error now, not in a case
     _MODE = mode
-    return isolation(mode)
+    chosen = isolation(mode)
+    if not chosen.pid_namespace:
+        # Model code runs as this process's uid and sees its pid: at least its environment
+        # (the user's API keys) and its pipes stay closed to it.
+        sandbox_worker.undumpable()
+    return chosen
 
 
 def pool_size() -> int:
@@ -550,11 +816,9 @@ class SandboxWorker:
             GtaInfrastructureError: it did not start; the harness is broken, not the model.
         """
         chosen = isolation()
-        scratch = chosen.scratch
-        if scratch is None:
-            self._scratch = tempfile.TemporaryDirectory(prefix="gta-sandbox-")
-            os.chmod(self._scratch.name, 0o755)
-            scratch = self._scratch.name
+        self._scratch = tempfile.TemporaryDirectory(prefix="gta-sandbox-")
+        os.chmod(self._scratch.name, 0o755)
+        scratch = chosen.scratch or self._scratch.name
         settings = sandbox_worker.Settings(
             scratch,
             MAX_TEXT_CHARS,
@@ -562,8 +826,11 @@ class SandboxWorker:
             FILE_SIZE_BYTES,
             EXTRA_PROCESSES,
             chosen.pid_namespace,
+            # A host directory has no size of its own: the worker watches each call's.
+            SCRATCH_BYTES if chosen.scratch is None else 0,
+            _readable() if chosen.landlock else (),
         )
-        command = [*chosen.prefix(scratch), sys.executable, "-I", "-c", worker_source()]
+        command = [*chosen.prefix(self._scratch.name), sys.executable, "-I", "-c", worker_source()]
         command += settings.to_argv()
         try:
             process = _launch(command, sandbox_environment(scratch))
@@ -591,6 +858,8 @@ class SandboxWorker:
                 if stream is not None:
                     stream.close()
         if self._scratch is not None:
+            # Whatever a call left in it (its code may have made it unreadable) goes too.
+            sandbox_worker.remove_tree(self._scratch.name)
             self._scratch.cleanup()
             self._scratch = None
 
@@ -618,7 +887,11 @@ class SandboxWorker:
 
     @staticmethod
     def _receive(process: subprocess.Popen[bytes], timeout: float) -> dict[str, Any] | None:
-        """Read one message, or None when the worker died, hung or sent too much."""
+        """Read one message, or None when the worker died, hung or sent too much.
+
+        A frame that is not a JSON object can only come from model code that reached the
+        worker's pipe; it reads as :data:`MALFORMED`, which the call reports as the model's.
+        """
         assert process.stdout is not None
         fd = process.stdout.fileno()
         deadline = time.monotonic() + timeout
@@ -637,7 +910,12 @@ class SandboxWorker:
                 expected = sandbox_worker.announced(data)
                 if expected is not None and expected > 2 * MAX_REPLY_BYTES:
                     return None
-        message: dict[str, Any] = json.loads(data[header : header + expected])
+        try:
+            message = json.loads(data[header : header + expected])
+        except (ValueError, RecursionError):
+            return dict(MALFORMED)
+        if len(data) != header + expected or not isinstance(message, dict):
+            return dict(MALFORMED)
         return message
 
     def run(
@@ -670,13 +948,19 @@ class SandboxWorker:
                 raise GtaInfrastructureError(
                     "the code sandbox stopped answering; it will be restarted for the next call"
                 )
-        if "error" in reply:
-            raise GtaToolError(str(reply["error"]))
-        if "limit" in reply:
-            raise GtaToolError(str(reply["limit"]))
-        if "png" in reply:
-            return SandboxResult(png=base64.b64decode(reply["png"]))
-        return SandboxResult(text=str(reply.get("text", "")))
+            if "broken" in reply:
+                self._stop()
+                raise GtaInfrastructureError(f"the code sandbox failed: {reply['broken']}")
+            checked = sandbox_worker.checked_reply(json.dumps(reply).encode(), MAX_TEXT_CHARS)
+            if checked != reply:
+                self._stop()  # what reached the worker's pipe may reach it again
+        if "error" in checked:
+            raise GtaToolError(str(checked["error"]))
+        if "limit" in checked:
+            raise GtaToolError(str(checked["limit"]))
+        if "png" in checked:
+            return SandboxResult(png=base64.b64decode(checked["png"]))
+        return SandboxResult(text=str(checked["text"]))
 
 
 class SandboxPool:

@@ -12,14 +12,19 @@ the tests import it to exercise the parts that need no sandbox.
 The protocol on the worker's stdin and stdout is one message per frame, a 4-byte big-endian
 length and that many bytes of JSON: the worker sends ``{"ready": true}`` once its imports are
 done, then answers each request (``{"kind", "code", "timeout", "memory"}``) with one of
-``{"text"}``, ``{"png"}`` (base64), ``{"error"}`` (the code raised) or ``{"limit"}`` (the code
-hit a limit). A child writes its reply into a pipe of its own, so whatever the model's code does
-to its stdout never reaches the protocol.
+``{"text"}``, ``{"png"}`` (base64), ``{"error"}`` (the code raised), ``{"limit"}`` (the code
+hit a limit) or ``{"broken"}`` (the sandbox could not confine the call: the harness's failure,
+never the model's). A child writes its reply into a pipe of its own, so whatever the model's code
+does to its stdout never reaches the protocol; that pipe is the model code's to write to as well,
+so the worker reads what comes out of it as the model's (:func:`checked_reply`), and only the
+worker writes frames to the host.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import ctypes
 import importlib
 import io
 import json
@@ -27,6 +32,7 @@ import math
 import os
 import resource
 import select
+import shutil
 import signal
 import struct
 import sys
@@ -43,6 +49,12 @@ NOBODY = 65534
 #: Seconds :meth:`Zygote.kill_leftovers` waits for a call's processes to be reaped before giving up,
 #: so a process stuck in the kernel cannot hang the worker.
 REAP_S = 5.0
+#: The keys a call's reply may have (one of them, with a string).
+REPLY_KEYS = frozenset({"text", "png", "error", "limit"})
+#: What the model sees when its code wrote something of its own into the reply pipe.
+FORGED = "the code wrote a malformed reply of its own into the sandbox's reply pipe"
+#: Seconds between two looks at a call's directory when its size is watched.
+WATCH_S = 0.05
 
 Message = dict[str, Any]
 
@@ -64,17 +76,29 @@ class Settings:
     #: Whether the worker has a PID namespace of its own, where every process but its init
     #: and the worker itself is a call's leftover.
     pid_namespace: bool
+    #: Bytes a call's directory may hold, enforced by watching it (``0``: not watched, since
+    #: the scratch directory is a tmpfs of a bounded size).
+    scratch_limit: int = 0
+    #: Where there is no mount namespace to show a tree: the paths a call may read (the
+    #: tree's, split around what it hides), enforced with Landlock (:func:`landlock`); empty:
+    #: not confined so.
+    readable: tuple[str, ...] = ()
 
     def to_argv(self) -> list[str]:
         """The command-line arguments that :meth:`from_argv` reads back."""
         numbers = (self.max_text, self.max_reply, self.file_size, self.extra_processes)
-        return [self.scratch, *(str(n) for n in numbers), "1" if self.pid_namespace else "0"]
+        flag = "1" if self.pid_namespace else "0"
+        readable = json.dumps(list(self.readable))
+        return [self.scratch, *(str(n) for n in numbers), flag, str(self.scratch_limit), readable]
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Settings:
         """Read the arguments that follow ``-c <program>`` (``sys.argv[1:]``)."""
         max_text, max_reply, file_size, extra = (int(a) for a in argv[1:5])
-        return cls(argv[0], max_text, max_reply, file_size, extra, argv[5] == "1")
+        limit = int(argv[6]) if len(argv) > 6 else 0
+        readable = tuple(json.loads(argv[7])) if len(argv) > 7 else ()
+        pid_namespace = argv[5] == "1"
+        return cls(argv[0], max_text, max_reply, file_size, extra, pid_namespace, limit, readable)
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
@@ -105,6 +129,34 @@ def announced(data: bytes | bytearray) -> int | None:
         return None
     length: int = HEADER.unpack_from(data)[0]
     return length
+
+
+def checked_reply(payload: bytes | bytearray, max_text: int) -> Message:
+    """A call's reply as the host may trust it: one known key with a string, else an error.
+
+    The child runs the model's code, which holds the child's end of the reply pipe as it holds
+    any other file descriptor and may write a frame of its own. A well-formed frame says no more
+    than the code could have returned (a text, a PNG, an error); anything else (``[1]``, invalid
+    JSON, an unknown key, a PNG that is not one) is the model's doing and the model is told so,
+    as an error of its call: never a crash of the worker, never the harness's error.
+    """
+    try:
+        reply = json.loads(bytes(payload))
+    except (ValueError, RecursionError):
+        return {"error": FORGED}
+    if not isinstance(reply, dict) or len(reply) != 1:
+        return {"error": FORGED}
+    ((key, value),) = reply.items()
+    if key not in REPLY_KEYS or not isinstance(value, str):
+        return {"error": FORGED}
+    if key != "png":
+        return {key: value[:max_text]}
+    try:
+        if not base64.b64decode(value, validate=True).startswith(b"\x89PNG\r\n\x1a\n"):
+            return {"error": FORGED}
+    except (binascii.Error, ValueError):
+        return {"error": FORGED}
+    return {"png": value}
 
 
 def error_text(error: BaseException, max_text: int) -> str:
@@ -244,9 +296,211 @@ def no_reply(status: int) -> Message:
         if number in (signal.SIGXCPU, signal.SIGKILL):
             return {"limit": "CPU time limit exceeded"}
         return {"limit": f"the code was killed by signal {signal.Signals(number).name}"}
-    # The code ended the process itself (os._exit), sending the reply failed (exit status 3,
-    # most often out of memory while encoding it), or the child's setup failed (4).
+    # The code ended the process itself (os._exit), or sending the reply failed (exit status 3,
+    # most often out of memory while encoding it).
     return {"limit": "the code ended without a result (memory limit exceeded?)"}
+
+
+def mapped(uid: int) -> bool:
+    """Whether ``uid`` exists in this process's user namespace.
+
+    Root in a user namespace that maps nothing but itself (``unshare -r``, an unprivileged
+    worker) cannot become ``nobody``; it gives up its capabilities instead
+    (:func:`drop_capabilities`).
+    """
+    try:
+        with open("/proc/self/uid_map") as table:
+            for line in table:
+                inside, _, count = (int(part) for part in line.split())
+                if inside <= uid < inside + count:
+                    return True
+    except (OSError, ValueError):
+        return True  # no /proc to ask: try setuid, whose failure then says why
+    return False
+
+
+#: ``prctl(2)`` and ``capset(2)`` numbers (``linux/prctl.h``, ``linux/capability.h``).
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+#: Every ``SECBIT_*`` (``linux/securebits.h``) but ``KEEP_CAPS``, locked: uid 0 gets no
+#: capability back from ``execve`` or ``setuid``, nor can it raise an ambient one.
+SECUREBITS_NO_ROOT = 0xEF
+CAPABILITY_VERSION_3 = 0x20080522
+
+
+def _prctl(*arguments: int) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    values = [ctypes.c_ulong(a) for a in (*arguments, 0, 0, 0, 0)[:5]]
+    result: int = libc.prctl(*values)
+    return result
+
+
+def drop_capabilities() -> None:
+    """Give up every capability for good, as bubblewrap does for an unprivileged sandbox.
+
+    Root in a user namespace holds every capability over the sandbox's own mounts: with them
+    model code could remount the read-only view writable, or trace the worker. Without them,
+    uid 0 there is an ordinary user. ``execve`` gives nothing back (the bounding set is empty,
+    the securebits locked) and ``no_new_privs`` keeps set-uid programs from raising it again.
+
+    Raises:
+        OSError: the kernel refused a step; the call must not run.
+    """
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as last:
+            highest = int(last.read())
+    except (OSError, ValueError):
+        highest = 63
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(highest + 1):
+        if _prctl(PR_CAPBSET_DROP, cap) != 0 and ctypes.get_errno() != 22:  # EINVAL: unknown
+            raise OSError(ctypes.get_errno(), f"PR_CAPBSET_DROP {cap}")
+    if _prctl(PR_SET_SECUREBITS, SECUREBITS_NO_ROOT) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_SECUREBITS")
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)  # EINVAL on kernels without ambient caps
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    nothing = (ctypes.c_uint32 * 6)()
+    if libc.capset(header, nothing) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    if _prctl(PR_SET_NO_NEW_PRIVS, 1) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
+
+
+def undumpable() -> None:
+    """Keep processes of this uid out of this one's memory, environment and pipes.
+
+    A non-dumpable process's ``/proc/<pid>/environ``, ``mem`` and ``fd`` need more than the
+    same uid (``ptrace_may_access``). Where model code runs as the uid of the worker or of
+    pytest (no user to switch to), this keeps it from reading their environment and writing
+    to their pipes. Best effort: nothing changes on a kernel without ``prctl``.
+    """
+    try:
+        _prctl(PR_SET_DUMPABLE, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+#: Landlock (``linux/landlock.h``): its system calls (numbered alike on every architecture) and
+#: access rights, by the ABI version that brought them.
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1, 2, 4, 8
+FS_V1 = (1 << 13) - 1
+FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+NET_BIND_TCP, NET_CONNECT_TCP = 1, 2
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1, 2
+#: The ABI that scopes signals: with it a call cannot signal pytest or any process outside.
+LANDLOCK_SIGNAL_ABI = 6
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers (0: none, or disabled)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    version: int = libc.syscall(
+        LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION
+    )
+    return max(version, 0)
+
+
+def landlock(readable: Sequence[str], writable: Sequence[str], devices: Sequence[str]) -> int:
+    """Confine this process to reading ``readable``, writing ``writable``, nothing else.
+
+    For the fallback without namespaces, which runs calls as the user's own uid: the kernel
+    then refuses every other path (the dataset, the checkout, ``/proc`` with the environment
+    of the user's processes), TCP, and from ABI 6 signals to any process outside the call and
+    abstract Unix sockets. Rights a kernel does not know are left out, as the kernel
+    documentation says (``Documentation/userspace-api/landlock.rst``).
+
+    Returns:
+        The ABI version used (0: Landlock is not available, nothing was done).
+
+    Raises:
+        OSError: Landlock is available and refused the rules; the call must not run.
+    """
+    abi = landlock_abi()
+    if abi < 1:
+        return 0
+    fs = FS_V1 | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
+    fs |= FS_IOCTL_DEV if abi >= 5 else 0
+    net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= LANDLOCK_SIGNAL_ABI else 0
+    size = 24 if abi >= LANDLOCK_SIGNAL_ABI else 16 if abi >= 4 else 8
+    attributes = struct.pack("=QQQ", fs, net, scoped)[:size]
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(attributes, size)
+    ruleset: int = libc.syscall(LANDLOCK_CREATE_RULESET, buffer, ctypes.c_size_t(size), 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    try:
+        read = FS_EXECUTE | FS_READ_FILE
+        device = FS_READ_FILE | FS_WRITE_FILE | (fs & (FS_TRUNCATE | FS_IOCTL_DEV))
+        for paths, rights in ((readable, read), (writable, fs), (devices, device)):
+            for path in paths:
+                try:
+                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except OSError:
+                    continue  # gone since the host listed it: nothing to allow
+                try:
+                    if os.path.isdir(path):
+                        allowed = rights | (FS_READ_DIR if rights == read else 0)
+                    else:  # only rights on files apply to a file
+                        allowed = rights & (FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE)
+                        allowed |= rights & (FS_TRUNCATE | FS_IOCTL_DEV)
+                    rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, fd), 12)
+                    if (
+                        libc.syscall(
+                            LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, rule, 0
+                        )
+                        != 0
+                    ):
+                        raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+                finally:
+                    os.close(fd)
+        if _prctl(PR_SET_NO_NEW_PRIVS, 1) != 0:
+            raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
+        if libc.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+    return abi
+
+
+def usage(path: str) -> int:
+    """Bytes the files under ``path`` take (allocated blocks; a sparse file counts as written)."""
+    total = 0
+    for directory, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def remove_tree(path: str) -> None:
+    """Remove a call's directory, whatever modes its code left on what it made inside.
+
+    Best effort: what cannot be removed stays until the worker's scratch directory goes.
+    """
+    if not os.path.lexists(path):
+        return
+    try:
+        os.chmod(path, 0o700)
+    except OSError:
+        pass
+    # Top-down, each directory is opened up before the walk lists it.
+    for directory, subdirectories, _ in os.walk(path):
+        for name in subdirectories:
+            try:
+                os.chmod(os.path.join(directory, name), 0o700, follow_symlinks=False)
+            except (OSError, NotImplementedError):
+                pass
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def processes_of(uid: int) -> int:
@@ -279,7 +533,7 @@ def preload() -> None:
         pass
 
 
-@dataclass(frozen=True)
+@dataclass
 class Zygote:
     """The warm worker: forks a child per request and gets a reply, or a limit, out of it."""
 
@@ -288,19 +542,40 @@ class Zygote:
     protocol_out: IO[bytes]
     #: An open ``/dev/null``, for the standard streams of each child.
     devnull: int
+    #: Calls served so far (each call's directory is named after its number).
+    calls: int = 0
 
     def serve(self, request: Mapping[str, Any]) -> Message:
-        """Run one request in a fresh child and return its reply, or the limit it hit."""
+        """Run one request in a fresh child and return its reply, or the limit it hit.
+
+        The call's directory is made here and removed when the call ends, whatever it held.
+        """
+        self.calls += 1
+        calldir = os.path.join(self.settings.scratch, f"call-{os.getpid()}-{self.calls}")
+        os.mkdir(calldir, 0o700)
+        try:
+            return self.supervise(request, calldir)
+        finally:
+            remove_tree(calldir)
+
+    def supervise(self, request: Mapping[str, Any], calldir: str) -> Message:
+        """Fork the call's child, wait for its reply within the limits, and clean up after it."""
         reader, writer_fd = os.pipe()
+        # The child says on this pipe that it is confined, and closes it before the model's code
+        # runs: a call that never said so failed in the harness, whatever the code did later.
+        confined_reader, confined_writer = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(reader)
+            os.close(confined_reader)
             try:
-                self.child(request, os.fdopen(writer_fd, "wb"))
+                self.child(request, os.fdopen(writer_fd, "wb"), calldir, confined_writer)
             finally:
                 os._exit(4)
         os.close(writer_fd)
+        os.close(confined_writer)
         deadline = time.monotonic() + float(request["timeout"])
+        watched = self.settings.scratch_limit
         data = bytearray()
         outcome: Message | None = None
         while True:
@@ -308,7 +583,10 @@ class Zygote:
             if left <= 0:
                 outcome = {"limit": f"time limit exceeded ({request['timeout']:g} s wall clock)"}
                 break
-            ready, _, _ = select.select([reader], [], [], left)
+            ready, _, _ = select.select([reader], [], [], min(left, WATCH_S) if watched else left)
+            if watched and usage(calldir) > watched:
+                outcome = {"limit": f"scratch space limit exceeded ({watched} bytes)"}
+                break
             if not ready:
                 continue
             chunk = os.read(reader, 1 << 16)
@@ -332,34 +610,45 @@ class Zygote:
         except ChildProcessError:
             status = 0
         self.kill_leftovers(pid)
+        try:
+            confined = os.read(confined_reader, 1) == b"1"
+        finally:
+            os.close(confined_reader)
+        if not confined:
+            return {"broken": "the sandbox could not confine the call (see the worker's setup)"}
         if outcome is not None:
             return outcome
         length = announced(data)
         if length is not None and len(data) - HEADER.size == length:
-            reply: Message = json.loads(bytes(data[HEADER.size :]))
-            return reply
+            return checked_reply(data[HEADER.size :], self.settings.max_text)
+        if length is not None and len(data) > HEADER.size + length:
+            return {"error": FORGED}
         return no_reply(status)
 
-    def child(self, request: Mapping[str, Any], writer: IO[bytes]) -> None:
+    def child(
+        self, request: Mapping[str, Any], writer: IO[bytes], calldir: str, confined: int
+    ) -> None:
         """In the forked child: confine this process, run the request, write the reply, exit.
 
         The child leads a session of its own so that :meth:`kill_leftovers` can kill its whole
-        process group, and gets its own directory, as ``nobody`` when the worker is root.
+        process group, and works in its own directory. When the worker is root it becomes
+        ``nobody``; when it is root of a user namespace that has no ``nobody`` it gives up every
+        capability instead (:func:`drop_capabilities`).
         """
         settings = self.settings
-        calldir = os.path.join(settings.scratch, f"call-{os.getpid()}")
-        os.makedirs(calldir)
         os.setsid()
         self.protocol_out.close()
         os.dup2(self.devnull, 0)
         os.dup2(self.devnull, 2)
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and mapped(NOBODY):
             os.chown(calldir, NOBODY, NOBODY)
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)
             processes = 0
         else:
+            if os.geteuid() == 0:
+                drop_capabilities()
             processes = processes_of(os.getuid())
         cpu = int(request["timeout"]) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -377,6 +666,13 @@ class Zygote:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         os.chdir(calldir)
         os.environ["TMPDIR"] = calldir
+        if settings.readable:
+            mpl = os.environ.get("MPLCONFIGDIR", "")
+            landlock(
+                [*settings.readable, mpl], [calldir], [os.devnull, "/dev/zero", "/dev/urandom"]
+            )
+        os.write(confined, b"1")
+        os.close(confined)
         reply = answer(request, settings.max_text)
         try:
             send(writer, reply)
@@ -415,6 +711,7 @@ def main(argv: Sequence[str]) -> None:
     nothing printed while importing (or by anything else in this process) corrupts a frame.
     """
     settings = Settings.from_argv(argv)
+    undumpable()
     os.makedirs(settings.scratch, exist_ok=True)
     os.chmod(settings.scratch, 0o755)
     # Matplotlib reads MPLCONFIGDIR on import and writes its font cache there.

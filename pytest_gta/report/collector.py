@@ -156,6 +156,7 @@ class GtaCollector:
                 "tools": info.tools,
                 "tool_routes": info.tool_routes,
                 "tool_backends": info.tool_backends,
+                "sandbox": _sandbox(info.tool_backends),
                 "sim_model": settings.sim_model,
                 "sim_threshold": settings.sim_threshold,
                 "limit": settings.limit,
@@ -379,3 +380,17 @@ def _version() -> str:
     from pytest_gta import __version__
 
     return __version__
+
+
+def _sandbox(backends: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Where model-written code ran (``mode``), and whether its results are ``isolated``.
+
+    ``isolated`` is false where the sandbox could not keep the dataset's answers and the
+    user's processes out of the code's reach (``not_isolated`` says what): such results may
+    have been computed by code that read the answers. ``None`` when no backend ran code.
+    """
+    for details in (backends or {}).values():
+        isolation = details.get("isolation") if isinstance(details, dict) else None
+        if isinstance(isolation, dict):
+            return {k: isolation.get(k) for k in ("mode", "isolated", "not_isolated", "summary")}
+    return None
