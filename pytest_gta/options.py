@@ -36,6 +36,7 @@ from pytest_gta.gates import (
 from pytest_gta.models.generation import (
     CACHE_MODES,
     DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_REPLY_BYTES,
     DEFAULT_MAX_TOKENS,
     DEFAULT_RETRIES,
     DEFAULT_TEMPERATURE,
@@ -79,6 +80,7 @@ OPT_MAX_TOKENS = "--gta-max-tokens"
 OPT_SEED = "--gta-seed"
 OPT_PROTOCOL = "--gta-protocol"
 OPT_TIMEOUT = "--gta-timeout"
+OPT_MAX_REPLY_BYTES = "--gta-max-reply-bytes"
 OPT_RETRIES = "--gta-retries"
 OPT_MAX_CONCURRENCY = "--gta-max-concurrency"
 OPT_CONCURRENCY = "--gta-concurrency"
@@ -119,6 +121,35 @@ DEFAULT_TOOLS = "replay"
 DEFAULT_SIM_MODEL = "all-mpnet-base-v2"
 DEFAULT_SIM_THRESHOLD = 0.5
 DEFAULT_MAX_TURNS = 10
+#: The allowed range of every numeric option, both ends included (docs/options.md lists them).
+#: Wide enough for any real run, narrow enough that no value can exhaust the machine: several
+#: size what is built (``--gta-epochs`` cases, ``--gta-bootstrap-samples`` arrays of samples x
+#: cases, ``--gta-concurrency`` threads) or reach a C API (a seed must fit llama.cpp's uint32
+#: after ``--gta-epochs`` adds to it; a timeout must fit the socket's timeval).
+RANGES: dict[str, tuple[float, float]] = {
+    OPT_LIMIT: (1, 1_000_000),
+    OPT_SIM_THRESHOLD: (0.0, 1.0),
+    OPT_MAX_TURNS: (1, 1000),
+    OPT_TEMPERATURE: (0.0, 2.0),
+    OPT_MAX_TOKENS: (1, 1_000_000),
+    OPT_SEED: (0, 2**31 - 1),
+    OPT_TIMEOUT: (0.001, 86_400.0),
+    OPT_RETRIES: (0, 100),
+    OPT_MAX_CONCURRENCY: (1, 10_000),
+    OPT_CONCURRENCY: (1, 1024),
+    OPT_EPOCH: (0, 1_000_000),
+    OPT_EPOCHS: (1, 1000),
+    OPT_CONFIDENCE: (0.5, 0.999),
+    OPT_BOOTSTRAP_SAMPLES: (100, 20_000),
+    OPT_MAX_TOKENS_TOTAL: (1, 10**12),
+    OPT_REPORT_HTML_MAX_MB: (1.0, 100_000.0),
+    OPT_MAX_COST: (1e-9, 1e9),
+    OPT_PRICE: (0.0, 1e6),
+    OPT_SHARD: (1, 100_000),
+    OPT_MAX_REPLY_BYTES: (1024, 2**30),
+}
+
+
 DATA_DIR_DEFAULT = Path("data")
 DATASET_NAME = "gta_dataset"
 DATA_DIR_DEFAULT_SOURCE = f"{DATA_DIR_DEFAULT}/ under the rootdir"
@@ -148,21 +179,59 @@ def parse_modes(value: str) -> tuple[Mode, ...]:
     return tuple(m for m in MODES if m in items)
 
 
-def _int_at_least(value: str, flag: str, hint: str, minimum: int = 1) -> int:
+#: Characters of a refused value quoted in a usage error (a 10**30-digit value is not echoed).
+SHOWN_VALUE = 40
+
+
+def shown(value: str) -> str:
+    """``value`` as a usage error quotes it: cut at :data:`SHOWN_VALUE` characters."""
+    return value if len(value) <= SHOWN_VALUE else value[:SHOWN_VALUE] + "..."
+
+
+def _int_range(flag: str) -> tuple[int, int]:
+    low, high = RANGES[flag]
+    return int(low), int(high)
+
+
+def _plain(number: float) -> str:
+    """``2,147,483,647``, ``0.001``, ``1e-09``: a range's end as a person writes it."""
+    if float(number).is_integer():
+        return f"{int(number):,}"
+    return f"{number:g}"
+
+
+def out_of_range(flag: str, value: str, hint: str, low: float, high: float) -> pytest.UsageError:
+    """The usage error of a number outside ``low..high``: the option, the value, the range."""
+    allowed = f"allowed: {_plain(low)} to {_plain(high)}"
+    return pytest.UsageError(f"{flag}={shown(value)}: {hint} ({allowed})")
+
+
+def _int_at_least(
+    value: str, flag: str, hint: str, minimum: int = 1, *, maximum: int | None = None
+) -> int:
+    """An integer in ``minimum..maximum``, else a usage error naming the option and the range.
+
+    Every integer option has a ``maximum`` (docs/options.md lists them): an absurd count is a
+    typo, and some counts size what is allocated (``--gta-epochs`` cases, bootstrap arrays),
+    so they are refused here, before anything is built. Text that is no integer, including one
+    past Python's 4,300-digit limit, is refused the same way.
+    """
     try:
         number = int(value)
     except ValueError:
         number = minimum - 1
-    if number < minimum:
-        raise pytest.UsageError(f"{flag}={value}: {hint}")
+    if number < minimum or (maximum is not None and number > maximum):
+        if maximum is None:
+            raise pytest.UsageError(f"{flag}={shown(value)}: {hint}")
+        raise out_of_range(flag, value, hint, minimum, maximum)
     return number
 
 
 def parse_limit(value: str) -> int:
     """A positive number of queries."""
-    return _int_at_least(
-        value, OPT_LIMIT, f"give a positive number of queries, e.g. {OPT_LIMIT}=20"
-    )
+    low, high = _int_range(OPT_LIMIT)
+    hint = f"give a positive number of queries, e.g. {OPT_LIMIT}=20"
+    return _int_at_least(value, OPT_LIMIT, hint, low, maximum=high)
 
 
 def parse_ids(value: str) -> tuple[str, ...]:
@@ -175,25 +244,16 @@ def parse_ids(value: str) -> tuple[str, ...]:
 
 def parse_threshold(value: str) -> float:
     """A similarity in [0, 1]."""
-    try:
-        threshold = float(value)
-    except ValueError:
-        threshold = -1.0
-    if not 0.0 <= threshold <= 1.0:
-        raise pytest.UsageError(
-            f"{OPT_SIM_THRESHOLD}={value}: give a similarity between 0 and 1 (default "
-            f"{DEFAULT_SIM_THRESHOLD})"
-        )
-    return threshold
+    low, high = RANGES[OPT_SIM_THRESHOLD]
+    hint = f"give a similarity between 0 and 1 (default {DEFAULT_SIM_THRESHOLD})"
+    return _number(value, OPT_SIM_THRESHOLD, hint, minimum=low, maximum=high)
 
 
 def parse_max_turns(value: str) -> int:
     """A positive number of model turns per end-to-end episode."""
-    return _int_at_least(
-        value,
-        OPT_MAX_TURNS,
-        f"give a positive number of turns (official: {DEFAULT_MAX_TURNS})",
-    )
+    low, high = _int_range(OPT_MAX_TURNS)
+    hint = f"give a positive number of turns (official: {DEFAULT_MAX_TURNS})"
+    return _int_at_least(value, OPT_MAX_TURNS, hint, low, maximum=high)
 
 
 def parse_tools(value: str) -> str:
@@ -203,42 +263,48 @@ def parse_tools(value: str) -> str:
     return value
 
 
-def _number(value: str, flag: str, hint: str, *, minimum: float = 0.0) -> float:
+def _number(
+    value: str, flag: str, hint: str, *, minimum: float = 0.0, maximum: float | None = None
+) -> float:
+    """A finite number in ``minimum..maximum`` (NaN, infinities and 1e308 refused alike)."""
     try:
         number = float(value)
     except ValueError:
         number = float("nan")
+    # ``not >=`` so that NaN, which compares false with everything, is refused too.
     if not number >= minimum or number == float("inf"):
-        raise pytest.UsageError(f"{flag}={value}: {hint}")
+        if maximum is None:
+            raise pytest.UsageError(f"{flag}={shown(value)}: {hint}")
+        raise out_of_range(flag, value, hint, minimum, maximum)
+    if maximum is not None and number > maximum:
+        raise out_of_range(flag, value, hint, minimum, maximum)
     return number
 
 
 def parse_temperature(value: str) -> float:
     """A sampling temperature in [0, 2]."""
-    temperature = _number(
+    low, high = RANGES[OPT_TEMPERATURE]
+    return _number(
         value,
         OPT_TEMPERATURE,
         f"give a temperature between 0 and 2 (default {DEFAULT_TEMPERATURE}; "
         f"{OFFICIAL_TEMPERATURE} reproduces the official runs)",
+        minimum=low,
+        maximum=high,
     )
-    if temperature > 2:
-        raise pytest.UsageError(f"{OPT_TEMPERATURE}={value}: give a temperature between 0 and 2")
-    return temperature
 
 
 def parse_max_tokens(value: str) -> int:
     """A positive number of tokens per reply."""
-    return _int_at_least(
-        value, OPT_MAX_TOKENS, f"give a positive number of tokens (official: {DEFAULT_MAX_TOKENS})"
-    )
+    low, high = _int_range(OPT_MAX_TOKENS)
+    hint = f"give a positive number of tokens (official: {DEFAULT_MAX_TOKENS})"
+    return _int_at_least(value, OPT_MAX_TOKENS, hint, low, maximum=high)
 
 
 def parse_seed(value: str) -> int:
-    """Any integer seed."""
-    try:
-        return int(value)
-    except ValueError:
-        raise pytest.UsageError(f"{OPT_SEED}={value}: give an integer seed") from None
+    """A seed >= 0 that every engine takes (llama.cpp's is a uint32, the APIs' an int64)."""
+    low, high = _int_range(OPT_SEED)
+    return _int_at_least(value, OPT_SEED, "give an integer seed", low, maximum=high)
 
 
 def _choice(value: str, choices: tuple[Word, ...], flag: str, explained: str) -> Word:
@@ -262,30 +328,53 @@ def parse_protocol(value: str) -> ProtocolName:
 
 def parse_timeout(value: str) -> float:
     """Seconds per model request."""
-    seconds = _number(value, OPT_TIMEOUT, "give a positive number of seconds", minimum=0.001)
-    return seconds
+    low, high = RANGES[OPT_TIMEOUT]
+    hint = "give a positive number of seconds"
+    return _number(value, OPT_TIMEOUT, hint, minimum=low, maximum=high)
+
+
+#: ``--gta-max-reply-bytes`` suffixes (binary: a MiB is 2**20 bytes).
+BYTE_UNITS = {"kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def parse_max_reply_bytes(value: str) -> int:
+    """Bytes an endpoint's reply may have: a count, or one with ``KiB``, ``MiB``, ``GiB``."""
+    low, high = _int_range(OPT_MAX_REPLY_BYTES)
+    hint = f"give a size in bytes, e.g. 8MiB or 8388608 (default: {DEFAULT_MAX_REPLY_BYTES:,})"
+    text = value.strip().lower()
+    unit = 1
+    for suffix, size in BYTE_UNITS.items():
+        if text.endswith(suffix):
+            text, unit = text.removesuffix(suffix).strip(), size
+            break
+    try:
+        number = int(text) * unit if text.isascii() and text.isdigit() else low - 1
+    except ValueError:  # past Python's digit limit
+        number = low - 1
+    if not low <= number <= high:
+        raise out_of_range(OPT_MAX_REPLY_BYTES, value, hint, low, high)
+    return number
 
 
 def parse_retries(value: str) -> int:
     """Retries after a transient failure (0 allowed)."""
+    low, high = _int_range(OPT_RETRIES)
     hint = f"give a number of retries >= 0 (default {DEFAULT_RETRIES})"
-    return _int_at_least(value, OPT_RETRIES, hint, minimum=0)
+    return _int_at_least(value, OPT_RETRIES, hint, low, maximum=high)
 
 
 def parse_max_concurrency(value: str) -> int:
     """Requests in flight per endpoint and process."""
-    return _int_at_least(
-        value,
-        OPT_MAX_CONCURRENCY,
-        f"give a positive number of requests (default {DEFAULT_MAX_CONCURRENCY})",
-    )
+    low, high = _int_range(OPT_MAX_CONCURRENCY)
+    hint = f"give a positive number of requests (default {DEFAULT_MAX_CONCURRENCY})"
+    return _int_at_least(value, OPT_MAX_CONCURRENCY, hint, low, maximum=high)
 
 
 def parse_concurrency(value: str) -> int:
     """Episodes a process runs at once."""
-    return _int_at_least(
-        value, OPT_CONCURRENCY, "give a positive number of episodes, e.g. --gta-concurrency=16"
-    )
+    low, high = _int_range(OPT_CONCURRENCY)
+    hint = "give a positive number of episodes, e.g. --gta-concurrency=16"
+    return _int_at_least(value, OPT_CONCURRENCY, hint, low, maximum=high)
 
 
 def parse_cache(value: str) -> CacheMode:
@@ -297,14 +386,15 @@ def parse_cache(value: str) -> CacheMode:
 
 def parse_epoch(value: str) -> int:
     """A sampling epoch >= 0."""
-    return _int_at_least(value, OPT_EPOCH, "give an epoch number >= 0", minimum=0)
+    low, high = _int_range(OPT_EPOCH)
+    return _int_at_least(value, OPT_EPOCH, "give an epoch number >= 0", low, maximum=high)
 
 
 def parse_epochs(value: str) -> int:
     """How many times each case runs: 1 or more."""
-    return _int_at_least(
-        value, OPT_EPOCHS, "give how many times each case runs, e.g. 5 (default: 1)", minimum=1
-    )
+    low, high = _int_range(OPT_EPOCHS)
+    hint = "give how many times each case runs, e.g. 5 (default: 1)"
+    return _int_at_least(value, OPT_EPOCHS, hint, low, maximum=high)
 
 
 def parse_baseline(value: str) -> str:
@@ -322,29 +412,23 @@ def parse_baseline(value: str) -> str:
 
 def parse_confidence(value: str) -> float:
     """The confidence level of the intervals, e.g. 0.95."""
-    number = _number(value, OPT_CONFIDENCE, "give a level between 0.5 and 0.999, e.g. 0.95")
-    if not 0.5 <= number <= 0.999:
-        raise pytest.UsageError(
-            f"{OPT_CONFIDENCE}={value}: give a level between 0.5 and 0.999, e.g. 0.95"
-        )
-    return number
+    low, high = RANGES[OPT_CONFIDENCE]
+    hint = "give a level between 0.5 and 0.999, e.g. 0.95"
+    return _number(value, OPT_CONFIDENCE, hint, minimum=low, maximum=high)
 
 
 def parse_bootstrap_samples(value: str) -> int:
     """Resamples of the bootstrap and permutation tests: at least 100."""
-    return _int_at_least(
-        value,
-        OPT_BOOTSTRAP_SAMPLES,
-        f"give at least 100 resamples (default: {DEFAULT_BOOTSTRAP_SAMPLES})",
-        minimum=100,
-    )
+    low, high = _int_range(OPT_BOOTSTRAP_SAMPLES)
+    hint = f"give at least 100 resamples (default: {DEFAULT_BOOTSTRAP_SAMPLES})"
+    return _int_at_least(value, OPT_BOOTSTRAP_SAMPLES, hint, low, maximum=high)
 
 
 def parse_max_tokens_total(value: str) -> int:
     """A positive token budget for the session."""
-    return _int_at_least(
-        value, OPT_MAX_TOKENS_TOTAL, "give a positive number of tokens (input + output)"
-    )
+    low, high = _int_range(OPT_MAX_TOKENS_TOTAL)
+    hint = "give a positive number of tokens (input + output)"
+    return _int_at_least(value, OPT_MAX_TOKENS_TOTAL, hint, low, maximum=high)
 
 
 #: Default size limit of the HTML report (its images are left out beyond it, with a note).
@@ -353,30 +437,26 @@ DEFAULT_REPORT_HTML_MAX_MB = 10.0
 
 def parse_report_html_max_mb(value: str) -> float:
     """The HTML report's size limit in MB: at least 1 (the page itself needs some room)."""
-    return _number(
-        value,
-        OPT_REPORT_HTML_MAX_MB,
-        f"give a size in MB, at least 1 (default: {DEFAULT_REPORT_HTML_MAX_MB:g})",
-        minimum=1.0,
-    )
+    low, high = RANGES[OPT_REPORT_HTML_MAX_MB]
+    hint = f"give a size in MB, at least 1 (default: {DEFAULT_REPORT_HTML_MAX_MB:g})"
+    return _number(value, OPT_REPORT_HTML_MAX_MB, hint, minimum=low, maximum=high)
 
 
 def parse_max_cost(value: str) -> float:
     """A positive cost budget in USD."""
-    return _number(value, OPT_MAX_COST, "give a positive amount in USD", minimum=1e-9)
+    low, high = RANGES[OPT_MAX_COST]
+    hint = "give a positive amount in USD"
+    return _number(value, OPT_MAX_COST, hint, minimum=low, maximum=high)
 
 
 def parse_price(value: str) -> tuple[float, float]:
     """``IN,OUT`` in USD per million tokens."""
+    hint = "give input,output prices in USD per million tokens, e.g. 2.5,10"
     parts = value.split(",")
-    try:
-        prices = tuple(float(p) for p in parts)
-    except ValueError:
-        prices = ()
-    if len(prices) != 2 or any(not p >= 0 for p in prices):
-        raise pytest.UsageError(
-            f"{OPT_PRICE}={value}: give input,output prices in USD per million tokens, e.g. 2.5,10"
-        )
+    if len(parts) != 2:
+        raise pytest.UsageError(f"{OPT_PRICE}={shown(value)}: {hint}")
+    low, high = RANGES[OPT_PRICE]
+    prices = [_number(p, OPT_PRICE, hint, minimum=low, maximum=high) for p in parts]
     return prices[0], prices[1]
 
 
@@ -403,16 +483,17 @@ def parse_sandbox(value: str) -> SandboxMode:
 
 def parse_shard(value: str) -> Shard:
     """``K/N``: shard K (from 1) of N."""
+    low, high = _int_range(OPT_SHARD)
     index, sep, total = value.strip().partition("/")
     try:
         shard = Shard(int(index), int(total)) if sep else None
     except ValueError:
         shard = None
+    hint = f"give K/N with 1 <= K <= N, e.g. {OPT_SHARD}=2/3 runs the second of three shards"
     if shard is None or not 1 <= shard.index <= shard.total:
-        raise pytest.UsageError(
-            f"{OPT_SHARD}={value}: give K/N with 1 <= K <= N, e.g. {OPT_SHARD}=2/3 runs the "
-            "second of three shards"
-        )
+        raise pytest.UsageError(f"{OPT_SHARD}={shown(value)}: {hint}")
+    if shard.total > high:
+        raise out_of_range(OPT_SHARD, value, f"{hint}; N", low, high)
     return shard
 
 
@@ -445,14 +526,15 @@ def parse_model_args(value: str) -> dict[str, Any]:
 
 
 def parse_url(value: str) -> str:
-    """An http(s) URL."""
-    url = value.strip()
-    if not url.startswith(("http://", "https://")):
-        raise pytest.UsageError(
-            f"{OPT_BASE_URL}={value}: give the endpoint's http(s) URL, e.g. "
-            "http://127.0.0.1:8000/v1"
-        )
-    return url.rstrip("/")
+    """An http(s) URL with a host (:func:`pytest_gta.endpoint.check_url`), without a final /."""
+    from pytest_gta.endpoint import check_url
+    from pytest_gta.errors import GtaUsageError
+
+    try:
+        # Checked again without the final slashes: ``http://host /`` would end in a space.
+        return check_url(check_url(value, OPT_BASE_URL).rstrip("/"), OPT_BASE_URL)
+    except GtaUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def parse_text(value: str) -> str:
@@ -705,10 +787,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         OPT_TIMEOUT,
         "SECONDS",
-        f"timeout of one model request (default: {DEFAULT_TIMEOUT:g})",
+        f"timeout of one model request, from the connect to the reply's last byte (default: "
+        f"{DEFAULT_TIMEOUT:g})",
         parse=parse_timeout,
         default=DEFAULT_TIMEOUT,
         setting="generation.timeout",
+    ),
+    OptionSpec(
+        OPT_MAX_REPLY_BYTES,
+        "SIZE",
+        f"bytes read of one reply from a model or tool endpoint, e.g. 8MiB; a larger reply is "
+        f"the model's failed turn, or the tool call's error (default: {DEFAULT_MAX_REPLY_BYTES:,})",
+        parse=parse_max_reply_bytes,
+        default=DEFAULT_MAX_REPLY_BYTES,
+        setting="generation.max_reply_bytes",
     ),
     OptionSpec(
         OPT_RETRIES,

@@ -237,6 +237,7 @@ class GtaState:
             invocation_dir=settings.invocation_dir,
             cassettes=settings.tool_cassettes,
             sandbox=settings.sandbox,
+            max_reply_bytes=settings.generation.max_reply_bytes,
         )
         backends = []
         for spec in parse_tool_specs(settings.tools):

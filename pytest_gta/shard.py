@@ -40,6 +40,17 @@ def split(weights: Mapping[str, int], total: int) -> list[list[str]]:
     never matters) goes to the currently lightest shard (ties to the lowest index). Afterwards
     no shard is heavier than the lightest by more than the largest weight.
     """
+    return _split(weights, total) + [[] for _ in range(total - len(weights))]
+
+
+def _split(weights: Mapping[str, int], total: int) -> list[list[str]]:
+    """The non-empty prefix of :func:`split`: at most one shard per key, however many asked.
+
+    With more shards than keys every key lands in an empty shard, the lowest-numbered first, so
+    the shards past ``len(weights)`` stay empty: building them would cost memory per shard
+    (``--gta-shard=1/99999999999`` once did), not per case.
+    """
+    total = min(total, len(weights))
     shards: list[list[str]] = [[] for _ in range(total)]
     loads = [(0, index) for index in range(total)]
     for key in sorted(weights, key=lambda k: (-weights[k], k)):
@@ -100,7 +111,8 @@ def shard_items(
         case = gta_case_of(item)
         if case is not None:
             weights[case.id] = case_weight(case)
-    mine = set(split(weights, shard.total)[shard.index - 1])
+    shards = _split(weights, shard.total)
+    mine = set(shards[shard.index - 1]) if shard.index <= len(shards) else set()
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:

@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaToolError, GtaToolMiss, GtaUnavailableError, GtaUsageError
+from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES
 from pytest_gta.outward import redact
 from pytest_gta.types import ResultItem, ToolMeta, ToolResult
 from pytest_gta.vocabulary import SandboxMode
@@ -175,6 +176,8 @@ class ToolBackendContext:
     cassettes: Path | None = None
     #: ``--gta-sandbox``: where model-written code runs (the ``local`` backend).
     sandbox: SandboxMode = "auto"
+    #: ``--gta-max-reply-bytes``: bytes an HTTP backend reads of one answer at most.
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
 
 
 ToolFactory = Callable[[ToolSpec, ToolBackendContext], ToolBackend]

@@ -31,7 +31,9 @@ from typing import Any
 
 import httpx2
 
+from pytest_gta.endpoint import check_url
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
+from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES
 from pytest_gta.tools import (
     BaseToolBackend,
     ToolBackendContext,
@@ -70,6 +72,7 @@ class AgentLegoBackend(BaseToolBackend):
         read_timeout: float = 600.0,
         retries: int = 2,
         backoff: float = 0.5,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         """Connect to the server and read its tool list.
 
@@ -80,8 +83,10 @@ class AgentLegoBackend(BaseToolBackend):
             retries: Extra attempts after a connection error (never after an HTTP answer,
                 because the tool ran and would run again).
             backoff: Seconds before the first retry, doubled for each further one.
+            max_reply_bytes: Bytes of one answer read at most (``--gta-max-reply-bytes``).
         """
         self.url = url.rstrip("/")
+        self.max_reply_bytes = max_reply_bytes
         self.retries = retries
         self.backoff = backoff
         self.timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
@@ -118,6 +123,7 @@ class AgentLegoBackend(BaseToolBackend):
             timeout=self.timeout,
             retries=self.retries,
             backoff=self.backoff,
+            max_reply_bytes=self.max_reply_bytes,
             **kwargs,
         )
 
@@ -214,4 +220,6 @@ def make_agentlego(spec: ToolSpec, context: ToolBackendContext) -> AgentLegoBack
         )
     if not url.startswith(("http://", "https://")):
         url = "http://" + url
-    return AgentLegoBackend(url)
+    where = "--gta-tools=agentlego" if spec.argument else "GTA_AGENTLEGO_URL"
+    url = check_url(url, where, "http://127.0.0.1:16180")
+    return AgentLegoBackend(url, max_reply_bytes=context.max_reply_bytes)

@@ -20,7 +20,9 @@ from typing import Any
 
 import httpx2
 
+from pytest_gta.endpoint import check_url
 from pytest_gta.errors import GtaToolError
+from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES
 from pytest_gta.tools import (
     BaseToolBackend,
     ToolBackendContext,
@@ -107,6 +109,7 @@ class ApiBackend(BaseToolBackend):
         timeout: float = 60.0,
         retries: int = 2,
         backoff: float = 0.5,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         """Read keys and base URLs once, from ``environ`` (default: ``os.environ``).
 
@@ -115,11 +118,18 @@ class ApiBackend(BaseToolBackend):
             timeout: Seconds per request.
             retries: Extra attempts after a connection error (an HTTP answer is never retried).
             backoff: Seconds before the first retry, doubled for each further one.
+            max_reply_bytes: Bytes of one answer read at most (``--gta-max-reply-bytes``).
+
+        Raises:
+            GtaUsageError: ``SERPER_BASE_URL`` or ``MATHPIX_BASE_URL`` is not an http(s) URL.
         """
         env = dict(os.environ if environ is None else environ)
         self._keys = {name: env.get(name, "") for names in API_TOOLS.values() for name in names}
-        self.serper_url = env.get("SERPER_BASE_URL", SERPER_BASE_URL).rstrip("/")
-        self.mathpix_url = env.get("MATHPIX_BASE_URL", MATHPIX_BASE_URL).rstrip("/")
+        serper = env.get("SERPER_BASE_URL", SERPER_BASE_URL)
+        mathpix = env.get("MATHPIX_BASE_URL", MATHPIX_BASE_URL)
+        self.serper_url = check_url(serper, "SERPER_BASE_URL", SERPER_BASE_URL).rstrip("/")
+        self.mathpix_url = check_url(mathpix, "MATHPIX_BASE_URL", MATHPIX_BASE_URL).rstrip("/")
+        self.max_reply_bytes = max_reply_bytes
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
@@ -157,6 +167,7 @@ class ApiBackend(BaseToolBackend):
             retries=self.retries,
             backoff=self.backoff,
             show_errors=False,
+            max_reply_bytes=self.max_reply_bytes,
             **kwargs,
         )
 
@@ -217,4 +228,4 @@ class ApiBackend(BaseToolBackend):
 
 def make_api(spec: ToolSpec, context: ToolBackendContext) -> ApiBackend:
     """Entry point for ``--gta-tools=api``."""
-    return ApiBackend()
+    return ApiBackend(max_reply_bytes=context.max_reply_bytes)

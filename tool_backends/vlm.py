@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pytest_gta.endpoint import bound_client, check_url, reply_limit_of
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 from pytest_gta.tools import (
     BaseToolBackend,
@@ -187,6 +188,12 @@ class VlmBackend(BaseToolBackend):
                 )
                 return self._image_result(invocation.name, response, context)
         except openai.APIConnectionError as exc:
+            oversized = reply_limit_of(exc)
+            if oversized is not None:
+                raise GtaInfrastructureError(
+                    f"vlm endpoint {self.client.base_url} answered {invocation.name}, but "
+                    f"{oversized}"
+                ) from None
             raise GtaInfrastructureError(
                 f"vlm endpoint {self.client.base_url} is unreachable: {exc}"
             ) from exc
@@ -269,17 +276,27 @@ def make_vlm(spec: ToolSpec, context: ToolBackendContext) -> VlmBackend:
             f"--gta-tools={spec.raw}: name the vision model, e.g. "
             "--gta-tools=vlm=openai/gpt-4o-mini"
         )
-    base_url = (
-        os.environ.get("GTA_VLM_BASE_URL", "").strip()
-        or os.environ.get("OPENAI_BASE_URL", "").strip()
-        or None
-    )
+    base_url = None
+    for variable in ("GTA_VLM_BASE_URL", "OPENAI_BASE_URL"):
+        if os.environ.get(variable, "").strip():
+            base_url = check_url(os.environ[variable], variable)
+            break
     key = os.environ.get("OPENAI_API_KEY", "").strip()
     if not key and base_url is None:
         raise GtaUsageError(
             f"--gta-tools={spec.raw}: set OPENAI_API_KEY, or GTA_VLM_BASE_URL for a local "
             "OpenAI-compatible server"
         )
-    client = openai.OpenAI(api_key=key or "EMPTY", base_url=base_url)
+    client = openai.OpenAI(
+        api_key=key or "EMPTY",
+        base_url=base_url,
+        # The SDK's own client, with the reply cap and a deadline on each whole request.
+        http_client=bound_client(
+            context.max_reply_bytes,
+            timeout=openai.DEFAULT_TIMEOUT,
+            limits=openai.DEFAULT_CONNECTION_LIMITS,
+            follow_redirects=True,
+        ),
+    )
     image_model = os.environ.get("GTA_VLM_IMAGE_MODEL", "").strip() or DEFAULT_IMAGE_MODEL
     return VlmBackend(client, model, image_model)

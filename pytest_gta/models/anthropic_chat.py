@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gta.agent.native import json_schema, object_arguments
+from pytest_gta.endpoint import bound_client, env_base_url
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.chat import (
@@ -259,7 +260,7 @@ class AnthropicChat(ChatAdapter):
         register_secret(key, f"${key_env}")
         # Shown everywhere and part of the cache's identity: never the URL's password.
         self.endpoint = mask_url(
-            base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+            base_url or env_base_url("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         )
         extra_headers = args.get("headers")
         self.client = anthropic.Anthropic(
@@ -271,6 +272,12 @@ class AnthropicChat(ChatAdapter):
                 "x-api-key": key,
                 **(dict(extra_headers) if isinstance(extra_headers, Mapping) else {}),
             },
+            # The SDK's own client, with the reply cap and the whole-request deadline.
+            http_client=bound_client(
+                settings.max_reply_bytes,
+                limits=anthropic.DEFAULT_CONNECTION_LIMITS,
+                follow_redirects=True,
+            ),
         )
         self._named = frozenset(inspect.signature(self.client.messages.create).parameters)
         self._named -= _SDK_CONTROLS

@@ -42,6 +42,7 @@ from types import NoneType
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from pytest_gta import jsonsafe, outward
+from pytest_gta.endpoint import ReplyTooLarge, reply_limit_of
 from pytest_gta.errors import GtaError, GtaInfrastructureError, RetryableError
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.models.cache import ResponseCache
@@ -103,6 +104,9 @@ def classify_sdk_error(exc: BaseException, endpoint: str) -> Exception:
     Both SDKs are generated alike: status errors carry ``status_code`` and ``response``;
     connection problems and timeouts are ``APIConnectionError``/``APITimeoutError``.
     """
+    oversized = reply_limit_of(exc)
+    if oversized is not None:
+        return oversized
     names = {cls.__name__ for cls in type(exc).__mro__}
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
@@ -115,7 +119,10 @@ def classify_sdk_error(exc: BaseException, endpoint: str) -> Exception:
         return GtaInfrastructureError(message)
     if names & {"APITimeoutError", "APIConnectionError", "TimeoutException", "ConnectError"}:
         kind = "timed out" if "Timeout" in " ".join(names) else "could not be reached"
-        return RetryableError(f"{endpoint} {kind}: {exc}")
+        # The SDK's "Request timed out." hides why; the httpx error it wraps says it.
+        cause = exc.__cause__
+        why = f"{exc} ({str(cause)[:200]})" if cause is not None and str(cause) else str(exc)
+        return RetryableError(f"{endpoint} {kind}: {why}")
     return GtaInfrastructureError(f"{endpoint}: {type(exc).__name__}: {exc}")
 
 
@@ -533,9 +540,26 @@ class ChatAdapter(BaseModelAdapter):
                 # Again: while this thread queued for a slot, the calls ahead of it may have
                 # spent the budget (Budget's docstring says what is guaranteed).
                 self.budget.check()
-            output = call_with_retries(
-                lambda: self.send(prepared), retries=self.settings.retries, describe=describe
-            )
+            try:
+                output = call_with_retries(
+                    lambda: self.send(prepared), retries=self.settings.retries, describe=describe
+                )
+            except ReplyTooLarge as exc:
+                return self.oversized(exc)
             # Charged before the slot is free, or the next thread in line checks a budget
             # this answer has already spent.
             return self.settle(key, output)
+
+    def oversized(self, exc: ReplyTooLarge) -> ModelOutput:
+        """The turn of a reply over ``--gta-max-reply-bytes``: the model's, scored, not cached.
+
+        What the model sends is its answer, however long; one too large to read is a failed
+        turn (the reply is this note, which parses as no action), not a broken harness.
+        Not cached, so a rerun with a larger limit asks again; booked as a paid call with
+        unknown tokens.
+        """
+        log.warning("%s at %s: %s", self.name, self.endpoint, exc)
+        output = ModelOutput(f"[pytest-gta: {exc}]", Usage(calls=1))
+        if self.budget is not None:
+            self.budget.add(output.usage or Usage())
+        return output

@@ -30,6 +30,10 @@ DEFAULT_MAX_TOKENS = 512
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_RETRIES = 5
 DEFAULT_MAX_CONCURRENCY = 64
+#: Bytes read of one reply from an endpoint (``--gta-max-reply-bytes``): a 512-token reply is
+#: a few kilobytes, a ``native`` reply with tool calls or a tool's base64 PNG a few megabytes;
+#: 8 MiB leaves room for those and keeps 64 requests in flight under 1 GiB.
+DEFAULT_MAX_REPLY_BYTES = 8 * 2**20
 #: Tokens the official harness holds back "due to potential errors in tiktoken calculation".
 PROMPT_BUFFER = 100
 
@@ -51,6 +55,8 @@ class GenerationSettings:
     timeout: float = DEFAULT_TIMEOUT
     retries: int = DEFAULT_RETRIES
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    #: Bytes read of one reply at most (``--gta-max-reply-bytes``, :mod:`pytest_gta.endpoint`).
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     cache: CacheMode = "readwrite"
     #: Sampling epoch: with temperature > 0 each epoch has its own cached samples.
     epoch: int = 0
@@ -89,6 +95,7 @@ class GenerationSettings:
             "timeout": self.timeout,
             "retries": self.retries,
             "max_concurrency": self.max_concurrency,
+            "max_reply_bytes": self.max_reply_bytes,
             "cache": self.cache,
             "epoch": self.epoch,
         }

@@ -21,6 +21,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_gta.endpoint import bound_client, env_base_url
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError, RetryableError
 from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.catalog import CatalogEntry
@@ -71,7 +72,7 @@ class OpenAIChat(ChatAdapter):
         self.catalog_entry = entry
         args = dict(settings.model_args)
         # --gta-base-url, else the SDK's own OPENAI_BASE_URL (both: a server that may need no key).
-        user_base = settings.base_url or os.environ.get("OPENAI_BASE_URL", "").strip() or None
+        user_base = settings.base_url or env_base_url("OPENAI_BASE_URL")
         base_url = user_base
         key_env = str(args.get("api_key_env") or "OPENAI_API_KEY")
         if base_url is None and entry is not None and entry.api_base and spec.provider != "vllm":
@@ -96,6 +97,12 @@ class OpenAIChat(ChatAdapter):
             timeout=settings.timeout,
             max_retries=0,
             default_headers=dict(headers) if isinstance(headers, Mapping) else None,
+            # The SDK's own client, with the reply cap and the whole-request deadline.
+            http_client=bound_client(
+                settings.max_reply_bytes,
+                limits=openai.DEFAULT_CONNECTION_LIMITS,
+                follow_redirects=True,
+            ),
         )
         self.served = spec.name or settings.served_model or self._detect(entry)
         self.name = display_name(spec)
