@@ -137,10 +137,11 @@ def parse_serve_timeout(value: str) -> float:
         seconds = float(value)
     except ValueError:
         seconds = 0.0
-    if not 0 < seconds < float("inf"):
+    # At most a day (docs/options.md): 1e308 would overflow the socket's timeval.
+    if not 0 < seconds <= 86_400:
         raise _usage(
-            f"{OPT_SERVE_TIMEOUT}={value}: give a positive number of seconds (default "
-            f"{DEFAULT_SERVE_TIMEOUT:g}: a 72B model takes minutes to load)"
+            f"{OPT_SERVE_TIMEOUT}={value[:40]}: give a positive number of seconds, at most "
+            f"86,400 (default {DEFAULT_SERVE_TIMEOUT:g}: a 72B model takes minutes to load)"
         )
     return seconds
 

@@ -14,6 +14,7 @@ import gc
 import gzip
 import json
 import math
+import re
 import time
 import tracemalloc
 from pathlib import Path
@@ -507,3 +508,30 @@ def test_reply_limit_error_is_found_behind_sdk_wrappers():
     outer.__cause__ = inner
     assert reply_limit_of(outer) is inner
     assert reply_limit_of(ValueError("x")) is None
+
+
+def test_docs_list_every_range():
+    text = (Path(__file__).parent.parent / "docs" / "options.md").read_text()
+    rows = dict(re.findall(r"^\| `(--gta-[a-z-]+)` \| (.+) \|$", text, re.M))
+    for flag, (low, high) in RANGES.items():
+        if flag == "--gta-shard":
+            assert f"N <= {int(high):,}" in rows[flag]
+            continue
+        shown = [f"{int(n):,}" if float(n).is_integer() else f"{n:g}" for n in (low, high)]
+        assert rows[flag].startswith(f"{shown[0]} to {shown[1]}"), (flag, rows[flag])
+
+
+def test_merging_a_shard_of_an_absurd_split_costs_nothing_per_shard():
+    from types import SimpleNamespace
+
+    from pytest_gta.report.merge import coverage_warnings
+
+    shard = {"index": 1, "total": 10**11, "spec": "1/100000000000", "cases": []}
+    report = SimpleNamespace(shard=shard, records=[], label="shard 1/100000000000", name="r")
+    tracemalloc.start()
+    (warning,) = coverage_warnings([report])  # type: ignore[list-item]
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 2**20
+    assert warning.startswith("shard(s) 2/100000000000, 3/100000000000, ")
+    assert " and 99,999,999,979 more not given to --gta-merge" in warning

@@ -42,6 +42,7 @@ TWINS = {
     "--gta-seed": "gta_seed",
     "--gta-protocol": "gta_protocol",
     "--gta-timeout": "gta_timeout",
+    "--gta-max-reply-bytes": "gta_max_reply_bytes",
     "--gta-retries": "gta_retries",
     "--gta-max-concurrency": "gta_max_concurrency",
     "--gta-concurrency": "gta_concurrency",
