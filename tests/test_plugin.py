@@ -447,6 +447,7 @@ def test_help_pins_the_options(pytester):
         "--gta-seed=N",
         "--gta-protocol=NAME",
         "--gta-timeout=SECONDS",
+        "--gta-max-reply-bytes=SIZE",
         "--gta-retries=N",
         "--gta-max-concurrency=N",
         "--gta-concurrency=N",
