@@ -100,7 +100,9 @@ def test_an_endless_reply_is_the_models_failed_turn_read_no_further(
     assert output.usage.calls == 1
     assert requests == 3  # one per call: the model's answer is not retried
     assert elapsed < 5
-    assert peak < 4 * 2**20
+    # tracemalloc sees every thread of the process (earlier tests' servers too): a bound far
+    # below the 100 MB or endless reply, not the call's own ~0.3 MB.
+    assert peak < 16 * 2**20
     assert sent < LIMIT + SLACK
     if length:
         assert sent < 4 * 2**20  # refused on its Content-Length, before reading
@@ -235,8 +237,7 @@ def test_a_trickling_tool_service_times_out():
     assert time.monotonic() - start < 2
 
 
-@pytest.mark.parametrize("mode", ["step", "e2e"])
-def test_black_box_trickle_ends_in_time_with_a_report(pytester, mode):
+def test_black_box_trickle_ends_in_time_with_a_report(pytester, dist_args):
     reply = json.dumps(chat_completion("Final Answer: ok")).encode()
     with HostileServer(trickle(reply, 0.2, headers_too=True)) as server:
         start = time.monotonic()
@@ -245,12 +246,13 @@ def test_black_box_trickle_ends_in_time_with_a_report(pytester, mode):
             FAST_SIM,
             "--gta-model=openai/x",
             f"--gta-base-url={server.url}",
-            f"--gta-mode={mode}",
+            "--gta-mode=step,e2e",
             "--gta-ids=0",
             "--gta-timeout=2",
             "--gta-retries=0",
             "--gta-cache=off",
             "--gta-report=r.json",
+            *dist_args,
             timeout=60,
         )
         elapsed = time.monotonic() - start
@@ -258,34 +260,35 @@ def test_black_box_trickle_ends_in_time_with_a_report(pytester, mode):
     assert "INTERNALERROR" not in output
     assert "Traceback" not in output
     report = json.loads((pytester.path / "r.json").read_text())
-    assert report["outcomes"]["error"] == 1
-    assert "the whole request took longer than its 2 s timeout" in report["cases"][0]["message"]
-    # pytest, the similarity model and the process themselves take some seconds.
+    assert report["outcomes"] == {"passed": 0, "failed": 0, "error": 2, "skipped": 0}
+    for case in report["cases"]:
+        assert "the whole request took longer than its 2 s timeout" in case["message"]
+    # Both cases' requests run at once; pytest, xdist and the similarity model take seconds.
     assert elapsed < 2 + 25
 
 
-@pytest.mark.parametrize("mode", ["step", "e2e"])
-def test_black_box_an_endless_reply_is_a_failed_case_with_a_report(pytester, mode):
+def test_black_box_an_endless_reply_is_a_failed_case_with_a_report(pytester, dist_args):
     with HostileServer(stream_forever(prefix=b'{"choices": [{"message": {"content": "')) as s:
         result = pytester.runpytest_subprocess(
             "--gta-data=sample",
             FAST_SIM,
             "--gta-model=openai/x",
             f"--gta-base-url={s.url}",
-            f"--gta-mode={mode}",
+            "--gta-mode=step,e2e",
             "--gta-ids=0",
             "--gta-max-reply-bytes=64KiB",
             "--gta-max-turns=2",
             "--gta-cache=off",
             "--gta-report=r.json",
+            *dist_args,
             timeout=60,
         )
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     report = json.loads((pytester.path / "r.json").read_text())
-    assert report["outcomes"] == {"passed": 0, "failed": 1, "error": 0, "skipped": 0}
-    (case,) = report["cases"]
-    assert case["replies"]
-    assert all("larger than 64 KiB (--gta-max-reply-bytes)" in r for r in case["replies"])
+    assert report["outcomes"] == {"passed": 0, "failed": 2, "error": 0, "skipped": 0}
+    for case in report["cases"]:
+        assert case["replies"]
+        assert all("larger than 64 KiB (--gta-max-reply-bytes)" in r for r in case["replies"])
     assert report["settings"]["generation"]["max_reply_bytes"] == LIMIT
 
 
