@@ -259,9 +259,7 @@ class AnthropicChat(ChatAdapter):
         # Whatever the variable is called (api_key_env=ANY_NAME), its key is redacted by value.
         register_secret(key, f"${key_env}")
         # Shown everywhere and part of the cache's identity: never the URL's password.
-        self.endpoint = mask_url(
-            base_url or env_base_url("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-        )
+        self.endpoint = mask_url(base_url or env_base_url("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL)
         extra_headers = args.get("headers")
         self.client = anthropic.Anthropic(
             base_url=base_url,
