@@ -557,13 +557,14 @@ def run(config: pytest.Config) -> int:
             Output(
                 Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath)))),
                 lambda: junit_xml(report, suite),
+                option="--junitxml",
             )
         )
-    for path, error in write_outputs(outputs):
+    for output, error in write_outputs(outputs):
         if error is None:
-            _say(f"written to {path}")
+            _say(f"written to {output.path}")
         else:
-            _say(f"could not write {path}: {error}")
+            _say(f"could not write {output.label}: {error}")
             code = int(pytest.ExitCode.TESTS_FAILED)
     return code
 
