@@ -568,3 +568,237 @@ def test_property_cache_entries_are_used_only_when_valid(tmp_path_factory, edits
         assert hit is None
         assert [w.category for w in caught] == [CacheEntryWarning]
         assert str(path) in str(caught[0].message)
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 14: every reader of a report checks what it reads
+
+
+@pytest.fixture(scope="module")
+def oracle_file(tmp_path_factory) -> Path:
+    """A real report of both modes (a subprocess: pytester is per test)."""
+    where = tmp_path_factory.mktemp("report")
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly"),
+            *(FAST_SIM, "--gta-model=oracle", "--gta-data=sample", "--gta-mode=step,e2e"),
+            *("--gta-limit=6", "--gta-report=r.json", "-q"),
+        ],
+        cwd=where,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return where / "r.json"
+
+
+@pytest.fixture
+def oracle_report(oracle_file: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(oracle_file.read_text())
+    return report
+
+
+def _first_call(report: dict[str, Any]) -> dict[str, Any]:
+    return next(
+        step
+        for case in report["cases"]
+        for step in case["steps"]
+        if isinstance(step, dict) and step.get("tool_calls")
+    )
+
+
+@pytest.mark.parametrize("function", ["OCR", ["OCR", {"image": "x"}], None, 7])
+def test_merge_of_a_call_that_is_not_an_object_renders_the_page(pytester, oracle_report, function):
+    """A step is kept as recorded (an OpenCompass entry may hold anything where the official
+    evaluator reads nothing), so the page shows it rather than crash on it."""
+    report = json.loads(json.dumps(oracle_report))
+    _first_call(report)["tool_calls"][0]["function"] = function
+    (pytester.path / "shard.json").write_text(json.dumps(report))
+    result = pytester.runpytest(
+        "--gta-merge=shard.json", "--gta-data=sample", "--gta-report-html=page.html"
+    )
+    assert result.ret == 0, output_text(result)
+    page = (pytester.path / "page.html").read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    assert "plot-calls" in page
+    assert_clean(result)
+
+
+MALFORMED = {
+    "modes": (("settings", "modes"), 5, "settings.modes is a number, not a list"),
+    "mode-name": (("settings", "modes"), ["bogus"], "settings.modes holds a string 'bogus'"),
+    "ids": (("settings", "ids"), [1], "settings.ids holds a number 1, not a query id"),
+    "routes": (("settings", "tool_routes"), {"OCR": []}, "settings.tool_routes holds a list"),
+    "generation": (("settings", "generation"), [], "settings.generation is a list"),
+    "threshold": (("settings", "sim_threshold"), float("nan"), "settings.sim_threshold is nan"),
+    "board": (("leaderboard",), {"model": "m"}, "leaderboard.board is missing"),
+    "board-metric": (
+        ("leaderboard",),
+        {"model": "m", "board": "b", "ans_acc": "high"},
+        "leaderboard.ans_acc is a string",
+    ),
+    "timing": (("timings", "main", "cpu_s"), "slow", "timings.main.cpu_s is a string"),
+    "cost": (("usage", "cost_usd"), -1.0, "usage.cost_usd is -1.0, not a cost"),
+    "score": (("cases", 0, "score"), float("inf"), "cases[0].score is inf"),
+    "duration": (("cases", 0, "duration"), -3, "cases[0].duration is -3"),
+    "reply": (("cases", 0, "replies"), [{"text": "x"}], "cases[0].replies holds an object"),
+    "backend": (("cases", 0, "backends"), {"OCR": 1}, "cases[0].backends holds a number 1"),
+    "property": (("cases", 0, "properties", "gta_x"), [1], "cases[0].properties holds a list"),
+    "tokens": (
+        ("cases", 0, "properties", "gta_tokens_in"),
+        -4,
+        "cases[0].properties.gta_tokens_in is -4, not a count",
+    ),
+    "primitive": (
+        ("cases", 0, "primitives", "steps", 2, "answer"),
+        ["f32", 1e308],
+        "cases[0].primitives are not step-mode metric primitives (RuntimeWarning",
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", MALFORMED.values(), ids=MALFORMED.keys())
+@pytest.mark.parametrize("option", ["--gta-merge", "--gta-baseline"])
+def test_malformed_report_field_is_a_usage_error_naming_it(pytester, oracle_report, edit, option):
+    path, value, message = edit
+    report = json.loads(json.dumps(oracle_report))
+    holder = report
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = value
+    (pytester.path / "bad.json").write_text(json.dumps(report))
+    (pytester.path / "good.json").write_text(json.dumps(oracle_report))
+    if option == "--gta-merge":
+        result = pytester.runpytest("--gta-merge=bad.json", "--gta-data=sample")
+        label = "bad.json"
+    else:
+        result = pytester.runpytest(
+            "--gta-merge=good.json", "--gta-data=sample", "--gta-baseline=bad.json"
+        )
+        label = "--gta-baseline bad.json"
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output_text(result)
+    assert f"pytest-gta: {label}: {message}" in result.stderr.str()
+    assert_clean(result)
+
+
+def _tree_paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield prefix
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _tree_paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value[:4]):
+            yield from _tree_paths(child, (*prefix, index))
+
+
+def _deep(levels: int) -> Any:
+    value: Any = "deep"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+HOSTILE_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, -1, 7, 2**63, -(10**30), 10**300, 1e308, -1e308, 1e-320]),
+    st.sampled_from([float("inf"), float("-inf"), float("nan")]),
+    st.text(max_size=8),
+    st.sampled_from(["step", "e2e", "passed", "error", "<script>alert(1)</script>"]),
+    st.lists(st.one_of(st.integers(), st.text(max_size=3)), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+    st.integers(1, 70).map(_deep),
+)
+
+
+#: One edit: (depth choice, path choice, remove rather than replace, the new value).
+EDITS = st.lists(
+    st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), st.booleans(), HOSTILE_VALUES),
+    min_size=1,
+    max_size=3,
+)
+
+
+def _edited(report: dict[str, Any], edits: list[tuple[int, int, bool, Any]]) -> dict[str, Any]:
+    """``report`` with nodes replaced or removed, nodes of every depth chosen alike."""
+    report = json.loads(json.dumps(report))
+    for depth_choice, path_choice, remove, value in edits:
+        by_depth: dict[int, list[tuple[Any, ...]]] = {}
+        for path in list(_tree_paths(report))[1:]:
+            by_depth.setdefault(min(len(path), 6), []).append(path)
+        if not by_depth:
+            break
+        depths = sorted(by_depth)
+        paths = by_depth[depths[depth_choice % len(depths)]]
+        path = paths[path_choice % len(paths)]
+        holder: Any = report
+        for key in path[:-1]:
+            holder = holder[key]
+        if remove and isinstance(holder, dict):
+            del holder[path[-1]]
+        else:
+            holder[path[-1]] = value
+    return report
+
+
+def merge_and_render(shard: Path, baseline: Path | None, dataset: Any) -> str:
+    """What ``--gta-merge SHARD [--gta-baseline BASELINE]`` does in-process; the HTML page."""
+    from pytest_gta.gates import GateSettings
+    from pytest_gta.outward import Cleaner
+    from pytest_gta.report import merge
+    from pytest_gta.report.compare import SCORING_SETTINGS, conclude, read_baseline
+    from pytest_gta.report.html import render_html
+    from pytest_gta.report.junit import junit_xml
+    from pytest_gta.report.table import render_markdown, render_text
+
+    reports = [merge.load_report(shard, str(shard))]
+    notes = merge.coverage_warnings(reports)
+    merge.check_same_run(reports)
+    report = merge.merge_reports(reports, dataset, notes, samples=20)
+    if baseline is not None:
+        run = {
+            "sha256": dataset.sha256,
+            "modes": report["settings"]["modes"],
+            "protocol": report["protocol"],
+            **{k: report["settings"].get(k) for k in SCORING_SETTINGS},
+        }
+        found, differences = read_baseline(str(baseline), str(baseline), run, True)
+        records = [r for shard_report in reports for r in shard_report.records]
+        conclude(
+            report,
+            records,
+            dataset,
+            baseline=found,
+            differences=differences,
+            gates=GateSettings(),
+            level=0.95,
+            samples=20,
+        )
+    report = Cleaner().value(report)
+    render_text(report)
+    render_markdown(report)
+    junit_xml(report, "pytest")
+    json.dumps(report, allow_nan=False)
+    return render_html(report, dataset, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(edits=EDITS, as_baseline=st.booleans())
+def test_property_a_mutated_report_merges_or_is_a_usage_error(
+    tmp_path_factory, oracle_file, sample_dataset, edits, as_baseline
+):
+    where = tmp_path_factory.mktemp("mutated")
+    good = oracle_file
+    bad = where / "bad.json"
+    bad.write_text(json.dumps(_edited(json.loads(good.read_text()), edits)))
+    shard, baseline = (good, bad) if as_baseline else (bad, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a NumPy overflow is a defect too
+        try:
+            page, refused = merge_and_render(shard, baseline, sample_dataset), ""
+        except GtaUsageError as exc:
+            page, refused = "", str(exc)
+    if refused:
+        assert f"{bad}: " in refused.splitlines()[0]  # names the file (and the field after it)
+    else:
+        assert page.startswith("<!DOCTYPE html>")
