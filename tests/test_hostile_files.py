@@ -802,3 +802,23 @@ def test_property_a_mutated_report_merges_or_is_a_usage_error(
         assert f"{bad}: " in refused.splitlines()[0]  # names the file (and the field after it)
     else:
         assert page.startswith("<!DOCTYPE html>")
+
+
+def test_session_page_shows_a_recorded_call_that_is_not_an_object(pytester, sample_dataset):
+    """The official evaluator never reads a step-mode call paired with a reference answer, so
+    such an OpenCompass entry is scored and recorded as it is; the page used to crash on it."""
+    from tests.test_opencompass import step_records
+
+    data = step_records(sample_dataset)
+    data["0"]["prediction"][2] = {"role": "assistant", "tool_calls": [{"function": "OCR"}]}
+    (pytester.path / "gta_bench.json").write_text(json.dumps(data))
+    result = pytester.runpytest(
+        "--gta-data=sample",
+        f"--gta-model=opencompass:{pytester.path / 'gta_bench.json'}",
+        "--gta-mode=step",
+        FAST_SIM,
+        "--gta-report-html=page.html",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the model's misses, nothing else
+    assert (pytester.path / "page.html").read_text().startswith("<!DOCTYPE html>")
+    assert_clean(result)
