@@ -39,6 +39,7 @@ from pytest_gta.models.cache import MAX_TOKENS, SCHEMA, CacheEntryWarning, Respo
 from pytest_gta.models.opencompass import OpenCompassPredictions
 from pytest_gta.types import ModelOutput, ToolCall, Usage
 from tests.test_opencompass import e2e_records
+from tests.test_shard import _paths as tree_paths
 
 #: A reader blocked on a FIFO this long is a hang: the watchdog opens the FIFO's write end.
 HANG_S = 10.0
@@ -681,16 +682,6 @@ def test_malformed_report_field_is_a_usage_error_naming_it(pytester, oracle_repo
     assert_clean(result)
 
 
-def _tree_paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    if isinstance(value, dict):
-        for key, child in value.items():
-            yield from _tree_paths(child, (*prefix, key))
-    elif isinstance(value, list):
-        for index, child in enumerate(value[:4]):
-            yield from _tree_paths(child, (*prefix, index))
-
-
 def _deep(levels: int) -> Any:
     value: Any = "deep"
     for _ in range(levels):
@@ -724,7 +715,7 @@ def _edited(report: dict[str, Any], edits: list[tuple[int, int, bool, Any]]) -> 
     report = json.loads(json.dumps(report))
     for depth_choice, path_choice, remove, value in edits:
         by_depth: dict[int, list[tuple[Any, ...]]] = {}
-        for path in list(_tree_paths(report))[1:]:
+        for path in list(tree_paths(report))[1:]:
             by_depth.setdefault(min(len(path), 6), []).append(path)
         if not by_depth:
             break
