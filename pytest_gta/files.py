@@ -129,17 +129,24 @@ def open_data(path: os.PathLike[str] | str) -> Iterator[BinaryIO]:
         OSError: it cannot be opened.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with _regular_handle(fd, "") as handle:
+        yield handle
+
+
+def _regular_handle(fd: int, name: str) -> BinaryIO:
+    """A reader of the open ``fd`` if it is a regular file; else it is closed and refused.
+
+    The message starts with ``name`` (``"{path} "``, or nothing where the caller names it).
+    """
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise NotRegularFileError(f"is {_kind(mode)}, not a regular file")
+            raise NotRegularFileError(f"{name}is {_kind(mode)}, not a regular file")
         os.set_blocking(fd, True)
-        handle = os.fdopen(fd, "rb")
+        return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
-    with handle:
-        yield handle
 
 
 def read_data(path: os.PathLike[str] | str) -> bytes:
@@ -314,15 +321,7 @@ def open_regular(path: Path) -> Iterator[BinaryIO]:
         if exc.errno == errno.ELOOP or os.path.islink(path):
             raise NotRegularFileError(f"{path} is a symbolic link") from None
         raise
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFileError(f"{path} is {_kind(mode)}, not a regular file")
-        handle = os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-    with handle:
+    with _regular_handle(fd, f"{path} ") as handle:
         yield handle
 
 
