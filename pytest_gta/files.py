@@ -1,7 +1,13 @@
-"""Writing files whole or not at all.
+"""Writing files whole or not at all; reading outside files without hanging on them.
 
 Reports, cassettes and cached responses are read by other processes (xdist workers, the next
 run); a crash or a concurrent writer must never leave half a file under the final name.
+
+A file the user names (``--gta-report=PATH`` and the other outputs) is written where the user
+means it: through a symlink to its target, and straight into a device or a pipe (``/dev/stdout``,
+``/dev/null``, a FIFO), never by renaming a new file over the name (see :func:`write_output`).
+A file read from outside (a dataset, a prediction file, a cache entry) must be a regular file:
+a FIFO in its place would block the run forever (see :func:`read_data`).
 """
 
 from __future__ import annotations
@@ -10,8 +16,10 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import shutil
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,13 +92,165 @@ def copy_atomic(source: Path, target: Path) -> None:
         raise
 
 
+_MAX_LINKS = 40
+#: ``/proc/self/fd/N`` and the like: the process's own open file ``N`` (``/dev/stdout`` is
+#: ``/proc/self/fd/1``; bash's ``>(...)`` is ``/dev/fd/63``).
+_OWN_FD = re.compile(r"/proc/(?:self|thread-self|(\d+))(?:/task/\d+)?/fd/(\d+)")
+
+
+def special_kind(path: os.PathLike[str] | str) -> str | None:
+    """What ``path`` is when it exists but is not a regular file (``"a FIFO"``).
+
+    ``None`` for a regular file (symlinks followed) and for nothing at all: a caller that lists
+    files by name uses this to refuse a FIFO or a directory that carries a file's name, rather
+    than skip it and go on with less than it was given.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return None if stat.S_ISREG(mode) else _kind(mode)
+
+
+@contextlib.contextmanager
+def open_data(path: os.PathLike[str] | str) -> Iterator[BinaryIO]:
+    """Open an outside data file for reading: symlinks followed, only a regular file accepted.
+
+    For files read as data where a link is an ordinary way to keep them (a dataset, a
+    prediction file, a cache entry), unlike :func:`open_regular`. Opened with ``O_NONBLOCK``
+    and checked with ``fstat`` on the descriptor itself: opening a FIFO for reading blocks until
+    a writer comes (forever, if none does), and a check of the name before ``open`` could be
+    raced. The error's message names the kind (``is a FIFO, not a regular file``), not the
+    path: callers name the file their own way.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        NotRegularFileError: it is a FIFO, a device, a directory or a socket.
+        OSError: it cannot be opened.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with _regular_handle(fd, "") as handle:
+        yield handle
+
+
+def _regular_handle(fd: int, name: str) -> BinaryIO:
+    """A reader of the open ``fd`` if it is a regular file; else it is closed and refused.
+
+    The message starts with ``name`` (``"{path} "``, or nothing where the caller names it).
+    """
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(f"{name}is {_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_data(path: os.PathLike[str] | str) -> bytes:
+    """The bytes of the regular file ``path`` (see :func:`open_data` for what is refused)."""
+    with open_data(path) as fh:
+        return fh.read()
+
+
 def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in chunks (images and model weights can be large)."""
+    """Hex sha256 of a regular file, read in chunks (images and model weights can be large).
+
+    Raises:
+        NotRegularFileError: ``path`` is a FIFO, a device or a directory (see :func:`open_data`).
+    """
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
+    with open_data(path) as fh:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _destination(path: Path) -> tuple[str, bool]:
+    """Where a user-named output goes: ``(path, direct)``.
+
+    Symlinks are resolved one at a time, so that a link into ``/proc`` (``/dev/stdout``,
+    ``/dev/fd/N``) stops the walk: such a "magic" link names an open file, not a path to
+    replace. ``direct`` is true for those and for anything that exists and is not a regular file
+    (a character device, a FIFO, a socket): they are opened and written in place. Otherwise
+    ``path`` is a regular file or nothing yet, which is replaced atomically.
+    """
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        parent = os.path.realpath(os.path.dirname(current))
+        current = os.path.join(parent, os.path.basename(current))
+        if parent == "/proc" or parent.startswith("/proc/"):
+            return current, True
+        if not os.path.islink(current):
+            try:
+                mode = os.stat(current).st_mode
+            except FileNotFoundError:
+                return current, False
+            return current, not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+        current = os.path.join(parent, os.readlink(current))
+    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_direct(target: str, data: bytes) -> None:
+    """Write ``data`` into an open-file link, a device or a FIFO, in place.
+
+    ``/proc/self/fd/N`` is written through descriptor ``N`` itself: opening the link anew would
+    start a second file offset at 0 in a file the shell redirected stdout to (``> out.txt``),
+    overwriting what the terminal wrote there. A FIFO is opened without blocking, so that a FIFO
+    nobody reads is an error (ENXIO) rather than a run that never ends.
+    """
+    own = _OWN_FD.fullmatch(target)
+    if own is not None and own.group(1) in (None, str(os.getpid())):
+        number = int(own.group(2))
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        fd = os.dup(number)
+    else:
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # open(2): a FIFO with no reader, opened non-blocking
+                raise OSError(exc.errno, "a FIFO that no process reads", target) from None
+            raise
+        try:
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def write_output(path: Path, data: str | bytes) -> None:
+    """Write a file the user named, as a shell redirection would reach it.
+
+    A regular file (or a new one) is replaced atomically, as :func:`write_atomic` does; a
+    symlink is followed and its target replaced atomically (the link stays a link); a
+    character device, a FIFO or the process's own stdout is written in place. Renaming over
+    those replaced the link or the device node itself (as root, ``--gta-report=/dev/full``
+    replaced the system's ``/dev/full`` with a regular file). A write error (``ENOSPC`` from
+    ``/dev/full``, a FIFO without a reader) is raised, for the caller to report.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    encoded = data.encode("utf-8") if isinstance(data, str) else data
+    target, direct = _destination(path)
+    if direct:
+        _write_direct(target, encoded)
+    else:
+        write_atomic_bytes(Path(target), encoded)
 
 
 @contextlib.contextmanager
@@ -161,15 +321,7 @@ def open_regular(path: Path) -> Iterator[BinaryIO]:
         if exc.errno == errno.ELOOP or os.path.islink(path):
             raise NotRegularFileError(f"{path} is a symbolic link") from None
         raise
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFileError(f"{path} is {_kind(mode)}, not a regular file")
-        handle = os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-    with handle:
+    with _regular_handle(fd, f"{path} ") as handle:
         yield handle
 
 

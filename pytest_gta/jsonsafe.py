@@ -100,14 +100,22 @@ def read_json(
 ) -> Any:
     """Read and parse a JSON file.
 
+    A FIFO, a device or a directory in the file's place is refused without reading it (a FIFO
+    would block the read forever; see :func:`~pytest_gta.files.read_data`).
+
     Raises:
         FileNotFoundError: the file does not exist (callers usually word this themselves).
-        JsonInputError: the file cannot be read or parsed (see :func:`loads`).
+        JsonInputError: the file cannot be read or parsed (see :func:`loads`), or is not a
+            regular file.
     """
+    from pytest_gta.files import NotRegularFileError, read_data
+
     try:
-        data = path.read_bytes()
+        data = read_data(path)
     except FileNotFoundError:
         raise
+    except NotRegularFileError as exc:
+        raise JsonInputError(str(exc)) from None
     except OSError as exc:
         raise JsonInputError(f"cannot be read: {exc.strerror or exc}") from None
     return loads(data, max_depth=max_depth, object_pairs_hook=object_pairs_hook)

@@ -113,10 +113,10 @@ def test_unparsable_files_are_usage_errors(tmp_path, sample_dataset, content, me
 def test_unreadable_file_is_a_usage_error(tmp_path, sample_dataset, monkeypatch):
     path = write(tmp_path / "gta_bench.json", step_records(sample_dataset))
 
-    def refuse(self):
+    def refuse(path):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(Path, "read_bytes", refuse)
+    monkeypatch.setattr("pytest_gta.files.read_data", refuse)
     with pytest.raises(GtaUsageError, match=re.escape(f"{path}: not a readable JSON")) as info:
         OpenCompassPredictions(path, sample_dataset)
     assert "cannot be read: Permission denied" in str(info.value)

@@ -24,7 +24,7 @@ from pytest_gta.errors import (
 )
 from pytest_gta.models import catalog
 from pytest_gta.models.base import ModelSpec, resolve_spec
-from pytest_gta.models.cache import ResponseCache
+from pytest_gta.models.cache import CacheEntryWarning, ResponseCache
 from pytest_gta.models.chat import (
     ChatAdapter,
     Prepared,
@@ -225,7 +225,8 @@ def test_cache_ignores_torn_or_foreign_files(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text('{"output": {"te')
     cache = ResponseCache(tmp_path)
-    assert cache.get(key) is None
+    with pytest.warns(CacheEntryWarning, match="invalid JSON"):
+        assert cache.get(key) is None
     assert cache.misses == 1
 
 

@@ -113,7 +113,7 @@ def run_data_info(config: pytest.Config) -> int:
     """Print what is installed and its statistics (and write them to ``--gta-report``)."""
     from pytest_gta.datainfo import format_statistics
     from pytest_gta.errors import DatasetError
-    from pytest_gta.files import write_atomic
+    from pytest_gta.files import write_output
     from pytest_gta.install.installer import how_to_get
     from pytest_gta.options import DATASET_NAME, resolve_data_dir, resolve_option
 
@@ -146,7 +146,10 @@ def run_data_info(config: pytest.Config) -> int:
         print(line, flush=True)
     target = resolve_option(config, "gta_report").value
     if target is not None:
-        write_atomic(target, json.dumps({"dataset": info}, indent=2) + "\n")
+        try:
+            write_output(target, json.dumps({"dataset": info}, indent=2) + "\n")
+        except OSError as exc:
+            return _fail(f"could not write {target} (--gta-report): {exc.strerror or exc}")
         _say(f"wrote {target}")
     return 0
 

@@ -44,8 +44,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_gta import jsonsafe
 from pytest_gta.errors import GtaDataError
-from pytest_gta.files import sha256_file, write_atomic
+from pytest_gta.files import sha256_file, write_output
 
 FORMAT = "pytest-gta-manifest/1"
 MANIFEST_NAME = "manifest.json"
@@ -165,8 +166,8 @@ def _is_sha256(value: Any) -> bool:
 def _parse(path: Path) -> dict[str, ManifestEntry]:
     """Entries of one manifest file; every defect is an error naming the file and field."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = jsonsafe.read_json(path)
+    except (OSError, jsonsafe.JsonInputError) as exc:
         raise GtaDataError(f"dataset manifest {path}: cannot be read: {exc}") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise GtaDataError(
@@ -288,18 +289,18 @@ def record(path: Path, entries: Iterable[ManifestEntry]) -> None:
     parsed: dict[str, ManifestEntry] = {}
     if path.is_file():
         parsed = _parse(path)  # refuse to rewrite a manifest we could not read back
-        existing = json.loads(path.read_text(encoding="utf-8"))["datasets"]
+        existing = jsonsafe.read_json(path)["datasets"]
     for entry in entries:
         existing[entry.name] = _merge(parsed.get(entry.name), entry).to_json()
     text = json.dumps({"format": FORMAT, "datasets": dict(sorted(existing.items()))}, indent=2)
-    write_atomic(path, text + "\n")
+    write_output(path, text + "\n")
 
 
 def read_install_record(root: Path) -> dict[str, Any] | None:
     """What the installer wrote about ``root``, if it installed it."""
     path = root / INSTALL_RECORD
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        value = jsonsafe.read_json(path)
+    except (OSError, jsonsafe.JsonInputError):
         return None
     return value if isinstance(value, dict) else None

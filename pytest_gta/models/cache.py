@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,18 @@ def dump_entry(entry: Mapping[str, Any], indent: int | None = None) -> str:
     from pytest_gta.outward import redact_value
 
     return json.dumps(redact_value(entry), indent=indent, ensure_ascii=True)
+
+
+class CacheEntryWarning(UserWarning):
+    """A response-cache entry was not used: it does not hold what its name says.
+
+    The entry costs a miss (the model is asked again) and is replaced by the fresh answer.
+    """
+
+
+#: The largest token count an entry may claim: JSON's exact-integer range. Counts feed the
+#: budget and the cost (a float), which a count like ``10**400`` would overflow.
+MAX_TOKENS = 2**53
 
 
 def read_entry(path: Path) -> dict[str, Any] | None:
@@ -97,11 +110,33 @@ class ResponseCache:
         return self.mode in ("write", "readwrite")
 
     def get(self, key: str) -> ModelOutput | None:
-        """The cached output, or ``None`` (a missing or unusable entry is a miss)."""
+        """The cached output, or ``None`` (a missing or unusable entry is a miss).
+
+        An entry is used only when it is what :meth:`put` writes for this very request: this
+        schema, this key, an output of the right types with token counts that are whole numbers
+        from 0 to :data:`MAX_TOKENS`. Anything else (an entry copied under another request's
+        name, a foreign schema, negative usage, a FIFO in its place) is a miss with a
+        :class:`CacheEntryWarning` naming the file; the fresh answer is written over it.
+        """
         if not self.readable:
             return None
-        entry = read_entry(self._path(key))
-        output = _decode(entry.get("output")) if entry is not None else None
+        path = self._path(key)
+        output: ModelOutput | None = None
+        try:
+            entry = jsonsafe.read_json(path)
+        except FileNotFoundError:
+            problem = None
+        except (OSError, jsonsafe.JsonInputError) as exc:
+            problem = str(exc)
+        else:
+            output, problem = _check_entry(entry, key)
+        if problem is not None:
+            warnings.warn(
+                f"pytest-gta: response cache entry {path} not used ({problem}); treated as a "
+                "miss (the fresh answer replaces it when the cache is written)",
+                CacheEntryWarning,
+                stacklevel=2,
+            )
         with self._counting:
             if output is None:
                 self.misses += 1
@@ -131,11 +166,35 @@ def _encode(output: ModelOutput) -> dict[str, Any]:
     }
 
 
+def _check_entry(entry: Any, key: str) -> tuple[ModelOutput | None, str | None]:
+    """The output of an entry read for ``key``, or ``None`` and why it cannot be used."""
+    if not isinstance(entry, dict):
+        return None, "not a JSON object"
+    if entry.get("schema") != SCHEMA:
+        return None, f"schema {_short(entry.get('schema'))}, expected {SCHEMA!r}"
+    if entry.get("key") != key:
+        return None, f"it is the entry of another request (key {_short(entry.get('key'))})"
+    output = _decode(entry.get("output"))
+    if output is None:
+        return None, (
+            "its output is not text, tool calls and token counts from 0 to "
+            f"{MAX_TOKENS} as pytest-gta writes them"
+        )
+    return output, None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _count(value: Any) -> int | None:
     """A token count as :func:`_encode` writes it (a missing one is 0), else ``None``."""
     if value is None:
         return 0
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
+        return value
+    return None
 
 
 def _decode(raw: Any) -> ModelOutput | None:

@@ -23,6 +23,7 @@ entry and the field, and the other cases are scored; whatever that evaluator sco
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 from collections import Counter
@@ -33,6 +34,7 @@ from typing import Any, NamedTuple
 from pytest_gta import jsonsafe
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.files import special_kind
 from pytest_gta.models.base import BaseRecordedSource, ModelContext, ModelSpec, Recorded
 from pytest_gta.scoring.metrics import check_steps
 from pytest_gta.vocabulary import Mode, ProtocolName
@@ -49,15 +51,23 @@ def find_prediction_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise GtaUsageError(f"--gta-model=opencompass:{path}: no such file or directory")
+        kind = special_kind(path)
+        raise GtaUsageError(
+            f"--gta-model=opencompass:{path}: "
+            + (f"is {kind}, not a prediction file" if kind else "no such file or directory")
+        )
     families: dict[str, list[Path]] = {}
     for stem in sorted({re.sub(r"_\d+$", "", p.stem) for p in path.glob("*.json")}):
-        if (path / f"{stem}.json").is_file():
-            families[stem] = [path / f"{stem}.json"]
+        single = path / f"{stem}.json"
+        kind = special_kind(single)
+        if kind is not None:
+            raise GtaUsageError(
+                f"--gta-model=opencompass:{path}: {single.name} is {kind}, not a prediction file"
+            )
+        if single.is_file():
+            families[stem] = [single]
             continue
-        chunks: list[Path] = []
-        while (path / f"{stem}_{len(chunks)}.json").is_file():
-            chunks.append(path / f"{stem}_{len(chunks)}.json")
+        chunks = _chunks(path, stem)
         if chunks:
             families[stem] = chunks
     if DEFAULT_STEM in families:
@@ -70,6 +80,40 @@ def find_prediction_files(path: Path) -> list[Path]:
         f"{DEFAULT_STEM}_0.json, {DEFAULT_STEM}_1.json, ... (found: {found}); "
         "pass the prediction file itself if it has another name"
     )
+
+
+def _chunks(path: Path, stem: str) -> list[Path]:
+    """``stem_0.json``, ``stem_1.json``, ... in ``path``: all of them, or a usage error.
+
+    OpenCompass concatenates the chunks of a split inference in number order; a chunk that is
+    missing, or that is a directory or a FIFO under a chunk's name, would silently drop every
+    query after it (their cases skipped as "not recorded"), so either is refused, naming it.
+
+    Raises:
+        GtaUsageError: a chunk is not a regular file, or the numbers have a gap.
+    """
+    numbers = sorted(
+        int(match.group(1))
+        for p in path.glob(f"{glob.escape(stem)}_*.json")
+        if (match := re.fullmatch(rf"{re.escape(stem)}_(0|[1-9]\d*)\.json", p.name))
+    )
+    chunks: list[Path] = []
+    for n in numbers:
+        file = path / f"{stem}_{n}.json"
+        kind = special_kind(file)
+        if kind is not None:
+            raise GtaUsageError(
+                f"--gta-model=opencompass:{path}: {file.name} is {kind}, not a prediction "
+                f"file; the chunks {stem}_0.json, {stem}_1.json, ... must all be files"
+            )
+        if n != len(chunks):
+            raise GtaUsageError(
+                f"--gta-model=opencompass:{path}: {stem}_{len(chunks)}.json is missing but "
+                f"{file.name} is there; OpenCompass numbers the chunks from 0 without gaps: "
+                "copy the missing chunk"
+            )
+        chunks.append(file)
+    return chunks
 
 
 #: How to repair a prediction file that cannot be used at all.

@@ -21,7 +21,7 @@ import pytest
 
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
-from pytest_gta.files import write_atomic
+from pytest_gta.files import write_output
 from pytest_gta.gates import gated_exit_status
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import Cleaner
@@ -85,6 +85,8 @@ class GtaCollector:
         self.timings: dict[str, dict[str, float]] = {}
         #: Files that could not be written, with the reason (shown after the tables).
         self.write_errors: list[str] = []
+        #: The paths in :attr:`write_errors`.
+        self.unwritten: set[str] = set()
         #: When the session started (the report's ``duration_s``).
         self.started = time.monotonic()
         #: ``--gta-shard``'s selection (:meth:`pytest_gta.shard.ShardSelection.to_json`), from
@@ -235,9 +237,10 @@ class GtaCollector:
         outputs = report_outputs(report, self.settings.report, self.settings.report_md)
         if self.settings.report_html is not None:
             outputs.append(self.html_output(self.settings.report_html, report))
-        for path, error in write_outputs(outputs):
+        for output, error in write_outputs(outputs):
             if error is not None:
-                self.write_errors.append(f"{path}: {error}")
+                self.unwritten.add(str(output.path))
+                self.write_errors.append(f"{output.label}: {error}")
         if self.write_errors and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -254,9 +257,8 @@ class GtaCollector:
         terminalreporter.write_sep("=", "GTA results")
         for line in render_text(self.report):
             terminalreporter.write_line(line)
-        failed = {error.split(": ", 1)[0] for error in self.write_errors}
         for path in (self.settings.report, self.settings.report_md, self.settings.report_html):
-            if path is not None and str(path) not in failed:
+            if path is not None and str(path) not in self.unwritten:
                 terminalreporter.write_line(f"report written to {path}")
         for error in self.write_errors:
             terminalreporter.write_line(
@@ -280,6 +282,13 @@ class Output:
     render: Callable[[], str]
     #: Appended to rather than replaced: a GitHub job summary is shared by the whole job.
     append: bool = False
+    #: What named the path (``--gta-report``), for a message that says which file failed.
+    option: str = ""
+
+    @property
+    def label(self) -> str:
+        """``gta.json (--gta-report)``: the path, and the option that named it."""
+        return f"{self.path} ({self.option})" if self.option else str(self.path)
 
 
 def report_outputs(
@@ -292,13 +301,24 @@ def report_outputs(
     outputs = []
     if json_path is not None:
         outputs.append(
-            Output(json_path, lambda: json.dumps(report, indent=2, allow_nan=False) + "\n")
+            Output(
+                json_path,
+                lambda: json.dumps(report, indent=2, allow_nan=False) + "\n",
+                option="--gta-report",
+            )
         )
     if md_path is not None:
-        outputs.append(Output(md_path, lambda: render_markdown(report)))
+        outputs.append(Output(md_path, lambda: render_markdown(report), option="--gta-report-md"))
     summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
     if summary:
-        outputs.append(Output(Path(summary), lambda: render_markdown(report) + "\n", append=True))
+        outputs.append(
+            Output(
+                Path(summary),
+                lambda: render_markdown(report) + "\n",
+                append=True,
+                option=f"${STEP_SUMMARY_ENV}",
+            )
+        )
     return outputs
 
 
@@ -328,23 +348,27 @@ def html_output(
                     )
         return render_html(report, dataset, store, max_bytes=int(max_mb * 1024 * 1024))
 
-    return Output(path, render)
+    return Output(path, render, option="--gta-report-html")
 
 
-def write_outputs(outputs: list[Output]) -> list[tuple[Path, str | None]]:
-    """Write each output; per path ``None`` or why it could not be written (a full disk)."""
-    results: list[tuple[Path, str | None]] = []
+def write_outputs(outputs: list[Output]) -> list[tuple[Output, str | None]]:
+    """Write each output; per output ``None`` or why it could not be written (a full disk).
+
+    Written as a shell redirection would reach the path (:func:`~pytest_gta.files.write_output`):
+    through symlinks, and in place into ``/dev/stdout``, a device or a FIFO.
+    """
+    results: list[tuple[Output, str | None]] = []
     for output in outputs:
         try:
             if output.append:
                 with output.path.open("a", encoding="utf-8") as fh:
                     fh.write(output.render())
             else:
-                write_atomic(output.path, output.render())
+                write_output(output.path, output.render())
         except OSError as exc:
-            results.append((output.path, str(exc.strerror or exc)))
+            results.append((output, str(exc.strerror or exc)))
         else:
-            results.append((output.path, None))
+            results.append((output, None))
     return results
 
 

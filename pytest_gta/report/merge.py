@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +109,99 @@ def _get(label: str, obj: Mapping[str, Any], key: str, where: str, *kinds: type 
     raise GtaUsageError(f"{label}: {field} is {_kind(value)}, not {wanted}; {HOW}")
 
 
+def _number(label: str, obj: Mapping[str, Any], key: str, where: str, *kinds: type | None) -> Any:
+    """:func:`_get` for a number that must also be finite (a report never holds NaN or inf)."""
+    value = _get(label, obj, key, where, *kinds)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise GtaUsageError(f"{label}: {where}{key} is {value}, not a finite number; {HOW}")
+    return value
+
+
+def _count(label: str, obj: Mapping[str, Any], key: str, where: str) -> None:
+    """A count (tokens, calls): a whole number from 0, or null."""
+    value = _get(label, obj, key, where, int, None)
+    if value is not None and value < 0:
+        raise GtaUsageError(f"{label}: {where}{key} is {value}, not a count; {HOW}")
+
+
+def _all(label: str, values: Any, field: str, test: Callable[[Any], bool], what: str) -> None:
+    """Every item of a list (or value of an object) passes ``test``; else a usage error."""
+    items = values.values() if isinstance(values, dict) else values
+    for item in items:
+        if not test(item):
+            shown = _show(repr(item) if isinstance(item, str) else item)
+            raise GtaUsageError(f"{label}: {field} holds {_kind(item)} {shown}, not {what}; {HOW}")
+
+
+def _is_scalar(value: Any) -> bool:
+    return (
+        value is None
+        or isinstance(value, str | bool | int)
+        or (isinstance(value, float) and math.isfinite(value))
+    )
+
+
+#: The settings that the merge, the comparison and the renderers read, and their JSON kinds;
+#: other settings are copied as they are. Absent ones are allowed (older reports lack some).
+_SETTING_KINDS: dict[str, tuple[type | None, ...]] = {
+    "modes": (list,),
+    "tools": (str, None),
+    "tool_routes": (dict, None),
+    "tool_backends": (dict, None),
+    "sim_model": (str, None),
+    "sim_threshold": (int, float, None),
+    "limit": (int, None),
+    "ids": (list, None),
+    "max_turns": (int, None),
+    "generation": (dict, None),
+    "pytest_gta": (str,),
+}
+
+
+def _check_settings(label: str, settings: dict[str, Any]) -> None:
+    """The settings a merged run and its renderers read have the kinds a session writes."""
+    where = "settings."
+    for key, kinds in _SETTING_KINDS.items():
+        if key in settings:
+            if float in kinds:
+                _number(label, settings, key, where, *kinds)
+            else:
+                _get(label, settings, key, where, *kinds)
+    _get(label, settings, "modes", where, list)
+    _all(label, settings["modes"], "settings.modes", lambda m: m in MODES, "a mode")
+    _all(
+        label, settings.get("ids") or [], "settings.ids", lambda i: isinstance(i, str), "a query id"
+    )
+    limit = settings.get("limit")
+    if limit is not None and limit < 0:
+        raise GtaUsageError(f"{label}: settings.limit is {limit}, not a number of queries")
+    _all(
+        label,
+        settings.get("tool_routes") or {},
+        "settings.tool_routes",
+        lambda v: isinstance(v, str),
+        "a backend name",
+    )
+    _all(
+        label,
+        settings.get("tool_backends") or {},
+        "settings.tool_backends",
+        lambda v: isinstance(v, dict),
+        "an object",
+    )
+
+
+def _check_leaderboard(label: str, board: Any) -> None:
+    """The official row a report carries: ``board`` and ``model`` texts, metrics as numbers."""
+    if board is None:
+        return
+    _get(label, board, "board", "leaderboard.", str)
+    _get(label, board, "model", "leaderboard.", str)
+    for key in board:
+        if key not in ("board", "model"):
+            _number(label, board, key, "leaderboard.", int, float, None)
+
+
 def _record(label: str, index: int, raw: Any) -> CaseRecord:
     """The controller's record of one case entry, as the shard's collector had it."""
     where = f"cases[{index}]"
@@ -131,27 +226,48 @@ def _record(label: str, index: int, raw: Any) -> CaseRecord:
             StepCaseScore.from_json if mode == "step" else E2ECaseScore.from_json
         )
         try:
-            # Aggregated alone, so a bad case is named here, not found inside the whole run's.
-            mode_metrics(mode, [parse(primitives)])
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            # Aggregated alone, so a bad case is named here, not found inside the whole run's;
+            # a value NumPy can only overflow on (1e308 as a float32) is as bad as a wrong kind.
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)
+                mode_metrics(mode, [parse(primitives)])
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            AttributeError,
+            OverflowError,
+            RuntimeWarning,
+        ) as exc:
             raise GtaUsageError(
                 f"{label}: {where}primitives are not {mode}-mode metric primitives "
                 f"({type(exc).__name__}: {str(exc)[:200]})"
             ) from None
     properties = _get(label, raw, "properties", where, dict)
+    _all(label, properties, f"{where}properties", _is_scalar, "a text, number or true/false")
     for name in USAGE_PROPERTIES:
         if name in properties:
-            _get(label, properties, name, f"{where}properties.", int, None)
+            _count(label, properties, name, f"{where}properties.")
     detail = None
     if primitives is not None:
         # What build_report reads back from a case's detail payload to write the case entry.
+        # Steps are kept as recorded: an OpenCompass entry may hold any value where the
+        # official evaluator reads nothing (see scoring.metrics.check_steps), and the
+        # renderers show whatever a step holds.
+        replies = _get(label, raw, "replies", where, list)
+        _all(label, replies, f"{where}replies", lambda r: isinstance(r, str), "a model reply")
+        backends = _get(label, raw, "backends", where, dict)
+        _all(label, backends, f"{where}backends", lambda b: isinstance(b, str), "a backend name")
+        duration = _number(label, raw, "duration", where, int, float, None)
+        if duration is not None and duration < 0:
+            raise GtaUsageError(f"{label}: {where}duration is {duration}, not a duration")
         detail = {
             "score": primitives,
-            "verdict": {"score": _get(label, raw, "score", where, int, float)},
+            "verdict": {"score": _number(label, raw, "score", where, int, float)},
             "steps": _get(label, raw, "steps", where, list),
-            "replies": _get(label, raw, "replies", where, list),
-            "backends": _get(label, raw, "backends", where, dict),
-            "duration": _get(label, raw, "duration", where, int, float, None),
+            "replies": replies,
+            "backends": backends,
+            "duration": duration,
         }
     epoch = raw.get("epoch")  # absent: a report of a run without --gta-epochs
     if epoch is not None:
@@ -203,19 +319,23 @@ def parse_report(label: str, data: Any) -> ShardReport:
     _get(label, dataset, "sha256", "dataset.", str)
     _get(label, dataset, "path", "dataset.", str)
     _get(label, dataset, "source", "dataset.", str)
-    _get(label, data, "settings", "", dict)
-    _get(label, data, "leaderboard", "", dict, None)
+    _check_settings(label, _get(label, data, "settings", "", dict))
+    _check_leaderboard(label, _get(label, data, "leaderboard", "", dict, None))
     _get(label, data, "stopped", "", str, None)
     _get(label, data, "interrupted", "", bool)
     timings = _get(label, data, "timings", "", dict, None)
     usage = _get(label, data, "usage", "", dict)
-    _get(label, usage, "cost_usd", "usage.", int, float, None)
+    cost = _number(label, usage, "cost_usd", "usage.", int, float, None)
+    if cost is not None and cost < 0:
+        raise GtaUsageError(f"{label}: usage.cost_usd is {cost}, not a cost; {HOW}")
     notes = _get(label, data, "notes", "", list)
     if not all(isinstance(n, str) for n in notes):
         raise GtaUsageError(f"{label}: notes holds something other than text; {HOW}")
     for process, values in (timings or {}).items():
         if not isinstance(values, dict):
             raise GtaUsageError(f"{label}: timings.{process} is {_kind(values)}, not an object")
+        for key in values:
+            _number(label, values, key, f"timings.{process}.", int, float)
     _check_shard(label, data.get("shard"))
     cases = _get(label, data, "cases", "", list)
     records = [_record(label, i, raw) for i, raw in enumerate(cases)]
@@ -562,13 +682,14 @@ def run(config: pytest.Config) -> int:
             Output(
                 Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath)))),
                 lambda: junit_xml(report, suite),
+                option="--junitxml",
             )
         )
-    for path, error in write_outputs(outputs):
+    for output, error in write_outputs(outputs):
         if error is None:
-            _say(f"written to {path}")
+            _say(f"written to {output.path}")
         else:
-            _say(f"could not write {path}: {error}")
+            _say(f"could not write {output.label}: {error}")
             code = int(pytest.ExitCode.TESTS_FAILED)
     return code
 

@@ -129,6 +129,8 @@ def call_parts(step: Mapping[str, Any]) -> tuple[str, Any] | None:
         function = call_function(step)
     except (KeyError, IndexError, TypeError, AttributeError):
         return None
+    if not isinstance(function, Mapping):  # a text or a list where the call belongs
+        return None
     return str(function.get("name")), function.get("arguments")
 
 
