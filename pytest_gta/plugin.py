@@ -286,6 +286,34 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         collector.finish(session)
 
 
+# A second implementation of the hook (see pytest_runtest_makereport_clean for ``specname``).
+@pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_sessionfinish")
+def pytest_sessionfinish_writers(session: pytest.Session) -> Any:
+    """A file another plugin cannot write (pytest's ``--junitxml`` on a full disk) is an error.
+
+    pytest's JUnit XML writer raises its ``OSError`` out of ``pytest_sessionfinish``, past the
+    terminal's summary: the run ended with a traceback and the GTA tables were never printed.
+    The innermost wrapper, so the terminal's own wrapper then prints its summary as usual:
+    the tables, this error after them, and a non-zero exit status.
+    """
+    try:
+        return (yield)
+    except OSError as exc:
+        collector = session.config.pluginmanager.get_plugin(COLLECTOR)
+        if collector is None:  # not a GTA run, or an xdist worker: pytest's behaviour stays
+            raise
+        where = exc.filename
+        if where is None:
+            xml = getattr(session.config.option, "xmlpath", None)
+            where = "a file written at the session's end" + (
+                f" (--junitxml={xml} or another plugin's)" if xml else ""
+            )
+        collector.write_errors.append(f"{where}: {exc.strerror or exc} (pytest_sessionfinish)")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return None
+
+
 def runs_here(config: pytest.Config) -> bool:
     """Whether this process ran GTA cases or served the workers (its usage is worth a line)."""
     from pytest_gta.ahead import runs_cases
