@@ -104,8 +104,9 @@ def interrupted_report(tmp_path: Path, output: str, cause: str) -> dict[str, Any
     report: dict[str, Any] = json.loads((tmp_path / "gta.json").read_text())
     assert report["interrupted"] is True
     assert report["interrupted_by"] == cause
-    assert f"the run was interrupted ({cause}): the metrics cover only the cases that finished" in (
-        report["notes"]
+    assert (
+        f"the run was interrupted ({cause}): the metrics cover only the cases that finished"
+        in (report["notes"])
     )
     finished = len(report["cases"])
     assert f"INTERRUPTED ({cause}): these tables cover the {finished} case(s)" in output
@@ -166,18 +167,21 @@ def handlers():
     assert {n: signal.getsignal(n) for n in previous} == previous
 
 
+def signal_self(number: int) -> None:
+    os.kill(os.getpid(), number)
+    time.sleep(5)  # the handler raises at the next bytecode
+
+
 def test_sigterm_raises_once_per_request(handlers):
     interrupts, halted = handlers()
     with pytest.raises(Terminated):
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(5)  # the handler raises at the next bytecode
+        signal_self(signal.SIGTERM)
     assert isinstance(Terminated(), KeyboardInterrupt)  # pytest's and xdist's Ctrl-C path
     os.kill(os.getpid(), signal.SIGTERM)  # timeout(1) signals the child and its group
     assert halted == ["SIGTERM"]
     interrupts.first = time.monotonic() - REPEAT_S - 1  # a later SIGTERM insists
     with pytest.raises(Terminated):
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(5)
+        signal_self(signal.SIGTERM)
     assert halted == ["SIGTERM", "SIGTERM"]
     assert interrupts.cause == "SIGTERM"
 
@@ -185,8 +189,7 @@ def test_sigterm_raises_once_per_request(handlers):
 def test_a_worker_takes_one_sigterm(handlers):
     interrupts, halted = handlers(worker=True)
     with pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(5)
+        signal_self(signal.SIGINT)
     interrupts.first = time.monotonic() - REPEAT_S - 1
     os.kill(os.getpid(), signal.SIGTERM)  # the controller's, after the group's Ctrl-C
     assert halted == ["Ctrl-C"]
