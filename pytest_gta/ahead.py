@@ -160,6 +160,11 @@ class AheadWork:
 
             self.pipeline.stop(Stopped(str(session.shouldstop or session.shouldfail)))
 
+    def halt(self, cause: str) -> None:
+        """No new model request from the pool: the run was interrupted (a signal handler)."""
+        if self.pipeline is not None:
+            self.pipeline.halt(cause)
+
     def close(self) -> None:
         """Stop the pool and wait for its requests in flight (session end, Ctrl-C)."""
         if self.pipeline is not None:

@@ -84,6 +84,8 @@ class Pipeline:
         #: was not submitted, goes to the model as usual).
         self.step_model: Prefetched = Prefetched(model, self._answers)
         self._reason: BaseException | None = None
+        #: Set by :meth:`halt` from a signal handler, which must not take ``_lock``.
+        self._halted: BaseException | None = None
         self._lock = threading.Lock()
 
     # -- submitting --------------------------------------------------------------------------
@@ -112,7 +114,7 @@ class Pipeline:
         new = 0
         with self._lock:
             for case in cases:
-                if self._reason is not None:
+                if self._reason is not None or self._halted is not None:
                     break
                 if case.id in self._submitted:
                     continue
@@ -181,7 +183,7 @@ class Pipeline:
     # -- stopping ----------------------------------------------------------------------------
     def check(self) -> None:
         """Raise the reason the pipeline stopped, if it did."""
-        reason = self._reason
+        reason = self._reason or self._halted
         if reason is None:
             return
         if isinstance(reason, GtaBudgetExhausted):
@@ -198,6 +200,15 @@ class Pipeline:
                 answer.cancel()
         for episode in list(self._episodes.values()):
             episode.cancel()
+
+    def halt(self, cause: str) -> None:
+        """Refuse every model request from now on: the run was interrupted (``cause``).
+
+        Lock-free (one assignment) because it runs inside a signal handler, in the main thread
+        between two bytecodes, possibly while that thread holds ``_lock`` in :meth:`submit`.
+        The work not started is dropped when the session ends, in :meth:`close`.
+        """
+        self._halted = Stopped(f"the run was interrupted ({cause})")
 
     def close(self) -> None:
         """Stop and wait for the requests in flight; no pool thread outlives this call."""

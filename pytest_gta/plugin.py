@@ -8,7 +8,10 @@ loaded only when a GTA case needs them, by the session's :class:`~pytest_gta.ses
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,6 +93,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_gta.outward import install_log_filter
 
     install_log_filter()
+    from pytest_gta import signals
+
+    signals.install(config, lambda cause: _halt(config, cause))
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and workerinput.get("gta_ledger"):
         state.ledger_path = Path(workerinput["gta_ledger"])
@@ -129,11 +135,43 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(GtaHtmlHooks(config), PLUGIN_NAME)
 
 
+def _halt(config: pytest.Config, cause: str) -> None:
+    """The run was interrupted: no new model request here, and none from the xdist workers.
+
+    Called from a signal handler (:mod:`pytest_gta.signals`): flags and signals only.
+    """
+    state = config.stash.get(STATE, None)
+    if state is not None:
+        state.ahead.halt(cause)
+    bridge = config.pluginmanager.get_plugin(XDIST_BRIDGE)
+    if bridge is not None:
+        bridge.terminate_workers()
+
+
 class _XdistBridge:
     """Hands the controller's usage ledger to each xdist worker (one budget per session)."""
 
     def __init__(self, state: GtaState) -> None:
         self.state = state
+        #: The local workers' processes still running, by gateway id (SIGTERM reaches them).
+        self.workers: dict[str, Any] = {}
+
+    def pytest_xdist_newgateway(self, gateway: Any) -> None:
+        """Remember a local worker's process, so that an interrupt can be passed on to it."""
+        popen = getattr(getattr(gateway, "_io", None), "popen", None)  # execnet's Popen2IOMaster
+        if isinstance(popen, subprocess.Popen):
+            self.workers[str(gateway.id)] = popen
+
+    def terminate_workers(self) -> None:
+        """SIGTERM each worker still running: it stops as on Ctrl-C and reports what finished.
+
+        A SIGTERM or SIGINT sent to the controller's pid alone never reaches the workers, which
+        would keep calling the model until execnet gives up on them (5 s, then SIGINT). In a
+        signal handler: ``send_signal`` does nothing for a process already reaped.
+        """
+        for popen in list(self.workers.values()):
+            with contextlib.suppress(OSError):
+                popen.send_signal(signal.SIGTERM)
 
     def pytest_configure_node(self, node: Any) -> None:
         """Tell a starting worker where the session's ledger, model server and similarity are."""
@@ -172,6 +210,7 @@ class _XdistBridge:
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         """Collect a finished worker's loading and generation times for the report."""
+        self.workers.pop(str(getattr(node.gateway, "id", "")), None)
         collector = self.state.config.pluginmanager.get_plugin(COLLECTOR)
         workeroutput = getattr(node, "workeroutput", {})
         timings = workeroutput.get("gta_timings")
@@ -253,6 +292,34 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         collector.finish(session)
 
 
+# A second implementation of the hook (see pytest_runtest_makereport_clean for ``specname``).
+@pytest.hookimpl(wrapper=True, trylast=True, specname="pytest_sessionfinish")
+def pytest_sessionfinish_writers(session: pytest.Session) -> Any:
+    """A file another plugin cannot write (pytest's ``--junitxml`` on a full disk) is an error.
+
+    pytest's JUnit XML writer raises its ``OSError`` out of ``pytest_sessionfinish``, past the
+    terminal's summary: the run ended with a traceback and the GTA tables were never printed.
+    The innermost wrapper, so the terminal's own wrapper then prints its summary as usual:
+    the tables, this error after them, and a non-zero exit status.
+    """
+    try:
+        return (yield)
+    except OSError as exc:
+        collector = session.config.pluginmanager.get_plugin(COLLECTOR)
+        if collector is None:  # not a GTA run, or an xdist worker: pytest's behaviour stays
+            raise
+        where = exc.filename
+        if where is None:
+            xml = getattr(session.config.option, "xmlpath", None)
+            where = "a file written at the session's end" + (
+                f" (--junitxml={xml} or another plugin's)" if xml else ""
+            )
+        collector.write_errors.append(f"{where}: {exc.strerror or exc} (pytest_sessionfinish)")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return None
+
+
 def runs_here(config: pytest.Config) -> bool:
     """Whether this process ran GTA cases or served the workers (its usage is worth a line)."""
     from pytest_gta.ahead import runs_cases
@@ -285,11 +352,27 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Unregister the controller's plugins (as junitxml does); stop the server; drop the ledger."""
-    for name in (COLLECTOR, XDIST_BRIDGE):
+    """Unregister the controller's plugins (as junitxml does); stop the server; drop the ledger.
+
+    With Ctrl-C and SIGTERM held back (:meth:`pytest_gta.signals.Interrupts.deferred`): one
+    arriving now would leave a traceback and a half-stopped service, not a faster exit.
+    """
+    from pytest_gta.signals import INTERRUPTS, INTERRUPTS_PLUGIN
+
+    for name in (COLLECTOR, XDIST_BRIDGE, INTERRUPTS_PLUGIN):
         plugin = config.pluginmanager.get_plugin(name)
         if plugin is not None:
             config.pluginmanager.unregister(plugin)
+    interrupts = config.stash.get(INTERRUPTS, None)
+    if interrupts is None:
+        _teardown(config)
+        return
+    with interrupts.deferred():
+        _teardown(config)
+    interrupts.restore()
+
+
+def _teardown(config: pytest.Config) -> None:
     from pytest_gta.serve import stop
 
     stop(config)

@@ -298,3 +298,31 @@ def test_any_reply_is_scored_as_the_models_answer(sample_dataset, tmp_path_facto
         text = json.dumps(payload, allow_nan=False)
         text.encode("utf-8")  # what execnet, JUnit and the reports need
         assert 0.0 <= result.reported_score <= 1.0
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_junitxml_that_cannot_be_written_still_prints_the_tables(pytester, dist_args):
+    """pytest's own JUnit writer on a full disk (``/dev/full``: every write is ENOSPC)."""
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--gta-data=sample",
+        FAST_SIM,
+        "--gta-model=oracle",
+        "--gta-ids=0,1",
+        "--junitxml=/dev/full",
+        "--gta-report=gta.json",
+        *dist_args,
+    )
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, output[-3000:]
+    assert "Traceback" not in output
+    assert "INTERNALERROR" not in output
+    tables = output.index("GTA results")
+    error = output.index(
+        "pytest-gta: could not write a file written at the session's end "
+        "(--junitxml=/dev/full or another plugin's): No space left on device"
+    )
+    assert tables < error
+    assert "2 passed" in output
+    assert json.loads(pytester.path.joinpath("gta.json").read_text())["outcomes"]["passed"] == 2

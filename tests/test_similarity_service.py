@@ -159,3 +159,48 @@ def test_workers_import_no_torch_and_the_controller_loads_once(pytester):
     alone = json.loads((pytester.path / "one.json").read_text())
     assert alone["metrics"] == report["metrics"]
     assert [c["score"] for c in alone["cases"]] == [c["score"] for c in report["cases"]]
+
+
+def test_a_client_that_vanishes_while_it_waits_is_no_traceback(capfd):
+    """An xdist worker killed (``kill -9``) while it waits for the model's load: its socket is
+    reset, and the answer the service then writes has nobody to read it."""
+    import socket
+    import struct
+    import threading
+    import time
+
+    release = threading.Event()
+    answered = threading.Event()
+
+    class Slow(HashSimilarity):
+        def load(self) -> None:
+            release.wait(30)
+
+        def sim(self, a: str, b: str) -> np.float32:
+            answered.set()
+            return super().sim(a, b)
+
+    service = SimilarityService(Slow)
+    try:
+        url = urlparse(service.url)
+        body = json.dumps({"pairs": [["a", "b"]] * 2000}).encode()  # more than one TCP segment
+        client = socket.create_connection((url.hostname, url.port))
+        client.sendall(
+            f"POST {url.path} HTTP/1.1\r\nHost: x\r\n{TOKEN_HEADER}: {service.token}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        time.sleep(0.2)  # the request is read; the handler waits for the model
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # a reset, as the kernel sends for a killed process
+        release.set()
+        assert answered.wait(30)
+        time.sleep(0.5)  # the handler writes its answer into the reset connection
+        # the service goes on serving the other workers
+        assert float(RemoteSimilarity(service.url, service.token).sim("a", "b")) >= 0
+    finally:
+        service.close()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err
+    assert "BrokenPipe" not in err, err
+    assert "ConnectionReset" not in err, err

@@ -276,6 +276,7 @@ def build_report(
     prices: tuple[float, float] | None = None,
     stopped: str | None = None,
     interrupted: bool = False,
+    interrupted_by: str | None = None,
     timings: Mapping[str, Any] | None = None,
     shard: Mapping[str, Any] | None = None,
     confidence: float = 0.95,
@@ -358,8 +359,9 @@ def build_report(
     if stopped:
         notes.append(f"the session stopped early: {stopped}; the metrics cover the cases that ran")
     if interrupted:
+        how = f" ({interrupted_by})" if interrupted_by else ""
         notes.append(
-            "the run was interrupted (Ctrl-C): the metrics cover only the cases that finished"
+            f"the run was interrupted{how}: the metrics cover only the cases that finished"
         )
     return {
         "schema": SCHEMA,
@@ -369,6 +371,7 @@ def build_report(
         "usage": usage_totals(in_order, prices),
         "stopped": stopped,
         "interrupted": interrupted,
+        "interrupted_by": interrupted_by if interrupted else None,
         "timings": None if timings is None else dict(timings),
         "shard": None if shard is None else dict(shard),
         "dataset": {

@@ -79,8 +79,10 @@ class GtaCollector:
         self.records: dict[str, CaseRecord] = {}
         self.report: dict[str, Any] | None = None
         self.stopped: str | None = None
-        #: Set by Ctrl-C: the report then covers only the cases that finished.
+        #: Set by Ctrl-C or SIGTERM: the report then covers only the cases that finished.
         self.interrupted = False
+        #: What interrupted it (``Ctrl-C``, ``SIGTERM``; :func:`pytest_gta.signals.cause_of`).
+        self.interrupted_by: str | None = None
         #: Seconds spent loading and generating ahead, per process (``main`` or the worker id).
         self.timings: dict[str, dict[str, float]] = {}
         #: Files that could not be written, with the reason (shown after the tables).
@@ -179,6 +181,7 @@ class GtaCollector:
             prices=info.prices,
             stopped=self.stopped,
             interrupted=self.interrupted,
+            interrupted_by=self.interrupted_by,
             timings=self.timings or None,
             shard=self.shard,
             confidence=settings.confidence,
@@ -208,9 +211,12 @@ class GtaCollector:
         cleaned["notes"] = [*cleaned.get("notes", []), *cleaner.notes()]
         return cleaned
 
-    def pytest_keyboard_interrupt(self) -> None:
-        """Ctrl-C: the partial report says so."""
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Ctrl-C or SIGTERM (:mod:`pytest_gta.signals`): the partial report says so."""
+        from pytest_gta.signals import INTERRUPTS, cause_of
+
         self.interrupted = True
+        self.interrupted_by = cause_of(excinfo, self.config.stash.get(INTERRUPTS, None))
 
     def add_timings(self, process: str, timings: dict[str, float]) -> None:
         """Loading and ahead-generation times of one process (``main`` or an xdist worker)."""
@@ -225,8 +231,12 @@ class GtaCollector:
         With gates configured, they and the harness errors decide the exit status. A file that
         cannot be written (a full disk, a missing permission) does not lose the run: the
         tables are still printed, then the error, and the exit status is not 0.
+
+        An interrupted run writes its report even when no case finished (an interrupt during
+        the first requests or the similarity model's load): a job that was stopped still
+        leaves the file its pipeline looks for, saying so.
         """
-        if not self.records:
+        if not self.records and not self.interrupted:
             return
         report = self.report = self.build()
         session.exitstatus = gated_exit_status(report, int(session.exitstatus))

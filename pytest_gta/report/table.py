@@ -298,9 +298,8 @@ def header_lines(report: Mapping[str, Any]) -> list[str]:
     lines = []
     if report.get("interrupted"):
         finished = sum(1 for c in report.get("cases", []) if c.get("outcome") != "skipped")
-        lines.append(
-            f"INTERRUPTED (Ctrl-C): these tables cover the {finished} case(s) that finished"
-        )
+        how = f" ({report['interrupted_by']})" if report.get("interrupted_by") else ""
+        lines.append(f"INTERRUPTED{how}: these tables cover the {finished} case(s) that finished")
     lines += [
         f"model: {report['model']}  protocol: {report['protocol']}  "
         f"modes: {','.join(settings.get('modes', []))}",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sys
 import threading
 import time
 import urllib.error
@@ -47,10 +48,15 @@ class SimilarityService:
         self.token = secrets.token_hex(16)
         #: Seconds the load took (``None`` until it finished).
         self.load_seconds: float | None = None
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _Server(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._threads = [
-            threading.Thread(target=self._server.serve_forever, name="gta-sim-serve", daemon=True),
+            threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.05},  # close() waits up to one interval
+                name="gta-sim-serve",
+                daemon=True,
+            ),
             threading.Thread(target=self._load, name="gta-sim-load", daemon=True),
         ]
         for thread in self._threads:
@@ -90,6 +96,20 @@ class SimilarityService:
         """Stop serving (the load thread, if still running, ends with the process)."""
         self._server.shutdown()
         self._server.server_close()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A worker that vanished mid-request (killed, crashed) is normal, not a traceback.
+
+        xdist replaces a crashed worker and reports its case; the answer this service was
+        about to send has nobody to read it. Anything else is a bug and is printed as usual.
+        """
+        if isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipe, ConnectionReset
+            return
+        super().handle_error(request, client_address)
 
 
 def _handler(service: SimilarityService) -> type[BaseHTTPRequestHandler]:
