@@ -151,7 +151,9 @@ def test_a_full_disk_still_prints_the_tables(pytester):
     assert "Traceback" not in output
     assert "INTERNALERROR" not in output
     tables = output.index("Table 4, step-by-step mode")
-    error = output.index(f"pytest-gta: could not write {out}/gta.json: No space left on device")
+    error = output.index(
+        f"pytest-gta: could not write {out}/gta.json (--gta-report): No space left on device"
+    )
     assert tables < error
     assert f"report written to {out}/gta.json" not in output
 
