@@ -75,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "pytest_gta.datainfo",
         "pytest_gta.install.cli",
         "pytest_gta.install.installer",
-        "pytest_gta.runner",
+        "pytest_gta.run.runner",
         "pytest_gta.scoring.similarity",
     ):
         importlib.import_module(module)

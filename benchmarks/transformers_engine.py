@@ -19,10 +19,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from pytest_gta.agent import loops
 from pytest_gta.dataset import bundled_sample_path
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.generation import GenerationSettings
+from pytest_gta.run import loops
 from pytest_gta.validation import load_dataset
 
 

@@ -41,7 +41,7 @@ from pytest_gta.validation import load_dataset
 __version__ = "0.1.0.dev0"
 
 _LAZY = {
-    "CaseResult": "pytest_gta.runner",
+    "CaseResult": "pytest_gta.run.runner",
     "ModelAdapter": "pytest_gta.models.base",
     "BaseModelAdapter": "pytest_gta.models.base",
     "RecordedSource": "pytest_gta.models.base",
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     )
     from pytest_gta.models.chat import ChatAdapter, Prepared
     from pytest_gta.models.generation import GenerationSettings
-    from pytest_gta.runner import CaseResult
+    from pytest_gta.run.runner import CaseResult
     from pytest_gta.scoring.answer import iscorrect
     from pytest_gta.tools import BaseToolBackend, ToolBackend, ToolContext, ToolInvocation
 

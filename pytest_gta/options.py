@@ -45,7 +45,7 @@ from pytest_gta.models.generation import (
     CacheMode,
     GenerationSettings,
 )
-from pytest_gta.serve import (
+from pytest_gta.session.serve import (
     DEFAULT_SERVE_TIMEOUT,
     OPT_SERVE,
     OPT_SERVE_COMMAND,
@@ -1098,11 +1098,11 @@ class GtaSettings:
     sandbox: SandboxMode = "auto"
     #: Where datasets are installed (``--gta-data-dir``); the default dataset is ``gta_dataset``.
     data_dir: Path = DATA_DIR_DEFAULT
-    #: ``--gta-concurrency``; ``None``: the model's own default (see pytest_gta.pipeline).
+    #: ``--gta-concurrency``; ``None``: the model's own default (see pytest_gta.run.pipeline).
     concurrency: int | None = None
     #: ``--gta-shard``: which part of the selected cases this job runs (``None``: all).
     shard: Shard | None = None
-    #: ``--gta-serve``: auto, vllm or none (see pytest_gta.serve).
+    #: ``--gta-serve``: auto, vllm or none (see pytest_gta.session.serve).
     serve: ServeMode = "auto"
     #: ``--gta-serve-command``: the server template, checked; ``None``: vllm serve.
     serve_command: str | None = None

@@ -3,7 +3,8 @@
 It must cost nothing in a project that does not use GTA: it imports only pytest and small
 stdlib-only modules, registers options, markers and fixtures, and returns early from every hook
 when no ``--gta-*`` option is in use. Datasets, models, NumPy and the similarity model are
-loaded only when a GTA case needs them, by the session's :class:`~pytest_gta.session.GtaState`.
+loaded only when a GTA case needs them, by the session's
+:class:`~pytest_gta.session.state.GtaState`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 from pytest_gta.case import static_marks
 from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings, resolve_settings
 from pytest_gta.options import pytest_addoption as _addoption
-from pytest_gta.session import IMAGES_INPUT, SIMILARITY_INPUT, STATE, GtaState, state_of
+from pytest_gta.session.state import IMAGES_INPUT, SIMILARITY_INPUT, STATE, GtaState, state_of
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
         ModelContext,
         RecordedSource,
     )
-    from pytest_gta.runner import CaseResult, Scorer
+    from pytest_gta.run.runner import CaseResult, Scorer
     from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSet, ToolSpec
 
 SUITE = Path(__file__).with_name("suite.py")
@@ -99,7 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and workerinput.get("gta_ledger"):
         state.ledger_path = Path(workerinput["gta_ledger"])
-    from pytest_gta import serve
+    from pytest_gta.session import serve
 
     server = None
     if workerinput is not None:
@@ -114,7 +115,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # After validation (a typo never waits for weights to load), before any case runs.
         serve.start(config, settings, server)
     if workerinput is None:
-        from pytest_gta.report.collector import GtaCollector
+        from pytest_gta.session.collector import GtaCollector
 
         config.pluginmanager.register(
             GtaCollector(
@@ -130,7 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistBridge(state), XDIST_BRIDGE)
         if config.pluginmanager.hasplugin("html"):
-            from pytest_gta.report.html_extras import PLUGIN_NAME, GtaHtmlHooks
+            from pytest_gta.session.html_hooks import PLUGIN_NAME, GtaHtmlHooks
 
             config.pluginmanager.register(GtaHtmlHooks(config), PLUGIN_NAME)
 
@@ -181,7 +182,7 @@ class _XdistBridge:
         store = state.image_store()
         if store is not None:
             node.workerinput[IMAGES_INPUT] = str(store.root)
-        from pytest_gta.serve import SERVER, WORKER_KEY
+        from pytest_gta.session.serve import SERVER, WORKER_KEY
 
         server = state.config.stash.get(SERVER, None)
         if server is not None:
@@ -204,7 +205,7 @@ class _XdistBridge:
         """With ``--dist load`` and episodes running ahead, keep every worker's queue full."""
         if config.getvalue("dist") != "load" or not self.state.runs_ahead():
             return None
-        from pytest_gta.pipeline import ahead_scheduling
+        from pytest_gta.run.pipeline import ahead_scheduling
 
         return ahead_scheduling(config, log)
 
@@ -322,7 +323,7 @@ def pytest_sessionfinish_writers(session: pytest.Session) -> Any:
 
 def runs_here(config: pytest.Config) -> bool:
     """Whether this process ran GTA cases or served the workers (its usage is worth a line)."""
-    from pytest_gta.ahead import runs_cases
+    from pytest_gta.run.ahead import runs_cases
 
     return runs_cases(config) or config.pluginmanager.has_plugin("dsession")
 
@@ -340,7 +341,7 @@ def process_usage() -> dict[str, float]:
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """Keep the episodes queued for this process running ahead (:mod:`pytest_gta.pipeline`)."""
+    """Keep the episodes queued for this process running ahead (:mod:`pytest_gta.run.pipeline`)."""
     state = item.config.stash.get(STATE, None)
     if state is None or state.ahead.pipeline is None:
         return (yield)
@@ -373,7 +374,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _teardown(config: pytest.Config) -> None:
-    from pytest_gta.serve import stop
+    from pytest_gta.session.serve import stop
 
     stop(config)
     state = config.stash.get(STATE, None)
@@ -404,7 +405,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
             f"gta: shard {settings.shard}: the selected cases split {settings.shard.total} ways, "
             "balanced by reference steps"
         )
-    from pytest_gta.serve import describe
+    from pytest_gta.session.serve import describe
 
     server = describe(config)
     if server is not None:
@@ -478,7 +479,7 @@ def pytest_collection_modifyitems_regressions(
     state = config.stash.get(STATE, None)
     if state is None or not state.settings.active or not state.settings.rerun_regressions:
         return
-    from pytest_gta.report.collector import REGRESSIONS_CACHE_KEY
+    from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY
 
     cache = getattr(config, "cache", None)
     recorded = cache.get(REGRESSIONS_CACHE_KEY, None) if cache is not None else None
@@ -602,7 +603,7 @@ def pytest_runtest_makereport_clean(item: pytest.Item, call: pytest.CallInfo[Non
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> Any:
-    """Load models and batch generation before the first case (:mod:`pytest_gta.ahead`)."""
+    """Load models and batch generation before the first case (:mod:`pytest_gta.run.ahead`)."""
     state = session.config.stash.get(STATE, None)
     if state is not None and state.settings.active and not session.shouldstop:
         state.ahead.run(session)
@@ -691,7 +692,7 @@ def gta_run(
     """
     from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUnavailableError
     from pytest_gta.models.base import BaseModelAdapter
-    from pytest_gta.runner import STOPPED_KEY, run_case
+    from pytest_gta.run.runner import STOPPED_KEY, run_case
 
     state = state_of(pytestconfig)
 
@@ -744,7 +745,7 @@ def gta_result(
     failures. The flat per-case properties go to the item (every phase's report, JUnit XML);
     the detail payload (steps, replies, score) to the setup report's ``user_properties`` only.
     """
-    from pytest_gta.runner import DETAIL_KEY, identity_properties
+    from pytest_gta.run.runner import DETAIL_KEY, identity_properties
 
     request.node.user_properties.extend(identity_properties(gta_case, gta_model.name))
     result = gta_run(gta_case)
@@ -766,7 +767,7 @@ def gta_result(
             store.problems.clear()
     report_only(request.node).append((DETAIL_KEY, detail))
     if request.config.getoption("htmlpath", None):
-        from pytest_gta.report.html_extras import case_extras
+        from pytest_gta.session.html_hooks import case_extras
 
         report_extras(request.node).extend(
             case_extras(gta_case, result, detail, store, state.settings)

@@ -11,7 +11,7 @@ ends with pytest's interrupted status (2), the cases that finished are reported 
 
 The handlers also stop this process's work at once, before the exception unwinds anything:
 the pool running episodes ahead refuses new model requests (:meth:`Pipeline.halt
-<pytest_gta.pipeline.Pipeline.halt>`, lock-free, as a signal handler must be), and the xdist
+<pytest_gta.run.pipeline.Pipeline.halt>`, lock-free, as a signal handler must be), and the xdist
 controller passes SIGTERM on to its workers, which a signal sent to the controller's pid alone
 never reaches.
 """

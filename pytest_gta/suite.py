@@ -6,7 +6,7 @@ test requests ``gta_case``; its node ids read ``gta::test_query[e2e-17]``.
 
 from __future__ import annotations
 
-from pytest_gta.runner import CaseResult
+from pytest_gta.run.runner import CaseResult
 
 
 def test_query(gta_result: CaseResult) -> None:

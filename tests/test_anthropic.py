@@ -19,7 +19,6 @@ import pytest
 from anthropic.resources.messages.messages import DEPRECATED_MODELS
 
 from conftest import FAST_SIM, SAMPLE
-from pytest_gta.agent import loops
 from pytest_gta.agent import protocol as p
 from pytest_gta.agent.native import NATIVE_SYSTEM_PROMPT, json_schema
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
@@ -34,6 +33,7 @@ from pytest_gta.models.anthropic_chat import (
 from pytest_gta.models.base import BaseModelAdapter, ModelContext, resolve_spec
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.generation import GenerationSettings, react_max_tokens
+from pytest_gta.run import loops
 from pytest_gta.types import (
     CaseContext,
     ChatMessage,

@@ -28,7 +28,7 @@ from conftest import FAST_SIM
 from pytest_gta.case import Case
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.opencompass import OpenCompassPredictions
-from pytest_gta.runner import CaseResult, Scorer
+from pytest_gta.run.runner import CaseResult, Scorer
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore
 from pytest_gta.vocabulary import CATEGORY_NAMES, IMAGEGEN_TOOLS, tool_category
 from tests.test_opencompass import e2e_records, step_records, tool_step

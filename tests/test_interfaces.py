@@ -34,9 +34,9 @@ from pytest_gta import (
     RetryableError,
     ToolResult,
 )
-from pytest_gta.agent import loops
 from pytest_gta.errors import GtaUsageError as UsageErrorFromErrors
 from pytest_gta.models.base import OPTIONAL_MEMBERS, adopt
+from pytest_gta.run import loops
 from pytest_gta.tools import ToolSet, adopt_backend
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
 

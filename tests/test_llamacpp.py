@@ -241,7 +241,7 @@ def test_in_process_end_to_end_records_real_replies(pytester, smollm2_gguf, monk
 
 def test_same_request_as_the_openai_adapter(sample_dataset, smollm2_gguf):
     """In-process and server runs of the same model send the same official ReAct body."""
-    from pytest_gta.agent import loops
+    from pytest_gta.run import loops
 
     local = make_model("llamacpp:smollm2", _context(sample_dataset, seed=7))
     remote = make_model(

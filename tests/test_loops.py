@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from conftest import SAMPLE
-from pytest_gta.agent import loops
 from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.models.oracle import CLOSING_ANSWER, OracleModel
 from pytest_gta.quirks import GENERATED_IMAGE
+from pytest_gta.run import loops
 from pytest_gta.tools import ToolContext, ToolSet
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ResultItem, Usage
 from pytest_gta.validation import load_dataset

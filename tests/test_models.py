@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gta.agent import loops
 from pytest_gta.errors import (
     GtaBudgetExhausted,
     GtaInfrastructureError,
@@ -41,6 +40,7 @@ from pytest_gta.models.generation import (
     react_max_tokens,
 )
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
+from pytest_gta.run import loops
 from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
 
 PROVIDERS = ["oracle", "mock", "opencompass", "openai", "anthropic", "vllm", "llamacpp"]

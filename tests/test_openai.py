@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from conftest import FAST_SIM
-from pytest_gta.agent import loops
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models import chat
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.generation import GenerationSettings, official_body, react_max_tokens
+from pytest_gta.run import loops
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
 from tests.scripted_server import ScriptedServer, Step, chat_completion
 

@@ -102,7 +102,7 @@ def test_xdist_worker_queue_is_readable(pytester):
         test_queue="""
         import json, os
         import pytest
-        from pytest_gta.pipeline import xdist_queue
+        from pytest_gta.run.pipeline import xdist_queue
 
         @pytest.mark.parametrize("n", range(64))
         def test_peek(n, request):
@@ -241,7 +241,7 @@ def state(sample_dataset: Any, pytestconfig: pytest.Config) -> Any:
     from dataclasses import replace
 
     from pytest_gta.options import resolve_settings
-    from pytest_gta.session import GtaState
+    from pytest_gta.session.state import GtaState
 
     settings = replace(resolve_settings(pytestconfig), data=sample_dataset.root, model="counting")
     built = GtaState(pytestconfig, settings)
@@ -250,8 +250,8 @@ def state(sample_dataset: Any, pytestconfig: pytest.Config) -> Any:
 
 
 def test_the_pool_runs_at_most_n_and_takes_in_any_order(state, sample_dataset):
-    from pytest_gta.agent import loops
-    from pytest_gta.pipeline import Pipeline
+    from pytest_gta.run import loops
+    from pytest_gta.run.pipeline import Pipeline
 
     model = _Counting()
     pipeline = Pipeline(state, model, concurrency=3)
@@ -272,7 +272,7 @@ def test_the_pool_runs_at_most_n_and_takes_in_any_order(state, sample_dataset):
 
 
 def test_a_stopped_pool_drops_work_not_started(state, sample_dataset):
-    from pytest_gta.pipeline import Pipeline, Stopped
+    from pytest_gta.run.pipeline import Pipeline, Stopped
 
     model = _Counting()
     pipeline = Pipeline(state, model, concurrency=1)
@@ -292,7 +292,7 @@ def test_a_stopped_pool_drops_work_not_started(state, sample_dataset):
 
 def test_a_budget_stop_is_raised_as_the_budget(state):
     from pytest_gta.errors import GtaBudgetExhausted
-    from pytest_gta.pipeline import Pipeline
+    from pytest_gta.run.pipeline import Pipeline
 
     pipeline = Pipeline(state, _Counting(), concurrency=2)
     pipeline.stop(GtaBudgetExhausted("the token budget (60) is spent"))
@@ -302,7 +302,7 @@ def test_a_budget_stop_is_raised_as_the_budget(state):
 
 
 def test_upcoming_without_xdist_is_every_item(pytester):
-    from pytest_gta.pipeline import upcoming
+    from pytest_gta.run.pipeline import upcoming
 
     items = pytester.getitems("def test_a(): pass\ndef test_b(): pass\n")
     session = items[0].session
@@ -365,7 +365,7 @@ def test_ahead_scheduling_hands_every_case_out_at_once(pytester):
     """xdist's own load scheduling starves a worker whose cases take long; ours cannot."""
     from xdist.scheduler import LoadScheduling
 
-    from pytest_gta.pipeline import ahead_scheduling
+    from pytest_gta.run.pipeline import ahead_scheduling
 
     plain = _scheduled(pytester, LoadScheduling)
     ahead = _scheduled(pytester, ahead_scheduling)
@@ -375,7 +375,7 @@ def test_ahead_scheduling_hands_every_case_out_at_once(pytester):
 
 
 def _first_started(state: Any, sample_dataset: Any) -> str:
-    from pytest_gta.pipeline import Pipeline
+    from pytest_gta.run.pipeline import Pipeline
 
     model = _Counting()
     state._built["model"] = model
@@ -407,7 +407,7 @@ def test_ctrl_c_during_a_load_lands_in_the_waiting_thread(tmp_path):
     script = tmp_path / "load.py"
     script.write_text(
         "import os, signal, sys, threading, time, traceback\n"
-        "from pytest_gta.ahead import interruptibly\n"
+        "from pytest_gta.run.ahead import interruptibly\n"
         "started = threading.Event()\n"
         "def load():\n"
         "    started.set()\n"

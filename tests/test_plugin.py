@@ -505,7 +505,7 @@ def test_unrelated_project_imports_nothing_heavy(pytester):
         import sys
 
         def test_plain():
-            heavy = {"numpy", "torch", "sentence_transformers", "pytest_gta.runner"}
+            heavy = {"numpy", "torch", "sentence_transformers", "pytest_gta.run.runner"}
             assert not heavy & set(sys.modules)
             assert "pytest_gta.plugin" in sys.modules
         """

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from pytest_gta.agent import loops
 from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import Dataset
 from pytest_gta.quirks import find_quirks, summarize
+from pytest_gta.run import loops
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.validation import load_dataset
 from tool_backends.replay import ReplayBackend

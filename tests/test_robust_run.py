@@ -216,7 +216,7 @@ def test_reports_follow_the_umask(pytester):
 
 def test_reported_score_is_clamped_but_metrics_are_exact(sample_dataset):
     from pytest_gta.case import Case
-    from pytest_gta.runner import CaseResult
+    from pytest_gta.run.runner import CaseResult
     from pytest_gta.scoring.metrics import E2ECaseScore, Score
     from pytest_gta.scoring.verdict import Verdict
 
@@ -261,9 +261,9 @@ REPLIES = st.lists(st.one_of(st.text(ANY_CHAR, max_size=40), FRAGMENTS), max_siz
 @given(replies=st.lists(REPLIES, min_size=1, max_size=4), qid=st.sampled_from(["0", "1", "3"]))
 def test_any_reply_is_scored_as_the_models_answer(sample_dataset, tmp_path_factory, replies, qid):
     """Whatever a model writes, the case is scored, and its payload is writable and sendable."""
-    from pytest_gta.agent import loops
     from pytest_gta.case import Case
-    from pytest_gta.runner import CaseResult, Scorer
+    from pytest_gta.run import loops
+    from pytest_gta.run.runner import CaseResult, Scorer
     from pytest_gta.tools import ToolContext, ToolSet
     from pytest_gta.types import ModelOutput
     from tool_backends.replay import ReplayBackend

@@ -4,7 +4,7 @@ The lifecycle runs a real server process (tests/serve_fixture_server.py) under r
 processes, with and without xdist: one server for the session, both workers' requests reach it,
 and it is gone after the session, after Ctrl-C, after a worker or the controller itself is
 killed; a command that cannot serve fails the session before any case with exit status 4. The
-command building and the decision of :func:`pytest_gta.serve.plan` are pure and tested
+command building and the decision of :func:`pytest_gta.session.serve.plan` are pure and tested
 directly. The real ``vllm serve`` path is the opt-in ``vllm_cpu`` test at the end.
 """
 
@@ -24,9 +24,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import FAST_SIM, ROOT, default_sigint
-from pytest_gta import serve
 from pytest_gta.options import GtaSettings, resolve_settings
-from pytest_gta.serve import Served, format_command, plan, template_words, vllm_command
+from pytest_gta.session import serve
+from pytest_gta.session.serve import Served, format_command, plan, template_words, vllm_command
 
 SERVER = ROOT / "tests" / "serve_fixture_server.py"
 

@@ -216,7 +216,7 @@ def test_catalog_name_locates_the_bundled_gguf(weights, sample_dataset, tmp_path
 
 def test_same_request_as_the_other_in_process_engines(weights, sample_dataset, tmp_path):
     """The ReAct payload is the official one: same messages, window rule and stop words."""
-    from pytest_gta.agent import loops
+    from pytest_gta.run import loops
 
     model = make_model("smollm2", _context(sample_dataset, tmp_path, seed=3))
     request = loops.step_requests(sample_dataset, sample_dataset["3"])[0][0]

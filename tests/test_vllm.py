@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAST_SIM
-from pytest_gta.agent import loops, native
+from pytest_gta.agent import native
 from pytest_gta.agent import protocol as p
 from pytest_gta.agent.native import INVALID_JSON
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUsageError
@@ -38,6 +38,7 @@ from pytest_gta.models.vllm_engine import (
     shutdown_engines,
     template_messages,
 )
+from pytest_gta.run import loops
 from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
 
 QWEN = "vllm/Qwen/Qwen1.5-7B-Chat"

@@ -107,7 +107,7 @@ class BaseModelAdapter(ModelInfo, ABC):
 
     Only :meth:`generate` must be implemented; the rest has defaults that suit a remote
     endpoint answering one request at a time. In-process engines override what lets the
-    plugin batch their work (:mod:`pytest_gta.ahead`).
+    plugin batch their work (:mod:`pytest_gta.run.ahead`).
     """
 
     #: Ask the plugin to generate every step-mode reply of this process in one
@@ -124,7 +124,7 @@ class BaseModelAdapter(ModelInfo, ABC):
     warm_up: Callable[[], None] | None = None
     #: How many episodes a process runs at once by default (``--gta-concurrency`` overrides):
     #: a pool of this many threads calls :meth:`generate` concurrently
-    #: (:mod:`pytest_gta.pipeline`). 1 (the default): one at a time, for an adapter that was
+    #: (:mod:`pytest_gta.run.pipeline`). 1 (the default): one at a time, for an adapter that was
     #: not written for threads; an endpoint that serves many requests at once sets more.
     concurrency: int = 1
 
@@ -142,7 +142,7 @@ class BaseModelAdapter(ModelInfo, ABC):
     def generate_each(self, requests: Sequence[ModelRequest]) -> list[ModelOutput | BaseException]:
         """Answer independent requests; a failed one gets its exception in its slot.
 
-        The lockstep rounds of :func:`pytest_gta.agent.loops.run_lockstep` use it, so that one
+        The lockstep rounds of :func:`pytest_gta.run.loops.run_lockstep` use it, so that one
         episode's failure does not fail the others.
         """
         out: list[ModelOutput | BaseException] = []

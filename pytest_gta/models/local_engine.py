@@ -248,7 +248,7 @@ class EngineChat(ChatAdapter):
     """
 
     #: Ask the plugin to answer a run's step-mode prompts in one batch before its loop, and
-    #: to run its end-to-end episodes in lockstep batches (:mod:`pytest_gta.ahead`).
+    #: to run its end-to-end episodes in lockstep batches (:mod:`pytest_gta.run.ahead`).
     prefetch_steps = True
     prefetch_episodes = True
     #: Never threads: the engine batches whatever arrives together, so threads would make the

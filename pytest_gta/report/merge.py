@@ -628,9 +628,9 @@ def run(config: pytest.Config) -> int:
     from pytest_gta.gates import gated_exit_status
     from pytest_gta.options import resolve_option, resolve_settings
     from pytest_gta.outward import Cleaner
-    from pytest_gta.report.collector import Output, html_output, report_outputs, write_outputs
     from pytest_gta.report.junit import junit_xml
     from pytest_gta.report.table import render_text
+    from pytest_gta.session.collector import Output, html_output, report_outputs, write_outputs
 
     given: list[str] = config.getoption("gta_merge")
     paths: list[Path] = resolve_option(config, "gta_merge").value

@@ -58,7 +58,7 @@ class Prefetched(BaseModelAdapter):
 
     Step mode knows every prompt before the first case runs, so an engine that batches (vLLM
     in-process) can answer them all in one call, and a remote endpoint can be sent many at once
-    (:mod:`pytest_gta.pipeline`, whose answers are futures). Cases then take their answers from
+    (:mod:`pytest_gta.run.pipeline`, whose answers are futures). Cases then take their answers from
     here; a request that was not prefetched, or whose messages differ, goes to the model as
     usual.
     """
@@ -89,7 +89,7 @@ class Prefetched(BaseModelAdapter):
         answer = found[1]
         if not isinstance(answer, Future):
             return answer
-        # Being generated in a pool thread (pytest_gta.pipeline): its failure (the model
+        # Being generated in a pool thread (pytest_gta.run.pipeline): its failure (the model
         # unreachable, the budget spent) is raised here, in the case; work the pool dropped
         # when it stopped goes to the model, which refuses it if the budget is spent.
         try:

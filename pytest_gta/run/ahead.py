@@ -10,13 +10,13 @@ Two kinds of work belong here rather than inside a case:
   answers many conversations in one batch for little more than the price of one. Without xdist
   the process knows every case it will run, so it generates them all here: every step-mode
   prompt in one batch, and the end-to-end episodes in lockstep (each round, every live
-  episode's next turn in one batch; see :func:`pytest_gta.agent.loops.run_lockstep`). The
+  episode's next turn in one batch; see :func:`pytest_gta.run.loops.run_lockstep`). The
   cases then score what was generated, in pytest's order, so ``-k``, ``--lf``, JUnit and the
   report behave as usual. Under xdist a worker does not know which cases it will get, so
   each case batches only its own steps.
 * **Running ahead.** Any other model that serves many requests at once (an HTTP endpoint)
   gets a pool of ``--gta-concurrency`` threads running this process's episodes ahead, in every
-  process, xdist workers included (:mod:`pytest_gta.pipeline`); the similarity model then loads
+  process, xdist workers included (:mod:`pytest_gta.run.pipeline`); the similarity model then loads
   while the first requests are in flight.
 
 A failure here never stops the session: a model that does not load, or an episode whose tool
@@ -35,11 +35,11 @@ from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.progress import phase, say
 
 if TYPE_CHECKING:
-    from pytest_gta.agent.loops import Episode
     from pytest_gta.case import Case
     from pytest_gta.models.base import BaseModelAdapter
-    from pytest_gta.pipeline import Pipeline
-    from pytest_gta.session import GtaState
+    from pytest_gta.run.loops import Episode
+    from pytest_gta.run.pipeline import Pipeline
+    from pytest_gta.session.state import GtaState
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Ahead:
     #: Which backend served each of the query's tools.
     backends: dict[str, str] = field(default_factory=dict)
     #: The case's (score, verdict) when the episode was scored where it ended, in a pool
-    #: thread (:mod:`pytest_gta.pipeline`); ``None``: the case scores it.
+    #: thread (:mod:`pytest_gta.run.pipeline`); ``None``: the case scores it.
     scored: tuple[Any, Any] | None = None
 
 
@@ -131,7 +131,7 @@ class AheadWork:
     def _start_pipeline(
         self, config: pytest.Config, model: BaseModelAdapter, concurrency: int, cases: list[Case]
     ) -> None:
-        from pytest_gta.pipeline import Pipeline
+        from pytest_gta.run.pipeline import Pipeline
 
         self.pipeline = pipeline = Pipeline(self.state, model, concurrency)
         self.step_model = pipeline.step_model
@@ -149,14 +149,14 @@ class AheadWork:
         """In an xdist worker: start the cases queued for this worker so far."""
         if self.pipeline is None or not hasattr(session.config, "workerinput"):
             return
-        from pytest_gta.pipeline import upcoming
+        from pytest_gta.run.pipeline import upcoming
 
         self.pipeline.submit(cases_of(list(upcoming(session, item, nextitem))))
 
     def after(self, session: pytest.Session) -> None:
         """Stop running ahead once the session stops (``-x``, ``--maxfail``, a spent budget)."""
         if self.pipeline is not None and (session.shouldstop or session.shouldfail):
-            from pytest_gta.pipeline import Stopped
+            from pytest_gta.run.pipeline import Stopped
 
             self.pipeline.stop(Stopped(str(session.shouldstop or session.shouldfail)))
 
@@ -171,7 +171,7 @@ class AheadWork:
             self.pipeline.close()
 
     def _load_similarity(self, config: pytest.Config, cases: list[Case]) -> None:
-        from pytest_gta.runner import needs_similarity
+        from pytest_gta.run.runner import needs_similarity
 
         if not any(needs_similarity(c.query, c.mode) for c in cases):
             return
@@ -197,8 +197,8 @@ class AheadWork:
         self.timings[key] = round(time.perf_counter() - start, 3)
 
     def _steps(self, config: pytest.Config, model: BaseModelAdapter, cases: list[Case]) -> None:
-        from pytest_gta.agent import loops
         from pytest_gta.errors import GtaInfrastructureError
+        from pytest_gta.run import loops
 
         dataset = self.state.dataset()
         protocol = model.protocol
@@ -223,7 +223,7 @@ class AheadWork:
     def _episodes_ahead(
         self, config: pytest.Config, model: BaseModelAdapter, cases: list[Case]
     ) -> None:
-        from pytest_gta.agent import loops
+        from pytest_gta.run import loops
         from pytest_gta.tools import ToolContext
 
         state = self.state

@@ -30,7 +30,7 @@ from pytest_gta.report.compare import Baseline, conclude, regressed_nodeids
 from pytest_gta.report.images import ImageStore
 from pytest_gta.report.junit import suite_properties
 from pytest_gta.report.table import render_markdown, render_text
-from pytest_gta.runner import DETAIL_KEY, STOPPED_KEY
+from pytest_gta.run.runner import DETAIL_KEY, STOPPED_KEY
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,10 @@ from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.types import CaseContext, ModelOutput, ModelRequest
 
 if TYPE_CHECKING:
-    from pytest_gta.agent.loops import Prefetched
-    from pytest_gta.ahead import Ahead
     from pytest_gta.case import Case
-    from pytest_gta.session import GtaState
+    from pytest_gta.run.ahead import Ahead
+    from pytest_gta.run.loops import Prefetched
+    from pytest_gta.session.state import GtaState
 
 
 class Stopped(GtaInfrastructureError):
@@ -71,7 +71,7 @@ class Pipeline:
     """A pool of N threads running this process's episodes ahead of pytest's loop."""
 
     def __init__(self, state: GtaState, model: BaseModelAdapter, concurrency: int) -> None:
-        from pytest_gta.agent.loops import Prefetched
+        from pytest_gta.run.loops import Prefetched
 
         self.state = state
         self.concurrency = concurrency
@@ -98,7 +98,7 @@ class Pipeline:
         budget: there the cases run in pytest's order, so the calls the budget paid for belong
         to the cases reported before the session stops.
         """
-        from pytest_gta.agent import loops
+        from pytest_gta.run import loops
         from pytest_gta.shard import case_weight
 
         settings = self.state.settings
@@ -131,8 +131,8 @@ class Pipeline:
 
     def _episode(self, case: Case) -> Ahead:
         """One end-to-end episode, in a pool thread; its failure is kept for its case."""
-        from pytest_gta.agent import loops
-        from pytest_gta.ahead import Ahead
+        from pytest_gta.run import loops
+        from pytest_gta.run.ahead import Ahead
         from pytest_gta.tools import ToolContext
 
         state = self.state

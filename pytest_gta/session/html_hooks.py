@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pytest_gta.case import Case
     from pytest_gta.options import GtaSettings
     from pytest_gta.report.images import ImageStore
-    from pytest_gta.runner import CaseResult
+    from pytest_gta.run.runner import CaseResult
 
 #: Name of the registered hook object.
 PLUGIN_NAME = "pytest-gta-html"

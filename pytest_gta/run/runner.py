@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gta import outward
-from pytest_gta.agent import loops
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
 from pytest_gta.outward import Cleaner
+from pytest_gta.run import loops
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore, score_e2e_case, score_step_case
 from pytest_gta.scoring.similarity import Similarity
 from pytest_gta.scoring.verdict import Verdict, judge_e2e, judge_step
@@ -31,7 +31,7 @@ from pytest_gta.types import Usage
 from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, Mode
 
 if TYPE_CHECKING:
-    from pytest_gta.ahead import Ahead
+    from pytest_gta.run.ahead import Ahead
 
 #: user_properties key of the detailed per-case payload; kept out of the JUnit XML.
 DETAIL_KEY = "gta_detail"
@@ -233,7 +233,7 @@ def run_case(
     """Run (or fetch) one case and score it.
 
     ``ahead`` is the case's end-to-end episode when it was generated before pytest's loop
-    (batch engines, :mod:`pytest_gta.ahead`); its failure is raised here, in the case.
+    (batch engines, :mod:`pytest_gta.run.ahead`); its failure is raised here, in the case.
 
     Raises:
         GtaUnavailableError: nothing to evaluate here (no record, no backend for a tool).

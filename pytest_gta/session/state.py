@@ -22,18 +22,18 @@ from pytest_gta.errors import DatasetError, GtaUsageError
 from pytest_gta.options import DATASET_NAME, GtaSettings
 
 if TYPE_CHECKING:
-    from pytest_gta.ahead import AheadWork
     from pytest_gta.case import Case
     from pytest_gta.dataset import Dataset
     from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource, ModelInfo
     from pytest_gta.models.cache import ResponseCache
     from pytest_gta.models.usage import Budget, Prices
-    from pytest_gta.report.collector import RunInfo
     from pytest_gta.report.compare import Baseline
     from pytest_gta.report.images import ImageStore
-    from pytest_gta.runner import Scorer
+    from pytest_gta.run.ahead import AheadWork
+    from pytest_gta.run.runner import Scorer
     from pytest_gta.scoring.service import SimilarityService
     from pytest_gta.scoring.similarity import Similarity
+    from pytest_gta.session.collector import RunInfo
     from pytest_gta.shard import ShardSelection
     from pytest_gta.tools import Recorder, ToolContext, ToolInvocation, ToolSet
     from pytest_gta.types import ToolResult
@@ -49,7 +49,7 @@ class GtaState:
     """Per-process state of a session; everything heavy is built on first use."""
 
     def __init__(self, config: pytest.Config, settings: GtaSettings) -> None:
-        from pytest_gta.ahead import AheadWork
+        from pytest_gta.run.ahead import AheadWork
 
         self.config = config
         self.settings = settings
@@ -59,7 +59,7 @@ class GtaState:
         self._registered_marks: set[str] = set()
         #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
         self.ledger_path: Path | None = None
-        #: Models loaded and replies generated before the first case (:mod:`pytest_gta.ahead`).
+        #: Models loaded and replies generated before the first case (:mod:`pytest_gta.run.ahead`).
         self.ahead: AheadWork = AheadWork(self)
         #: What ``--gta-shard`` kept, in the process that collected (:mod:`pytest_gta.shard`).
         self.shard: ShardSelection | None = None
@@ -70,7 +70,7 @@ class GtaState:
 
     def _once(self, what: str, build: Callable[[], T]) -> T:
         """``build()``'s result, built once; a usage error in it becomes pytest's (exit 4)."""
-        with self._building:  # episodes run in pool threads (pytest_gta.pipeline)
+        with self._building:  # episodes run in pool threads (pytest_gta.run.pipeline)
             if what not in self._built:
                 try:
                     self._built[what] = build()
@@ -286,7 +286,7 @@ class GtaState:
         return chosen if chosen is not None else max(1, int(model.concurrency))
 
     def runs_ahead(self) -> bool:
-        """Whether the processes that run cases run their episodes ahead (pytest_gta.pipeline)."""
+        """Whether the processes that run cases run their episodes ahead."""
         from pytest_gta.models.base import BaseModelAdapter
 
         model = self.model()
@@ -294,7 +294,7 @@ class GtaState:
 
     def needs_similarity(self) -> bool:
         """Whether any selected case is scored by similarity (subjective, or e2e image)."""
-        from pytest_gta.runner import needs_similarity
+        from pytest_gta.run.runner import needs_similarity
 
         return any(needs_similarity(case.query, case.mode) for case in self.cases())
 
@@ -310,7 +310,7 @@ class GtaState:
         In an xdist worker the similarity is the controller's (:mod:`pytest_gta.scoring.service`),
         so the run loads the model once and a worker stays small.
         """
-        from pytest_gta.runner import Scorer
+        from pytest_gta.run.runner import Scorer
 
         served = getattr(self.config, "workerinput", {}).get(SIMILARITY_INPUT)
 
@@ -394,8 +394,8 @@ class GtaState:
     def run_info(self) -> RunInfo:
         """What the report says about the run besides the cases."""
         from pytest_gta.models.catalog import leaderboard_row
-        from pytest_gta.report.collector import RunInfo
-        from pytest_gta.serve import describe as describe_server
+        from pytest_gta.session.collector import RunInfo
+        from pytest_gta.session.serve import describe as describe_server
 
         model = self.model()
         warnings = [str(w) for w in model.warnings]

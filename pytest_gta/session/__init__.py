@@ -1,0 +1,1 @@
+"""The session layer: everything that knows pytest and xdist (see docs/development.md)."""
