@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+# The common run options live with the shared run helper; FAST_SIM is re-exported for the test
+# modules that import it from here.
+from tests.gta_run import FAST_SIM as FAST_SIM
+
 try:
     from hypothesis import settings
 except ImportError:  # a run inside the checkout without the dev extra: no profiles needed
@@ -25,9 +29,6 @@ else:
 
 ROOT = Path(__file__).parent
 SAMPLE = ROOT / "fixtures" / "gta_sample"
-#: The small packaged similarity model keeps black-box runs fast; parity tests that need the
-#: official model say so.
-FAST_SIM = "--gta-sim-model=all-MiniLM-L6-v2"
 
 
 def default_sigint() -> None:

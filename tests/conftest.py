@@ -1,13 +1,30 @@
-"""Fixtures shared by the tool backend tests and the browser tests."""
+"""Fixtures shared by the tool backend tests and the browser tests; the ``slow`` rule.
+
+Every test that starts pytest in another process or xdist's workers is ``slow``, so that
+``python -m pytest -m "not slow" -n 2`` is a loop of a minute or two. A test is marked by
+:func:`pytest_collection_modifyitems` when what it runs shows it (see :func:`starts_pytest`), or by
+an explicit ``pytest.mark.slow`` where it cannot; and a test that is not marked but starts pytest
+or xdist anyway fails, naming what it started (:func:`_audit`), so that a new test cannot slip
+into the fast loop unnoticed.
+"""
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import json
 import os
-from collections.abc import Iterator
+import re
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FunctionType
+from typing import Any
 
 import pytest
+from execnet.gateway_io import popen_bootstrapline
 
 from conftest import ROOT
 from pytest_gta.dataset import Dataset, bundled_sample_path
@@ -15,6 +32,135 @@ from pytest_gta.tools import ToolContext
 from pytest_gta.validation import load_dataset
 from tests.browser import BINARY_ENV, INSTALL_HINT, Chromium, find_chromium
 from tests.hf_server import PointAt
+
+# -- the slow rule --------------------------------------------------------------------------------
+
+#: Source text that starts pytest elsewhere: pytester's subprocess run, the shared helpers'
+#: subprocess forms (tests/gta_run.py), ``python -m pytest`` spelled out, and xdist's ``-n``.
+SUBPROCESS_SIGNS = re.compile(
+    r"runpytest_subprocess|fresh_process=True|gta_process\(|\"-m\",\s*\"pytest\"|\"-n\"|"
+    r"\bXDIST\b|--numprocesses"
+)
+TESTS = Path(__file__).parent
+
+
+def _is_ours(func: object) -> bool:
+    """Whether ``func`` is a function defined in the self-tests (not pytest's or a library's)."""
+    code = getattr(func, "__code__", None)
+    if not isinstance(func, FunctionType) or code is None:
+        return False
+    where = Path(code.co_filename)
+    return where.parent == TESTS or where == ROOT / "conftest.py"
+
+
+@functools.cache
+def _starts_pytest_source(func: FunctionType) -> bool:
+    """Whether ``func``, or a test helper it calls by name (followed through), starts pytest."""
+    seen: set[FunctionType] = set()
+    todo = [func]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            source = textwrap.dedent(inspect.getsource(current))
+        except (OSError, TypeError):
+            continue
+        if SUBPROCESS_SIGNS.search(source):
+            return True
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                called = current.__globals__.get(node.func.id)
+                if _is_ours(called):
+                    todo.append(called)  # type: ignore[arg-type]
+    return False
+
+
+def _dist_param(value: object) -> bool:
+    """Whether a parameter value carries xdist's ``-n`` (``dist_args``'s ``["-n", "2"]``)."""
+    if isinstance(value, str):
+        return value == "-n" or value.startswith(("-n=", "--numprocesses"))
+    if isinstance(value, list | tuple):
+        return any(isinstance(v, str) and _dist_param(v) for v in value)
+    return False
+
+
+def starts_pytest(item: pytest.Item) -> bool:
+    """Whether ``item`` visibly starts pytest in a subprocess or xdist's workers.
+
+    It does when a parameter holds ``-n``, or when the source of the test, of one of its
+    fixtures or of a test helper they call by name shows :data:`SUBPROCESS_SIGNS`.
+    """
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and any(_dist_param(v) for v in callspec.params.values()):
+        return True
+    functions: list[Callable[..., Any]] = [getattr(item, "function", None)]  # type: ignore[list-item]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info is not None else ():
+        functions.extend(d.func for d in defs)
+    return any(_is_ours(f) and _starts_pytest_source(f) for f in functions)  # type: ignore[arg-type]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is None and starts_pytest(item):
+            item.add_marker(pytest.mark.slow)
+
+
+#: The unmarked test now running, and what it started that only a ``slow`` test may start.
+_unmarked: dict[str, Any] = {"item": None, "started": []}
+
+
+def _launches_pytest(argv: object) -> bool:
+    """Whether a process's arguments run pytest or an xdist worker (execnet's bootstrap)."""
+    args = [argv] if isinstance(argv, str | bytes) else list(argv or ())
+    words = [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in args]
+    for i, word in enumerate(words):
+        if word in ("-mpytest", popen_bootstrapline) or Path(word).name in ("pytest", "py.test"):
+            return True
+        if word == "-m" and words[i + 1 : i + 2] == ["pytest"]:
+            return True
+    return False
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    # Every process start goes through this audit event, pytester's and execnet's included.
+    if event == "subprocess.Popen" and _unmarked["item"] is not None and _launches_pytest(args[1]):
+        _unmarked["started"].append(args[1])
+
+
+if not getattr(sys, "_gta_slow_audit", False):  # audit hooks cannot be removed: install once
+    sys.addaudithook(_audit)
+    sys._gta_slow_audit = True  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    _unmarked["item"] = item if item.get_closest_marker("slow") is None else None
+    _unmarked["started"] = []
+    try:
+        return (yield)
+    finally:
+        _unmarked["item"] = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    started = _unmarked["started"]
+    if started and _unmarked["item"] is item and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} started pytest or an xdist worker ({started[0]!r}) but is not "
+            "marked slow: add @pytest.mark.slow, or let tests/conftest.py's rule see it "
+            "(SUBPROCESS_SIGNS)"
+        )
+        _unmarked["started"] = []
+    return report
+
+
+# -- fixtures -------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

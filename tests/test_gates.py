@@ -33,6 +33,7 @@ from pytest_gta.gates import (
     parse_min_drop,
 )
 from pytest_gta.report.compare import load_baseline
+from tests.gta_run import SAMPLE_DATA, gta, read_report
 from tests.oracle_server import OracleServer
 from tests.test_opencompass import answer, foreign_dialogs, perfect_episode
 
@@ -59,17 +60,18 @@ def models(tmp_path: Path, sample_dataset: Any) -> dict[str, Path]:
 
 def run(pytester: pytest.Pytester, predictions: Path, name: str, *extra: str) -> Any:
     """Re-score ``predictions``; the report goes to ``name.json``."""
-    return pytester.runpytest(
-        "--gta-data=sample",
+    return gta(
+        pytester,
+        SAMPLE_DATA,
         f"--gta-model=opencompass:{predictions}",
         FAST_SIM,
-        f"--gta-report={pytester.path / name}.json",
         *extra,
-    )
+        report=f"{name}.json",
+    ).result
 
 
 def report_of(pytester: pytest.Pytester, name: str) -> dict[str, Any]:
-    return json.loads((pytester.path / f"{name}.json").read_text())
+    return read_report(pytester.path / f"{name}.json")
 
 
 @pytest.fixture

@@ -38,6 +38,8 @@ from pytest_gta.files import write_output
 from pytest_gta.models.cache import MAX_TOKENS, SCHEMA, CacheEntryWarning, ResponseCache
 from pytest_gta.models.opencompass import OpenCompassPredictions
 from pytest_gta.types import ModelOutput, ToolCall, Usage
+from tests.gta_run import BOTH_MODES, SAMPLE_DATA, gta_process
+from tests.gta_run import ORACLE as ORACLE_MODEL
 from tests.test_opencompass import e2e_records
 from tests.test_shard import _paths as tree_paths
 
@@ -579,18 +581,10 @@ def test_property_cache_entries_are_used_only_when_valid(tmp_path_factory, edits
 def oracle_file(tmp_path_factory) -> Path:
     """A real report of both modes (a subprocess: pytester is per test)."""
     where = tmp_path_factory.mktemp("report")
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly"),
-            *(FAST_SIM, "--gta-model=oracle", "--gta-data=sample", "--gta-mode=step,e2e"),
-            *("--gta-limit=6", "--gta-report=r.json", "-q"),
-        ],
-        cwd=where,
-        check=True,
-        capture_output=True,
-        timeout=300,
+    run = gta_process(
+        where, FAST_SIM, ORACLE_MODEL, SAMPLE_DATA, BOTH_MODES, "--gta-limit=6", report="r.json"
     )
-    return where / "r.json"
+    return run.report_path
 
 
 @pytest.fixture

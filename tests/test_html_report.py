@@ -31,6 +31,7 @@ from pytest_gta.report.images import (
     store_case_images,
 )
 from pytest_gta.validation import load_dataset
+from tests.gta_run import gta
 
 PIL = pytest.importorskip("PIL.Image")
 
@@ -81,12 +82,15 @@ class Page(HTMLParser):
 
 
 def run_sample(pytester: pytest.Pytester, *extra: str) -> tuple[Any, Page, dict[str, Any]]:
-    result = pytester.runpytest_subprocess(
-        *replay_args("--gta-mode=step,e2e", "--gta-report=r.json", "--gta-report-html=r.html"),
+    run = gta(
+        pytester,
+        *replay_args("--gta-mode=step,e2e", "--gta-report-html=r.html"),
         *extra,
+        report="r.json",
+        fresh_process=True,
     )
     text = (pytester.path / "r.html").read_text(encoding="utf-8")
-    return result, Page(text), json.loads((pytester.path / "r.json").read_text())
+    return run.result, Page(text), run.report
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])

@@ -23,6 +23,7 @@ from pytest_gta.models import catalog
 from pytest_gta.models.base import resolve_spec
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.report.compare import leaderboard_baseline
+from tests.gta_run import SAMPLE_DATA, gta
 from tests.scripted_server import ScriptedServer
 from tests.test_gates import report_of, write_predictions
 
@@ -228,15 +229,16 @@ def test_a_board_that_lacks_the_model_is_a_usage_error(model, board):
 
 
 def black_box(pytester: pytest.Pytester, predictions: Path, *extra: str) -> Any:
-    return pytester.runpytest(
-        "--gta-data=sample",
+    return gta(
+        pytester,
+        SAMPLE_DATA,
         f"--gta-model=opencompass:{predictions}",
         "--gta-mode=e2e",
         FAST_SIM,
-        "--gta-report=r.json",
         "--gta-report-html=r.html",
         *extra,
-    )
+        report="r.json",
+    ).result
 
 
 @pytest.mark.parametrize(

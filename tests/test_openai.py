@@ -22,6 +22,7 @@ from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.generation import GenerationSettings, official_body, react_max_tokens
 from pytest_gta.run import loops
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
+from tests.gta_run import BOTH_MODES, SAMPLE_DATA, gta
 from tests.scripted_server import ScriptedServer, Step, chat_completion
 
 SECRET = "sk-test-secret-0123456789"
@@ -263,14 +264,9 @@ def answer_everything(record):
 
 
 def run_gta(pytester, *args):
-    return pytester.runpytest(
-        "--gta-data=sample",
-        FAST_SIM,
-        "--gta-mode=step,e2e",
-        "--gta-ids=0,1",
-        "--gta-report=r.json",
-        *args,
-    )
+    return gta(
+        pytester, SAMPLE_DATA, FAST_SIM, BOTH_MODES, "--gta-ids=0,1", *args, report="r.json"
+    ).result
 
 
 def test_catalog_name_against_a_compatible_server(pytester, server, dist_args, monkeypatch):

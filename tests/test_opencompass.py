@@ -16,6 +16,7 @@ import pytest
 
 from conftest import FAST_SIM
 from pytest_gta.models.opencompass import map_paths
+from tests.gta_run import SAMPLE_DATA, gta
 
 FOREIGN = "/home/PJLAB/mazerun/opencompass/data/gta_dataset"
 
@@ -273,16 +274,16 @@ def predictions(tmp_path, sample_dataset):
 
 
 def rescore(pytester, path, mode, *extra):
-    report = pytester.path / f"{mode}.json"
-    result = pytester.runpytest(
-        "--gta-data=sample",
+    run = gta(
+        pytester,
+        SAMPLE_DATA,
         f"--gta-model=opencompass:{path}",
         f"--gta-mode={mode}",
         FAST_SIM,
-        f"--gta-report={report}",
         *extra,
+        report=f"{mode}.json",
     )
-    return result, json.loads(report.read_text())
+    return run.result, run.report
 
 
 def assert_metrics(actual, expected):

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import FAST_SIM, SAMPLE
 from pytest_gta import hookspecs
+from tests.gta_run import REPORT, gta, read_report
 
 OBJECTIVE = 9  # queries 0-6, 15 and 16 of the sample
 ALL = 17
@@ -25,11 +26,11 @@ def lit(text):
 
 
 def run(pytester, *args):
-    return pytester.runpytest(FAST_SIM, *args)
+    return gta(pytester, FAST_SIM, *args, report=None).result
 
 
-def report_of(pytester, name="gta.json"):
-    return json.loads((pytester.path / name).read_text())
+def report_of(pytester, name=REPORT):
+    return read_report(pytester.path / name)
 
 
 def test_oracle_self_check_on_the_sample(pytester, dist_args):

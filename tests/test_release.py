@@ -27,6 +27,7 @@ from pytest_gta.quirks import find_quirks, summarize
 from pytest_gta.run import loops
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.validation import load_dataset
+from tests.gta_run import BOTH_MODES, ORACLE, gta
 from tool_backends.replay import ReplayBackend
 
 #: Every quirk kind of the release with the queries it affects (``--gta-data-info`` lists them).
@@ -148,23 +149,12 @@ def test_replay_serves_the_placeholder_for_outputs_that_are_not_files(release_da
 
 
 def _oracle_run(pytester: pytest.Pytester, root: Path, *args: str) -> dict[str, Any]:
-    report = pytester.path / "gta.json"
-    report.unlink(missing_ok=True)
-    result = pytester.runpytest(
-        f"--gta-data={root}",
-        "--gta-model=oracle",
-        "--gta-mode=step,e2e",
-        f"--gta-report={report}",
-        "-p",
-        "no:randomly",
-        *args,
-    )
-    result.assert_outcomes(
+    run = gta(pytester, f"--gta-data={root}", ORACLE, BOTH_MODES, "-p", "no:randomly", *args)
+    run.result.assert_outcomes(
         passed=458 - len(REPLAY_FAILS["step"]) - len(REPLAY_FAILS["e2e"]),
         failed=len(REPLAY_FAILS["step"]) + len(REPLAY_FAILS["e2e"]),
     )
-    data: dict[str, Any] = json.loads(report.read_text())
-    return data
+    return run.report
 
 
 def _per_case(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -249,15 +239,14 @@ def write_predictions(target: Path, dataset: Dataset, report: dict[str, Any]) ->
 
 
 def _rescore(pytester: pytest.Pytester, root: Path, path: Path, mode: str) -> dict[str, Any]:
-    report = pytester.path / f"rescored-{mode}.json"
-    pytester.runpytest(
+    run = gta(
+        pytester,
         f"--gta-data={root}",
         f"--gta-model=opencompass:{path}",
         f"--gta-mode={mode}",
-        f"--gta-report={report}",
+        report=f"rescored-{mode}.json",
     )
-    data: dict[str, Any] = json.loads(report.read_text())
-    return data
+    return run.report
 
 
 def test_data_info_counts_what_the_paper_counts(

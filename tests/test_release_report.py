@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ import pytest
 from conftest import FAST_SIM
 from pytest_gta.options import DEFAULT_REPORT_HTML_MAX_MB
 from tests.browser import serve_directory
+from tests.gta_run import BOTH_MODES, ORACLE, XDIST, gta_process
 from tests.test_html_report import Page
 
 pytestmark = pytest.mark.slow
@@ -37,32 +36,20 @@ IMAGES = re.compile(r'<script type="application/json" id="gta-images">(.*?)</scr
 def release_run(release_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The directory of one oracle run of the release with its JSON and HTML reports."""
     where = tmp_path_factory.mktemp("release-html")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--gta-model=oracle",
-            f"--gta-data={release_root}",
-            "--gta-mode=step,e2e",
-            FAST_SIM,
-            "--gta-report=report.json",
-            "--gta-report-html=report.html",
-            "-n",
-            "2",
-        ],
-        cwd=where,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    run = gta_process(
+        where,
+        ORACLE,
+        f"--gta-data={release_root}",
+        BOTH_MODES,
+        FAST_SIM,
+        "--gta-report-html=report.html",
+        *XDIST,
+        report="report.json",
         check=False,
     )
     # The oracle fails the cases the release's quirks doom (exit 1), and nothing errors.
-    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (where / "report.html").is_file(), done.stdout[-3000:]
+    assert run.ret == 1, run.output[-6000:]
+    assert (where / "report.html").is_file(), run.output[-3000:]
     return where
 
 

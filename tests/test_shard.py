@@ -9,8 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -22,6 +20,8 @@ from pytest_gta.errors import GtaUsageError
 from pytest_gta.options import parse_shard
 from pytest_gta.report import merge
 from pytest_gta.shard import Shard, split
+from tests import gta_run
+from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, gta_process, read_report
 
 ALL = 17
 #: Keys of the report that a merge must reproduce exactly.
@@ -134,11 +134,11 @@ def test_any_shard_text_is_a_shard_or_a_usage_error(value):
 
 
 def gta(pytester, *args):
-    return pytester.runpytest(FAST_SIM, "--gta-data=sample", "--gta-mode=step,e2e", *args)
+    return gta_run.gta(pytester, FAST_SIM, SAMPLE_DATA, BOTH_MODES, *args, report=None).result
 
 
 def report_of(pytester, name):
-    return json.loads((pytester.path / name).read_text())
+    return read_report(pytester.path / name)
 
 
 def test_three_shards_merge_into_the_single_run(pytester, dist_args):
@@ -262,19 +262,13 @@ def test_shard_from_the_ini_file(pytester):
 def shard_reports(tmp_path_factory):
     """Reports of a 3-way split of the oracle run, and of a run of all cases (subprocesses)."""
     where = tmp_path_factory.mktemp("shards")
-    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", FAST_SIM]
-    base += ["--gta-model=oracle", "--gta-data=sample", "--gta-mode=step,e2e", "-q"]
-    for k in (1, 2, 3):
-        subprocess.run(
-            [*base, f"--gta-shard={k}/3", f"--gta-report=s{k}.json"],
-            cwd=where,
-            check=True,
-            capture_output=True,
-        )
-    subprocess.run([*base, "--gta-report=all.json"], cwd=where, check=True, capture_output=True)
-    return {
-        name: json.loads((where / f"{name}.json").read_text()) for name in ("s1", "s2", "s3", "all")
+    base = (FAST_SIM, ORACLE, SAMPLE_DATA, BOTH_MODES)
+    reports = {
+        f"s{k}": gta_process(where, *base, f"--gta-shard={k}/3", report=f"s{k}.json").report
+        for k in (1, 2, 3)
     }
+    reports["all"] = gta_process(where, *base, report="all.json").report
+    return reports
 
 
 def write(pytester, name, data):
@@ -283,7 +277,7 @@ def write(pytester, name, data):
 
 
 def merge_run(pytester, *names, extra=()):
-    return pytester.runpytest("--gta-merge", *names, "--gta-report=m.json", *extra)
+    return gta_run.gta(pytester, "--gta-merge", *names, *extra, report="m.json").result
 
 
 def test_oracle_shards_merge(pytester, shard_reports):

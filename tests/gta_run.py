@@ -1,0 +1,138 @@
+"""One way for the self-tests to run the plugin and read what it wrote.
+
+Every black-box test does the same three things: start pytest with some ``--gta-*`` options (in
+process through ``pytester``, or as a fresh ``python -m pytest``), wait for it, and read the JSON
+report. :func:`gta` and :func:`gta_process` do that and return a :class:`GtaRun` that holds the
+outcome and reads the report on demand, so that a change to how a run is started (a new default
+flag, where the report goes) is one edit here rather than one per test module.
+
+The options that nearly every run passes are constants here too: the spelling of an option
+changes in one place, and a test's argument list shows what is particular to it.
+
+``tests/conftest.py`` marks a test ``slow`` when it starts a pytest subprocess or xdist workers:
+:func:`gta` with ``fresh_process=True`` or with ``-n`` among its arguments, and :func:`gta_process`,
+are recognised there by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: The small packaged similarity model keeps black-box runs fast; parity tests that need the
+#: official model say so.
+FAST_SIM = "--gta-sim-model=all-MiniLM-L6-v2"
+#: The 17-query sample bundled with the plugin.
+SAMPLE_DATA = "--gta-data=sample"
+#: The replay of the reference calls: a run that needs no model.
+ORACLE = "--gta-model=oracle"
+#: Both of the paper's modes (the default is step-by-step only).
+BOTH_MODES = "--gta-mode=step,e2e"
+#: Two xdist workers, the setting every integration test is also run with.
+XDIST = ("-n", "2")
+#: Where :func:`gta` asks for the JSON report unless told otherwise.
+REPORT = "gta.json"
+#: Options that keep a subprocess's run independent of the outer one's plugins and cache.
+ISOLATED = ("-p", "no:cacheprovider", "-p", "no:randomly")
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """A JSON report as written by ``--gta-report`` (or ``--gta-merge``)."""
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+@dataclass
+class GtaRun:
+    """A finished pytest run and the report it was asked to write."""
+
+    result: pytest.RunResult | subprocess.CompletedProcess[str]
+    #: Where ``--gta-report`` pointed; it may be missing when the run failed early.
+    report_path: Path
+    _report: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def ret(self) -> int:
+        """The run's exit status."""
+        if isinstance(self.result, subprocess.CompletedProcess):
+            return self.result.returncode
+        return int(self.result.ret)
+
+    @property
+    def output(self) -> str:
+        """Everything the run printed (stdout, then stderr), for failure messages."""
+        if isinstance(self.result, subprocess.CompletedProcess):
+            return self.result.stdout + self.result.stderr
+        return self.result.stdout.str() + "\n" + self.result.stderr.str()
+
+    @property
+    def report(self) -> dict[str, Any]:
+        """The JSON report, read once; a missing report fails with the run's output."""
+        if self._report is None:
+            if not self.report_path.is_file():
+                pytest.fail(
+                    f"no report at {self.report_path}; the run said:\n{self.output[-3000:]}"
+                )
+            self._report = read_report(self.report_path)
+        return self._report
+
+
+def gta(
+    pytester: pytest.Pytester,
+    *args: str,
+    report: str | Path | None = REPORT,
+    fresh_process: bool = False,
+) -> GtaRun:
+    """``pytest *args --gta-report=<report>`` in ``pytester``'s directory.
+
+    Args:
+        pytester: the test's pytester; the run happens in its directory.
+        *args: the run's options, flags from this module among them (nothing is implied: a
+            test reads as the command line it runs).
+        report: the report's path, relative to the pytester directory; ``None`` asks for none
+            (and leaves any ``--gta-report`` in ``args`` alone). A report left by an earlier
+            run in the same directory is removed first, so a run that writes none cannot pass
+            for one that did.
+        fresh_process: run in a fresh interpreter (``runpytest_subprocess``) rather than in
+            process; for what an in-process run cannot show (signals, process-global state).
+    """
+    path = pytester.path / (report if report is not None else REPORT)
+    extra: tuple[str, ...] = ()
+    if report is not None:
+        path.unlink(missing_ok=True)
+        extra = (f"--gta-report={path}",)
+    run = pytester.runpytest_subprocess if fresh_process else pytester.runpytest
+    return GtaRun(run(*args, *extra), path)
+
+
+def gta_process(
+    cwd: Path, *args: str, report: str = REPORT, timeout: float = 600, check: bool = True
+) -> GtaRun:
+    """``python -m pytest *args --gta-report=<report>`` in ``cwd``, for module-scoped fixtures.
+
+    pytester is per test; a report that several tests read is made once by a subprocess here.
+    ``check`` fails the calling fixture, with the run's output, when the run exits non-zero.
+    """
+    path = cwd / report
+    path.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *ISOLATED, "-q", *args, f"--gta-report={path}"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    run = GtaRun(done, path)
+    if check and done.returncode != 0:
+        pytest.fail(f"pytest {' '.join(args)} exited {done.returncode}:\n{run.output[-3000:]}")
+    return run
