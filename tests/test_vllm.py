@@ -57,8 +57,11 @@ from types import SimpleNamespace
 INSTANCES = []
 #: ``reply(conversation) -> str``; by default the last message's content is echoed.
 REPLY = None
-#: Seconds each ``chat`` call takes (lets concurrent requests pile up).
-DELAY = 0.0
+#: When set (a ``threading.Event``), each ``chat`` call waits for it: a test holds the engine
+#: busy while it queues more requests, instead of hoping a sleep is long enough.
+GATE = None
+#: Set as a ``chat`` call starts (the engine is busy from then on).
+ENTERED = threading.Event()
 #: An error message ``chat`` raises, or ``None``.
 FAIL = None
 #: An error message ``LLM()`` raises, or ``None``.
@@ -99,7 +102,9 @@ class LLM:
         if FAIL:
             raise RuntimeError(FAIL)
         log(event="chat", size=len(messages))
-        time.sleep(DELAY)
+        ENTERED.set()
+        if GATE is not None:
+            assert GATE.wait(120), "the test never opened the gate"
         outputs = []
         for conversation in messages:
             if REPLY is not None:
@@ -148,6 +153,20 @@ def ask(text: str, protocol: str = "react") -> ModelRequest:
 def only_llm(fake):
     assert len(fake.INSTANCES) == 1
     return fake.INSTANCES[0]
+
+
+def hold_engine_until(fake, model, waiting) -> None:
+    """With the engine inside a ``chat`` call, wait until ``waiting`` requests are queued behind
+    it, then let it go on: what one batch then holds is decided by order, not by timing.
+
+    The queue is the engine's own (``BatchEngine._queue``); each queued job is one ``generate``.
+    """
+    assert fake.ENTERED.wait(120), "no chat call started"
+    deadline = time.monotonic() + 120
+    while model.engine._queue.qsize() < waiting:
+        assert time.monotonic() < deadline, f"{model.engine._queue.qsize()} of {waiting} queued"
+        time.sleep(0.001)
+    fake.GATE.set()
 
 
 # -- building the engine ---------------------------------------------------------------------------
@@ -247,7 +266,7 @@ def test_step_mode_sends_all_steps_of_a_query_as_one_chat_call(fake_vllm, sample
 
 
 def test_concurrent_generate_calls_share_engine_calls(fake_vllm, sample_dataset):
-    fake_vllm.DELAY = 0.05
+    fake_vllm.GATE = threading.Event()
     model = build(sample_dataset, max_concurrency=16)
     n = 12
     barrier = threading.Barrier(n)
@@ -262,6 +281,10 @@ def test_concurrent_generate_calls_share_engine_calls(fake_vllm, sample_dataset)
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
     for thread in threads:
         thread.start()
+    # The first batch is in the engine; the rest wait for it: at least one more batch of them.
+    assert fake_vllm.ENTERED.wait(120)
+    first = len(only_llm(fake_vllm).calls[0].messages)
+    hold_engine_until(fake_vllm, model, n - first)
     for thread in threads:
         thread.join()
     llm = only_llm(fake_vllm)
@@ -343,7 +366,7 @@ def test_a_bad_conversation_fails_only_its_own_request(fake_vllm, sample_dataset
         return "Final Answer: fine"
 
     fake_vllm.REPLY = reply
-    fake_vllm.DELAY = 0.1
+    fake_vllm.GATE = threading.Event()
     model = build(sample_dataset, max_concurrency=16)
     outcomes: dict[str, object] = {}
 
@@ -355,10 +378,11 @@ def test_a_bad_conversation_fails_only_its_own_request(fake_vllm, sample_dataset
 
     busy = threading.Thread(target=worker, args=("first",))
     busy.start()
-    time.sleep(0.03)  # the worker is inside LLM.chat: the next two land in one batch
+    assert fake_vllm.ENTERED.wait(120)  # "first" is inside LLM.chat, alone
     threads = [threading.Thread(target=worker, args=(t,)) for t in ("ok", "boom")]
     for thread in threads:
         thread.start()
+    hold_engine_until(fake_vllm, model, 2)  # "ok" and "boom" queued: one batch of two
     for thread in [busy, *threads]:
         thread.join()
     assert outcomes["first"] == outcomes["ok"] == "Final Answer: fine"
