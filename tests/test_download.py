@@ -19,19 +19,24 @@ import sys
 import threading
 import time
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_gta.dataset import bundled_sample_path
+from pytest_gta.errors import GtaDataError
 from pytest_gta.files import sha256_file
+from pytest_gta.install.installer import InstallRequest, install
 from pytest_gta.install.manifest import (
     FORMAT,
     INSTALL_RECORD,
     RELEASE_ENTRY,
+    Manifest,
     dataset_files,
     entry_for,
 )
+from pytest_gta.install.sources import HttpSettings, SourceUnavailable, fetch_url
 from tests.file_server import FileServer, serve_file
 from tests.hf_server import PointAt, serve_hf_repo
 
@@ -166,20 +171,6 @@ def test_a_second_download_finds_the_dataset_and_fetches_nothing(project: pytest
 # -- verification ---------------------------------------------------------------------------
 
 
-def test_checksum_mismatch_names_the_file_and_installs_nothing(project: pytest.Pytester) -> None:
-    bad = sample_zip(tamper={"image/image_3.jpg": b"not the image"})
-    result, _ = download(project, bad)
-    assert result.ret == 1
-    err = result.stderr.str()
-    assert "checksum mismatch: 1 file(s) differ from manifest entry 'gta_dataset'" in err
-    assert "image/image_3.jpg: sha256 " in err
-    assert "Nothing was installed" in err
-    assert "--gta-allow-unverified" in err
-    assert_nothing_installed(project.path / "data")
-    # A download that fails verification is discarded, not kept for resuming.
-    assert list((project.path / "data" / ".downloads").iterdir()) == []
-
-
 def test_allow_unverified_installs_a_mirror_and_says_so(project: pytest.Pytester) -> None:
     bad = sample_zip(tamper={"toolmeta.json": (SAMPLE / "toolmeta.json").read_bytes() + b"\n"})
     with serve_file(bad) as server:
@@ -197,14 +188,6 @@ def test_allow_unverified_installs_a_mirror_and_says_so(project: pytest.Pytester
     assert record["verification"].startswith("UNVERIFIED")
     info = project.runpytest("--gta-data-info")
     info.stdout.fnmatch_lines(["*verification at install: UNVERIFIED*"])
-
-
-def test_extra_and_missing_files_fail_verification(project: pytest.Pytester) -> None:
-    extra = sample_zip(extra=(("gta_dataset/image/intruder.jpg", b"x"),))
-    result, _ = download(project, extra)
-    assert result.ret == 1
-    assert "image/intruder.jpg: not in the manifest entry 'gta_dataset'" in result.stderr.str()
-    assert_nothing_installed(project.path / "data")
 
 
 def test_finder_metadata_is_left_out_and_said_so_other_extras_still_fail(
@@ -314,162 +297,225 @@ def test_record_manifest_needs_download(pytester: pytest.Pytester) -> None:
     assert "pytest --gta-download --gta-record-manifest" in result.stderr.str()
 
 
-def test_unusable_data_is_never_installed_even_when_unverified_is_allowed(
-    project: pytest.Pytester,
-) -> None:
-    broken = sample_zip(tamper={"dataset.json": b"{not json"})
-    with serve_file(broken) as server:
-        result = project.runpytest(
-            "--gta-download", f"--gta-download-url={server.url}", "--gta-allow-unverified"
-        )
-    assert result.ret == 1
-    assert "not a usable GTA dataset" in result.stderr.str()
-    assert "dataset.json" in result.stderr.str()
-    assert_nothing_installed(project.path / "data")
+# -- broken downloads, called directly ------------------------------------------------------------
+#
+# The retry and resume logic is plain functions (``sources.fetch_url``, ``installer.install``):
+# called here against the real local server, with the backoff shortened, no pytest session.
+
+FAST = HttpSettings(backoff=0.01)
 
 
-# -- broken downloads -------------------------------------------------------------------------
+class Said(list[str]):
+    """The progress lines an install prints (its ``log``), kept for assertions."""
+
+    def __call__(self, line: str) -> None:
+        self.append(line)
 
 
-def test_truncated_download_keeps_the_part_file_and_resumes_next_time(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from pytest_gta.install import sources
+def direct(data_dir: Path, url: str) -> InstallRequest:
+    """What ``pytest --gta-download --gta-download-url=url`` asks of the installer."""
+    entry = entry_for(SAMPLE, RELEASE_ENTRY, "the sample standing in for the release", 17)
+    manifest = Manifest({RELEASE_ENTRY: entry}, [data_dir / "manifest.json"])
+    return InstallRequest(data_dir=data_dir, manifest=manifest, url=url, http=FAST)
 
-    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
+
+def parts(downloads: Path) -> list[Path]:
+    return sorted(downloads.glob("*.part")) if downloads.exists() else []
+
+
+def test_truncated_download_keeps_the_part_file_and_resumes_next_time(tmp_path: Path) -> None:
     body = sample_zip()
+    downloads = tmp_path / ".downloads"
     with serve_file(body, truncate=100) as server:
-        result = project.runpytest("--gta-download", f"--gta-download-url={server.url}")
-        assert result.ret == 1
-        err = result.stderr.str()
-        assert "is incomplete after 4 attempts" in err
-        assert "the next --gta-download resumes it" in err
-        assert_nothing_installed(project.path / "data")
-        parts = list((project.path / "data" / ".downloads").glob("*.part"))
-        assert len(parts) == 1
-        assert 0 < parts[0].stat().st_size < len(body)
-        kept = parts[0].stat().st_size
+        with pytest.raises(GtaDataError) as info:
+            fetch_url(server.url, downloads, Said(), FAST)
+        message = str(info.value)
+        assert f"download of {server.url} is incomplete after 4 attempts" in message
+        assert "the next --gta-download resumes it" in message
+        assert len(server.gets()) == 4
+        [part] = parts(downloads)
+        kept = part.stat().st_size
+        assert 0 < kept < len(body)
+        assert body.startswith(part.read_bytes())
 
         server.truncate = 0
-        again = project.runpytest("--gta-download", f"--gta-download-url={server.url}")
-        assert again.ret == 0, again.stderr.str()
+        said = Said()
+        fetched = fetch_url(server.url, downloads, said, FAST)
         last = server.gets()[-1]
-        assert last["Range"] == f"bytes={kept}-"
-        assert last["If-Range"] == server.etag
-    again.stdout.fnmatch_lines([f"*resuming at {kept} bytes*"])
-    assert_identical_to_sample(installed(project.path))
+    assert last["Range"] == f"bytes={kept}-"
+    assert last["If-Range"] == server.etag
+    assert f"  resuming at {kept} bytes ({len(body)} bytes)" in said
+    assert fetched.path.read_bytes() == body
+    assert (fetched.kind, fetched.origin, fetched.owned) == ("zip", server.url, True)
+    assert parts(downloads) == []
 
 
-def test_a_connection_cut_once_is_resumed_within_the_same_run(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from pytest_gta.install import sources
-
-    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
-    result, server = download(project, sample_zip(), truncate=1)
-    gets = server.gets()
-    assert result.ret == 0, result.stderr.str()
+def test_a_connection_cut_once_is_resumed_within_the_same_call(tmp_path: Path) -> None:
+    body = sample_zip()
+    with serve_file(body, truncate=1) as server:
+        fetched = fetch_url(server.url, tmp_path, Said(), FAST)
+        gets = server.gets()
     assert len(gets) == 2
     assert "Range" not in gets[0]
-    assert gets[1]["Range"].startswith("bytes=")
-    assert_identical_to_sample(installed(project.path))
+    assert gets[1]["Range"] == f"bytes={len(body) // 2}-"
+    assert fetched.path.read_bytes() == body
 
 
-def test_a_server_that_ignores_ranges_restarts_the_download(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from pytest_gta.install import sources
-
-    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
-    result, _ = download(project, sample_zip(), truncate=1, honour_range=False)
-    assert result.ret == 0, result.stderr.str()
-    assert_identical_to_sample(installed(project.path))
-
-
-def test_a_truncated_archive_is_reported_and_discarded(project: pytest.Pytester) -> None:
+def test_a_server_that_ignores_ranges_restarts_the_download(tmp_path: Path) -> None:
     body = sample_zip()
-    result, _ = download(project, body[: len(body) - 200])  # a complete HTTP body, a broken zip
-    assert result.ret == 1
-    err = result.stderr.str()
-    assert "not a complete zip archive" in err
-    assert "truncated" in err
-    assert_nothing_installed(project.path / "data")
-    assert list((project.path / "data" / ".downloads").iterdir()) == []
+    with serve_file(body, truncate=1, honour_range=False) as server:
+        said = Said()
+        fetched = fetch_url(server.url, tmp_path, said, FAST)
+        gets = server.gets()
+    assert len(gets) == 2
+    assert gets[1]["Range"].startswith("bytes=")  # asked, answered with the whole file (200)
+    assert said.count(f"  downloading ({len(body)} bytes)") == 2
+    assert not any(line.startswith("  resuming at") for line in said)
+    assert fetched.path.read_bytes() == body
 
 
-def test_transient_server_errors_are_retried(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from pytest_gta.install import sources
-
-    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
-    result, server = download(project, sample_zip(), statuses=[503, 502])
-    assert len(server.gets()) == 3
-    assert result.ret == 0, result.stderr.str()
-
-
-def test_not_found_is_not_retried_and_says_how_to_get_the_data(project: pytest.Pytester) -> None:
-    result, server = download(project, sample_zip(), statuses=[404])
-    assert len(server.gets()) == 1
-    assert result.ret == 1
-    err = result.stderr.str()
-    assert f"  - {server.url}: HTTP 404 Not Found\n" in err
-    assert "or by hand: download https://github.com/open-compass/GTA/releases" in err
+def test_a_changed_file_on_the_server_restarts_rather_than_splices(tmp_path: Path) -> None:
+    """If-Range: a partial file of the old body is never completed with the new one's bytes."""
+    old, new = sample_zip(), sample_zip(prefix="other/")
+    with serve_file(old, truncate=100) as server:
+        with pytest.raises(GtaDataError):
+            fetch_url(server.url, tmp_path, Said(), FAST)
+        old_etag = server.etag
+        server.body, server.truncate = new, 0
+        said = Said()
+        fetched = fetch_url(server.url, tmp_path, said, FAST)
+        last = server.gets()[-1]
+    assert last["If-Range"] == old_etag != server.etag
+    assert f"  downloading ({len(new)} bytes)" in said
+    assert not any(line.startswith("  resuming at") for line in said)
+    assert fetched.path.read_bytes() == new
 
 
-def test_refused_connection_gives_the_clear_message(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from pytest_gta.install import sources
+def test_transient_server_errors_are_retried(tmp_path: Path) -> None:
+    with serve_file(sample_zip(), statuses=[503, 502, 429]) as server:
+        said = Said()
+        fetched = fetch_url(server.url, tmp_path, said, FAST)
+        assert len(server.gets()) == 4
+    assert "  HTTP 503 Service Unavailable; retrying" in said
+    assert "  HTTP 429 Too Many Requests; retrying" in said
+    assert fetched.path.read_bytes() == sample_zip()
 
-    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
+
+def test_transient_errors_give_up_after_the_attempts_and_keep_nothing(tmp_path: Path) -> None:
+    with serve_file(sample_zip(), statuses=[503] * 4) as server:
+        with pytest.raises(SourceUnavailable, match=r"^HTTP 503 Service Unavailable$"):
+            fetch_url(server.url, tmp_path, Said(), HttpSettings(backoff=0.01, attempts=4))
+        assert len(server.gets()) == 4
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_not_found_is_not_retried_and_says_how_to_get_the_data(tmp_path: Path) -> None:
+    with serve_file(sample_zip(), statuses=[404]) as server:
+        with pytest.raises(GtaDataError) as info:
+            install(direct(tmp_path, server.url), Said())
+        assert len(server.gets()) == 1
+    message = str(info.value)
+    assert f"  - {server.url}: HTTP 404 Not Found\n" in message
+    assert "or by hand: download https://github.com/open-compass/GTA/releases" in message
+    assert_nothing_installed(tmp_path)
+
+
+def test_refused_connection_gives_the_clear_message(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/gta_dataset.zip"
-    result = project.runpytest("--gta-download", f"--gta-download-url={url}")
-    assert result.ret == 1
-    err = result.stderr.str()
-    assert "could not download the GTA dataset; every source failed" in err
-    assert f"  - {url}: cannot connect (" in err
+    with pytest.raises(GtaDataError) as info:
+        install(direct(tmp_path, url), Said())
+    message = str(info.value)
+    assert "could not download the GTA dataset; every source failed" in message
+    assert f"  - {url}: cannot connect (" in message
     for hint in ("pytest --gta-download", "gta_dataset.zip", "dataset.json", "toolmeta.json"):
-        assert hint in err
-    assert_nothing_installed(project.path / "data")
+        assert hint in message
+    assert_nothing_installed(tmp_path)
+    # No partial file is left when the host was never reached.
+    assert list((tmp_path / ".downloads").iterdir()) == []
 
 
-def test_a_missing_local_file_names_the_option(project: pytest.Pytester) -> None:
-    result = project.runpytest("--gta-download", "--gta-download-url=nowhere/gta_dataset.zip")
-    assert result.ret == 1
-    assert "--gta-download-url=nowhere/gta_dataset.zip:" in result.stderr.str()
-    assert "does not exist" in result.stderr.str()
+def test_a_url_that_cannot_be_fetched_is_not_retried(tmp_path: Path) -> None:
+    with pytest.raises(SourceUnavailable, match=r"^not a URL that can be downloaded"):
+        fetch_url("https://", tmp_path, Said(), HttpSettings(backoff=60))  # a retry would hang
+
+
+def test_a_truncated_archive_is_reported_and_discarded(tmp_path: Path) -> None:
+    body = sample_zip()
+    with serve_file(body[: len(body) - 200]) as server:  # a complete HTTP body, a broken zip
+        with pytest.raises(GtaDataError) as info:
+            install(direct(tmp_path, server.url), Said())
+    assert "not a complete zip archive" in str(info.value)
+    assert "truncated" in str(info.value)
+    assert_nothing_installed(tmp_path)
+    assert list((tmp_path / ".downloads").iterdir()) == []
+
+
+def test_checksum_mismatch_names_the_file_and_installs_nothing(tmp_path: Path) -> None:
+    with serve_file(sample_zip(tamper={"image/image_3.jpg": b"not the image"})) as server:
+        with pytest.raises(GtaDataError) as info:
+            install(direct(tmp_path, server.url), Said())
+    message = str(info.value)
+    assert "checksum mismatch: 1 file(s) differ from manifest entry 'gta_dataset'" in message
+    assert "image/image_3.jpg: sha256 " in message
+    assert "Nothing was installed" in message
+    assert "--gta-allow-unverified" in message
+    assert_nothing_installed(tmp_path)
+    # A download that fails verification is discarded, not kept for resuming.
+    assert list((tmp_path / ".downloads").iterdir()) == []
+
+
+def test_extra_and_missing_files_fail_verification(tmp_path: Path) -> None:
+    extra = sample_zip(extra=(("gta_dataset/image/intruder.jpg", b"x"),))
+    with serve_file(extra) as server, pytest.raises(GtaDataError) as info:
+        install(direct(tmp_path, server.url), Said())
+    assert "image/intruder.jpg: not in the manifest entry 'gta_dataset'" in str(info.value)
+    assert_nothing_installed(tmp_path)
+
+
+def test_unusable_data_is_never_installed_even_when_unverified_is_allowed(tmp_path: Path) -> None:
+    broken = sample_zip(tamper={"dataset.json": b"{not json"})
+    with serve_file(broken) as server, pytest.raises(GtaDataError) as info:
+        install(replace(direct(tmp_path, server.url), allow_unverified=True), Said())
+    assert "not a usable GTA dataset" in str(info.value)
+    assert "dataset.json" in str(info.value)
+    assert_nothing_installed(tmp_path)
+
+
+def test_an_existing_directory_without_data_is_not_overwritten(tmp_path: Path) -> None:
+    target = tmp_path / "gta_dataset"
+    target.mkdir(parents=True)
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(GtaDataError, match=r"exists but has no dataset\.json; move it away"):
+        install(direct(tmp_path, str(SAMPLE)), Said())
+    assert (target / "notes.txt").read_text() == "mine"
 
 
 # -- unsafe archives ------------------------------------------------------------------------------
 
 
-def test_a_traversal_entry_is_refused_before_anything_is_written(
-    project: pytest.Pytester,
-) -> None:
+def test_a_traversal_entry_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     evil = sample_zip(extra=(("gta_dataset/../../escaped.txt", b"pwned"),))
-    result, _ = download(project, evil)
-    assert result.ret == 1
-    err = result.stderr.str()
-    assert "entry 'gta_dataset/../../escaped.txt' points outside the target directory" in err
-    assert_nothing_installed(project.path / "data")
-    assert not list(project.path.parent.rglob("escaped.txt"))
-    assert not list(project.path.rglob("escaped.txt"))
+    data_dir = tmp_path / "a" / "b" / "data"
+    with serve_file(evil) as server, pytest.raises(GtaDataError) as info:
+        install(direct(data_dir, server.url), Said())
+    assert "entry 'gta_dataset/../../escaped.txt' points outside the target directory" in str(
+        info.value
+    )
+    assert_nothing_installed(data_dir)
+    assert not list(tmp_path.rglob("escaped.txt"))
 
 
-def test_a_zip_bomb_is_refused_from_its_sizes(project: pytest.Pytester) -> None:
+def test_a_zip_bomb_is_refused_from_its_sizes(tmp_path: Path) -> None:
     bomb = sample_zip(extra=(("gta_dataset/image/huge.jpg", bytes(64 << 20)),))
     assert len(bomb) < 2 << 20
-    with serve_file(bomb) as server:
-        started = time.monotonic()
-        result = project.runpytest("--gta-download", f"--gta-download-url={server.url}")
-        elapsed = time.monotonic() - started
-    assert result.ret == 1
-    err = result.stderr.str()
-    assert "entry 'gta_dataset/image/huge.jpg' expands" in err
-    assert "zip bomb?" in err
-    assert_nothing_installed(project.path / "data")
-    assert elapsed < 30  # refused from the central directory, not after inflating 64 MB
+    said = Said()
+    with serve_file(bomb) as server, pytest.raises(GtaDataError) as info:
+        install(direct(tmp_path, server.url), said)
+    assert "entry 'gta_dataset/image/huge.jpg' expands" in str(info.value)
+    assert "zip bomb?" in str(info.value)
+    assert_nothing_installed(tmp_path)
+    # Refused from the central directory, before unpacking: no file count was reached.
+    assert not any(line.strip().endswith(" files") for line in said)
 
 
 # -- concurrency and interruption ----------------------------------------------------------------
@@ -578,16 +624,6 @@ def test_an_interrupt_during_verification_leaves_nothing(
     assert_nothing_installed(project.path / "data")
 
 
-def test_an_existing_directory_without_data_is_not_overwritten(project: pytest.Pytester) -> None:
-    target = installed(project.path)
-    target.mkdir(parents=True)
-    (target / "notes.txt").write_text("mine")
-    result = project.runpytest("--gta-download", f"--gta-download-url={SAMPLE}")
-    assert result.ret == 1
-    assert "exists but has no dataset.json; move it away" in result.stderr.str()
-    assert (target / "notes.txt").read_text() == "mine"
-
-
 # -- where the data goes ---------------------------------------------------------------------------
 
 
@@ -678,18 +714,6 @@ def test_download_runs_no_tests_and_starts_no_workers(project: pytest.Pytester) 
     assert result.ret == 0, result.stderr.str()
     assert "collected" not in result.stdout.str()
     assert "created: 2/2 workers" not in result.stdout.str()
-
-
-def test_no_partial_file_is_left_when_the_host_was_never_reached(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from pytest_gta.install import sources
-
-    monkeypatch.setattr(sources.HttpSettings, "backoff", 0.01)
-    url = f"http://127.0.0.1:{closed_port()}/gta_dataset.zip"
-    project.runpytest("--gta-download", f"--gta-download-url={url}")
-    downloads = project.path / "data" / ".downloads"
-    assert not downloads.exists() or not list(downloads.iterdir())
 
 
 # -- Hugging Face -------------------------------------------------------------------------------
@@ -835,9 +859,3 @@ def test_an_unwritable_data_dir_names_the_options(project: pytest.Pytester, tmp_
     assert f"cannot install into {blocked / 'data'}:" in err
     assert "--gta-data-dir or GTA_DATA_DIR" in err
     assert "Traceback" not in err
-
-
-def test_a_url_that_cannot_be_fetched_is_not_retried(project: pytest.Pytester) -> None:
-    result = project.runpytest("--gta-download", "--gta-download-url=https://")
-    assert result.ret == 1
-    assert "https://: not a URL that can be downloaded" in result.stderr.str()
