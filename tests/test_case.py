@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gta.case import Case, describe_mark, mark_name, static_marks
+from pytest_gta.case import EPOCH_TAG, Case, describe_mark, mark_name, static_marks
 from pytest_gta.vocabulary import CATEGORIES, MODES
 
 modes = st.sampled_from(MODES)
@@ -26,11 +26,20 @@ def test_a_node_id_names_its_case(mode, qid, test):
     assert Case.find_in_nodeid(f"{test}[{Case.format_id(mode, qid)}]") == (mode, qid)
 
 
-@given(text=st.text())
-def test_anything_else_is_not_a_case(text):
-    found = Case.find_in_nodeid(text)
-    if found is not None:
-        assert f"[{found[0]}-{found[1]}]" in text
+@given(text=st.text().filter(lambda t: "[" not in t))
+def test_text_without_a_bracket_is_not_a_case(text):
+    assert Case.find_in_nodeid(text) is None
+
+
+@given(
+    before=st.text().filter(lambda t: "[" not in t),
+    mode=modes,
+    qid=qids.filter(lambda q: EPOCH_TAG not in q),
+    after=st.text(),
+)
+def test_the_first_bracketed_case_id_is_found_wherever_it_sits(before, mode, qid, after):
+    """Every example asserts (no ``if found``): the id is found exactly, whatever surrounds it."""
+    assert Case.find_in_nodeid(f"{before}[{mode}-{qid}]{after}") == (mode, qid)
 
 
 def test_not_cases():

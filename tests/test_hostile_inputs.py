@@ -946,8 +946,13 @@ def test_property_cache_round_trips_any_text(tmp_path_factory, text, arguments):
 
 
 @FAST
-@given(content=st.one_of(st.binary(max_size=200), hostile_json.map(str.encode)))
-def test_property_cassette_entries_are_results_or_misses(dataset, tmp_path_factory, content):
+@given(
+    content=st.one_of(st.binary(max_size=200), hostile_json.map(str.encode)),
+    answer=st.text(max_size=20),
+)
+def test_property_cassette_entries_are_results_or_misses(
+    dataset, tmp_path_factory, content, answer
+):
     root = tmp_path_factory.mktemp("cassettes")
     cassettes = Cassettes(root)
     arguments = {"expression": "1+1"}
@@ -958,6 +963,14 @@ def test_property_cassette_entries_are_results_or_misses(dataset, tmp_path_facto
     assert found is None or isinstance(found, ToolResult)
     if found is not None:
         assert all(isinstance(item, ResultItem) for item in found.items)
+    # Not a property of misses alone: the same place holding a real entry is a hit, every time.
+    recorded = ToolResult([ResultItem("text", answer)])
+    assert cassettes.record(
+        "Calculator", arguments, recorded, dataset, root / "out", overwrite=True
+    )
+    again = cassettes.lookup("Calculator", arguments, dataset, root / "out")
+    assert again is not None
+    assert [(i.type, i.content) for i in again.items] == [("text", answer)]
 
 
 @FAST
