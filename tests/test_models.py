@@ -449,12 +449,15 @@ def test_concurrency_limit_is_shared_per_endpoint():
     in_flight = []
     peak = []
     lock = threading.Lock()
+    # Each call waits inside ``send`` for a second one: two at once is reached by every run,
+    # however slow the machine, instead of hoping that 50 ms of sleep overlap.
+    pair = threading.Barrier(2, timeout=60)
 
     def slow_send(prepared: Prepared) -> ModelOutput:
         with lock:
             in_flight.append(1)
             peak.append(len(in_flight))
-        time.sleep(0.05)
+        pair.wait()
         with lock:
             in_flight.pop()
         return ModelOutput("x")
@@ -463,7 +466,7 @@ def test_concurrency_limit_is_shared_per_endpoint():
         adapter.endpoint = "one-endpoint-for-all"
         adapter.send = slow_send  # type: ignore[method-assign]
     threads = [
-        threading.Thread(target=adapters[i % 3].generate, args=(request(str(i)),)) for i in range(9)
+        threading.Thread(target=adapters[i % 3].generate, args=(request(str(i)),)) for i in range(8)
     ]
     for thread in threads:
         thread.start()

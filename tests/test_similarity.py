@@ -494,7 +494,7 @@ def test_assemble_skips_desktop_ini(tmp_path: Path, weights: bytes) -> None:
 
 CONCURRENT_SCRIPT = textwrap.dedent(
     """
-    import sys, time, zipfile
+    import os, sys, time, zipfile
     from pathlib import Path
     from pytest_gta.scoring.similarity import assemble_split_zip
 
@@ -508,6 +508,7 @@ CONCURRENT_SCRIPT = textwrap.dedent(
             super().__init__(*args, **kwargs)
 
     zipfile.ZipFile = LoggedZipFile
+    (go.parent / f"ready-{os.getpid()}").touch()
     deadline = time.monotonic() + 60
     while not go.exists():
         if time.monotonic() > deadline:
@@ -538,7 +539,12 @@ def test_assemble_concurrent_processes(tmp_path: Path) -> None:
         )
         for _ in range(3)
     ]
-    time.sleep(1.0)  # let the interpreters start and wait at the barrier
+    # Every interpreter has started and waits at the barrier: they all race for the lock.
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < len(procs):
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        assert time.monotonic() < deadline, "the processes never got ready"
+        time.sleep(0.01)
     go.touch()
     results = [proc.communicate(timeout=120) for proc in procs]
     for proc, (out, err) in zip(procs, results, strict=True):

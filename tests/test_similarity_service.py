@@ -171,9 +171,11 @@ def test_a_client_that_vanishes_while_it_waits_is_no_traceback(capfd):
 
     release = threading.Event()
     answered = threading.Event()
+    loading = threading.Event()
 
     class Slow(HashSimilarity):
         def load(self) -> None:
+            loading.set()
             release.wait(30)
 
         def sim(self, a: str, b: str) -> np.float32:
@@ -190,12 +192,17 @@ def test_a_client_that_vanishes_while_it_waits_is_no_traceback(capfd):
             f"Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
-        time.sleep(0.2)  # the request is read; the handler waits for the model
+        assert loading.wait(30)  # the request is read; the handler waits for the model
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         client.close()  # a reset, as the kernel sends for a killed process
         release.set()
         assert answered.wait(30)
-        time.sleep(0.5)  # the handler writes its answer into the reset connection
+        # The handler writes its answer into the reset connection and ends: wait for its thread
+        # (socketserver names it after process_request_thread) rather than for a while.
+        deadline = time.monotonic() + 30
+        while any("process_request_thread" in t.name for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the handler never finished"
+            time.sleep(0.01)
         # the service goes on serving the other workers
         assert float(RemoteSimilarity(service.url, service.token).sim("a", "b")) >= 0
     finally:
