@@ -289,6 +289,7 @@ def test_mock_model_drives_every_local_tool_on_real_images(pytester, sample_data
 SHIPPED = Path(__file__).resolve().parent.parent / "fixtures" / "cassettes"
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 def test_shipped_sample_cassettes_replay_without_local_tools(pytester):
     """The cassettes recorded from the local tools on the sample replay under strict-replay,
     with no tool installed or run: every local-tool call of the oracle hits a cassette."""
@@ -340,6 +341,7 @@ def _record_many(root: str, sample: str, worker: int) -> None:
         )
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 def test_concurrent_recording_never_tears_an_entry(sample_root, sample_dataset, tmp_path):
     import multiprocessing
 

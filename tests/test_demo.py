@@ -94,6 +94,7 @@ def run_demo(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 def test_a_broken_harness_fails_in_plain_words(tmp_path):
     result = run_demo(tmp_path, "--gta-data=/no/such/dataset")
     assert result.returncode == 1

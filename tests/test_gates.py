@@ -374,6 +374,7 @@ JSON = st.recursive(
 )
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=JSON, surrogate=st.booleans(), cut=st.integers(min_value=0, max_value=400))
 def test_a_hostile_baseline_is_a_usage_error_never_a_traceback(data, surrogate, cut):

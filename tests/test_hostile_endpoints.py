@@ -709,6 +709,7 @@ def _check_any_answer(model: chat.ChatAdapter, server: ScriptedServer, answer: S
         assert isinstance(call.arguments, dict)
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_any_answer_is_a_reply_or_an_infrastructure_error(provider, hostile_models, shared_server):
     model = hostile_models[provider.name]

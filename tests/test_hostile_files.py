@@ -789,6 +789,7 @@ def test_property_a_mutated_report_merges_or_is_a_usage_error(
         assert page.startswith("<!DOCTYPE html>")
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 def test_session_page_shows_a_recorded_call_that_is_not_an_object(pytester, sample_dataset):
     """The official evaluator never reads a step-mode call paired with a reference answer, so
     such an OpenCompass entry is scored and recorded as it is; the page used to crash on it."""

@@ -75,6 +75,7 @@ def test_a_decompression_bomb_becomes_a_placeholder_not_raw_bytes(tmp_path, bomb
     assert any("40000x25000 pixels" in p for p in store.problems), store.problems
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 def test_between_the_limit_and_pillows_own_no_image_is_decoded(tmp_path):
     """Pillow only warns up to twice its limit; the store refuses from its own limit on."""
     path = tmp_path / "tall.png"
@@ -213,6 +214,7 @@ def test_draw_box_answers_any_arguments_with_an_image_or_a_tool_error(world, box
     assert time.perf_counter() - started < 10
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=TEXT,

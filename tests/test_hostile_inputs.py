@@ -840,6 +840,7 @@ def test_property_random_bytes_as_dataset_files(scratch, name, content):
     check_load(scratch, {name: content})
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 @FAST
 @given(name=_file_names, data=st.data())
 def test_property_truncated_and_flipped_sample_files(scratch, name, data):
@@ -864,6 +865,7 @@ def _inject(document: Any, data: st.DataObject) -> Any:
     return [*document[:index], _inject(document[index], data), *document[index + 1 :]]
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 @FAST
 @given(name=_file_names, data=st.data(), hostile=hostile_json)
 def test_property_hostile_json_anywhere_in_the_sample(scratch, name, data, hostile):

@@ -680,6 +680,7 @@ PROPERTY = settings(
 )
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 @pytest.mark.parametrize("mode", ["step", "e2e"])
 @PROPERTY
 @given(data=st.data())

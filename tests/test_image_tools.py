@@ -84,6 +84,7 @@ def parse(text: str) -> list[tuple[tuple[int, ...], str]]:
     return regions
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 def test_ocr_reads_the_receipt_total(engine: object, data_copy: Dataset, context) -> None:
     result = call(data_copy, "OCR", context, image="image/image_0.jpg")
     (item,) = result.items
@@ -437,6 +438,7 @@ def test_new_output_paths_are_unique(context) -> None:
 # ------------------------------------------------------------------------ through the backend
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 def test_local_backend_serves_the_image_tools(engine: object, data_copy: Dataset, context) -> None:
     backend = LocalBackend()
     for tool in ("OCR", "DrawBox", "AddText"):

@@ -167,6 +167,7 @@ def test_a_plain_backend_gets_the_defaults_and_keeps_its_own():
         adopt_backend(object())  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 def test_mypy_checks_the_declared_capabilities(tmp_path: Path):
     """An override with the wrong signature is a type error, not a surprise at run time."""
     source = tmp_path / "adapter.py"

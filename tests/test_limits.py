@@ -74,6 +74,7 @@ PROVIDERS = ["openai", "anthropic"]
 # -- item 7: no reply is read past --gta-max-reply-bytes ------------------------------------------
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("length", [None, 100 * 2**20], ids=["chunked", "announced"])
 def test_an_endless_reply_is_the_models_failed_turn_read_no_further(

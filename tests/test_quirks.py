@@ -207,6 +207,7 @@ def test_the_oracle_closes_a_chain_without_an_answer(sample_root, tmp_path):
     assert _e2e_turns(dataset, "0", 4)[2:] == [_e2e_turns(dataset, "0", 3)[-1]] * 2
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 def test_the_oracle_passes_the_replayable_shapes_in_both_modes(
     pytester: pytest.Pytester, sample_root, tmp_path
 ):

@@ -520,6 +520,7 @@ def p_drop(this: np.ndarray, base: np.ndarray) -> float:
     return result.p_drop
 
 
+@pytest.mark.slow  # measured among the suite's slowest (issue 24)
 def test_simulated_intervals_cover_the_truth_and_the_gate_keeps_its_level():
     # The band for each rate is about 2.5 binomial standard errors of 300 runs
     # (sqrt(0.95 x 0.05 / 300) = 0.013) around the nominal rate.
