@@ -11,7 +11,7 @@ changes in one place, and a test's argument list shows what is particular to it.
 
 ``tests/conftest.py`` marks a test ``slow`` when it starts a pytest subprocess or xdist workers:
 :func:`gta` with ``fresh_process=True`` or with ``-n`` among its arguments, and :func:`gta_process`,
-are recognised there by name.
+are recognised there by their spelling (``SUBPROCESS_SIGNS``).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from pytest_gta.types import ToolMeta, ToolParam
+from tests.gta_run import SAMPLE_DATA
 from tests.scripted_server import Recorded, ScriptedServer, Step
 from tool_backends.agentlego import AgentLegoBackend, make_agentlego
 
@@ -311,7 +312,7 @@ def test_server_down_is_an_error_outcome_not_a_failed_score(pytester):
 
     port = free_port()  # nobody listens there
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=oracle",
         "--gta-ids=0",

@@ -44,6 +44,7 @@ from pytest_gta.types import (
     ToolResult,
     Usage,
 )
+from tests.gta_run import SAMPLE_DATA
 from tests.scripted_server import ScriptedServer, Step, anthropic_message
 
 KEY = "sk-ant-test-secret-0123456789"
@@ -509,7 +510,7 @@ def test_client_errors_are_fatal_at_once(sample_dataset, server, status):
 
 def test_plugin_run_against_the_server(pytester, server, dist_args):
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         f"--gta-model=anthropic/{DEPRECATED}",
         f"--gta-base-url={server.base}",
         "--gta-mode=step",
@@ -540,7 +541,7 @@ def test_plugin_run_against_the_server(pytester, server, dist_args):
 def test_plugin_run_with_a_failing_server_errors(pytester, server, dist_args):
     server.default = error_reply(500)
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         f"--gta-model=anthropic/{MODEL}",
         f"--gta-base-url={server.base}",
         "--gta-mode=step",

@@ -22,6 +22,7 @@ from pytest_gta.datainfo import (
     format_statistics,
 )
 from pytest_gta.dataset import bundled_sample_path
+from tests.gta_run import FAST_SIM, SAMPLE_DATA
 
 SAMPLE = bundled_sample_path()
 LETTER = {
@@ -101,7 +102,7 @@ def test_sample_counts_by_hand_are_what_the_sample_was_built_with() -> None:
 
 def test_data_info_matches_the_hand_count(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\n")
-    result = pytester.runpytest("--gta-data-info", "--gta-data=sample", "--gta-report=info.json")
+    result = pytester.runpytest("--gta-data-info", SAMPLE_DATA, "--gta-report=info.json")
     assert result.ret == 0, result.stderr.str()
     expected = counted_by_hand(SAMPLE)
     info = json.loads((pytester.path / "info.json").read_text())["dataset"]
@@ -151,9 +152,9 @@ def test_every_run_report_carries_the_statistics(pytester: pytest.Pytester) -> N
     pytester.makeini("[pytest]\n")
     result = pytester.runpytest(
         "--gta-model=oracle",
-        "--gta-data=sample",
+        SAMPLE_DATA,
         "--gta-ids=0",
-        "--gta-sim-model=all-MiniLM-L6-v2",
+        FAST_SIM,
         "--gta-report=gta.json",
     )
     result.assert_outcomes(passed=1)

@@ -38,6 +38,7 @@ from pytest_gta.install.manifest import (
 )
 from pytest_gta.install.sources import HttpSettings, SourceUnavailable, fetch_url
 from tests.file_server import FileServer, serve_file
+from tests.gta_run import FAST_SIM, SAMPLE_DATA
 from tests.hf_server import PointAt, serve_hf_repo
 
 SAMPLE = bundled_sample_path()
@@ -132,9 +133,7 @@ def test_download_over_http_installs_verifies_and_is_used_by_the_next_run(
     assert list((project.path / "data" / ".downloads").iterdir()) == []
     assert len(server.gets()) == 1
 
-    run = project.runpytest(
-        "--gta-model=oracle", "--gta-sim-model=all-MiniLM-L6-v2", "--gta-ids=0,1", "-n", "2"
-    )
+    run = project.runpytest("--gta-model=oracle", FAST_SIM, "--gta-ids=0,1", "-n", "2")
     run.assert_outcomes(passed=2)
     header = run.stdout.str()
     assert f"dataset {target} (17 queries, data/gta_dataset)" in header
@@ -650,7 +649,7 @@ def test_data_dir_option_env_and_ini_in_that_order(
     result = project.runpytest("--gta-download", f"--gta-download-url={SAMPLE}")
     assert result.ret == 0, result.stderr.str()
     assert_identical_to_sample(tmp_path / "from-env" / "gta_dataset")
-    run = project.runpytest("--gta-model=oracle", "--gta-ids=0", "--gta-sim-model=all-MiniLM-L6-v2")
+    run = project.runpytest("--gta-model=oracle", "--gta-ids=0", FAST_SIM)
     run.assert_outcomes(passed=1)
     assert f"dataset {tmp_path / 'from-env' / 'gta_dataset'} (17 queries" in run.stdout.str()
 
@@ -677,16 +676,12 @@ def test_a_model_run_without_data_says_exactly_how_to_get_it(pytester: pytest.Py
 
 def test_the_sample_is_used_only_when_asked_or_for_self_checks(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\n")
-    asked = pytester.runpytest(
-        "--gta-model=oracle", "--gta-data=sample", "--gta-ids=0", "--gta-sim-model=all-MiniLM-L6-v2"
-    )
+    asked = pytester.runpytest("--gta-model=oracle", SAMPLE_DATA, "--gta-ids=0", FAST_SIM)
     asked.assert_outcomes(passed=1)
     assert "(17 queries, bundled sample)" in asked.stdout.str()
     assert "runs on the bundled sample because" not in asked.stdout.str()
 
-    self_check = pytester.runpytest(
-        "--gta-model=oracle", "--gta-ids=0", "--gta-sim-model=all-MiniLM-L6-v2"
-    )
+    self_check = pytester.runpytest("--gta-model=oracle", "--gta-ids=0", FAST_SIM)
     self_check.assert_outcomes(passed=1)
     self_check.stdout.fnmatch_lines(
         [

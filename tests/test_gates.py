@@ -319,7 +319,7 @@ def test_epochs_give_the_spread_and_pass_rates(pytester, sample_dataset, monkeyp
     monkeypatch.setenv("OPENAI_API_KEY", "sk-epochs-test")
     with OracleServer(sample_dataset, sampled=sampled_wrong) as server:
         result = pytester.runpytest(
-            "--gta-data=sample",
+            SAMPLE_DATA,
             "--gta-model=openai/oracle-http",
             f"--gta-base-url={server.url}",
             "--gta-cache=off",

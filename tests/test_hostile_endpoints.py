@@ -28,6 +28,7 @@ from pytest_gta.models import chat
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall
+from tests.gta_run import SAMPLE_DATA
 from tests.scripted_server import (
     Recorded,
     ScriptedServer,
@@ -734,7 +735,7 @@ def test_any_answer_is_a_reply_or_an_infrastructure_error(provider, hostile_mode
 def test_an_html_endpoint_gives_errors_tables_and_no_traceback(pytester, server, dist_args):
     server.default = raw(NGINX_502, "text/html")
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=openai/x",
         f"--gta-base-url={server.url}",

@@ -212,9 +212,7 @@ def test_report_to_dev_full_is_an_error_naming_the_option(pytester):
 def test_merge_to_dev_full_is_an_error(pytester):
     shard = pytester.path / "shard.json"
     assert pytester.runpytest(*ORACLE, f"--gta-report={shard}").ret == 0
-    result = pytester.runpytest(
-        f"--gta-merge={shard}", "--gta-data=sample", "--gta-report-md=/dev/full"
-    )
+    result = pytester.runpytest(f"--gta-merge={shard}", SAMPLE_DATA, "--gta-report-md=/dev/full")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         ["pytest-gta: could not write /dev/full (--gta-report-md): No space left on device"]
@@ -306,7 +304,7 @@ def test_fifo_dataset_for_data_info(pytester):
 def test_fifo_report_to_merge_is_a_usage_error(pytester):
     fifo = pytester.path / "shard.json"
     with fifo_at(fifo):
-        result = pytester.runpytest(f"--gta-merge={fifo}", "--gta-data=sample")
+        result = pytester.runpytest(f"--gta-merge={fifo}", SAMPLE_DATA)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{fifo}: is a FIFO, not a regular file;*"])
 
@@ -314,7 +312,7 @@ def test_fifo_report_to_merge_is_a_usage_error(pytester):
 def test_fifo_mock_script_is_a_usage_error(pytester):
     fifo = pytester.path / "script.json"
     with fifo_at(fifo):
-        result = pytester.runpytest(f"--gta-model=mock:{fifo}", "--gta-data=sample")
+        result = pytester.runpytest(f"--gta-model=mock:{fifo}", SAMPLE_DATA)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "is a FIFO, not a regular file" in output_text(result)
     assert_clean(result)
@@ -412,7 +410,7 @@ def test_chunk_fifo_black_box(pytester, sample_dataset):
     chunk.unlink()
     with fifo_at(chunk):
         result = pytester.runpytest(
-            "--gta-data=sample", f"--gta-model=opencompass:{pytester.path}", "--gta-mode=e2e"
+            SAMPLE_DATA, f"--gta-model=opencompass:{pytester.path}", "--gta-mode=e2e"
         )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*gta_bench_1.json is a FIFO, not a prediction*"])
@@ -610,7 +608,7 @@ def test_merge_of_a_call_that_is_not_an_object_renders_the_page(pytester, oracle
     _first_call(report)["tool_calls"][0]["function"] = function
     (pytester.path / "shard.json").write_text(json.dumps(report))
     result = pytester.runpytest(
-        "--gta-merge=shard.json", "--gta-data=sample", "--gta-report-html=page.html"
+        "--gta-merge=shard.json", SAMPLE_DATA, "--gta-report-html=page.html"
     )
     assert result.ret == 0, output_text(result)
     page = (pytester.path / "page.html").read_text()
@@ -664,12 +662,10 @@ def test_malformed_report_field_is_a_usage_error_naming_it(pytester, oracle_repo
     (pytester.path / "bad.json").write_text(json.dumps(report))
     (pytester.path / "good.json").write_text(json.dumps(oracle_report))
     if option == "--gta-merge":
-        result = pytester.runpytest("--gta-merge=bad.json", "--gta-data=sample")
+        result = pytester.runpytest("--gta-merge=bad.json", SAMPLE_DATA)
         label = "bad.json"
     else:
-        result = pytester.runpytest(
-            "--gta-merge=good.json", "--gta-data=sample", "--gta-baseline=bad.json"
-        )
+        result = pytester.runpytest("--gta-merge=good.json", SAMPLE_DATA, "--gta-baseline=bad.json")
         label = "--gta-baseline bad.json"
     assert result.ret == pytest.ExitCode.USAGE_ERROR, output_text(result)
     assert f"pytest-gta: {label}: {message}" in result.stderr.str()
@@ -799,7 +795,7 @@ def test_session_page_shows_a_recorded_call_that_is_not_an_object(pytester, samp
     data["0"]["prediction"][2] = {"role": "assistant", "tool_calls": [{"function": "OCR"}]}
     (pytester.path / "gta_bench.json").write_text(json.dumps(data))
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         f"--gta-model=opencompass:{pytester.path / 'gta_bench.json'}",
         "--gta-mode=step",
         FAST_SIM,

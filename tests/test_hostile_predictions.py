@@ -31,6 +31,7 @@ from pytest_gta.models.opencompass import OpenCompassPredictions
 from pytest_gta.run.runner import CaseResult, Scorer
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore
 from pytest_gta.vocabulary import CATEGORY_NAMES, IMAGEGEN_TOOLS, tool_category
+from tests.gta_run import SAMPLE_DATA
 from tests.test_opencompass import e2e_records, step_records, tool_step
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -728,7 +729,7 @@ def test_one_malformed_entry_errors_one_case_and_the_run_finishes(
     path = write(pytester.path / "gta_bench.json", data)
     report = pytester.path / "report.json"
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         f"--gta-model=opencompass:{path}",
         "--gta-mode=step",
         FAST_SIM,
@@ -757,9 +758,7 @@ def test_truncated_file_is_a_usage_error_naming_it(pytester, sample_dataset):
     raw = to_bytes(e2e_file(sample_dataset))
     path = pytester.path / "gta_bench.json"
     path.write_bytes(raw[: len(raw) // 3])
-    result = pytester.runpytest(
-        "--gta-data=sample", f"--gta-model=opencompass:{path}", "--gta-mode=e2e"
-    )
+    result = pytester.runpytest(SAMPLE_DATA, f"--gta-model=opencompass:{path}", "--gta-mode=e2e")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [f"*{path}: not a readable JSON prediction file: invalid JSON at line 1 column *"]

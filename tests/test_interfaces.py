@@ -39,6 +39,7 @@ from pytest_gta.models.base import OPTIONAL_MEMBERS, adopt
 from pytest_gta.run import loops
 from pytest_gta.tools import ToolSet, adopt_backend
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
+from tests.gta_run import SAMPLE_DATA
 
 REQUEST = ModelRequest((ChatMessage("user", "hi"),), (), CaseContext("0", "step", 1))
 
@@ -264,7 +265,7 @@ def pytest_gta_make_tool(config, spec, context):
 def test_a_plain_hook_model_reports_its_optional_members(pytester, dist_args):
     pytester.makeconftest(PLAIN_CONFTEST)
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         "--gta-model=echo",
         "--gta-ids=0",
         "--gta-mode=step",
@@ -283,7 +284,7 @@ def test_a_plain_hook_model_reports_its_optional_members(pytester, dist_args):
 def test_a_plain_backend_explains_why_it_cannot_serve(pytester):
     pytester.makeconftest(PLAIN_CONFTEST)
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         "--gta-model=echo",
         "--gta-ids=0",
         "--gta-tools=keyless",
@@ -296,7 +297,7 @@ def test_a_plain_backend_explains_why_it_cannot_serve(pytester):
 
 def test_a_hook_returning_something_else_stops_the_session(pytester):
     pytester.makeconftest(PLAIN_CONFTEST)
-    result = pytester.runpytest("--gta-data=sample", "--gta-model=nothing", FAST_SIM)
+    result = pytester.runpytest(SAMPLE_DATA, "--gta-model=nothing", FAST_SIM)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*the model built for --gta-model is a object, which has neither*"]

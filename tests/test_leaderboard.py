@@ -286,7 +286,7 @@ def test_a_catalog_model_and_a_given_board_are_named(pytester, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-unused")
     with ScriptedServer(models=["meta-llama/Llama-3.1-8B-Instruct"]) as server:
         result = pytester.runpytest(
-            "--gta-data=sample",
+            SAMPLE_DATA,
             "--gta-model=llama-3.1-8b-instruct",
             f"--gta-base-url={server.url}",
             "--gta-mode=step,e2e",

@@ -34,6 +34,7 @@ from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES, GenerationSett
 from pytest_gta.options import OPTIONS, RANGES, parse_max_reply_bytes, parse_url
 from pytest_gta.shard import Shard, shard_items
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
+from tests.gta_run import SAMPLE_DATA
 from tests.hostile_server import HostileServer, compressed, stream_forever, trickle
 from tests.scripted_server import ScriptedServer, Step, anthropic_message, chat_completion
 from tool_backends.http_client import request_with_retries
@@ -249,7 +250,7 @@ def test_black_box_trickle_ends_in_time_with_a_report(pytester, dist_args):
     with HostileServer(trickle(reply, 1.0, headers_too=True)) as server:
         start = time.monotonic()
         result = pytester.runpytest_subprocess(
-            "--gta-data=sample",
+            SAMPLE_DATA,
             FAST_SIM,
             "--gta-model=openai/x",
             f"--gta-base-url={server.url}",
@@ -278,7 +279,7 @@ def test_black_box_trickle_ends_in_time_with_a_report(pytester, dist_args):
 def test_black_box_an_endless_reply_is_a_failed_case_with_a_report(pytester, dist_args):
     with HostileServer(stream_forever(prefix=b'{"choices": [{"message": {"content": "')) as s:
         result = pytester.runpytest_subprocess(
-            "--gta-data=sample",
+            SAMPLE_DATA,
             FAST_SIM,
             "--gta-model=openai/x",
             f"--gta-base-url={s.url}",
@@ -398,7 +399,7 @@ def test_any_text_is_a_setting_in_range_or_a_usage_error(flag, text, other):
 )
 def test_black_box_absurd_numbers_exit_4_naming_the_option(pytester, option, message):
     start = time.monotonic()
-    result = pytester.runpytest("--gta-model=oracle", "--gta-data=sample", option)
+    result = pytester.runpytest("--gta-model=oracle", SAMPLE_DATA, option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {message}"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
@@ -407,7 +408,7 @@ def test_black_box_absurd_numbers_exit_4_naming_the_option(pytester, option, mes
 
 def test_an_ini_value_out_of_range_names_the_ini_key(pytester):
     pytester.makeini("[pytest]\ngta_epochs = 1e9\n")
-    result = pytester.runpytest("--gta-model=oracle", "--gta-data=sample")
+    result = pytester.runpytest("--gta-model=oracle", SAMPLE_DATA)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: ini option gta_epochs: --gta-epochs=1e9: give how many*"])
 
@@ -467,7 +468,7 @@ def test_the_default_reply_limit_is_8_mib():
     ids=["base-url-ipv6", "agentlego-ipv6", "port", "no-host", "scheme"],
 )
 def test_black_box_a_malformed_url_exits_4_naming_the_option(pytester, args, message):
-    result = pytester.runpytest("--gta-data=sample", FAST_SIM, *args)
+    result = pytester.runpytest(SAMPLE_DATA, FAST_SIM, *args)
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, output
     assert "INTERNALERROR" not in output

@@ -29,6 +29,7 @@ from pytest_gta.models import llamacpp
 from pytest_gta.models.base import ModelContext, make_model, model_entry_points, resolve_spec
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.models.openai_chat import OpenAIChat
+from tests.gta_run import SAMPLE_DATA
 
 SERVED = "smollm2-135m-instruct"
 #: Objective queries with three short reference steps each: six step-mode calls in all.
@@ -172,7 +173,7 @@ def test_server_run_then_the_cache_answers_everything(
         "no:cacheprovider",
     ]
     before = llama_server.completions()
-    first = pytester.runpytest_subprocess("--gta-data=sample", *args, "--gta-report=first.json")
+    first = pytester.runpytest_subprocess(SAMPLE_DATA, *args, "--gta-report=first.json")
     _ran_without_errors(first, 2)
     report = _report(pytester, "first.json")
     generation = report["settings"]["generation"]
@@ -188,7 +189,7 @@ def test_server_run_then_the_cache_answers_everything(
     assert llama_server.completions() - before == STEP_CALLS
     assert all(len(case["replies"]) == 3 for case in report["cases"])
 
-    second = pytester.runpytest_subprocess("--gta-data=sample", *args, "--gta-report=second.json")
+    second = pytester.runpytest_subprocess(SAMPLE_DATA, *args, "--gta-report=second.json")
     _ran_without_errors(second, 2)
     again = _report(pytester, "second.json")
     assert again["usage"]["calls"] == 0
@@ -207,7 +208,7 @@ def test_server_run_then_the_cache_answers_everything(
 def test_in_process_end_to_end_records_real_replies(pytester, smollm2_gguf, monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # it would send smollm2 to a server
     result = pytester.runpytest_subprocess(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=llamacpp:smollm2",
         "--gta-mode=e2e",
@@ -307,7 +308,7 @@ def test_bad_gguf_is_a_usage_error(pytester, model, make, message):
         pytester.path.joinpath("notgguf.gguf").write_text("not a model")
     elif make == "dir":
         pytester.mkdir("adir")
-    result = pytester.runpytest("--gta-data=sample", FAST_SIM, f"--gta-model={model}")
+    result = pytester.runpytest(SAMPLE_DATA, FAST_SIM, f"--gta-model={model}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stderr.str()

@@ -338,7 +338,7 @@ def test_endpoint_down_mid_run_gives_errors_not_failures(pytester, server):
 def test_token_budget_stops_the_session_with_a_partial_report(pytester, server, dist_args):
     server.default = answer_everything  # 107 tokens per call
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=openai/m",
         f"--gta-base-url={server.url}",
@@ -367,7 +367,7 @@ def test_token_budget_stops_the_session_with_a_partial_report(pytester, server, 
 
 def test_cost_budget_needs_prices(pytester, server):
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         "--gta-model=openai/m",
         f"--gta-base-url={server.url}",
         "--gta-max-cost=1",
@@ -385,7 +385,7 @@ def test_bad_generation_options_are_usage_errors(pytester):
         ("--gta-price=1", "input,output prices"),
         ("--gta-base-url=gpu:8000", "http(s) URL"),
     ]:
-        result = pytester.runpytest("--gta-data=sample", "--gta-model=oracle", option)
+        result = pytester.runpytest(SAMPLE_DATA, "--gta-model=oracle", option)
         assert result.ret == pytest.ExitCode.USAGE_ERROR, option
         assert message in result.stderr.str(), option
 
@@ -399,7 +399,7 @@ def test_react_e2e_conversation_grows_like_lagent(pytester, server, sample_root)
         Step(chat_completion("Thought: got it\nFinal Answer: 9.24")),
     )
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=openai/m",
         f"--gta-base-url={server.url}",

@@ -336,7 +336,7 @@ def test_failure_messages_explain_the_divergence(pytester, predictions):
 
 def test_mode_must_match_the_files(pytester, predictions):
     result = pytester.runpytest(
-        "--gta-data=sample", f"--gta-model=opencompass:{predictions['e2e']}", "--gta-mode=step"
+        SAMPLE_DATA, f"--gta-model=opencompass:{predictions['e2e']}", "--gta-mode=step"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*holds e2e predictions but --gta-mode asks for step*"])
@@ -394,7 +394,7 @@ def test_bad_prediction_files_are_usage_errors(pytester, tmp_path, content, mess
     path = tmp_path / "gta_bench.json"
     path.write_text(content)
     result = pytester.runpytest(
-        "--gta-data=sample", f"--gta-model=opencompass:{tmp_path}", "--gta-mode=step"
+        SAMPLE_DATA, f"--gta-model=opencompass:{tmp_path}", "--gta-mode=step"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
@@ -404,7 +404,7 @@ def test_bad_prediction_files_are_usage_errors(pytester, tmp_path, content, mess
 def test_directory_without_prediction_files(pytester, tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     result = pytester.runpytest(
-        "--gta-data=sample", f"--gta-model=opencompass:{tmp_path}", "--gta-mode=step"
+        SAMPLE_DATA, f"--gta-model=opencompass:{tmp_path}", "--gta-mode=step"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*expected gta_bench.json or gta_bench_0.json*"])

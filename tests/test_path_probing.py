@@ -25,6 +25,7 @@ from pytest_gta.agent import protocol as p
 from pytest_gta.tools import ToolContext
 from pytest_gta.types import ToolResult
 from pytest_gta.validation import load_dataset
+from tests.gta_run import SAMPLE_DATA
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,7 @@ def test_a_run_answers_alike_for_a_secret_and_a_missing_file(pytester, tmp_path,
         f"--gta-mode={mode}",
         "--gta-ids=0",
         "--gta-tools=local",
-        "--gta-data=sample",
+        SAMPLE_DATA,
         "--gta-report=r.json",
     )
     (case,) = json.loads((pytester.path / "r.json").read_text())["cases"]

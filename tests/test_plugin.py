@@ -13,7 +13,7 @@ import pytest
 
 from conftest import FAST_SIM, SAMPLE
 from pytest_gta import hookspecs
-from tests.gta_run import REPORT, gta, read_report
+from tests.gta_run import REPORT, SAMPLE_DATA, gta, read_report
 
 OBJECTIVE = 9  # queries 0-6, 15 and 16 of the sample
 ALL = 17
@@ -146,7 +146,7 @@ def test_selection(pytester, args, count):
         (["--gta-model=oracle", "--gta-sim-threshold=2"], "*give a similarity between 0 and 1*"),
         (["--gta-model=oracle", "--gta-ids=3,99"], "--gta-ids: unknown query id(s) 99 in *"),
         (
-            ["--gta-model=orcale", "--gta-data=sample"],
+            ["--gta-model=orcale", SAMPLE_DATA],
             "*unknown model provider 'orcale'. Did you mean oracle?",
         ),
         (["--gta-model=oracle", "--gta-tools=replya"], "*unknown tool backend 'replya'*replay*"),
@@ -316,7 +316,7 @@ def test_worker_crash_loses_only_its_case(pytester):
     result = run(
         pytester,
         "--gta-model=crashing",
-        "--gta-data=sample",
+        SAMPLE_DATA,
         "--gta-ids=0,1,2,3,4",
         "-n",
         "2",
@@ -340,9 +340,7 @@ def docstring_example(hook) -> str:
 
 def test_hook_make_model(pytester):
     pytester.makeconftest(docstring_example(hookspecs.pytest_gta_make_model))
-    result = run(
-        pytester, "--gta-model=echo", "--gta-data=sample", "--gta-ids=0", "--gta-report=gta.json"
-    )
+    result = run(pytester, "--gta-model=echo", SAMPLE_DATA, "--gta-ids=0", "--gta-report=gta.json")
     result.assert_outcomes(failed=1)
     report = report_of(pytester)
     case = report["cases"][0]

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from conftest import FAST_SIM
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.outward import Cleaner
+from tests.gta_run import SAMPLE_DATA
 from tests.scripted_server import ScriptedServer, Step, chat_completion
 
 SURROGATE = "\ud83d"
@@ -41,7 +42,7 @@ def test_lone_surrogate_in_replies(pytester, dist_args):
     # json.dumps writes the surrogate as the \ud83d escape a model's JSON answer would carry
     pytester.path.joinpath("script.json").write_text(json.dumps(script))
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=mock:script.json",
         "--gta-mode=step,e2e",
@@ -67,7 +68,7 @@ def test_lone_surrogate_reply_is_cached_and_read_back(pytester):
         server.default = Step(chat_completion(f"Final Answer: 9.24 {SURROGATE}"))
         for _ in range(2):
             result = pytester.runpytest(
-                "--gta-data=sample",
+                SAMPLE_DATA,
                 FAST_SIM,
                 "--gta-model=openai/m",
                 f"--gta-base-url={server.url}",
@@ -94,7 +95,7 @@ def test_nan_in_prediction_files_gives_strict_json(pytester, sample_dataset, tmp
     path = tmp_path / "gta_bench.json"
     path.write_text(json.dumps({str(i): r for i, r in enumerate(records)}))  # writes NaN
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         f"--gta-model=opencompass:{path}",
         "--gta-mode=e2e",
@@ -173,7 +174,7 @@ def test_ctrl_c_leaves_a_report_that_says_so(pytester):
     result = pytester.runpytest_subprocess(  # in process, the interrupt would stop this run too
         "-p",
         "interrupter",
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=oracle",
         "--gta-report=gta.json",
@@ -190,7 +191,7 @@ def test_ctrl_c_leaves_a_report_that_says_so(pytester):
 
 def test_an_uninterrupted_report_says_so_too(pytester):
     pytester.runpytest(
-        "--gta-data=sample", FAST_SIM, "--gta-model=oracle", "--gta-ids=0", "--gta-report=r.json"
+        SAMPLE_DATA, FAST_SIM, "--gta-model=oracle", "--gta-ids=0", "--gta-report=r.json"
     )
     assert json.loads(pytester.path.joinpath("r.json").read_text())["interrupted"] is False
 
@@ -199,7 +200,7 @@ def test_reports_follow_the_umask(pytester):
     old = os.umask(0o022)
     try:
         pytester.runpytest(
-            "--gta-data=sample",
+            SAMPLE_DATA,
             FAST_SIM,
             "--gta-model=oracle",
             "--gta-ids=0",
@@ -310,7 +311,7 @@ def test_a_junitxml_that_cannot_be_written_still_prints_the_tables(pytester, dis
     result = pytester.runpytest_subprocess(
         "-p",
         "no:cacheprovider",
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=oracle",
         "--gta-ids=0,1",

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAST_SIM
+from tests.gta_run import SAMPLE_DATA
 from tests.scripted_server import ScriptedServer, Step, chat_completion
 from tests.test_sandbox import _bubblewrap_or_skip, tmp_venv
 
@@ -100,7 +101,7 @@ def test_no_secret_in_any_artifact(pytester, monkeypatch, tmp_path_factory, mode
             "pytest",
             "--gta-model=openai/scripted",
             f"--gta-base-url={server.url}",
-            "--gta-data=sample",
+            SAMPLE_DATA,
             FAST_SIM,
             "--gta-mode=e2e",
             "--gta-ids=1",
@@ -195,7 +196,7 @@ def test_credentials_from_options_reach_no_artifact(pytester, monkeypatch, tmp_p
             "--gta-model=openai/scripted",
             f"--gta-base-url={url}",
             f"--gta-model-args={model_args}",
-            "--gta-data=sample",
+            SAMPLE_DATA,
             FAST_SIM,
             "--gta-mode=e2e",
             "--gta-ids=0,9",

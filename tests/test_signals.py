@@ -22,6 +22,7 @@ import pytest
 
 from conftest import FAST_SIM, default_sigint
 from pytest_gta.signals import REPEAT_S, Interrupts, Terminated
+from tests.gta_run import SAMPLE_DATA
 from tests.scripted_server import Recorded, ScriptedServer, Step, chat_completion
 
 #: Each answer takes this long, so a request sent after the signal would be a new turn.
@@ -58,7 +59,7 @@ def start(tmp_path: Path, server: SlowServer, *args: str, group: bool = False) -
             "no:randomly",
             "-p",
             "no:cacheprovider",
-            "--gta-data=sample",
+            SAMPLE_DATA,
             FAST_SIM,
             "--gta-model=openai/m",
             f"--gta-base-url={server.url}",

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from conftest import FAST_SIM
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.scoring.service import TOKEN_HEADER, RemoteSimilarity, SimilarityService
+from tests.gta_run import SAMPLE_DATA
 
 
 class HashSimilarity:
@@ -133,7 +134,7 @@ def test_workers_import_no_torch_and_the_controller_loads_once(pytester):
         """
     )
     result = pytester.runpytest_subprocess(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=oracle",
         "--gta-mode=step,e2e",
@@ -149,7 +150,7 @@ def test_workers_import_no_torch_and_the_controller_loads_once(pytester):
     assert "similarity_load_s" in report["timings"]["main"]
     assert not any("similarity_load_s" in report["timings"][w] for w in ("gw0", "gw1"))
     single = pytester.runpytest_subprocess(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=oracle",
         "--gta-mode=step,e2e",

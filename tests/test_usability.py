@@ -10,12 +10,11 @@ import sys
 import pytest
 
 from conftest import FAST_SIM, ROOT
+from tests.gta_run import SAMPLE_DATA
 
 
 def test_a_misspelt_mark_says_which_marks_exist(pytester):
-    result = pytester.runpytest(
-        "--gta-data=sample", FAST_SIM, "--gta-model=oracle", "-m", "gta_tool_ocr"
-    )
+    result = pytester.runpytest(SAMPLE_DATA, FAST_SIM, "--gta-model=oracle", "-m", "gta_tool_ocr")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.stdout.fnmatch_lines(
         [
@@ -37,7 +36,7 @@ def test_a_gta_mark_without_a_model_says_to_pass_one(pytester):
 
 def test_no_hint_when_the_mark_selected_something(pytester):
     result = pytester.runpytest(
-        "--gta-data=sample", FAST_SIM, "--gta-model=oracle", "--gta-ids=0", "-m", "gta_tool_OCR"
+        SAMPLE_DATA, FAST_SIM, "--gta-model=oracle", "--gta-ids=0", "-m", "gta_tool_OCR"
     )
     result.assert_outcomes(passed=1)
     assert "pytest-gta:" not in result.stdout.str()
@@ -60,7 +59,7 @@ def test_a_failed_case_shows_what_the_model_wrote(pytester):
     words = "I think the receipt says something about groceries. " * 3
     pytester.path.joinpath("script.json").write_text(json.dumps({"default": words}))
     result = pytester.runpytest(
-        "--gta-data=sample", FAST_SIM, "--gta-model=mock:script.json", "--gta-ids=0"
+        SAMPLE_DATA, FAST_SIM, "--gta-model=mock:script.json", "--gta-ids=0"
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -74,7 +73,7 @@ def test_a_failed_case_shows_what_the_model_wrote(pytester):
 def test_loads_happen_before_the_first_case_and_are_reported(pytester):
     """The similarity model loads in its own phase (a line per phase), not in a case's time."""
     result = pytester.runpytest_subprocess(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         "--gta-model=oracle",
         "--gta-mode=e2e",

@@ -40,6 +40,7 @@ from pytest_gta.models.vllm_engine import (
 )
 from pytest_gta.run import loops
 from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
+from tests.gta_run import SAMPLE_DATA
 
 QWEN = "vllm/Qwen/Qwen1.5-7B-Chat"
 
@@ -541,7 +542,7 @@ def test_plugin_run_with_the_vllm_provider(pytester, dist_args, monkeypatch):
     log = pytester.path / "engine.jsonl"
     monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         f"--gta-model={QWEN}",
         "--gta-mode=step",
@@ -596,7 +597,7 @@ def test_run_batch_covers_only_selected_cases(pytester, monkeypatch):
     log = pytester.path / "engine.jsonl"
     monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
     result = pytester.runpytest(
-        "--gta-data=sample",
+        SAMPLE_DATA,
         FAST_SIM,
         f"--gta-model={QWEN}",
         "--gta-mode=step",
