@@ -218,6 +218,11 @@ class GtaCollector:
         self.interrupted = True
         self.interrupted_by = cause_of(excinfo, self.config.stash.get(INTERRUPTS, None))
 
+    def set_shard(self, shard: dict[str, Any], *, first: bool = False) -> None:
+        """``--gta-shard``'s selection; ``first``: keep one already set (xdist workers agree)."""
+        if not first or self.shard is None:
+            self.shard = shard
+
     def add_timings(self, process: str, timings: dict[str, float]) -> None:
         """Loading and ahead-generation times of one process (``main`` or an xdist worker)."""
         if timings:

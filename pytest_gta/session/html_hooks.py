@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pytest_gta.options import GtaSettings
     from pytest_gta.report.images import ImageStore
     from pytest_gta.run.runner import CaseResult
+    from pytest_gta.session.collector import GtaCollector
 
 #: Name of the registered hook object.
 PLUGIN_NAME = "pytest-gta-html"
@@ -100,8 +101,9 @@ def _score(report: pytest.TestReport) -> str:
 class GtaHtmlHooks:
     """pytest-html hooks on the controller: the score column and the summary's tables."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, collector: GtaCollector) -> None:
         self.config = config
+        self.collector = collector
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
@@ -118,10 +120,7 @@ class GtaHtmlHooks:
         self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
     ) -> None:
         """The run's header and the paper's tables, as the terminal prints them."""
-        from pytest_gta.plugin import COLLECTOR
-
-        collector = self.config.pluginmanager.get_plugin(COLLECTOR)
-        report = getattr(collector, "report", None)
+        report = self.collector.report
         if isinstance(report, Mapping):
             postfix.append(
                 "<h2>GTA results</h2><style>.gta-summary table{border-collapse:collapse}"

