@@ -12,6 +12,8 @@ options and against the ini file for others). Resolution (CLI > ini > default, w
 from __future__ import annotations
 
 import os
+import shlex
+import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,16 +47,6 @@ from pytest_gta.models.generation import (
     CacheMode,
     GenerationSettings,
 )
-from pytest_gta.session.serve import (
-    DEFAULT_SERVE_TIMEOUT,
-    OPT_SERVE,
-    OPT_SERVE_COMMAND,
-    OPT_SERVE_TIMEOUT,
-    ServeMode,
-    parse_serve,
-    parse_serve_command,
-    parse_serve_timeout,
-)
 from pytest_gta.shard import Shard
 from pytest_gta.vocabulary import MODES, PROTOCOLS, SANDBOX_MODES, Mode, ProtocolName, SandboxMode
 
@@ -74,6 +66,9 @@ OPT_RECORDED_ROOT = "--gta-recorded-root"
 OPT_MAX_TURNS = "--gta-max-turns"
 OPT_BASE_URL = "--gta-base-url"
 OPT_SERVED_MODEL = "--gta-served-model"
+OPT_SERVE = "--gta-serve"
+OPT_SERVE_COMMAND = "--gta-serve-command"
+OPT_SERVE_TIMEOUT = "--gta-serve-timeout"
 OPT_MODEL_ARGS = "--gta-model-args"
 OPT_TEMPERATURE = "--gta-temperature"
 OPT_MAX_TOKENS = "--gta-max-tokens"
@@ -115,6 +110,13 @@ ENV_DATA_DIR = "GTA_DATA_DIR"
 #: One word of a vocabulary (a literal type) that a ``choose ...`` option takes.
 Word = TypeVar("Word", bound=str)
 TOOL_RECORD_MODES = ("none", "new", "all")
+#: ``--gta-serve``: whether one model server is started for the session (session/serve.py).
+ServeMode = Literal["auto", "vllm", "none"]
+SERVE_MODES: tuple[ServeMode, ...] = ("auto", "vllm", "none")
+#: A 72B model's weights take minutes to load from a network disk.
+DEFAULT_SERVE_TIMEOUT = 1800.0
+#: What a ``--gta-serve-command`` template may name.
+PLACEHOLDERS = ("port", "model", "host")
 
 DEFAULT_MODES: tuple[Mode, ...] = ("e2e",)
 DEFAULT_TOOLS = "replay"
@@ -479,6 +481,83 @@ def parse_sandbox(value: str) -> SandboxMode:
         "auto (bubblewrap when it works here, else the rlimit fallback), bubblewrap (required) "
         "or rlimit",
     )
+
+
+def usage_error(message: str) -> pytest.UsageError:
+    """A usage error that names the plugin (``pytest-gta: ...``), as the serve options' do."""
+    return pytest.UsageError(f"pytest-gta: {message}")
+
+
+def template_words(template: str) -> list[str]:
+    """The words of a ``--gta-serve-command`` template, checked; no shell is involved.
+
+    Raises:
+        pytest.UsageError: unbalanced quotes, no words, a stray brace, a placeholder other
+            than ``{port}``, ``{model}``, ``{host}`` (with no conversion or format spec), or
+            no ``{port}`` (the plugin could not tell the server where to listen).
+    """
+    flag = f"{OPT_SERVE_COMMAND}={template!r}"
+    try:
+        words = shlex.split(template)
+    except ValueError as exc:
+        raise usage_error(f"{flag}: {exc} (balance the quotes)") from None
+    if not words:
+        raise usage_error(
+            f"{flag}: give the server's command, e.g. 'python -m sglang.launch_server "
+            "--model-path {model} --host {host} --port {port}'"
+        )
+    seen: set[str] = set()
+    allowed = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+    for word in words:
+        try:
+            fields = list(string.Formatter().parse(word))
+        except ValueError as exc:
+            hint = "write {{ and }} for literal braces"
+            raise usage_error(f"{flag}: {exc} in {word!r}; {hint}") from None
+        for _, name, spec, conversion in fields:
+            if name is None:
+                continue
+            if name not in PLACEHOLDERS or spec or conversion:
+                raise usage_error(
+                    f"{flag}: unknown placeholder {{{name}{'!' + conversion if conversion else ''}"
+                    f"{':' + spec if spec else ''}}} in {word!r}; the template may use {allowed}"
+                )
+            seen.add(name)
+    if "port" not in seen:
+        raise usage_error(f"{flag}: put {{port}} where the server takes its port")
+    return words
+
+
+def parse_serve_command(value: str) -> str:
+    """An option parser: the template, checked by :func:`template_words`."""
+    template_words(value)
+    return value.strip()
+
+
+def parse_serve(value: str) -> ServeMode:
+    """``auto``, ``vllm`` or ``none``."""
+    for mode in SERVE_MODES:
+        if value.strip() == mode:
+            return mode
+    raise usage_error(
+        f"{OPT_SERVE}={value}: choose auto (one managed server for an open-weight model under "
+        "xdist or --gta-concurrency above 1), vllm (always vllm serve) or none"
+    )
+
+
+def parse_serve_timeout(value: str) -> float:
+    """Seconds the server may take to answer ``/health``."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    # At most a day (docs/options.md): 1e308 would overflow the socket's timeval.
+    if not 0 < seconds <= 86_400:
+        raise usage_error(
+            f"{OPT_SERVE_TIMEOUT}={value[:40]}: give a positive number of seconds, at most "
+            f"86,400 (default {DEFAULT_SERVE_TIMEOUT:g}: a 72B model takes minutes to load)"
+        )
+    return seconds
 
 
 def parse_shard(value: str) -> Shard:

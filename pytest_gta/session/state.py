@@ -22,6 +22,7 @@ from pytest_gta.case import MarkRegistry
 from pytest_gta.errors import DatasetError, GtaUsageError
 from pytest_gta.options import DATASET_NAME, GtaSettings
 from pytest_gta.session import xdist
+from pytest_gta.tools import make_recorder
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -37,8 +38,7 @@ if TYPE_CHECKING:
     from pytest_gta.scoring.similarity import Similarity
     from pytest_gta.session.collector import RunInfo
     from pytest_gta.shard import ShardSelection
-    from pytest_gta.tools import Recorder, ToolContext, ToolInvocation, ToolSet
-    from pytest_gta.types import ToolResult
+    from pytest_gta.tools import Recorder, ToolSet
 
 T = TypeVar("T")
 
@@ -257,22 +257,7 @@ class GtaState:
             raise GtaUsageError(
                 "--gta-tool-record needs --gta-tool-cassettes=DIR: where to write the cassettes"
             )
-        from tool_backends.cassettes import Cassettes
-
-        cassettes = Cassettes(settings.tool_cassettes)
-        overwrite = settings.tool_record == "all"
-
-        def record(invocation: ToolInvocation, context: ToolContext, result: ToolResult) -> None:
-            cassettes.record(
-                invocation.name,
-                invocation.arguments,
-                result,
-                context.dataset,
-                context.output_dir,
-                overwrite=overwrite,
-            )
-
-        return record
+        return make_recorder(settings.tool_cassettes, overwrite=settings.tool_record == "all")
 
     def tool_routes(self) -> dict[str, str]:
         """Which backend serves each tool of the selected queries (header and report)."""
