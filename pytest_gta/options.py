@@ -21,6 +21,8 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
+from pytest_gta.dataset import bundled_sample_path
+from pytest_gta.errors import GtaUsageError
 from pytest_gta.gates import (
     ALL,
     OPT_ALPHA,
@@ -48,6 +50,7 @@ from pytest_gta.models.generation import (
     GenerationSettings,
 )
 from pytest_gta.shard import Shard
+from pytest_gta.urls import check_url
 from pytest_gta.vocabulary import MODES, PROTOCOLS, SANDBOX_MODES, Mode, ProtocolName, SandboxMode
 
 OPT_MODEL = "--gta-model"
@@ -605,10 +608,7 @@ def parse_model_args(value: str) -> dict[str, Any]:
 
 
 def parse_url(value: str) -> str:
-    """An http(s) URL with a host (:func:`pytest_gta.endpoint.check_url`), without a final /."""
-    from pytest_gta.endpoint import check_url
-    from pytest_gta.errors import GtaUsageError
-
+    """An http(s) URL with a host (:func:`pytest_gta.urls.check_url`), without a final /."""
     try:
         # Checked again without the final slashes: ``http://host /`` would end in a space.
         return check_url(check_url(value, OPT_BASE_URL).rstrip("/"), OPT_BASE_URL)
@@ -1304,7 +1304,6 @@ def resolve_data_dir(config: pytest.Config) -> tuple[Path, str]:
 def _resolve_data(
     config: pytest.Config, model: str | None, data_dir: Path, data_dir_source: str
 ) -> tuple[Path | None, str]:
-    from pytest_gta.dataset import bundled_sample_path
 
     named = resolve_option(config, "gta_data")
     if named.value == SAMPLE_KEYWORD:
