@@ -213,6 +213,30 @@ def test_fallback_says_what_is_not_isolated():
     assert "NOT isolated: network" in plain.summary()
 
 
+def test_a_path_hidden_after_the_probe_is_hidden_from_workers_started_later(tmp_path):
+    """The local backend may hide the run's dataset after the sandbox was probed."""
+    site = tmp_path / "site-packages"
+    (site / "run_data").mkdir(parents=True)
+    (site / "sympy").mkdir()
+    # A machine that has bubblewrap and runs every probe: nothing here starts a process.
+    machine = Machine(which=lambda name: f"/usr/bin/{name}", runs=lambda command: True)
+    host = Sandbox("bubblewrap", python=(str(site),), machine=machine)
+    prefix = host.isolation().prefix
+    assert str(site / "run_data") not in prefix("")
+    host.hide(site / "run_data")
+    command = prefix("")
+    assert command[command.index(str(site / "run_data")) - 1] == "--tmpfs"
+    assert str(site / "sympy") in host.landlock_paths()
+    assert str(site / "run_data") not in host.landlock_paths()
+
+
+def test_an_unknown_mode_is_a_usage_error():
+    with pytest.raises(GtaUsageError, match="--gta-sandbox=docker: choose auto, bubblewrap"):
+        Sandbox("docker")  # type: ignore[arg-type]
+    with pytest.raises(GtaUsageError, match="--gta-sandbox=docker"):
+        Sandbox().configure("docker")  # type: ignore[arg-type]
+
+
 # -- Python in a virtualenv under /tmp ------------------------------------------------------------
 
 
