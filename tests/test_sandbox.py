@@ -440,7 +440,7 @@ def test_calls_from_threads_run_at_once(pool):
 
 
 def test_a_pool_of_one_serialises_calls():
-    host = Sandbox("rlimit", workers=1)
+    host = Sandbox("rlimit", max_workers=1)
     single = host.pool()
     assert single.size == 1
     try:
@@ -571,7 +571,7 @@ def test_pool_size_defaults_to_the_cores_and_obeys_the_environment(monkeypatch):
     monkeypatch.setenv(env, "7")
     assert sandbox_pool.pool_size() == 7
     assert Sandbox().pool().size == 7
-    assert Sandbox(workers=2).pool().size == 2
+    assert Sandbox(max_workers=2).pool().size == 2
     for bad in ("0", "-1", "four", "2.5"):
         monkeypatch.setenv(env, bad)
         with pytest.raises(GtaUsageError, match=f"{env}=.*1 or more"):

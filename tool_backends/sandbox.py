@@ -110,7 +110,7 @@ class Sandbox:
         mode: SandboxMode = "auto",
         *,
         hidden: tuple[str | os.PathLike[str], ...] = (),
-        workers: int | None = None,
+        max_workers: int | None = None,
         limits: Limits | None = None,
         machine: Machine | None = None,
         python: tuple[str, ...] | None = None,
@@ -120,7 +120,7 @@ class Sandbox:
         Args:
             mode: ``--gta-sandbox``: ``auto``, ``bubblewrap`` or ``rlimit``.
             hidden: Paths to hide from model code too (see :meth:`hide`).
-            workers: The most warm workers its pool keeps (default: :func:`pool_size`).
+            max_workers: The most warm workers its pool keeps (default: :func:`pool_size`).
             limits: The limits of every call.
             machine: The machine to probe and run on (default: this one).
             python: The interpreter's paths to show (default: probed, see
@@ -132,7 +132,7 @@ class Sandbox:
         self._mode = _checked(mode)
         self.limits = limits or Limits()
         self.machine = machine or Machine()
-        self.workers = workers
+        self.max_workers = max_workers
         self._python = python
         self._hidden: list[str] = []
         self._tree: Tree | None = None
@@ -212,7 +212,7 @@ class Sandbox:
                 it, or ``PYTEST_GTA_SANDBOX_WORKERS`` is unusable.
         """
         mode = _checked(mode)
-        if self.workers is None:
+        if self.max_workers is None:
             pool_size()  # a bad PYTEST_GTA_SANDBOX_WORKERS is a usage error now, not in a case
         self._mode = mode
         chosen = self.isolation(mode)
@@ -238,7 +238,7 @@ class Sandbox:
         """
         with self._pool_lock:
             if self._pool is None:
-                self._pool = SandboxPool(self, self.workers)
+                self._pool = SandboxPool(self, self.max_workers)
             return self._pool
 
     def run(

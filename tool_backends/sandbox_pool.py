@@ -231,6 +231,7 @@ class SandboxWorker:
 
     def __init__(self, host: WorkerHost) -> None:
         """A worker of ``host``'s sandbox, started by its first call (or :meth:`start`)."""
+        #: The sandbox it starts under; asked again at each (re)start.
         self.host = host
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
