@@ -145,13 +145,28 @@ class Loaded:
     #: full-attention layers (the fast path), else ``None``.
     empty: list[tuple[Any, Any]] | None
     load_seconds: float
-    #: The ``forward`` keyword that takes the key/value cache (see :func:`cache_keyword`).
+    #: The ``forward`` keyword that takes the key/value cache
+    #: (see :func:`~pytest_gta.models.hf_cache.cache_keyword`).
     cache_arg: str = "past_key_values"
 
     @property
     def fast(self) -> bool:
         """Whether requests take the fast path (prefix reuse, preallocated buffers)."""
         return self.empty is not None
+
+
+def eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    """Every token that ends a turn: the tokenizer's and the generation config's."""
+    ids: set[int] = set()
+    for value in (
+        tokenizer.eos_token_id,
+        getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+    ):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list):
+            ids.update(v for v in value if isinstance(v, int))
+    return frozenset(ids)
 
 
 class TransformersEngine(BatchEngine):
@@ -442,17 +457,3 @@ class TransformersEngine(BatchEngine):
                 if row.done:
                     break
                 self._accept(loaded, row, int(token))
-
-
-def eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
-    """Every token that ends a turn: the tokenizer's and the generation config's."""
-    ids: set[int] = set()
-    for value in (
-        tokenizer.eos_token_id,
-        getattr(getattr(model, "generation_config", None), "eos_token_id", None),
-    ):
-        if isinstance(value, int):
-            ids.add(value)
-        elif isinstance(value, list):
-            ids.update(v for v in value if isinstance(v, int))
-    return frozenset(ids)
