@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.models import catalog
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.types import ModelOutput, ModelRequest
 from pytest_gta.vocabulary import Mode, ProtocolName
@@ -335,8 +336,6 @@ def catalog_spec(raw: str, entry: CatalogEntry, generation: GenerationSettings) 
 
 def resolve_spec(raw: str, providers: Sequence[str], generation: GenerationSettings) -> ModelSpec:
     """``provider/...``, ``provider:...``, a bare provider, or a catalog (leaderboard) name."""
-    from pytest_gta.models import catalog
-
     try:
         spec = parse_model_spec(raw, providers)
     except GtaUsageError as provider_error:
