@@ -680,10 +680,7 @@ def gta_case() -> Case:
 def gta_run(
     request: pytest.FixtureRequest,
     pytestconfig: pytest.Config,
-    gta_dataset: Dataset,
     gta_model: BaseModelAdapter | BaseRecordedSource,
-    gta_scorer: Scorer,
-    gta_output_dir: Path,
 ) -> Callable[[Case], CaseResult]:
     """A function that runs and scores a case.
 
@@ -691,29 +688,14 @@ def gta_run(
     from a fixture (as ``gta_result`` does) to get pytest's *error* outcome for them.
     """
     from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUnavailableError
-    from pytest_gta.models.base import BaseModelAdapter
     from pytest_gta.run.runner import STOPPED_KEY, run_case
 
     state = state_of(pytestconfig)
+    ctx = state.run_context()
 
     def run(case: Case) -> CaseResult:
-        tools = None
-        model = gta_model
-        if case.mode == "e2e" and isinstance(gta_model, BaseModelAdapter):
-            tools = state.toolset()
-        elif case.mode == "step" and isinstance(gta_model, BaseModelAdapter):
-            model = state.ahead.step_model or gta_model
         try:
-            return run_case(
-                case,
-                gta_dataset,
-                model,
-                tools,
-                gta_scorer,
-                gta_output_dir,
-                max_turns=state.settings.max_turns,
-                ahead=state.ahead.take(case) if case.mode == "e2e" else None,
-            )
+            return run_case(case, ctx, state.ahead)
         except GtaBudgetExhausted as exc:
             # Stop handing out cases; with xdist the controller stops once workers report it.
             request.session.shouldstop = f"pytest-gta: {exc}"

@@ -29,19 +29,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
+from pytest_gta.case import Case
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError
+from pytest_gta.models import base
 from pytest_gta.models.base import BaseModelAdapter
+from pytest_gta.run import loops
+from pytest_gta.run.context import RunContext
+from pytest_gta.run.episode import Ahead, play
+from pytest_gta.shard import case_weight
 from pytest_gta.types import CaseContext, ModelOutput, ModelRequest
-
-if TYPE_CHECKING:
-    from pytest_gta.case import Case
-    from pytest_gta.run.ahead import Ahead
-    from pytest_gta.run.loops import Prefetched
-    from pytest_gta.session.state import GtaState
 
 
 class Stopped(GtaInfrastructureError):
@@ -70,19 +70,20 @@ class _Guarded(BaseModelAdapter):
 class Pipeline:
     """A pool of N threads running this process's episodes ahead of pytest's loop."""
 
-    def __init__(self, state: GtaState, model: BaseModelAdapter, concurrency: int) -> None:
-        from pytest_gta.run.loops import Prefetched
-
-        self.state = state
-        self.concurrency = concurrency
+    def __init__(self, ctx: RunContext) -> None:
+        model = ctx.model
+        if not base.generates(model):
+            raise TypeError(f"{model.name} replays recorded predictions: nothing to run ahead")
+        self.ctx = ctx
+        self.concurrency = ctx.concurrency
         self._model = _Guarded(model, self)
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="gta-episode")
+        self._pool = ThreadPoolExecutor(ctx.concurrency, thread_name_prefix="gta-episode")
         self._episodes: dict[str, Future[Ahead]] = {}
         self._submitted: set[str] = set()
         self._answers: dict[CaseContext, tuple[Any, ModelOutput | Future[ModelOutput]]] = {}
         #: Step-mode cases take their answers here (a request whose messages differ, or that
         #: was not submitted, goes to the model as usual).
-        self.step_model: Prefetched = Prefetched(model, self._answers)
+        self.step_model = loops.Prefetched(model, self._answers)
         self._reason: BaseException | None = None
         #: Set by :meth:`halt` from a signal handler, which must not take ``_lock``.
         self._halted: BaseException | None = None
@@ -98,18 +99,10 @@ class Pipeline:
         budget: there the cases run in pytest's order, so the calls the budget paid for belong
         to the cases reported before the session stops.
         """
-        from pytest_gta.run import loops
-        from pytest_gta.shard import case_weight
-
-        settings = self.state.settings
-        if settings.max_tokens_total is None and settings.max_cost is None:
+        ctx = self.ctx
+        if not ctx.budgeted:
             cases = sorted(cases, key=lambda c: -case_weight(c) if c.mode == "e2e" else 0)
-
-        dataset = self.state.dataset()
-        if any(case.mode == "e2e" for case in cases) and self.state.uses_tools():
-            # Built here, once, rather than raced for by the first episodes.
-            self.state.toolset()
-            self.state.output_dir()
+        dataset = ctx.dataset
         protocol = self._model.protocol
         new = 0
         with self._lock:
@@ -131,28 +124,9 @@ class Pipeline:
 
     def _episode(self, case: Case) -> Ahead:
         """One end-to-end episode, in a pool thread; its failure is kept for its case."""
-        from pytest_gta.run import loops
-        from pytest_gta.run.ahead import Ahead
-        from pytest_gta.tools import ToolContext
-
-        state = self.state
         try:
             self.check()
-            dataset = state.dataset()
-            tools = state.toolset()
-            routes = tools.route(case.query)
-            backends = {name: backend.name for name, backend in routes.items()}
-            context = ToolContext(dataset, case.query, state.output_dir())
-            runner = tools.runner(routes, context)
-            episode = loops.run_e2e(
-                dataset,
-                case.query,
-                self._model,
-                runner,
-                max_turns=state.settings.max_turns,
-                epoch=case.epoch,
-                visible=context.visible_roots(),
-            )
+            played = play(case, self.ctx, self._model)
         except Exception as exc:  # a tool server down, no backend for a tool, the model
             return Ahead(exc)
         # Scored here, as the episode ends: the similarity model's encodings (Ans+I, subjective
@@ -160,10 +134,11 @@ class Pipeline:
         # the last one in pytest's loop (measured on the release: a 10 s tail after the calls).
         # Embeddings are of one text at a time, so the numbers do not depend on the order.
         try:
-            scored = state.scorer().score("e2e", case.query, episode.predictions, episode.gold)
+            episode = played.episode
+            scored = self.ctx.scorer.score("e2e", case.query, episode.predictions, episode.gold)
         except Exception:  # scored again in the case, which reports the failure
-            return Ahead(episode, backends)
-        return Ahead(episode, backends, scored)
+            return Ahead(played)
+        return Ahead(played, scored)
 
     # -- taking ------------------------------------------------------------------------------
     def take(self, case: Case) -> Ahead | None:
@@ -261,6 +236,7 @@ def ahead_scheduling(config: pytest.Config, log: Any) -> Any:
     crashed worker's cases are refilled regardless of duration. Pinned by
     ``tests/test_pipeline.py::test_ahead_scheduling_*``.
     """
+    # xdist is an optional third-party plugin: imported only where it is running.
     from xdist.scheduler import LoadScheduling
 
     class AheadScheduling(LoadScheduling):  # type: ignore[misc]

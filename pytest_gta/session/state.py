@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import pytest
 
 from pytest_gta.errors import DatasetError, GtaUsageError
+from pytest_gta.models import base
 from pytest_gta.options import DATASET_NAME, GtaSettings
+from pytest_gta.run.ahead import AheadWork, strategy
+from pytest_gta.run.context import RunContext, needs_similarity
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -29,7 +32,6 @@ if TYPE_CHECKING:
     from pytest_gta.models.usage import Budget, Prices
     from pytest_gta.report.compare import Baseline
     from pytest_gta.report.images import ImageStore
-    from pytest_gta.run.ahead import AheadWork
     from pytest_gta.run.runner import Scorer
     from pytest_gta.scoring.service import SimilarityService
     from pytest_gta.scoring.similarity import Similarity
@@ -49,8 +51,6 @@ class GtaState:
     """Per-process state of a session; everything heavy is built on first use."""
 
     def __init__(self, config: pytest.Config, settings: GtaSettings) -> None:
-        from pytest_gta.run.ahead import AheadWork
-
         self.config = config
         self.settings = settings
         self._built: dict[str, Any] = {}
@@ -60,7 +60,7 @@ class GtaState:
         #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
         self.ledger_path: Path | None = None
         #: Models loaded and replies generated before the first case (:mod:`pytest_gta.run.ahead`).
-        self.ahead: AheadWork = AheadWork(self)
+        self.ahead = AheadWork(self.run_context)
         #: What ``--gta-shard`` kept, in the process that collected (:mod:`pytest_gta.shard`).
         self.shard: ShardSelection | None = None
         #: How the baseline's run differs, when ``--gta-baseline-lenient`` let it through.
@@ -280,23 +280,39 @@ class GtaState:
         tools = dict.fromkeys(t for case in self.cases() for t in case.query.tool_names)
         return self.toolset().describe_routes(list(tools))
 
-    def concurrency(self, model: BaseModelAdapter) -> int:
+    def concurrency(self, model: BaseModelAdapter | BaseRecordedSource) -> int:
         """``--gta-concurrency``, else what suits the model (its ``concurrency``)."""
         chosen = self.settings.concurrency
-        return chosen if chosen is not None else max(1, int(model.concurrency))
+        return chosen if chosen is not None else base.default_concurrency(model)
 
     def runs_ahead(self) -> bool:
-        """Whether the processes that run cases run their episodes ahead."""
-        from pytest_gta.models.base import BaseModelAdapter
-
+        """Whether the xdist workers, which run the cases, run their episodes ahead."""
         model = self.model()
-        return isinstance(model, BaseModelAdapter) and self.concurrency(model) > 1
+        return strategy(model, self.concurrency(model), worker=True) == "pool"
 
     def needs_similarity(self) -> bool:
         """Whether any selected case is scored by similarity (subjective, or e2e image)."""
-        from pytest_gta.run.runner import needs_similarity
-
         return any(needs_similarity(case.query, case.mode) for case in self.cases())
+
+    def run_context(self) -> RunContext:
+        """What the run layer needs to run this process's cases, built once they are valid."""
+        return self._once("run_context", self._make_run_context)
+
+    def _make_run_context(self) -> RunContext:
+        settings = self.settings
+        model = self.model()
+        return RunContext(
+            dataset=self.dataset(),
+            model=model,
+            scorer=self.scorer(),
+            tools=self.toolset() if self.uses_tools() else None,
+            output_dir=self.output_dir(),
+            max_turns=settings.max_turns,
+            concurrency=self.concurrency(model),
+            budgeted=settings.max_tokens_total is not None or settings.max_cost is not None,
+            sim_model=settings.sim_model,
+            worker=hasattr(self.config, "workerinput"),
+        )
 
     def sim_path(self) -> Path:
         """The similarity model's directory (assembled from PyPI parts on first use)."""
@@ -310,12 +326,14 @@ class GtaState:
         In an xdist worker the similarity is the controller's (:mod:`pytest_gta.scoring.service`),
         so the run loads the model once and a worker stays small.
         """
+        # Deferred: the scorer's formulas import NumPy, kept off the plugin's import path.
         from pytest_gta.run.runner import Scorer
 
         served = getattr(self.config, "workerinput", {}).get(SIMILARITY_INPUT)
 
         def similarity() -> Similarity:
             if served:
+                # Deferred: the similarity client imports NumPy (see above).
                 from pytest_gta.scoring.service import RemoteSimilarity
 
                 return RemoteSimilarity(str(served[0]), str(served[1]))
@@ -386,9 +404,7 @@ class GtaState:
 
     def uses_tools(self) -> bool:
         """Whether tool backends take part: end-to-end mode with a model that calls tools."""
-        from pytest_gta.models.base import BaseRecordedSource
-
-        return "e2e" in self.settings.modes and not isinstance(self.model(), BaseRecordedSource)
+        return "e2e" in self.settings.modes and not base.replays(self.model())
 
     # -- what the header and report say --------------------------------------------------------
     def run_info(self) -> RunInfo:
