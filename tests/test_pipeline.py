@@ -25,8 +25,9 @@ from pytest_gta.case import Case
 from pytest_gta.errors import GtaBudgetExhausted
 from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
 from pytest_gta.run import loops
+from pytest_gta.run.ahead import upcoming
 from pytest_gta.run.context import RunContext
-from pytest_gta.run.pipeline import Pipeline, Stopped, ahead_scheduling, upcoming
+from pytest_gta.run.pipeline import Pipeline, Stopped, ahead_scheduling
 from pytest_gta.run.runner import Scorer
 from pytest_gta.tools import ToolBackendContext, ToolSet, ToolSpec, make_backend
 from pytest_gta.types import ModelOutput, ModelRequest
@@ -335,7 +336,10 @@ def test_upcoming_without_xdist_is_every_item(pytester):
     items = pytester.getitems("def test_a(): pass\ndef test_b(): pass\n")
     session = items[0].session
     session.items = items
-    assert list(upcoming(session, items[0], items[1])) == items
+    assert list(upcoming(session.items, items[0], items[1], None)) == items
+    # in an xdist worker: the item, the next one, and what is queued (the index it cannot hold
+    # dropped: a queue entry is only ever an index of this session's items)
+    assert list(upcoming(items, items[0], items[1], [1, 7])) == [items[0], items[1], items[1]]
 
 
 def test_defaults_fit_the_model():

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import pytest
@@ -40,7 +40,7 @@ from pytest_gta.progress import phase, say
 from pytest_gta.run import loops
 from pytest_gta.run.context import RunContext, needs_similarity
 from pytest_gta.run.episode import Ahead, Played, open_episode
-from pytest_gta.run.pipeline import Pipeline, Stopped, upcoming
+from pytest_gta.run.pipeline import Pipeline, Stopped
 
 #: How a process generates its cases' replies: ``batch`` (every step prompt in one batch and
 #: the episodes in lockstep, before the loop), ``pool`` (``--gta-concurrency`` threads running
@@ -71,6 +71,23 @@ def cases_of(items: list[pytest.Item]) -> list[Case]:
         if case is not None:
             out.append(case)
     return out
+
+
+def upcoming(
+    items: Sequence[pytest.Item],
+    item: pytest.Item,
+    nextitem: pytest.Item | None,
+    queued: Sequence[int] | None,
+) -> Sequence[pytest.Item]:
+    """The items a process runs from ``item`` on, as far as it knows them.
+
+    ``queued``: in an xdist worker, the indices of the items queued for it so far (``None``
+    elsewhere: the process runs every item).
+    """
+    if queued is None:
+        return items
+    ahead = [item] if nextitem is None else [item, nextitem]
+    return ahead + [items[i] for i in queued if 0 <= i < len(items)]
 
 
 def runs_cases(config: pytest.Config) -> bool:
@@ -149,9 +166,11 @@ class AheadWork:
         self, session: pytest.Session, item: pytest.Item, nextitem: pytest.Item | None
     ) -> None:
         """In an xdist worker: start the cases queued for this worker so far."""
-        if self.pipeline is None or not hasattr(session.config, "workerinput"):
+        pipeline = self.pipeline
+        if pipeline is None or pipeline.ctx.queued is None:
             return
-        self.pipeline.submit(cases_of(list(upcoming(session, item, nextitem))))
+        queued = pipeline.ctx.queued()
+        pipeline.submit(cases_of(list(upcoming(session.items, item, nextitem, queued))))
 
     def after(self, session: pytest.Session) -> None:
         """Stop running ahead once the session stops (``-x``, ``--maxfail``, a spent budget)."""

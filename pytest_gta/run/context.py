@@ -8,6 +8,7 @@ batches before the loop never reach back up into the session, and a test builds 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -72,5 +73,11 @@ class RunContext:
     budgeted: bool = False
     #: ``--gta-sim-model``, as progress lines name it.
     sim_model: str = ""
-    #: This process is an xdist worker: it learns its cases one by one and never batches them.
-    worker: bool = False
+    #: In an xdist worker, the indices of the session's items queued for it so far (it learns
+    #: its cases as the controller sends them); ``None`` in a process that runs every item.
+    queued: Callable[[], Sequence[int]] | None = None
+
+    @property
+    def worker(self) -> bool:
+        """Whether this process is an xdist worker, which never batches its cases ahead."""
+        return self.queued is not None

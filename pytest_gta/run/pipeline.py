@@ -212,18 +212,6 @@ def xdist_queue(config: pytest.Config) -> list[int] | None:
     return None
 
 
-def upcoming(
-    session: pytest.Session, item: pytest.Item, nextitem: pytest.Item | None
-) -> Sequence[pytest.Item]:
-    """The items this process runs from ``item`` on, as far as it knows them."""
-    items = session.items
-    if not hasattr(session.config, "workerinput"):
-        return items
-    queued = xdist_queue(session.config) or []
-    ahead = [item] if nextitem is None else [item, nextitem]
-    return ahead + [items[i] for i in queued if 0 <= i < len(items)]
-
-
 def ahead_scheduling(config: pytest.Config, log: Any) -> Any:
     """The ``load`` scheduling of xdist, with every case handed out at the start.
 

@@ -23,6 +23,7 @@ from pytest_gta.models import base
 from pytest_gta.options import DATASET_NAME, GtaSettings
 from pytest_gta.run.ahead import AheadWork, strategy
 from pytest_gta.run.context import RunContext, needs_similarity
+from pytest_gta.run.pipeline import xdist_queue
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -311,8 +312,12 @@ class GtaState:
             concurrency=self.concurrency(model),
             budgeted=settings.max_tokens_total is not None or settings.max_cost is not None,
             sim_model=settings.sim_model,
-            worker=hasattr(self.config, "workerinput"),
+            queued=self._queued if hasattr(self.config, "workerinput") else None,
         )
+
+    def _queued(self) -> list[int]:
+        """The indices of the items xdist queued for this worker so far (see ``xdist_queue``)."""
+        return xdist_queue(self.config) or []
 
     def sim_path(self) -> Path:
         """The similarity model's directory (assembled from PyPI parts on first use)."""
