@@ -8,7 +8,6 @@ the oracle (the reference chain) and the tools the replay backend, both real.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,29 +22,18 @@ from pytest_gta.run.ahead import AheadWork, strategy
 from pytest_gta.run.context import RunContext
 from pytest_gta.run.episode import open_episode, play
 from pytest_gta.run.pipeline import Pipeline
-from pytest_gta.run.runner import Scorer, run_case
-from pytest_gta.tools import ToolBackendContext, ToolSet, ToolSpec, make_backend
+from pytest_gta.run.runner import run_case
+from pytest_gta.tools import ToolSet
 from pytest_gta.types import ModelOutput, ModelRequest
+from tests.run_context import run_context
 
 #: Sample queries whose chains call tools (0: one call; 5: the longest chain).
 QUERIES = ("0", "5")
 
 
-def _context(dataset: Any, tmp_path: Path, model: Any, **settings: Any) -> RunContext:
-    replay = make_backend(ToolSpec("replay", "replay"), ToolBackendContext(dataset, tmp_path))
-    return RunContext(
-        dataset=dataset,
-        model=model,
-        scorer=Scorer(lambda: None, 0.5),  # objective queries: no similarity needed
-        tools=ToolSet([replay]),
-        output_dir=tmp_path,
-        **settings,
-    )
-
-
 def test_an_episode_is_the_same_in_the_loop_the_pool_and_lockstep(sample_dataset, tmp_path):
     model = OracleModel(sample_dataset)
-    ctx = _context(sample_dataset, tmp_path, model, concurrency=2)
+    ctx = run_context(sample_dataset, tmp_path, model, concurrency=2)
     cases = [Case("e2e", sample_dataset[q]) for q in QUERIES]
     played = [play(case, ctx, model) for case in cases]
     assert [len(p.episode.turns) for p in played] == [
@@ -77,7 +65,7 @@ def test_an_episode_is_the_same_in_the_loop_the_pool_and_lockstep(sample_dataset
 
 def test_no_tool_backends_is_unavailable_before_any_request(sample_dataset, tmp_path):
     model = OracleModel(sample_dataset)
-    ctx = _context(sample_dataset, tmp_path, model)
+    ctx = run_context(sample_dataset, tmp_path, model)
     bare = RunContext(ctx.dataset, model, ctx.scorer, None, tmp_path)
     with pytest.raises(GtaUnavailableError, match=r"end-to-end mode needs tool backends"):
         play(Case("e2e", sample_dataset["0"]), bare, model)
@@ -133,7 +121,7 @@ class _Refusing(BaseModelAdapter):
 def test_a_step_case_takes_the_answers_generated_ahead(sample_dataset, tmp_path):
     """run_case decides which model answers: here the step answers batched before the loop."""
     case = Case("step", sample_dataset["0"])
-    ctx = _context(sample_dataset, tmp_path, _Refusing())
+    ctx = run_context(sample_dataset, tmp_path, _Refusing())
     work = AheadWork(lambda: ctx)
     requests = [r for r, _ in loops.step_requests(sample_dataset, case.query)]
     work.step_model = loops.Prefetched.run(OracleModel(sample_dataset), requests)
@@ -144,7 +132,7 @@ def test_a_step_case_takes_the_answers_generated_ahead(sample_dataset, tmp_path)
 
 
 def test_recorded_predictions_are_looked_up_not_generated(sample_dataset, tmp_path):
-    ctx = _context(sample_dataset, tmp_path, _Recordings(sample_dataset))
+    ctx = run_context(sample_dataset, tmp_path, _Recordings(sample_dataset))
     result = run_case(Case("step", sample_dataset["0"]), ctx)
     assert result.passed
     assert result.replies == []

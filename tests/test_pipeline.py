@@ -28,10 +28,9 @@ from pytest_gta.run import loops
 from pytest_gta.run.ahead import upcoming
 from pytest_gta.run.context import RunContext
 from pytest_gta.run.pipeline import Pipeline, Stopped, ahead_scheduling
-from pytest_gta.run.runner import Scorer
-from pytest_gta.tools import ToolBackendContext, ToolSet, ToolSpec, make_backend
 from pytest_gta.types import ModelOutput, ModelRequest
 from tests.oracle_server import OracleServer
+from tests.run_context import run_context
 
 MODEL = "--gta-model=openai/oracle-http"
 
@@ -264,19 +263,10 @@ class _Counting(BaseModelAdapter):
 @pytest.fixture
 def context(sample_dataset: Any, tmp_path: Path) -> Callable[..., RunContext]:
     """``context(model, concurrency=1, budgeted=False)``: a run's context on the sample."""
-    replay = make_backend(
-        ToolSpec("replay", "replay"), ToolBackendContext(sample_dataset, tmp_path)
-    )
 
     def make(model: BaseModelAdapter, concurrency: int = 1, budgeted: bool = False) -> RunContext:
-        return RunContext(
-            dataset=sample_dataset,
-            model=model,
-            scorer=Scorer(lambda: None, 0.5),  # objective queries: no similarity needed
-            tools=ToolSet([replay]),
-            output_dir=tmp_path,
-            concurrency=concurrency,
-            budgeted=budgeted,
+        return run_context(
+            sample_dataset, tmp_path, model, concurrency=concurrency, budgeted=budgeted
         )
 
     return make
