@@ -348,19 +348,14 @@ def gta_case() -> Case:
 def gta_run(
     request: pytest.FixtureRequest,
     pytestconfig: pytest.Config,
-    gta_dataset: Dataset,
     gta_model: BaseModelAdapter | BaseRecordedSource,
-    gta_scorer: Scorer,
-    gta_output_dir: Path,
 ) -> Callable[[Case], CaseResult]:
     """A function that runs and scores a case.
 
     Model or tool infrastructure failures fail the calling phase with a clean message; call it
     from a fixture (as ``gta_result`` does) to get pytest's *error* outcome for them.
     """
-    return _session(pytestconfig).case_runner(
-        request, gta_dataset, gta_model, gta_scorer, gta_output_dir
-    )
+    return _session(pytestconfig).case_runner(request)
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import dataclasses
 import resource
 import shutil
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,7 +40,6 @@ from pytest_gta.run.runner import (
     DETAIL_KEY,
     STOPPED_KEY,
     CaseResult,
-    Scorer,
     identity_properties,
     run_case,
 )
@@ -306,34 +304,18 @@ class GtaSession:
         finally:
             ahead.after(item.session)
 
-    def case_runner(
-        self,
-        request: pytest.FixtureRequest,
-        dataset: Dataset,
-        model: BaseModelAdapter | BaseRecordedSource,
-        scorer: Scorer,
-        output_dir: Path,
-    ) -> Callable[[Case], CaseResult]:
+    def case_runner(self, request: pytest.FixtureRequest) -> Callable[[Case], CaseResult]:
         """``gta_run``: runs and scores a case; infrastructure failures end the calling phase.
 
         A budget stop or an unavailable service skips; anything else that broke the harness
         fails with a clean message (called from a fixture, that is pytest's *error* outcome).
         """
-        state = self.state
+        ctx = self.state.run_context()
+        ahead = self.state.ahead
 
         def run(case: Case) -> CaseResult:
             try:
-                serving, tools = state.model_for(case, model)
-                return run_case(
-                    case,
-                    dataset,
-                    serving,
-                    tools,
-                    scorer,
-                    output_dir,
-                    max_turns=state.settings.max_turns,
-                    ahead=state.ahead.take(case) if case.mode == "e2e" else None,
-                )
+                return run_case(case, ctx, ahead)
             except GtaBudgetExhausted as exc:
                 # Stop handing out cases; with xdist the controller stops once workers report it.
                 request.session.shouldstop = f"pytest-gta: {exc}"

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gta.progress import WORKER_LABEL
-from pytest_gta.run.pipeline import ahead_scheduling
 
 if TYPE_CHECKING:
     from pytest_gta.session.collector import GtaCollector
@@ -142,3 +141,59 @@ def ledger_from_controller(config: pytest.Config) -> Path | None:
     workerinput = worker_input(config)
     sent = None if workerinput is None else workerinput.get(LEDGER_INPUT)
     return Path(sent) if sent else None
+
+
+def xdist_queue(config: pytest.Config) -> list[int] | None:
+    """Indices of the items queued for this xdist worker, or ``None`` where it cannot tell.
+
+    xdist 3.x keeps them in ``WorkerInteractor.torun``, a queue with a ``lock()`` context that
+    yields its deque of item indices (and a shutdown marker).
+    """
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ != "WorkerInteractor":
+            continue
+        torun = getattr(plugin, "torun", None)
+        lock = getattr(torun, "lock", None)
+        if not callable(lock):
+            return None
+        try:
+            with lock() as queued:
+                return [i for i in list(queued) if isinstance(i, int)]
+        except Exception:  # a changed internal: run ahead what the hook arguments show
+            return None
+    return None
+
+
+def ahead_scheduling(config: pytest.Config, log: Any) -> Any:
+    """The ``load`` scheduling of xdist, with every case handed out at the start.
+
+    xdist sends a worker a quarter of the run in turn, then refills its queue as tests finish,
+    holding back while the worker's last test took 0.1 s or more and it still has two queued
+    (``LoadScheduling.check_schedule(node, duration)``): right for slow tests, wrong here,
+    where a case's time is spent waiting for work that runs ahead and the cases a worker knows
+    of are what it can run ahead. So every case is handed out at once, in turn (the run's
+    order is mixed enough for that to balance, and each worker runs many at once), and a
+    crashed worker's cases are refilled regardless of duration. Pinned by
+    ``tests/test_pipeline.py::test_ahead_scheduling_*``.
+    """
+    # xdist is an optional third-party plugin: imported only where it is running.
+    from xdist.scheduler import LoadScheduling
+
+    class AheadScheduling(LoadScheduling):  # type: ignore[misc]
+        def schedule(self) -> None:
+            super().schedule()
+            # Hand out the rest now, in turn, so every worker knows its whole share and runs
+            # it ahead; a crashed worker's share goes back to the others as usual.
+            nodes = [node for node in self.nodes if not node.shutting_down]
+            if self.collection is None or not self.pending or not nodes:
+                return
+            while self.pending:
+                for node in nodes:
+                    self._send_tests(node, 1)
+            for node in nodes:
+                node.shutdown()
+
+        def check_schedule(self, node: Any, duration: float = 0) -> None:
+            super().check_schedule(node, 0)
+
+    return AheadScheduling(config, log)
