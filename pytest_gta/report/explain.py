@@ -266,7 +266,7 @@ def step_divergence(primitives: Any, ref: Any, threshold: Any) -> int | None:
         return None
     try:
         scored = StepCaseScore.from_json(primitives)
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         return None
     usable = isinstance(threshold, int | float) and not isinstance(threshold, bool)
     return first_divergence(scored, ref, float(threshold) if usable else -math.inf)

@@ -4,7 +4,8 @@ One file a person opens in a browser, offline: the run's header and the paper's 
 rows the terminal prints, from :mod:`pytest_gta.report.table`), the plots, every case as a row
 that can be filtered, sorted and searched, and per case a drill-down with the query, its images,
 the model's turns beside the reference chain (first divergence marked), the generated images
-and the scoring detail.
+and the scoring detail. What the page says (the facts, why a case failed, which step diverged,
+how it was scored) is decided in :mod:`pytest_gta.report.explain`; this module writes markup.
 
 Everything is inlined: the stylesheet, one script (allowed by its sha256 in a strict
 Content-Security-Policy, so nothing else can run), the plots as SVG and the images as ``data:``
