@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gta.report.build import CaseRecord, case_entry
-from pytest_gta.report.html import case_detail, esc, generated_images, summary_html
+from pytest_gta.report.explain import generated_images
+from pytest_gta.report.html import case_detail, esc, summary_html
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
