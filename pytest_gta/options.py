@@ -7,6 +7,10 @@ Each option is one row of :data:`OPTIONS`, which both registration and resolutio
 two cannot disagree (they once did: ini paths resolved against the current directory for some
 options and against the ini file for others). Resolution (CLI > ini > default, with
 ``$GTA_DATA_DIR`` between CLI and ini) happens once, in ``pytest_configure``.
+
+Why this module is long (one of the two allowed over 700 lines, docs/development.md): it is the
+option table, one row per option with its parser, range and help beside it, and the settings it
+resolves to. Splitting the rows from their parsers would put one option in two places.
 """
 
 from __future__ import annotations
