@@ -57,9 +57,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--gta-download``, ``--gta-data-info`` and ``--gta-merge`` run instead of a session."""
     if config.getoption("gta_merge"):
-        from pytest_gta.report.merge import run as merge
+        from pytest_gta.session.finish import merge_command
 
-        return merge(config)
+        return merge_command(config)
     if not (
         config.getoption("gta_download")
         or config.getoption("gta_data_info")
@@ -690,9 +690,10 @@ def gta_run(
     Model or tool infrastructure failures fail the calling phase with a clean message; call it
     from a fixture (as ``gta_result`` does) to get pytest's *error* outcome for them.
     """
+    from pytest_gta.detail import STOPPED_KEY
     from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUnavailableError
     from pytest_gta.models.base import BaseModelAdapter
-    from pytest_gta.run.runner import STOPPED_KEY, run_case
+    from pytest_gta.run.runner import run_case
 
     state = state_of(pytestconfig)
 
@@ -745,7 +746,8 @@ def gta_result(
     failures. The flat per-case properties go to the item (every phase's report, JUnit XML);
     the detail payload (steps, replies, score) to the setup report's ``user_properties`` only.
     """
-    from pytest_gta.run.runner import DETAIL_KEY, identity_properties
+    from pytest_gta.detail import DETAIL_KEY
+    from pytest_gta.run.runner import identity_properties
 
     request.node.user_properties.extend(identity_properties(gta_case, gta_model.name))
     result = gta_run(gta_case)

@@ -21,6 +21,7 @@ from conftest import FAST_SIM, SAMPLE
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.options import parse_shard
 from pytest_gta.report import merge
+from pytest_gta.report.schema import parse_report
 from pytest_gta.shard import Shard, split
 
 ALL = 17
@@ -455,7 +456,7 @@ def test_a_hostile_report_is_a_usage_error_or_merges(
     elif isinstance(holder, dict):
         del holder[path[-1]]
     try:
-        merged = merge.merge_reports([merge.parse_report("hostile.json", report)], sample_dataset)
+        merged = merge.merge_reports([parse_report("hostile.json", report)], sample_dataset)
     except GtaUsageError as exc:
         merged, message = None, str(exc)
     if merged is None:

@@ -12,13 +12,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from pytest_gta import outward
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset, Query
+from pytest_gta.detail import CaseDetail
 from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
 from pytest_gta.outward import Cleaner
@@ -33,10 +34,6 @@ from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, Mode
 if TYPE_CHECKING:
     from pytest_gta.run.ahead import Ahead
 
-#: user_properties key of the detailed per-case payload; kept out of the JUnit XML.
-DETAIL_KEY = "gta_detail"
-#: user_properties key saying why the session stopped early (budget); kept out of the XML.
-STOPPED_KEY = "gta_stopped"
 #: Characters of a model's reply shown in a failed case's message.
 REPLY_SHOWN = 300
 
@@ -181,9 +178,13 @@ class CaseResult:
         # JUnit writes every property as text: leave undefined values out rather than "None".
         return [(name, value) for name, value in props if value is not None]
 
-    def detail(self) -> dict[str, Any]:
-        """The full payload for the controller's report (JSON-able builtins)."""
-        payload = {
+    def detail(self) -> CaseDetail:
+        """The full payload for the controller's report (JSON-able builtins).
+
+        It travels on the setup report (``DETAIL_KEY``); the report's case entry is made from
+        it (:func:`pytest_gta.report.schema.case_entry`).
+        """
+        payload: CaseDetail = {
             "score": self.score.to_json(),
             "verdict": {
                 "passed": self.passed,
@@ -198,7 +199,7 @@ class CaseResult:
         # Recorded steps may hold tuples, NaN, lone surrogates, huge numbers or secrets (they
         # come from a model or a prediction file): builtins any writer and execnet accept.
         cleaner = Cleaner()
-        out: dict[str, Any] = cleaner.value(payload)
+        out = cast(CaseDetail, cleaner.value(payload))
         if cleaner.nonfinite:
             out["nonfinite"] = cleaner.nonfinite
         return out

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource, ModelInfo
     from pytest_gta.models.cache import ResponseCache
     from pytest_gta.models.usage import Budget, Prices
-    from pytest_gta.report.compare import Baseline
+    from pytest_gta.report.compare import Baseline, ComparableRun
     from pytest_gta.report.images import ImageStore
     from pytest_gta.run.ahead import AheadWork
     from pytest_gta.run.runner import Scorer
@@ -448,15 +448,17 @@ class GtaState:
         )
         return baseline
 
-    def comparable(self) -> dict[str, Any]:
+    def comparable(self) -> ComparableRun:
         """What a baseline must share with this run (see ``compare.mismatches``)."""
-        return {
-            "sha256": self.dataset().sha256,
-            "modes": list(self.settings.modes),
-            "protocol": self.model().protocol,
-            "sim_model": self.settings.sim_model,
-            "sim_threshold": self.settings.sim_threshold,
-        }
+        from pytest_gta.report.compare import comparable_run
+
+        return comparable_run(
+            self.dataset().sha256,
+            self.settings.modes,
+            self.model().protocol,
+            sim_model=self.settings.sim_model,
+            sim_threshold=self.settings.sim_threshold,
+        )
 
 
 STATE = pytest.StashKey[GtaState]()
