@@ -62,6 +62,7 @@ def case_extras(
     settings: GtaSettings,
 ) -> list[dict[str, Any]]:
     """The pytest-html extras of a finished case: its drill-down, then its generated images."""
+    # pytest-html is optional (this runs only with --html): not imported where it is absent.
     from pytest_html import extras  # type: ignore[import-untyped]
 
     view = case_view(case, result, detail)
