@@ -21,6 +21,7 @@ from conftest import FAST_SIM, SAMPLE
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.options import parse_shard
 from pytest_gta.report import merge
+from pytest_gta.report import schema
 from pytest_gta.report.schema import parse_report
 from pytest_gta.shard import Shard, split
 
@@ -392,7 +393,7 @@ def test_missing_fields_and_files_are_named(pytester, shard_reports, monkeypatch
     result.stderr.fnmatch_lines(
         ["*nothere.json: no such file; --gta-merge reads the --gta-report*"]
     )
-    monkeypatch.setattr(merge, "MAX_REPORT_BYTES", 100)
+    monkeypatch.setattr(schema, "MAX_REPORT_BYTES", 100)
     result = merge_run(pytester, write(pytester, "big.json", shard_reports["s1"]))
     result.stderr.fnmatch_lines(["*big.json: * bytes is larger than any report*"])
 
