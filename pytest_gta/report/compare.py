@@ -26,7 +26,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from pytest_gta.report.build import (
     query_clusters,
     query_pass_rates,
 )
-from pytest_gta.report.schema import CaseRecord, Comparison, Gates, RunReport, load_report
+from pytest_gta.report.schema import CaseRecord, Comparison, RunReport, load_report
 from pytest_gta.vocabulary import MODES
 
 BASELINE_HOW = "--gta-baseline reads a --gta-report file written by an earlier run"
@@ -449,7 +449,7 @@ def conclude(
                 "compared anyway (--gta-baseline-lenient)"
             )
     if gates.active:
-        report["gates"] = cast(Gates, judge(report, gates))
+        report["gates"] = judge(report, gates)
 
 
 def regressed_nodeids(comparison: Mapping[str, Any] | None) -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any, TypedDict, cast
 from pytest_gta.case import Case
 from pytest_gta.detail import CaseDetail
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.gates import GatesVerdict
 from pytest_gta.jsonsafe import JsonInputError, read_json
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore, aggregate_e2e, aggregate_step
 from pytest_gta.vocabulary import MODES, OUTCOMES
@@ -124,11 +125,8 @@ class Comparison(_ComparisonBase, total=False):
     board: str | None
 
 
-class Gates(TypedDict):
-    """The report's ``gates`` (:func:`pytest_gta.gates.judge`): the verdict and each gate's."""
-
-    passed: bool
-    gates: list[dict[str, Any]]
+#: The report's ``gates``: the verdict over all gates, and each gate's.
+Gates = GatesVerdict
 
 
 class _RunReportBase(TypedDict):
