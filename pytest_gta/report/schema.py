@@ -2,7 +2,7 @@
 
 A report is the contract of ``--gta-report``: the session writes it, ``--gta-merge`` reads
 shards' reports back, ``--gta-baseline`` reads an earlier run's, the renderers and the
-``pytest_gta_report`` hooks read it. Its shape is written down once here, as ``TypedDict``
+``pytest_gta_update_report`` hook reads it. Its shape is written down once here, as ``TypedDict``
 types that mypy checks wherever a field is written or read: a new field is one edit here and
 one where it is computed.
 
