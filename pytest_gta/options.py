@@ -41,6 +41,7 @@ from pytest_gta.gates import (
     parse_fail_under,
     parse_min_drop,
 )
+from pytest_gta.models.catalog import LEADERBOARD_PREFIX
 from pytest_gta.models.generation import (
     CACHE_MODES,
     DEFAULT_MAX_CONCURRENCY,
@@ -109,8 +110,6 @@ OPT_BASELINE_LENIENT = "--gta-baseline-lenient"
 OPT_RERUN_REGRESSIONS = "--gta-rerun-regressions"
 OPT_CONFIDENCE = "--gta-confidence"
 OPT_BOOTSTRAP_SAMPLES = "--gta-bootstrap-samples"
-#: ``--gta-baseline=leaderboard:NAME[@BOARD]``: a published leaderboard row instead of a report.
-LEADERBOARD_PREFIX = "leaderboard:"
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_BOOTSTRAP_SAMPLES = 2000
 ENV_DATA_DIR = "GTA_DATA_DIR"

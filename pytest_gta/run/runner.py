@@ -11,13 +11,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from pytest_gta import outward
 from pytest_gta.case import Case
 from pytest_gta.dataset import Query
+from pytest_gta.detail import CaseDetail
 from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.models import base
 from pytest_gta.models.base import BaseModelAdapter
@@ -32,10 +33,6 @@ from pytest_gta.scoring.verdict import Verdict, judge_e2e, judge_step
 from pytest_gta.types import Usage
 from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, Mode
 
-#: user_properties key of the detailed per-case payload; kept out of the JUnit XML.
-DETAIL_KEY = "gta_detail"
-#: user_properties key saying why the session stopped early (budget); kept out of the XML.
-STOPPED_KEY = "gta_stopped"
 #: Characters of a model's reply shown in a failed case's message.
 REPLY_SHOWN = 300
 
@@ -175,9 +172,13 @@ class CaseResult:
         # JUnit writes every property as text: leave undefined values out rather than "None".
         return [(name, value) for name, value in props if value is not None]
 
-    def detail(self) -> dict[str, Any]:
-        """The full payload for the controller's report (JSON-able builtins)."""
-        payload = {
+    def detail(self) -> CaseDetail:
+        """The full payload for the controller's report (JSON-able builtins).
+
+        It travels on the setup report (``DETAIL_KEY``); the report's case entry is made from
+        it (:func:`pytest_gta.report.schema.case_entry`).
+        """
+        payload: CaseDetail = {
             "score": self.score.to_json(),
             "verdict": {
                 "passed": self.passed,
@@ -192,7 +193,7 @@ class CaseResult:
         # Recorded steps may hold tuples, NaN, lone surrogates, huge numbers or secrets (they
         # come from a model or a prediction file): builtins any writer and execnet accept.
         cleaner = Cleaner()
-        out: dict[str, Any] = cleaner.value(payload)
+        out = cast(CaseDetail, cleaner.value(payload))
         if cleaner.nonfinite:
             out["nonfinite"] = cleaner.nonfinite
         return out

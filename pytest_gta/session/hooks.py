@@ -21,6 +21,7 @@ import pytest
 from pytest_gta import signals
 from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.dataset import Dataset
+from pytest_gta.detail import DETAIL_KEY, STOPPED_KEY
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUnavailableError
 from pytest_gta.models.base import (
     BaseModelAdapter,
@@ -34,17 +35,15 @@ from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings
 from pytest_gta.outward import clean_text, install_log_filter, mask_url
 from pytest_gta.progress import say
 from pytest_gta.report.images import store_case_images
-from pytest_gta.report.merge import run as merge_command
 from pytest_gta.run.ahead import runs_cases
 from pytest_gta.run.runner import (
-    DETAIL_KEY,
-    STOPPED_KEY,
     CaseResult,
     identity_properties,
     run_case,
 )
 from pytest_gta.session import serve, xdist
 from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, GtaCollector
+from pytest_gta.session.finish import merge_command
 from pytest_gta.session.html_hooks import PLUGIN_NAME as HTML_PLUGIN
 from pytest_gta.session.html_hooks import GtaHtmlHooks, case_extras
 from pytest_gta.session.install_cli import run as install_command

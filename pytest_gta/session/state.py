@@ -27,7 +27,7 @@ from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.catalog import leaderboard_row
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.options import DATASET_NAME, GtaSettings
-from pytest_gta.report.compare import read_baseline
+from pytest_gta.report.compare import comparable_run, read_baseline
 from pytest_gta.report.images import ImageStore
 from pytest_gta.run.ahead import AheadWork, strategy
 from pytest_gta.run.context import RunContext, needs_similarity
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource, ModelInfo
     from pytest_gta.models.cache import ResponseCache
     from pytest_gta.models.usage import Budget, Prices
-    from pytest_gta.report.compare import Baseline
+    from pytest_gta.report.compare import Baseline, ComparableRun
     from pytest_gta.report.images import ImageStore
     from pytest_gta.run.runner import Scorer
     from pytest_gta.scoring.service import SimilarityService
@@ -439,15 +439,15 @@ class GtaState:
         )
         return baseline
 
-    def comparable(self) -> dict[str, Any]:
+    def comparable(self) -> ComparableRun:
         """What a baseline must share with this run (see ``compare.mismatches``)."""
-        return {
-            "sha256": self.dataset().sha256,
-            "modes": list(self.settings.modes),
-            "protocol": self.model().protocol,
-            "sim_model": self.settings.sim_model,
-            "sim_threshold": self.settings.sim_threshold,
-        }
+        return comparable_run(
+            self.dataset().sha256,
+            self.settings.modes,
+            self.model().protocol,
+            sim_model=self.settings.sim_model,
+            sim_threshold=self.settings.sim_threshold,
+        )
 
 
 STATE = pytest.StashKey[GtaState]()
