@@ -76,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "openai",
         "sentence_transformers",
         "pytest_gta.datainfo",
-        "pytest_gta.install.cli",
+        "pytest_gta.session.install_cli",
         "pytest_gta.install.installer",
         "pytest_gta.run.runner",
         "pytest_gta.scoring.similarity",

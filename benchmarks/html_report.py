@@ -45,7 +45,8 @@ from pytest_gta.options import DEFAULT_REPORT_HTML_MAX_MB  # noqa: E402
 from pytest_gta.outward import Cleaner  # noqa: E402
 from pytest_gta.report.html import render_html  # noqa: E402
 from pytest_gta.report.images import ImageStore  # noqa: E402
-from pytest_gta.report.merge import load_report, merge_reports  # noqa: E402
+from pytest_gta.report.merge import merge_reports  # noqa: E402
+from pytest_gta.report.schema import load_report  # noqa: E402
 from pytest_gta.validation import load_dataset  # noqa: E402
 
 SAMPLE = ROOT / "fixtures" / "gta_sample"

@@ -5,7 +5,7 @@ as an end-to-end episode would send it) are answered twice by SmolLM2-135M-Instr
 CPU:
 
 * naive: Hugging Face's ``model.generate``, one request at a time, every prompt computed whole;
-* engine: :class:`pytest_gta.models.hf_transformers.TransformersEngine`, the requests of a
+* engine: :class:`pytest_gta.models.hf_decoder.TransformersEngine`, the requests of a
   round in one batch, prompts computed only after their longest cached prefix.
 
 It prints the wall time of each, the speed-up, the prompt tokens each computed, and whether

@@ -37,8 +37,7 @@ from pytest_gta.types import (
     Usage,
 )
 from pytest_gta.validation import load_dataset
-
-__version__ = "0.1.0.dev0"
+from pytest_gta.version import __version__
 
 _LAZY = {
     "CaseResult": "pytest_gta.run.runner",

@@ -12,7 +12,9 @@ Kept free of scoring and NumPy: the entry module registers the markers in every 
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_gta.dataset import Query
@@ -93,6 +95,53 @@ def static_marks() -> list[str]:
     names += [f"gta_category_{c}" for c in CATEGORIES]
     names += [mark_name("gta_tool", t) for tools in CATEGORIES.values() for t in tools]
     return names
+
+
+class MarkRegistry:
+    """The GTA markers declared in a session, static and data-derived, each declared once.
+
+    ``declare`` adds one ``markers`` ini line (``config.addinivalue_line``), so that
+    ``--strict-markers`` accepts marks that only the dataset knows.
+    """
+
+    def __init__(self, declare: Callable[[str], None]) -> None:
+        self._declare = declare
+        self._names: set[str] = set()
+
+    def register(self, name: str) -> None:
+        """Declare ``name`` (once) with its ``pytest --markers`` text."""
+        if name not in self._names:
+            self._names.add(name)
+            self._declare(f"{name}: {describe_mark(name)}")
+
+    @property
+    def names(self) -> list[str]:
+        """Every marker declared so far, sorted."""
+        return sorted(self._names)
+
+
+def mark_hint(markexpr: str, marks: list[str], active: bool) -> list[str]:
+    """Why ``-m markexpr`` selected no GTA case: no model, or marks that do not exist."""
+    if not active:
+        return [
+            f"pytest-gta: -m {markexpr!r} selected nothing: GTA cases (and their gta_* marks) are "
+            "collected only with --gta-model, e.g. --gta-model=oracle --gta-data=sample"
+        ]
+    lines = []
+    lowered = {m.lower(): m for m in marks}
+    for word in dict.fromkeys(re.findall(r"\bgta\w*", markexpr)):
+        if word in marks:
+            continue
+        close = difflib.get_close_matches(word.lower(), list(lowered), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(lowered[c] for c in close)}?" if close else ""
+        lines.append(
+            f"pytest-gta: no GTA case has the mark {word!r} (marks are case-sensitive){hint}"
+        )
+    shown = ", ".join(marks)
+    lines.append(
+        f"pytest-gta: the GTA marks of this run: {shown} (pytest --markers describes each)"
+    )
+    return lines
 
 
 def describe_mark(name: str) -> str:

@@ -28,10 +28,8 @@ the socket operations, and :func:`bound_client` fails loudly if they ever move.
 from __future__ import annotations
 
 import contextvars
-import os
 import ssl
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -40,7 +38,7 @@ from typing import Any, TypeVar
 import httpcore2
 import httpx2
 
-from pytest_gta.errors import GtaError, GtaUsageError
+from pytest_gta.errors import GtaError
 
 T = TypeVar("T")
 
@@ -303,42 +301,3 @@ def bound_client(
         if backend is not None and not isinstance(backend, _DeadlineBackend):
             pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
     return client
-
-
-# -- URLs ----------------------------------------------------------------------------------------
-
-
-def env_base_url(variable: str) -> str | None:
-    """The URL in environment variable ``variable`` (checked by :func:`check_url`), or ``None``.
-
-    Raises:
-        GtaUsageError: the variable holds something that is not an http(s) URL.
-    """
-    value = os.environ.get(variable, "").strip()
-    return check_url(value, variable) if value else None
-
-
-def check_url(value: str, where: str, example: str = "http://127.0.0.1:8000/v1") -> str:
-    """``value`` as an http(s) URL with a host, stripped; else a usage error naming ``where``.
-
-    Parsed by :mod:`urllib.parse` (a bad port or an unclosed ``[`` is its ValueError) and by
-    httpx2, which sends it and is stricter (spaces, characters no host may hold).
-
-    Raises:
-        GtaUsageError: ``where=value`` (cut short) and what is wrong with it.
-    """
-    url = value.strip()
-    shown = url if len(url) <= 80 else url[:80] + "..."
-    hint = f"give the endpoint's http(s) URL, e.g. {example}"
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - the property is what checks the port
-        httpx2.URL(url)
-    except (ValueError, httpx2.InvalidURL) as exc:
-        problem = str(exc)[:120] or type(exc).__name__
-        raise GtaUsageError(f"{where}={shown}: not a URL ({problem}); {hint}") from None
-    if parts.scheme not in ("http", "https"):
-        raise GtaUsageError(f"{where}={shown}: {hint}")
-    if not parts.hostname:
-        raise GtaUsageError(f"{where}={shown}: the URL names no host; {hint}")
-    return url

@@ -274,6 +274,20 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def cache_root() -> Path:
+    """Where pytest-gta keeps what it builds once: ``$PYTEST_GTA_HOME`` or the XDG cache.
+
+    The assembled similarity model and dequantised GGUF checkpoints live here; both are rebuilt
+    when missing, so the folder can be deleted at any time.
+    """
+    env = os.environ.get("PYTEST_GTA_HOME")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "pytest-gta"
+
+
 def inside(path: str, root: str) -> bool:
     """Whether the real path ``path`` is the real path ``root`` itself or lies below it."""
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -197,7 +197,17 @@ class GateSettings:
             )
 
 
-def judge(report: Mapping[str, Any], gates: GateSettings) -> dict[str, Any]:
+class GatesVerdict(TypedDict):
+    """The report's ``gates`` section (:func:`judge`); the report schema names it ``Gates``."""
+
+    passed: bool
+    alpha: float
+    min_drop: float
+    #: Each gate with the numbers it was judged on, whether it held, and why.
+    verdicts: list[dict[str, Any]]
+
+
+def judge(report: Mapping[str, Any], gates: GateSettings) -> GatesVerdict:
     """The gates' verdicts on a report (with its ``comparison`` when there is a baseline).
 
     Returns the report's ``gates`` section: every gate with the numbers it was judged on,

@@ -7,12 +7,13 @@ them. "Add to it" hooks are ``update_*`` and mutate their argument in place.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
     from pytest_gta.models.base import ModelAdapter, ModelContext, RecordedSource
+    from pytest_gta.report.schema import RunReport
     from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSpec
 
 
@@ -73,8 +74,11 @@ def pytest_gta_make_tool(
     """
 
 
-def pytest_gta_update_report(config: pytest.Config, report: dict[str, Any]) -> None:
+def pytest_gta_update_report(config: pytest.Config, report: RunReport) -> None:
     """Change the report in place before it is printed and written (controller only).
+
+    ``report`` has the shape :class:`pytest_gta.report.schema.RunReport` describes (the
+    ``--gta-report`` file's); keys a hook adds are written as they are.
 
     Example, in ``conftest.py``::
 

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_gta.files import NotRegularFileError, read_data
+
 #: Deeper than anything GTA writes (a dataset is about 8 levels deep, a prediction file about
 #: 10): anything beyond this is hostile or broken, and refusing it keeps recursion bounded.
 MAX_DEPTH = 64
@@ -108,8 +110,6 @@ def read_json(
         JsonInputError: the file cannot be read or parsed (see :func:`loads`), or is not a
             regular file.
     """
-    from pytest_gta.files import NotRegularFileError, read_data
-
     try:
         data = read_data(path)
     except FileNotFoundError:

@@ -7,11 +7,17 @@ Each option is one row of :data:`OPTIONS`, which both registration and resolutio
 two cannot disagree (they once did: ini paths resolved against the current directory for some
 options and against the ini file for others). Resolution (CLI > ini > default, with
 ``$GTA_DATA_DIR`` between CLI and ini) happens once, in ``pytest_configure``.
+
+Why this module is long (one of the two allowed over 700 lines, docs/development.md): it is the
+option table, one row per option with its parser, range and help beside it, and the settings it
+resolves to. Splitting the rows from their parsers would put one option in two places.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +25,8 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
+from pytest_gta.dataset import bundled_sample_path
+from pytest_gta.errors import GtaUsageError
 from pytest_gta.gates import (
     ALL,
     OPT_ALPHA,
@@ -33,6 +41,7 @@ from pytest_gta.gates import (
     parse_fail_under,
     parse_min_drop,
 )
+from pytest_gta.models.catalog import LEADERBOARD_PREFIX
 from pytest_gta.models.generation import (
     CACHE_MODES,
     DEFAULT_MAX_CONCURRENCY,
@@ -45,17 +54,8 @@ from pytest_gta.models.generation import (
     CacheMode,
     GenerationSettings,
 )
-from pytest_gta.session.serve import (
-    DEFAULT_SERVE_TIMEOUT,
-    OPT_SERVE,
-    OPT_SERVE_COMMAND,
-    OPT_SERVE_TIMEOUT,
-    ServeMode,
-    parse_serve,
-    parse_serve_command,
-    parse_serve_timeout,
-)
 from pytest_gta.shard import Shard
+from pytest_gta.urls import check_url
 from pytest_gta.vocabulary import MODES, PROTOCOLS, SANDBOX_MODES, Mode, ProtocolName, SandboxMode
 
 OPT_MODEL = "--gta-model"
@@ -74,6 +74,9 @@ OPT_RECORDED_ROOT = "--gta-recorded-root"
 OPT_MAX_TURNS = "--gta-max-turns"
 OPT_BASE_URL = "--gta-base-url"
 OPT_SERVED_MODEL = "--gta-served-model"
+OPT_SERVE = "--gta-serve"
+OPT_SERVE_COMMAND = "--gta-serve-command"
+OPT_SERVE_TIMEOUT = "--gta-serve-timeout"
 OPT_MODEL_ARGS = "--gta-model-args"
 OPT_TEMPERATURE = "--gta-temperature"
 OPT_MAX_TOKENS = "--gta-max-tokens"
@@ -107,14 +110,19 @@ OPT_BASELINE_LENIENT = "--gta-baseline-lenient"
 OPT_RERUN_REGRESSIONS = "--gta-rerun-regressions"
 OPT_CONFIDENCE = "--gta-confidence"
 OPT_BOOTSTRAP_SAMPLES = "--gta-bootstrap-samples"
-#: ``--gta-baseline=leaderboard:NAME[@BOARD]``: a published leaderboard row instead of a report.
-LEADERBOARD_PREFIX = "leaderboard:"
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_BOOTSTRAP_SAMPLES = 2000
 ENV_DATA_DIR = "GTA_DATA_DIR"
 #: One word of a vocabulary (a literal type) that a ``choose ...`` option takes.
 Word = TypeVar("Word", bound=str)
 TOOL_RECORD_MODES = ("none", "new", "all")
+#: ``--gta-serve``: whether one model server is started for the session (session/serve.py).
+ServeMode = Literal["auto", "vllm", "none"]
+SERVE_MODES: tuple[ServeMode, ...] = ("auto", "vllm", "none")
+#: A 72B model's weights take minutes to load from a network disk.
+DEFAULT_SERVE_TIMEOUT = 1800.0
+#: What a ``--gta-serve-command`` template may name.
+PLACEHOLDERS = ("port", "model", "host")
 
 DEFAULT_MODES: tuple[Mode, ...] = ("e2e",)
 DEFAULT_TOOLS = "replay"
@@ -481,6 +489,83 @@ def parse_sandbox(value: str) -> SandboxMode:
     )
 
 
+def usage_error(message: str) -> pytest.UsageError:
+    """A usage error that names the plugin (``pytest-gta: ...``), as the serve options' do."""
+    return pytest.UsageError(f"pytest-gta: {message}")
+
+
+def template_words(template: str) -> list[str]:
+    """The words of a ``--gta-serve-command`` template, checked; no shell is involved.
+
+    Raises:
+        pytest.UsageError: unbalanced quotes, no words, a stray brace, a placeholder other
+            than ``{port}``, ``{model}``, ``{host}`` (with no conversion or format spec), or
+            no ``{port}`` (the plugin could not tell the server where to listen).
+    """
+    flag = f"{OPT_SERVE_COMMAND}={template!r}"
+    try:
+        words = shlex.split(template)
+    except ValueError as exc:
+        raise usage_error(f"{flag}: {exc} (balance the quotes)") from None
+    if not words:
+        raise usage_error(
+            f"{flag}: give the server's command, e.g. 'python -m sglang.launch_server "
+            "--model-path {model} --host {host} --port {port}'"
+        )
+    seen: set[str] = set()
+    allowed = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+    for word in words:
+        try:
+            fields = list(string.Formatter().parse(word))
+        except ValueError as exc:
+            hint = "write {{ and }} for literal braces"
+            raise usage_error(f"{flag}: {exc} in {word!r}; {hint}") from None
+        for _, name, spec, conversion in fields:
+            if name is None:
+                continue
+            if name not in PLACEHOLDERS or spec or conversion:
+                raise usage_error(
+                    f"{flag}: unknown placeholder {{{name}{'!' + conversion if conversion else ''}"
+                    f"{':' + spec if spec else ''}}} in {word!r}; the template may use {allowed}"
+                )
+            seen.add(name)
+    if "port" not in seen:
+        raise usage_error(f"{flag}: put {{port}} where the server takes its port")
+    return words
+
+
+def parse_serve_command(value: str) -> str:
+    """An option parser: the template, checked by :func:`template_words`."""
+    template_words(value)
+    return value.strip()
+
+
+def parse_serve(value: str) -> ServeMode:
+    """``auto``, ``vllm`` or ``none``."""
+    for mode in SERVE_MODES:
+        if value.strip() == mode:
+            return mode
+    raise usage_error(
+        f"{OPT_SERVE}={value}: choose auto (one managed server for an open-weight model under "
+        "xdist or --gta-concurrency above 1), vllm (always vllm serve) or none"
+    )
+
+
+def parse_serve_timeout(value: str) -> float:
+    """Seconds the server may take to answer ``/health``."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    # At most a day (docs/options.md): 1e308 would overflow the socket's timeval.
+    if not 0 < seconds <= 86_400:
+        raise usage_error(
+            f"{OPT_SERVE_TIMEOUT}={value[:40]}: give a positive number of seconds, at most "
+            f"86,400 (default {DEFAULT_SERVE_TIMEOUT:g}: a 72B model takes minutes to load)"
+        )
+    return seconds
+
+
 def parse_shard(value: str) -> Shard:
     """``K/N``: shard K (from 1) of N."""
     low, high = _int_range(OPT_SHARD)
@@ -526,10 +611,7 @@ def parse_model_args(value: str) -> dict[str, Any]:
 
 
 def parse_url(value: str) -> str:
-    """An http(s) URL with a host (:func:`pytest_gta.endpoint.check_url`), without a final /."""
-    from pytest_gta.endpoint import check_url
-    from pytest_gta.errors import GtaUsageError
-
+    """An http(s) URL with a host (:func:`pytest_gta.urls.check_url`), without a final /."""
     try:
         # Checked again without the final slashes: ``http://host /`` would end in a space.
         return check_url(check_url(value, OPT_BASE_URL).rstrip("/"), OPT_BASE_URL)
@@ -1225,7 +1307,6 @@ def resolve_data_dir(config: pytest.Config) -> tuple[Path, str]:
 def _resolve_data(
     config: pytest.Config, model: str | None, data_dir: Path, data_dir_source: str
 ) -> tuple[Path | None, str]:
-    from pytest_gta.dataset import bundled_sample_path
 
     named = resolve_option(config, "gta_data")
     if named.value == SAMPLE_KEYWORD:

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 import pytest
 
 PREFIX = "gta:"
+#: This process's xdist worker id, where it is one (set by :mod:`pytest_gta.session.xdist`).
+WORKER_LABEL = pytest.StashKey[str]()
 
 
 def say(config: pytest.Config, message: str) -> None:
@@ -26,15 +28,15 @@ def say(config: pytest.Config, message: str) -> None:
     suspended = (
         capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
     )
-    workerinput = getattr(config, "workerinput", None)
+    worker = config.stash.get(WORKER_LABEL, None)
     reporter = config.pluginmanager.getplugin("terminalreporter")
     with suspended:
-        if workerinput is not None or reporter is None:
+        if worker is not None or reporter is None:
             # A worker's terminal is its standard error; so is everyone's before the terminal
             # reporter exists (pytest_configure: a model server starting) or without one.
             stream = sys.__stderr__ or sys.stderr
-            worker = "" if workerinput is None else f"[{workerinput.get('workerid', 'worker')}] "
-            stream.write(f"{worker}{PREFIX} {message}\n")
+            label = "" if worker is None else f"[{worker}] "
+            stream.write(f"{label}{PREFIX} {message}\n")
             stream.flush()
             return
         reporter.ensure_newline()

@@ -145,9 +145,12 @@ INTERRUPTS = pytest.StashKey[Interrupts]()
 INTERRUPTS_PLUGIN = "gta-interrupts"
 
 
-def install(config: pytest.Config, halt: Callable[[str], None]) -> Interrupts:
-    """Install the session's handlers; keep them in ``config.stash`` and as a plugin."""
-    interrupts = Interrupts(halt, worker=hasattr(config, "workerinput"))
+def install(config: pytest.Config, halt: Callable[[str], None], *, worker: bool) -> Interrupts:
+    """Install the session's handlers; keep them in ``config.stash`` and as a plugin.
+
+    ``worker``: this process is an xdist worker (its controller reports the interruption).
+    """
+    interrupts = Interrupts(halt, worker=worker)
     interrupts.install()
     config.stash[INTERRUPTS] = interrupts
     config.pluginmanager.register(interrupts, INTERRUPTS_PLUGIN)

@@ -34,6 +34,10 @@ from pytest_gta.types import ResultItem, ToolMeta, ToolResult
 from pytest_gta.vocabulary import SandboxMode
 
 ENTRY_POINT_GROUP = "pytest_gta.tools"
+#: Where ``--gta-tool-record`` finds what records live answers (:func:`make_recorder`).
+RECORDER_GROUP = "pytest_gta.tool_recorders"
+#: The recorder of ``--gta-tool-record``: cassettes, which the ``replay`` backend reads back.
+CASSETTE_RECORDER = "cassettes"
 
 
 @dataclass(frozen=True)
@@ -242,6 +246,35 @@ class Recorder(Protocol):
     ) -> None:
         """Record one successful call."""
         ...
+
+
+class RecorderFactory(Protocol):
+    """What a :data:`RECORDER_GROUP` entry point loads: a recorder writing into ``directory``."""
+
+    def __call__(self, directory: Path, *, overwrite: bool) -> Recorder:
+        """A recorder into ``directory``; ``overwrite``: a new answer replaces a recorded one."""
+        ...
+
+
+def make_recorder(directory: Path, *, overwrite: bool) -> Recorder:
+    """The :data:`CASSETTE_RECORDER` from the registry, writing into ``directory``.
+
+    Found by entry point, as the backends are, so the core never imports ``tool_backends``:
+    the recorder writes the cassettes that the ``replay`` backend reads, and both live there.
+
+    Raises:
+        GtaUsageError: no recorder is registered under that name (an install without the
+            built-in backends' metadata).
+    """
+    registered = {ep.name: ep for ep in importlib.metadata.entry_points(group=RECORDER_GROUP)}
+    entry = registered.get(CASSETTE_RECORDER)
+    if entry is None:
+        raise GtaUsageError(
+            f"--gta-tool-record: no {CASSETTE_RECORDER!r} recorder is registered under the "
+            f"{RECORDER_GROUP!r} entry-point group (reinstall pytest-gta)"
+        )
+    factory: RecorderFactory = entry.load()
+    return factory(directory, overwrite=overwrite)
 
 
 class ToolSet:

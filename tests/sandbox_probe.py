@@ -8,13 +8,14 @@ its tool error). tests/test_sandbox_attacks.py reads it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 import textwrap
 
 from pytest_gta.errors import GtaError
-from tool_backends import sandbox
+from tool_backends.sandbox import Machine, Sandbox, SandboxWorker
 
 ATTACKS = {
     "statistics": """
@@ -128,13 +129,15 @@ ATTACKS = {
 
 
 def main(mode: str, dataset: str, plain: bool, landlock: bool = True) -> None:
+    machine = Machine()
     if plain:  # the fallback as a machine without bubblewrap and unshare has it
-        sandbox.shutil.which = lambda name, *a, **k: None  # type: ignore[assignment]
+        machine = dataclasses.replace(machine, which=lambda name: None)
     if not landlock:  # ... and a kernel without Landlock
-        sandbox.sandbox_worker.landlock_abi = lambda: 0  # type: ignore[assignment]
-    chosen = sandbox.configure(mode)  # type: ignore[arg-type]
-    sandbox.hide(os.path.dirname(dataset))
-    worker = sandbox.SandboxWorker()
+        machine = dataclasses.replace(machine, landlock_abi=lambda: 0)
+    host = Sandbox(machine=machine)
+    chosen = host.configure(mode)  # type: ignore[arg-type]
+    host.hide(os.path.dirname(dataset))
+    worker = SandboxWorker(host)
     out: dict[str, object] = {"isolation": chosen.describe(), "uid": os.getuid()}
     for name, code in ATTACKS.items():
         body = (
@@ -156,6 +159,7 @@ def main(mode: str, dataset: str, plain: bool, landlock: bool = True) -> None:
     except GtaError as exc:
         out["plot"] = f"{type(exc).__name__}: {exc}"
     worker.close()
+    host.close()
     print(json.dumps(out))
 
 

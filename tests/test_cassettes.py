@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -12,10 +13,12 @@ import pytest
 from PIL import Image
 
 from conftest import FAST_SIM
-from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaToolMiss
-from pytest_gta.tools import ToolContext, ToolInvocation, ToolSet
+from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaToolMiss, GtaUsageError
+from pytest_gta.tools import RECORDER_GROUP, ToolContext, ToolInvocation, ToolSet, make_recorder
 from pytest_gta.types import ResultItem, ToolResult
-from tool_backends.cassettes import Cassettes
+from pytest_gta.validation import load_dataset
+from tool_backends import cassettes as cassettes_module
+from tool_backends.cassettes import Cassettes, portable_arguments
 from tool_backends.replay import ReplayBackend
 
 
@@ -49,13 +52,8 @@ def test_record_then_replay_with_live_backends_gone(sample_dataset, sample_root,
     cassettes = Cassettes(tmp_path / "cassettes")
     live = Live()
     invocation = ocr_invocation(sample_dataset, query, f"{sample_root}/image/image_0.jpg")
-
-    def record(inv, ctx, result):
-        cassettes.record(
-            inv.name, inv.arguments, result, ctx.dataset, ctx.output_dir, overwrite=False
-        )
-
-    tools = ToolSet([live], record)
+    # The recorder of --gta-tool-record, found in the registry as the plugin finds it.
+    tools = ToolSet([live], make_recorder(tmp_path / "cassettes", overwrite=False))
     run = tools.runner(tools.route(query), context)
     assert run(invocation.tool, dict(invocation.arguments), {}).format() == "live answer 1"
     entry = next((tmp_path / "cassettes" / "OCR").glob("*.json"))
@@ -69,11 +67,42 @@ def test_record_then_replay_with_live_backends_gone(sample_dataset, sample_root,
     assert live.calls == 1
 
 
+@pytest.mark.parametrize(("overwrite", "kept"), [(False, "live answer 1"), (True, "live answer 2")])
+def test_the_registered_recorder_keeps_the_first_answer_unless_it_overwrites(
+    sample_dataset, sample_root, tmp_path, overwrite, kept
+):
+    """``new`` (no overwrite) keeps the first recorded answer of a call, ``all`` the last."""
+    query = sample_dataset["0"]
+    context = ToolContext(sample_dataset, query, tmp_path / "out")
+    tools = ToolSet([Live()], make_recorder(tmp_path / "cassettes", overwrite=overwrite))
+    run = tools.runner(tools.route(query), context)
+    invocation = ocr_invocation(sample_dataset, query, f"{sample_root}/image/image_0.jpg")
+    for _ in range(2):
+        run(invocation.tool, dict(invocation.arguments), {})
+    assert len(list((tmp_path / "cassettes" / "OCR").glob("*.json"))) == 1
+    replay = ReplayBackend(Cassettes(tmp_path / "cassettes"), strict=True)
+    assert replay.call(invocation, context).format() == kept
+
+
+def test_recording_without_a_registered_recorder_names_the_entry_point_group(tmp_path, monkeypatch):
+    """An install whose metadata lacks the recorder says where it should be registered."""
+    real = importlib.metadata.entry_points
+    monkeypatch.setattr(
+        importlib.metadata,
+        "entry_points",
+        lambda group: [] if group == RECORDER_GROUP else real(group=group),
+    )
+    with pytest.raises(GtaUsageError) as raised:
+        make_recorder(tmp_path, overwrite=False)
+    assert str(raised.value) == (
+        "--gta-tool-record: no 'cassettes' recorder is registered under the "
+        "'pytest_gta.tool_recorders' entry-point group (reinstall pytest-gta)"
+    )
+
+
 def test_cassettes_are_keyed_by_file_content(sample_dataset, sample_root, tmp_path):
     root = tmp_path / "data"
     shutil.copytree(sample_root, root)
-    from pytest_gta.validation import load_dataset
-
     copy = load_dataset(root)
     query = copy["0"]
     cassettes = Cassettes(tmp_path / "cassettes")
@@ -325,8 +354,6 @@ def test_shipped_sample_cassettes_replay_without_local_tools(pytester):
 
 
 def _record_many(root: str, sample: str, worker: int) -> None:
-    from pytest_gta.validation import load_dataset
-
     dataset = load_dataset(Path(sample))
     cassettes = Cassettes(Path(root))
     for i in range(30):
@@ -440,8 +467,6 @@ def test_an_entry_does_not_depend_on_argument_order(sample_dataset, tmp_path):
 
 def _record_first(root: str, sample: str, worker: int) -> int:
     """Record the same 20 calls as every other worker; how many of them this one recorded."""
-    from pytest_gta.validation import load_dataset
-
     dataset = load_dataset(Path(sample))
     cassettes = Cassettes(Path(root))
     won = 0
@@ -535,12 +560,12 @@ def test_a_linked_tool_output_is_not_recorded(sample_dataset, tmp_path):
 
 def test_arguments_naming_files_outside_are_never_read(sample_dataset, tmp_path, monkeypatch):
     """A text argument that names a file elsewhere is text: nothing of it is read or hashed."""
-    from tool_backends import cassettes as module
-
     opened = []
-    monkeypatch.setattr(module, "_sha256", lambda path: opened.append(path) or "0" * 64)
+    monkeypatch.setattr(
+        cassettes_module, "sha256_file", lambda path: opened.append(str(path)) or "0" * 64
+    )
     private = _private(tmp_path)
-    _, hashes = module.portable_arguments(
+    _, hashes = portable_arguments(
         {"expression": str(private), "image": "image/image_0.jpg", "x": "/proc/self/environ"},
         sample_dataset,
         tmp_path / "out",

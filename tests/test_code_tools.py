@@ -11,7 +11,8 @@ import pytest
 
 from pytest_gta.errors import GtaToolError
 from pytest_gta.tools import ToolContext, ToolInvocation
-from tool_backends import code_tools, sandbox
+from tool_backends import code_tools
+from tool_backends.sandbox import Sandbox, SandboxWorker, default_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +63,7 @@ def attack(dataset, context, tool, code, match=None):
 
 
 def test_sandbox_kind_is_reported():
-    assert sandbox.sandbox_kind() in ("bubblewrap", "rlimit")
+    assert default_sandbox().kind() in ("bubblewrap", "rlimit")
 
 
 @pytest.mark.parametrize(
@@ -283,7 +284,7 @@ def test_huge_results_are_capped(sample_dataset, context):
             return 'y' * 10**8
     """
     text = text_of(call(sample_dataset, context, "Solver", **program(code)))
-    assert text == "y" * sandbox.MAX_TEXT_CHARS
+    assert text == "y" * default_sandbox().limits.max_text_chars
 
 
 def test_the_worker_recovers(sample_dataset, context):
@@ -292,7 +293,7 @@ def test_the_worker_recovers(sample_dataset, context):
     solve = "import sympy\ndef solution():\n    return sympy.sqrt(8)"
     assert text_of(call(sample_dataset, context, "Solver", command=solve)) == "2*sqrt(2)"
     # Dead workers are replaced on the next call.
-    processes = [w._process for w in sandbox.worker().workers() if w._process is not None]
+    processes = [w._process for w in default_sandbox().pool().workers() if w._process is not None]
     assert processes
     for process in processes:
         process.kill()
@@ -300,10 +301,10 @@ def test_the_worker_recovers(sample_dataset, context):
     assert text_of(call(sample_dataset, context, "Solver", command=solve)) == "2*sqrt(2)"
 
 
-def test_rlimit_fallback(monkeypatch, tmp_path):
+def test_rlimit_fallback(tmp_path):
     """Without bubblewrap the same worker runs as a plain subprocess with the rlimits."""
-    monkeypatch.setattr(sandbox, "_MODE", "rlimit")
-    worker = sandbox.SandboxWorker()
+    host = Sandbox("rlimit")
+    worker = SandboxWorker(host)
     try:
         solve = "import sympy\ndef solution():\n    return sympy.sqrt(8)"
         assert worker.run("solver", solve).text == "2*sqrt(2)"
@@ -316,3 +317,4 @@ def test_rlimit_fallback(monkeypatch, tmp_path):
         assert worker.run("solver", solve).text == "2*sqrt(2)"
     finally:
         worker.close()
+        host.close()

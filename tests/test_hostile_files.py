@@ -727,22 +727,24 @@ def merge_and_render(shard: Path, baseline: Path | None, dataset: Any) -> str:
     from pytest_gta.gates import GateSettings
     from pytest_gta.outward import Cleaner
     from pytest_gta.report import merge
-    from pytest_gta.report.compare import SCORING_SETTINGS, conclude, read_baseline
+    from pytest_gta.report.compare import comparable_run, conclude, read_baseline
     from pytest_gta.report.html import render_html
     from pytest_gta.report.junit import junit_xml
+    from pytest_gta.report.schema import load_report
     from pytest_gta.report.table import render_markdown, render_text
 
-    reports = [merge.load_report(shard, str(shard))]
+    reports = [load_report(shard, str(shard))]
     notes = merge.coverage_warnings(reports)
     merge.check_same_run(reports)
     report = merge.merge_reports(reports, dataset, notes, samples=20)
     if baseline is not None:
-        run = {
-            "sha256": dataset.sha256,
-            "modes": report["settings"]["modes"],
-            "protocol": report["protocol"],
-            **{k: report["settings"].get(k) for k in SCORING_SETTINGS},
-        }
+        run = comparable_run(
+            dataset.sha256,
+            report["settings"]["modes"],
+            report["protocol"],
+            sim_model=report["settings"].get("sim_model"),
+            sim_threshold=report["settings"].get("sim_threshold"),
+        )
         found, differences = read_baseline(str(baseline), str(baseline), run, True)
         records = [r for shard_report in reports for r in shard_report.records]
         conclude(

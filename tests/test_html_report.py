@@ -297,39 +297,6 @@ def test_pytest_html_without_gta_is_untouched(pytester):
 # Pure parts
 
 
-def test_e2e_divergence_names_the_first_differing_call():
-    ref = [
-        {"role": "assistant", "tool_calls": [{"function": {"name": "OCR", "arguments": {}}}]},
-        {"role": "tool", "content": "x"},
-        {"role": "assistant", "content": "done"},
-    ]
-    same = [dict(ref[0]), {"role": "tool", "content": "y"}, {"role": "assistant", "content": "a"}]
-    assert page.e2e_divergence(ref, same) is None
-    other = [
-        {"role": "assistant", "tool_calls": [{"function": {"name": "Plot", "arguments": {}}}]},
-    ]
-    found = page.e2e_divergence(ref, other)
-    assert found == page.Divergence(0, 0, "expected a call to OCR; the model called Plot")
-    failed = [dict(ref[0], error={"type": "API_ERROR", "msg": "boom"})]
-    assert page.e2e_divergence(ref, failed) == page.Divergence(0, 0, "the call to OCR failed")
-    assert page.e2e_divergence(ref, [{"role": "assistant", "content": "a"}]) == page.Divergence(
-        0, None, "the model answered; the reference called OCR"
-    )
-    more = [*same[:2], dict(ref[0])]
-    assert page.e2e_divergence(ref, more) == page.Divergence(
-        None, 2, "the model called a tool after the reference answered"
-    )
-
-
-def test_step_divergence_is_the_first_wrong_step():
-    ok = {"gt_type": "tool", "pred_type": "tool", "tool_ok": True, "args_ok": True}
-    assert page.step_divergence({"steps": [ok, ok]}) is None
-    assert page.step_divergence({"steps": [ok, dict(ok, args_ok=False)]}) == 1
-    assert page.step_divergence({"steps": [dict(ok, pred_type="answer"), ok]}) == 0
-    assert page.step_divergence({"steps": [dict(ok, error="API_ERROR")]}) == 0
-    assert page.step_divergence(None) is None
-
-
 def test_render_without_dataset_or_images_still_gives_a_page():
     report = {
         "model": "m<b>",

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FAST_SIM
-from pytest_gta.endpoint import ReplyTooLarge, bound_client, check_url, size_text
+from pytest_gta.endpoint import ReplyTooLarge, bound_client, size_text
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models import chat
 from pytest_gta.models.base import ModelContext, make_model
@@ -34,6 +34,7 @@ from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES, GenerationSett
 from pytest_gta.options import OPTIONS, RANGES, parse_max_reply_bytes, parse_url
 from pytest_gta.shard import Shard, shard_items
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
+from pytest_gta.urls import check_url
 from tests.gta_run import SAMPLE_DATA
 from tests.hostile_server import HostileServer, compressed, stream_forever, trickle
 from tests.scripted_server import ScriptedServer, Step, anthropic_message, chat_completion

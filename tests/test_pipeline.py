@@ -14,16 +14,24 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import FAST_SIM, default_sigint
 from pytest_gta.case import Case
-from pytest_gta.models.base import BaseModelAdapter
+from pytest_gta.errors import GtaBudgetExhausted
+from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
+from pytest_gta.run import loops
+from pytest_gta.run.ahead import upcoming
+from pytest_gta.run.context import RunContext
+from pytest_gta.run.pipeline import Pipeline, Stopped
+from pytest_gta.session.xdist import ahead_scheduling
 from pytest_gta.types import ModelOutput, ModelRequest
 from tests.oracle_server import OracleServer
+from tests.run_context import run_context
 
 MODEL = "--gta-model=openai/oracle-http"
 
@@ -102,7 +110,7 @@ def test_xdist_worker_queue_is_readable(pytester):
         test_queue="""
         import json, os
         import pytest
-        from pytest_gta.run.pipeline import xdist_queue
+        from pytest_gta.session.xdist import xdist_queue
 
         @pytest.mark.parametrize("n", range(64))
         def test_peek(n, request):
@@ -139,9 +147,8 @@ def test_x_stops_the_episodes_running_ahead(pytester, sample_dataset, monkeypatc
             "-x",
         )
         result.assert_outcomes(failed=1)
-        made = server.calls
-        time.sleep(0.7)
-        assert server.calls == made
+    # Read once the process has exited and the server is closed: what the run ever sent.
+    made = server.calls
     prompts = sum(len(sample_dataset[q].assistant_indices) for q in objective.split(","))
     # the first case fails once its own prompts are answered; two at a time, little else ran
     assert made <= len(sample_dataset["0"].assistant_indices) + 4 < prompts
@@ -207,9 +214,8 @@ def test_ctrl_c_stops_the_run_and_its_requests(tmp_path, sample_dataset):
             time.sleep(0.05)
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)
-        made = server.calls
-        time.sleep(0.7)
-        assert server.calls == made
+    # Read once the process has exited and the server is closed: what the run ever sent.
+    made = server.calls
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-2000:]
     assert "KeyboardInterrupt" in output
     # the whole run would make every reference call plus one closing turn per episode (65)
@@ -220,67 +226,74 @@ def test_ctrl_c_stops_the_run_and_its_requests(tmp_path, sample_dataset):
 
 
 class _Counting(BaseModelAdapter):
-    """A model whose answers wait on an event, to see what the pool started."""
+    """A model whose answers wait on events, to see what the pool started and held at once.
+
+    ``together``: the first that many requests wait until all of them are in flight (a
+    barrier), which they reach only if the pool runs that many at once. Every request then
+    waits for ``release``. ``peak`` is the most requests it held at once.
+    """
 
     name = "counting"
 
-    def __init__(self) -> None:
+    def __init__(self, together: int = 1) -> None:
         self.started: list[tuple[str, int]] = []
+        self.arrived = threading.Event()
         self.release = threading.Event()
+        self.peak = 0
+        self._together = threading.Barrier(together)
+        self._held = 0
         self._lock = threading.Lock()
 
     def generate(self, request: ModelRequest) -> ModelOutput:
         with self._lock:
             self.started.append((request.case.qid, request.case.index))
-        self.release.wait(10)
+            first = len(self.started) <= self._together.parties
+            self._held += 1
+            self.peak = max(self.peak, self._held)
+        self.arrived.set()
+        try:
+            if first:
+                self._together.wait(10)  # broken (and the test failed) if fewer run at once
+            self.release.wait(10)
+        finally:
+            with self._lock:
+                self._held -= 1
         return ModelOutput("Thought: done\nFinal Answer: 9.24")
 
 
 @pytest.fixture
-def state(sample_dataset: Any, pytestconfig: pytest.Config) -> Any:
-    from dataclasses import replace
+def context(sample_dataset: Any, tmp_path: Path) -> Callable[..., RunContext]:
+    """``context(model, concurrency=1, budgeted=False)``: a run's context on the sample."""
 
-    from pytest_gta.options import resolve_settings
-    from pytest_gta.session.state import GtaState
+    def make(model: BaseModelAdapter, concurrency: int = 1, budgeted: bool = False) -> RunContext:
+        return run_context(
+            sample_dataset, tmp_path, model, concurrency=concurrency, budgeted=budgeted
+        )
 
-    settings = replace(resolve_settings(pytestconfig), data=sample_dataset.root, model="counting")
-    built = GtaState(pytestconfig, settings)
-    built._built["dataset"] = sample_dataset
-    return built
+    return make
 
 
-def test_the_pool_runs_at_most_n_and_takes_in_any_order(state, sample_dataset):
-    from pytest_gta.run import loops
-    from pytest_gta.run.pipeline import Pipeline
-
-    model = _Counting()
-    pipeline = Pipeline(state, model, concurrency=3)
+def test_the_pool_runs_at_most_n_and_takes_in_any_order(context, sample_dataset):
+    model = _Counting(together=3)
+    model.release.set()
+    pipeline = Pipeline(context(model, concurrency=3))
     cases = [Case("step", sample_dataset[q]) for q in ("0", "1", "2")]
     prompts = sum(len(loops.step_requests(sample_dataset, c.query)) for c in cases)
     assert pipeline.submit(cases) == 3
     assert pipeline.submit(cases) == 0  # never twice
-    deadline = time.monotonic() + 10
-    while len(model.started) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)
-    assert len(model.started) == 3  # N at once, the rest waits its turn
-    model.release.set()
     episode = loops.run_step(sample_dataset, cases[2].query, pipeline.step_model)
     assert len(episode.predictions) == len(loops.step_requests(sample_dataset, cases[2].query))
     pipeline.close()
     assert len(model.started) == prompts
+    assert model.peak == 3  # N at once (the first three met), never more
 
 
-def test_a_stopped_pool_drops_work_not_started(state, sample_dataset):
-    from pytest_gta.run.pipeline import Pipeline, Stopped
-
+def test_a_stopped_pool_drops_work_not_started(context, sample_dataset):
     model = _Counting()
-    pipeline = Pipeline(state, model, concurrency=1)
+    pipeline = Pipeline(context(model, concurrency=1))
     cases = [Case("step", sample_dataset[q]) for q in ("0", "1", "2", "3")]
     pipeline.submit(cases)
-    deadline = time.monotonic() + 10
-    while not model.started and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert model.arrived.wait(10)
     pipeline.stop(Stopped("-x"))
     model.release.set()
     pipeline.close()
@@ -290,24 +303,34 @@ def test_a_stopped_pool_drops_work_not_started(state, sample_dataset):
     assert pipeline.submit(cases[3:]) == 0
 
 
-def test_a_budget_stop_is_raised_as_the_budget(state):
-    from pytest_gta.errors import GtaBudgetExhausted
-    from pytest_gta.run.pipeline import Pipeline
-
-    pipeline = Pipeline(state, _Counting(), concurrency=2)
+def test_a_budget_stop_is_raised_as_the_budget(context):
+    pipeline = Pipeline(context(_Counting(), concurrency=2))
     pipeline.stop(GtaBudgetExhausted("the token budget (60) is spent"))
     with pytest.raises(GtaBudgetExhausted, match="60"):
         pipeline.check()
     pipeline.close()
 
 
-def test_upcoming_without_xdist_is_every_item(pytester):
-    from pytest_gta.run.pipeline import upcoming
+class _Recordings(BaseRecordedSource):
+    name = "recordings"
 
+    def recorded(self, query: Any, mode: Any) -> None:
+        return None
+
+
+def test_recorded_predictions_have_no_pool(context):
+    with pytest.raises(TypeError, match="recordings replays recorded predictions"):
+        Pipeline(context(_Recordings()))
+
+
+def test_upcoming_without_xdist_is_every_item(pytester):
     items = pytester.getitems("def test_a(): pass\ndef test_b(): pass\n")
     session = items[0].session
     session.items = items
-    assert list(upcoming(session, items[0], items[1])) == items
+    assert list(upcoming(session.items, items[0], items[1], None)) == items
+    # in an xdist worker: the item, the next one, and what is queued (the index it cannot hold
+    # dropped: a queue entry is only ever an index of this session's items)
+    assert list(upcoming(items, items[0], items[1], [1, 7])) == [items[0], items[1], items[1]]
 
 
 def test_defaults_fit_the_model():
@@ -365,8 +388,6 @@ def test_ahead_scheduling_hands_every_case_out_at_once(pytester):
     """xdist's own load scheduling starves a worker whose cases take long; ours cannot."""
     from xdist.scheduler import LoadScheduling
 
-    from pytest_gta.run.pipeline import ahead_scheduling
-
     plain = _scheduled(pytester, LoadScheduling)
     ahead = _scheduled(pytester, ahead_scheduling)
     assert min(plain) <= 2  # the internal behaviour this works around
@@ -374,31 +395,23 @@ def test_ahead_scheduling_hands_every_case_out_at_once(pytester):
     assert ahead == list(range(199, 119, -1))
 
 
-def _first_started(state: Any, sample_dataset: Any) -> str:
-    from pytest_gta.run.pipeline import Pipeline
-
+def _first_started(context: Callable[..., RunContext], sample_dataset: Any, budgeted: bool) -> str:
     model = _Counting()
-    state._built["model"] = model
-    pipeline = Pipeline(state, model, concurrency=1)
+    pipeline = Pipeline(context(model, concurrency=1, budgeted=budgeted))
     pipeline.submit([Case("e2e", sample_dataset[q]) for q in ("0", "5")])
-    deadline = time.monotonic() + 10
-    while not model.started and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert model.arrived.wait(10)
     model.release.set()
     pipeline.close()
     return model.started[0][0]
 
 
-def test_the_longest_episode_starts_first(state, sample_dataset):
+def test_the_longest_episode_starts_first(context, sample_dataset):
     assert len(sample_dataset["5"].assistant_indices) > len(sample_dataset["0"].assistant_indices)
-    assert _first_started(state, sample_dataset) == "5"
+    assert _first_started(context, sample_dataset, budgeted=False) == "5"
 
 
-def test_under_a_budget_episodes_start_in_pytest_order(state, sample_dataset):
-    from dataclasses import replace
-
-    state.settings = replace(state.settings, max_tokens_total=1000)
-    assert _first_started(state, sample_dataset) == "0"
+def test_under_a_budget_episodes_start_in_pytest_order(context, sample_dataset):
+    assert _first_started(context, sample_dataset, budgeted=True) == "0"
 
 
 def test_ctrl_c_during_a_load_lands_in_the_waiting_thread(tmp_path):

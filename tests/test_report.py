@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_gta.report.build import CaseRecord, build_report
+from pytest_gta.report.build import build_report
+from pytest_gta.report.schema import CaseRecord
 from pytest_gta.report.table import MAX_NOTES, render_markdown, render_text
 
 

@@ -8,6 +8,7 @@ so there a missing or broken bubblewrap fails these tests instead of skipping th
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import signal
@@ -24,34 +25,62 @@ import pytest
 
 from conftest import ROOT
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
-from tool_backends import sandbox, sandbox_worker
+from tool_backends import sandbox_pool, sandbox_tree, sandbox_worker
+from tool_backends.sandbox import Sandbox
+from tool_backends.sandbox_isolation import Isolation
+from tool_backends.sandbox_machine import Machine
+from tool_backends.sandbox_mounts import bwrap_command
+from tool_backends.sandbox_pool import SandboxPool, SandboxWorker
 
 pytestmark = pytest.mark.slow
 
 SECRET = "sk-sandbox-test-9f8e7d6c5b4a"
 
 
-def _bubblewrap_or_skip() -> None:
+@functools.cache
+def _bubblewrap_missing() -> str | None:
+    """Why bubblewrap cannot run here, or ``None`` (probed once per test process)."""
     try:
-        sandbox.isolation("bubblewrap")
+        Sandbox("bubblewrap").isolation()
     except GtaUsageError as exc:
+        return str(exc)
+    return None
+
+
+def _bubblewrap_or_skip() -> None:
+    missing = _bubblewrap_missing()
+    if missing is not None:
         if os.environ.get("PYTEST_GTA_REQUIRE_BWRAP"):
-            pytest.fail(f"PYTEST_GTA_REQUIRE_BWRAP is set but {exc}")
-        pytest.skip(str(exc))
+            pytest.fail(f"PYTEST_GTA_REQUIRE_BWRAP is set but {missing}")
+        pytest.skip(missing)
+
+
+@pytest.fixture(scope="module")
+def sandboxes():
+    """The sandbox of each mode, probed once for the module's tests (as a run probes once)."""
+    made: dict[str, Sandbox] = {}
+
+    def sandbox(mode: str) -> Sandbox:
+        if mode not in made:
+            made[mode] = Sandbox(mode)
+        return made[mode]
+
+    yield sandbox
+    for each in made.values():
+        each.close()
 
 
 @pytest.fixture(params=["bubblewrap", "rlimit"])
-def worker(request, monkeypatch):
+def worker(request, sandboxes):
     """A fresh worker in each sandbox mode."""
     if request.param == "bubblewrap":
         _bubblewrap_or_skip()
-    monkeypatch.setattr(sandbox, "_MODE", request.param)
-    running = sandbox.SandboxWorker()
+    running = SandboxWorker(sandboxes(request.param))
     yield running
     running.close()
 
 
-def solve(worker: sandbox.SandboxWorker, body: str) -> str:
+def solve(worker: SandboxWorker, body: str) -> str:
     return worker.run("solver", textwrap.dedent(body), timeout=10).text or ""
 
 
@@ -71,7 +100,7 @@ def test_model_code_sees_only_the_allow_listed_environment(worker, monkeypatch):
     assert SECRET not in json.dumps(seen)
     # PWD and TMPDIR are set by the sandbox itself (the shell, the call's own directory).
     assert set(seen) - {"PWD", "TMPDIR"} == {"PATH", "LANG", "HOME", "MPLCONFIGDIR"}
-    assert seen["PATH"] == sandbox.SANDBOX_PATH
+    assert seen["PATH"] == sandbox_tree.SANDBOX_PATH
     assert seen["TMPDIR"].startswith(seen["HOME"])
 
 
@@ -130,7 +159,7 @@ def owner(pid: int) -> int | None:
 
 
 def test_model_code_cannot_write_outside_its_scratch_directory(worker, tmp_path):
-    if not sandbox.isolation().isolated:
+    if not worker.host.isolation().isolated:
         pytest.skip("this machine's fallback does not hide /tmp (it says so in its gaps)")
     target = Path("/tmp") / f"gta-sandbox-escape-{uuid.uuid4().hex}"
     solve(
@@ -148,37 +177,64 @@ def test_model_code_cannot_write_outside_its_scratch_directory(worker, tmp_path)
     assert not target.exists()
 
 
-def test_a_worker_that_cannot_start_is_an_infrastructure_error(monkeypatch):
-    broken = sandbox.Isolation("rlimit", lambda s: ["/nonexistent/prefix"], None, False, ("x",))
-    monkeypatch.setattr(sandbox, "isolation", lambda mode=None: broken)
-    running = sandbox.SandboxWorker()
+class BrokenSandbox(Sandbox):
+    """A sandbox whose isolation starts its worker under a program that does not exist."""
+
+    def isolation(self, mode=None):
+        return Isolation("rlimit", lambda s: ["/nonexistent/prefix"], None, False, ("x",))
+
+
+def test_a_worker_that_cannot_start_is_an_infrastructure_error():
+    running = SandboxWorker(BrokenSandbox())
     with pytest.raises(GtaInfrastructureError, match="could not be started"):
         running.run("calculator", "1+1")
     running.close()
     assert not issubclass(GtaInfrastructureError, GtaToolError)
 
 
-def test_bubblewrap_required_but_missing_is_a_usage_error(monkeypatch):
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
-    monkeypatch.setattr(sandbox, "_ISOLATION", {})
+def test_bubblewrap_required_but_missing_is_a_usage_error():
+    without = Sandbox(machine=Machine(which=lambda name: None))
     with pytest.raises(GtaUsageError) as info:
-        sandbox.configure("bubblewrap")
+        without.configure("bubblewrap")
     message = str(info.value)
     assert "--gta-sandbox=bubblewrap: bwrap is not installed" in message
     assert "apt-get install bubblewrap" in message
     assert "--gta-sandbox=rlimit" in message
 
 
-def test_fallback_says_what_is_not_isolated(monkeypatch):
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(sandbox, "_probe", lambda command: False)
-    monkeypatch.setattr(sandbox.sandbox_worker, "landlock_abi", lambda: 0)
-    plain = sandbox._rlimit()
+def test_fallback_says_what_is_not_isolated():
+    # A user's machine where no namespace can be made and the kernel has no Landlock.
+    machine = Machine(euid=lambda: 1000, runs=lambda command: False, landlock_abi=lambda: 0)
+    plain = Sandbox("rlimit", machine=machine).isolation()
     assert plain.kind == "rlimit"
     assert not plain.pid_namespace
     assert "network" in plain.gaps
     assert "processes that leave the call's process group outlive it" in plain.gaps
     assert "NOT isolated: network" in plain.summary()
+
+
+def test_a_path_hidden_after_the_probe_is_hidden_from_workers_started_later(tmp_path):
+    """The local backend may hide the run's dataset after the sandbox was probed."""
+    site = tmp_path / "site-packages"
+    (site / "run_data").mkdir(parents=True)
+    (site / "sympy").mkdir()
+    # A machine that has bubblewrap and runs every probe: nothing here starts a process.
+    machine = Machine(which=lambda name: f"/usr/bin/{name}", runs=lambda command: True)
+    host = Sandbox("bubblewrap", python=(str(site),), machine=machine)
+    prefix = host.isolation().prefix
+    assert str(site / "run_data") not in prefix("")
+    host.hide(site / "run_data")
+    command = prefix("")
+    assert command[command.index(str(site / "run_data")) - 1] == "--tmpfs"
+    assert str(site / "sympy") in host.landlock_paths()
+    assert str(site / "run_data") not in host.landlock_paths()
+
+
+def test_an_unknown_mode_is_a_usage_error():
+    with pytest.raises(GtaUsageError, match="--gta-sandbox=docker: choose auto, bubblewrap"):
+        Sandbox("docker")  # type: ignore[arg-type]
+    with pytest.raises(GtaUsageError, match="--gta-sandbox=docker"):
+        Sandbox().configure("docker")  # type: ignore[arg-type]
 
 
 # -- Python in a virtualenv under /tmp ------------------------------------------------------------
@@ -206,9 +262,10 @@ def venv_python(tmp_path_factory):
 PROBE = """
 import json, sys, textwrap
 sys.path.insert(0, sys.argv[1])
-from tool_backends import sandbox
-iso = sandbox.configure(sys.argv[2])
-worker = sandbox.SandboxWorker()
+from tool_backends.sandbox import Sandbox, SandboxWorker
+host = Sandbox()
+iso = host.configure(sys.argv[2])
+worker = SandboxWorker(host)
 code = "import sympy\\ndef solution():\\n    return sympy.sqrt(8)"
 print(json.dumps({"kind": iso.kind, "prefix": sys.prefix, "text": worker.run("solver", code).text}))
 worker.close()
@@ -240,15 +297,11 @@ def test_auto_does_not_silently_degrade_under_tmp(venv_python):
     assert probe(venv_python, "auto")["kind"] == "bubblewrap"
 
 
-def test_bubblewrap_mounts_parents_before_children(monkeypatch, tmp_path):
+def test_bubblewrap_mounts_parents_before_children(tmp_path):
     venv = tmp_path / "a" / "venv"
     (venv / "lib").mkdir(parents=True)
-    monkeypatch.setattr(sandbox, "python_paths", lambda: (str(venv / "lib"), str(venv)))
-    sandbox._tree.cache_clear()
-    try:
-        command = sandbox._bwrap_command("/scratch")
-    finally:
-        sandbox._tree.cache_clear()
+    tree = Sandbox(python=(str(venv / "lib"), str(venv))).tree()
+    command = bwrap_command(tree, "/scratch", Machine())
     tmpfs = command.index("/tmp")
     assert command[tmpfs - 1] == "--tmpfs"
     binds = [command[i + 2] for i, arg in enumerate(command) if arg == "--ro-bind"]
@@ -264,10 +317,11 @@ ANSWER = "gt-answer-5d1e-planted-in-site-packages"
 HIDDEN_PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from tool_backends import sandbox
-sandbox.hide(sys.argv[4])
-iso = sandbox.configure(sys.argv[2])
-worker = sandbox.SandboxWorker()
+from tool_backends.sandbox import Sandbox, SandboxWorker
+host = Sandbox()
+host.hide(sys.argv[4])
+iso = host.configure(sys.argv[2])
+worker = SandboxWorker(host)
 code = '''
 import os, sympy
 def solution():
@@ -337,7 +391,7 @@ def test_worker_source_runs_on_its_own():
     At module level it imports the standard library only; inside functions, also the packages
     a call uses (which may be missing), never this project.
     """
-    tree = ast.parse(sandbox.worker_source())
+    tree = ast.parse(sandbox_pool.worker_source())
     compile(tree, "<worker>", "exec")
     functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
     in_functions = {id(node) for function in functions for node in ast.walk(function)}
@@ -360,17 +414,16 @@ def solution():
 
 
 @pytest.fixture(params=["bubblewrap", "rlimit"])
-def pool(request, monkeypatch):
+def pool(request, sandboxes):
     """A fresh pool of three workers in each sandbox mode."""
     if request.param == "bubblewrap":
         _bubblewrap_or_skip()
-    monkeypatch.setattr(sandbox, "_MODE", request.param)
-    running = sandbox.SandboxPool(3)
+    running = SandboxPool(sandboxes(request.param), 3)
     yield running
     running.close()
 
 
-def interval(pool: sandbox.SandboxPool, sleep: float) -> tuple[float, float]:
+def interval(pool: SandboxPool, sleep: float) -> tuple[float, float]:
     """(start, end) of a call that sleeps, on CLOCK_MONOTONIC, which the sandbox shares."""
     text = pool.run("solver", INTERVAL.format(sleep=sleep), timeout=30).text or ""
     start, end = (float(part) for part in text.split())
@@ -386,16 +439,17 @@ def test_calls_from_threads_run_at_once(pool):
     assert len(pool.workers()) == 3
 
 
-def test_a_pool_of_one_serialises_calls(monkeypatch):
-    monkeypatch.setattr(sandbox, "_MODE", "rlimit")
-    single = sandbox.SandboxPool(1)
+def test_a_pool_of_one_serialises_calls():
+    host = Sandbox("rlimit", max_workers=1)
+    single = host.pool()
+    assert single.size == 1
     try:
         with ThreadPoolExecutor(2) as threads:
             first, second = sorted(threads.map(lambda _: interval(single, 0.5), range(2)))
         assert first[1] <= second[0]
         assert len(single.workers()) == 1
     finally:
-        single.close()
+        host.close()
 
 
 def test_workers_start_only_when_calls_overlap(pool):
@@ -510,16 +564,18 @@ def test_closing_the_pool_stops_every_worker(pool):
 
 
 def test_pool_size_defaults_to_the_cores_and_obeys_the_environment(monkeypatch):
-    monkeypatch.delenv(sandbox.WORKERS_ENV, raising=False)
+    env = sandbox_pool.WORKERS_ENV
+    monkeypatch.delenv(env, raising=False)
     cores = len(os.sched_getaffinity(0))
-    assert sandbox.pool_size() == max(1, min(cores, sandbox.MAX_WORKERS))
-    monkeypatch.setenv(sandbox.WORKERS_ENV, "7")
-    assert sandbox.pool_size() == 7
-    assert sandbox.SandboxPool().size == 7
+    assert sandbox_pool.pool_size() == max(1, min(cores, sandbox_pool.MAX_WORKERS))
+    monkeypatch.setenv(env, "7")
+    assert sandbox_pool.pool_size() == 7
+    assert Sandbox().pool().size == 7
+    assert Sandbox(max_workers=2).pool().size == 2
     for bad in ("0", "-1", "four", "2.5"):
-        monkeypatch.setenv(sandbox.WORKERS_ENV, bad)
-        with pytest.raises(GtaUsageError, match=f"{sandbox.WORKERS_ENV}=.*1 or more"):
-            sandbox.configure("rlimit")
+        monkeypatch.setenv(env, bad)
+        with pytest.raises(GtaUsageError, match=f"{env}=.*1 or more"):
+            Sandbox().configure("rlimit")
 
 
 @pytest.mark.parametrize("payload", [b"[1]", b"{not json", b'"text"', b"\xff"])
@@ -534,22 +590,21 @@ def test_a_frame_on_the_workers_pipe_that_is_no_reply_is_the_models(payload):
     echo.stdin.write(sandbox_worker.HEADER.pack(len(payload)) + payload)
     echo.stdin.close()
     try:
-        assert sandbox.SandboxWorker._receive(echo, 30) == sandbox.MALFORMED
+        assert sandbox_pool.receive(echo, 30) == sandbox_pool.MALFORMED
     finally:
         echo.wait()
         assert echo.stdout is not None
         echo.stdout.close()
 
 
-def test_landlock_allows_a_directory_entry_by_entry_around_what_it_hides(monkeypatch, tmp_path):
+def test_landlock_allows_a_directory_entry_by_entry_around_what_it_hides(tmp_path):
     site = tmp_path / "site-packages"
     for each in ("a", "b/c", "b/pytest_gta/_sample"):
         (site / each).mkdir(parents=True)
     (site / "b" / "module.py").write_text("")
     hidden = site / "b" / "pytest_gta"
-    tree = sandbox.Tree(((str(site), str(site)), ("/usr", "/usr")), (), (), (str(hidden),))
-    monkeypatch.setattr(sandbox, "_tree", lambda: tree)
-    assert sandbox._readable() == (
+    tree = sandbox_tree.Tree(((str(site), str(site)), ("/usr", "/usr")), (), (), (str(hidden),))
+    assert sandbox_tree.landlock_paths(tree) == (
         str(site / "a"),
         str(site / "b" / "c"),
         str(site / "b" / "module.py"),

@@ -27,7 +27,15 @@ import pytest
 
 from conftest import FAST_SIM, ROOT
 from tests.test_sandbox import _bubblewrap_or_skip
-from tool_backends import sandbox, sandbox_worker
+from tool_backends import sandbox_worker
+from tool_backends.sandbox import Sandbox
+from tool_backends.sandbox_isolation import (
+    FILES_READABLE,
+    PROCESSES_REACHABLE,
+    UNREACHABLE_PYTHON,
+)
+from tool_backends.sandbox_mounts import SCRATCH_BYTES
+from tool_backends.sandbox_tree import python_paths
 
 pytestmark = pytest.mark.slow
 
@@ -79,7 +87,7 @@ def _as_user(argv: list[str], stash_root: Path) -> list[str]:
     needed = [
         os.path.realpath(p)
         for p in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)))
-    ] + [str(ROOT), *sandbox.python_paths()]
+    ] + [str(ROOT), *python_paths()]
     steps = ["set -e"]
     for number, blocked in enumerate(_blocked(needed)):
         stash = str(stash_root / str(number))
@@ -173,7 +181,7 @@ def test_isolated_modes_hold(mode, user, dataset):
     assert [c for c in calls if c.startswith("call-")] == [c for c in calls if "call-" in c][:1]
     assert len([c for c in calls if c.startswith("call-")]) == 1  # the earlier calls' are gone
     assert free > 0.9 * total  # and the space they filled came back
-    assert total <= sandbox.SCRATCH_BYTES
+    assert total <= SCRATCH_BYTES
 
 
 @pytest.mark.parametrize("landlock", [True, False], ids=["landlock", "no-landlock"])
@@ -189,11 +197,9 @@ def test_the_fallback_without_namespaces_says_what_it_cannot_hold(user, landlock
     for value in SECRETS.values():
         assert value not in result["environ"]
     assert result["forge"] == FORGED
-    assert result["fill"] == (
-        f"GtaToolError: scratch space limit exceeded ({sandbox.SCRATCH_BYTES} bytes)"
-    )
+    assert result["fill"] == (f"GtaToolError: scratch space limit exceeded ({SCRATCH_BYTES} bytes)")
     assert [n for n in result["host_scratch"] if n.startswith("call-")] == []  # all removed
-    if sandbox.UNREACHABLE_PYTHON in gaps:  # root, Python under /root: nobody cannot import it
+    if UNREACHABLE_PYTHON in gaps:  # root, Python under /root: nobody cannot import it
         assert "ModuleNotFoundError" in result["statistics"]
     else:
         assert result["statistics"] == "1.5 2*sqrt(2)"
@@ -203,25 +209,23 @@ def test_the_fallback_without_namespaces_says_what_it_cannot_hold(user, landlock
         assert_nothing_leaked(result)
         assert result["walk"] == "[]"
         assert result["dataset"] == "GtaToolError: PermissionError(13, 'Permission denied')"
-        assert sandbox.FILES_READABLE not in gaps
+        assert FILES_READABLE not in gaps
     else:
         assert ANSWER in result["dataset"]
-        assert sandbox.FILES_READABLE in gaps
+        assert FILES_READABLE in gaps
     if abi >= sandbox_worker.LANDLOCK_SIGNAL_ABI or (os.geteuid() == 0 and not user):
         assert result["kill"].startswith("refused: ")
         assert not result["kill_worker"].startswith("GtaInfrastructureError")
     else:
         assert result["kill"] == "could signal pytest"  # the gap the report names
-        assert sandbox.PROCESSES_REACHABLE in gaps
+        assert PROCESSES_REACHABLE in gaps
 
 
 PLAIN_CONFTEST = """
-from tool_backends import sandbox
+from tool_backends.sandbox import Machine, Sandbox, use_sandbox
 
 # A machine without bubblewrap, unshare (user namespaces off, util-linux missing) or Landlock.
-sandbox._namespace_works = lambda: False
-sandbox._probe = lambda command: False
-sandbox.sandbox_worker.landlock_abi = lambda: 0
+use_sandbox(Sandbox(machine=Machine(runs=lambda command: False, landlock_abi=lambda: 0)))
 """
 
 
@@ -229,8 +233,10 @@ sandbox.sandbox_worker.landlock_abi = lambda: 0
 def test_the_header_and_the_report_say_whether_results_are_isolated(pytester, plain):
     if plain:
         pytester.makeconftest(PLAIN_CONFTEST)
-    elif not sandbox.isolation("rlimit").isolated:
-        pytest.skip(f"this machine cannot build the rlimit sandbox's tree: {sandbox.isolation()}")
+    else:
+        here = Sandbox("rlimit").isolation()
+        if not here.isolated:
+            pytest.skip(f"this machine cannot build the rlimit sandbox's tree: {here}")
     result = pytester.runpytest_subprocess(
         "--gta-model=oracle",
         "--gta-data=sample",
@@ -251,7 +257,7 @@ def test_the_header_and_the_report_say_whether_results_are_isolated(pytester, pl
     warning = "gta: WARNING: model-written code (local) is NOT isolated"
     if plain:
         assert ran["mode"] == "plain"
-        assert sandbox.FILES_READABLE in ran["not_isolated"]
+        assert FILES_READABLE in ran["not_isolated"]
         assert warning in output
     else:
         assert ran == {**ran, "mode": "namespaces", "not_isolated": []}

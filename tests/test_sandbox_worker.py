@@ -22,7 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import ROOT
-from tool_backends import sandbox, sandbox_worker
+from tool_backends import sandbox_worker
+from tool_backends.sandbox_pool import worker_source
+from tool_backends.sandbox_tree import sandbox_environment
 from tool_backends.sandbox_worker import (
     Settings,
     announced,
@@ -278,7 +280,7 @@ def test_importing_the_worker_runs_nothing():
 
 
 def test_the_host_runs_the_module_file_itself():
-    assert sandbox.worker_source() == Path(sandbox_worker.__file__).read_text(encoding="utf-8")
+    assert worker_source() == Path(sandbox_worker.__file__).read_text(encoding="utf-8")
 
 
 @pytest.mark.slow
@@ -288,12 +290,12 @@ def test_the_bare_program_speaks_the_protocol():
         os.chmod(scratch, 0o755)  # a call runs as nobody when the tests run as root
         settings = Settings(scratch, 100, 400, 1 << 16, 8, False)
         process = subprocess.Popen(
-            [sys.executable, "-I", "-c", sandbox.worker_source(), *settings.to_argv()],
+            [sys.executable, "-I", "-c", worker_source(), *settings.to_argv()],
             cwd=scratch,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=sandbox.sandbox_environment(scratch),
+            env=sandbox_environment(scratch),
         )
         assert process.stdin is not None
         assert process.stdout is not None

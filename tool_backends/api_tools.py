@@ -20,7 +20,6 @@ from typing import Any
 
 import httpx2
 
-from pytest_gta.endpoint import check_url
 from pytest_gta.errors import GtaToolError
 from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES
 from pytest_gta.tools import (
@@ -31,6 +30,7 @@ from pytest_gta.tools import (
     ToolSpec,
 )
 from pytest_gta.types import ToolResult
+from pytest_gta.urls import check_url
 from tool_backends.http_client import request_with_retries
 from tool_backends.paths import resolve_image
 

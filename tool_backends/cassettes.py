@@ -21,30 +21,27 @@ Layout: ``<dir>/<Tool>/<key>.json`` plus ``<dir>/<Tool>/<key>-<n>.<ext>`` for fi
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError
-from pytest_gta.files import NotRegularFileError, copy_regular, file_lock, inside, write_atomic
-from pytest_gta.models.cache import digest, dump_entry, read_entry
+from pytest_gta.files import (
+    NotRegularFileError,
+    copy_regular,
+    file_lock,
+    inside,
+    sha256_file,
+    write_atomic,
+)
+from pytest_gta.records import digest, dump_entry, read_entry
+from pytest_gta.tools import Recorder, ToolContext, ToolInvocation
 from pytest_gta.types import ResultItem, ToolResult
 
 SCHEMA = "pytest-gta-cassette/1"
-RecordMode = Literal["none", "new", "all"]
-RECORD_MODES: tuple[RecordMode, ...] = ("none", "new", "all")
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _candidate(value: str, root: str) -> str:
@@ -90,7 +87,7 @@ def portable_arguments(
             continue
         if not any(inside(real, root) for root in visible) or not os.path.isfile(real):
             continue
-        hashes[key] = _sha256(candidate)
+        hashes[key] = sha256_file(Path(candidate))
         if output_dir is not None and candidate.startswith(str(output_dir) + os.sep):
             portable[key] = "<output>"
     return portable, hashes
@@ -245,3 +242,26 @@ class Cassettes:
             "outputs": outputs,
         }
         write_atomic(entry_path, dump_entry(entry, indent=1) + "\n")
+
+
+def make_recorder(directory: Path, *, overwrite: bool) -> Recorder:
+    """A recorder of live answers into the cassette directory ``directory``.
+
+    The ``cassettes`` entry point of ``pytest_gta.tool_recorders``, which
+    :func:`pytest_gta.tools.make_recorder` loads for ``--gta-tool-record``. With ``overwrite``
+    (``all``) a new answer replaces a recorded one; without (``new``) the first answer recorded
+    for a call stays.
+    """
+    cassettes = Cassettes(directory)
+
+    def record(invocation: ToolInvocation, context: ToolContext, result: ToolResult) -> None:
+        cassettes.record(
+            invocation.name,
+            invocation.arguments,
+            result,
+            context.dataset,
+            context.output_dir,
+            overwrite=overwrite,
+        )
+
+    return record

@@ -24,7 +24,7 @@ from pytest_gta.errors import GtaToolError
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.types import ResultItem, ToolResult
 from tool_backends.paths import required_text
-from tool_backends.sandbox import worker
+from tool_backends.sandbox import default_sandbox
 
 #: Wall-clock limits per call, in seconds: the official ones (``func_timeout(2, ...)`` in the
 #: Calculator, ``timeout=20`` in Solver and Plot).
@@ -35,21 +35,21 @@ CODE_TIMEOUT_S = 20.0
 def calculator(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """Evaluate one Python expression over the ``math`` names, as the official Calculator."""
     expression = required_text(invocation, "expression")
-    result = worker().run("calculator", expression, timeout=CALCULATOR_TIMEOUT_S)
+    result = default_sandbox().run("calculator", expression, timeout=CALCULATOR_TIMEOUT_S)
     return ToolResult.text(result.text or "")
 
 
 def solver(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """Run a (Markdown) SymPy program that defines ``solution()``; ``str(solution())``."""
     command = required_text(invocation, "command")
-    result = worker().run("solver", command, timeout=CODE_TIMEOUT_S)
+    result = default_sandbox().run("solver", command, timeout=CODE_TIMEOUT_S)
     return ToolResult.text(result.text or "")
 
 
 def plot(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """Run a (Markdown) Matplotlib program whose ``solution()`` returns a Figure; a PNG of it."""
     command = required_text(invocation, "command")
-    result = worker().run("plot", command, timeout=CODE_TIMEOUT_S)
+    result = default_sandbox().run("plot", command, timeout=CODE_TIMEOUT_S)
     if result.png is None:
         raise GtaToolError("Plot produced no image")
     context.output_dir.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from pytest_gta.tools import (
 )
 from pytest_gta.types import ToolResult
 from pytest_gta.vocabulary import SandboxMode
+from tool_backends.sandbox import default_sandbox
 
 ToolFunction = Callable[[ToolInvocation, ToolContext], ToolResult]
 
@@ -65,8 +66,7 @@ class LocalBackend(BaseToolBackend):
         self._functions: dict[str, ToolFunction] = {}
         self.isolation = None
         if CODE_TOOLS & set(self.tools):
-            from tool_backends import sandbox as code_sandbox
-
+            code_sandbox = default_sandbox()
             # The run's dataset stays out of the sandbox's view even where it lies under a path
             # the view shows (a dataset installed inside the Python prefix).
             code_sandbox.hide(*hidden)

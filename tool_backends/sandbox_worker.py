@@ -1,6 +1,6 @@
 """The sandbox's warm worker: imports SymPy and Matplotlib once, then forks a child per call.
 
-:mod:`tool_backends.sandbox` does not import this module to run it: it reads this file's text
+:mod:`tool_backends.sandbox_pool` does not import this module to run it: it reads this file's text
 and starts ``python -I -c <text> ARGS`` inside the sandbox, because the bubblewrap sandbox shows
 only the system and Python paths, which need not hold this package (an editable install lives
 in a checkout the sandbox does not mount), and ``-I`` keeps the user's environment and the
@@ -8,6 +8,10 @@ current directory off ``sys.path``. So everything at module level is the standar
 SymPy, Matplotlib and Pillow are imported inside the functions that use them (and may be
 missing), and nothing runs on import: the host imports this module for the wire protocol, and
 the tests import it to exercise the parts that need no sandbox.
+
+Why this module is long (over the project's 700 lines): it is one program, run from its own
+text, so it cannot import a sibling module; the protocol, the call's confinement (limits, uid,
+capabilities, Landlock) and the fork-per-call loop must all live in this one file.
 
 The protocol on the worker's stdin and stdout is one message per frame, a 4-byte big-endian
 length and that many bytes of JSON: the worker sends ``{"ready": true}`` once its imports are

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pytest_gta.endpoint import bound_client, check_url, reply_limit_of
+from pytest_gta.endpoint import bound_client, reply_limit_of
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 from pytest_gta.tools import (
     BaseToolBackend,
@@ -35,6 +35,7 @@ from pytest_gta.tools import (
     ToolSpec,
 )
 from pytest_gta.types import ResultItem, ToolResult
+from pytest_gta.urls import check_url
 from tool_backends.paths import image_size, open_rgb, resolve_image, save_output_file
 
 if TYPE_CHECKING:

@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gta.errors import GtaDataError
+from pytest_gta.datainfo import dataset_statistics, paper_mismatches
+from pytest_gta.errors import DatasetError, GtaDataError
+from pytest_gta.files import sha256_file
 from pytest_gta.install import sources as _sources_module
 from pytest_gta.install.manifest import (
     INSTALL_RECORD,
@@ -59,6 +61,7 @@ from pytest_gta.install.sources import (
     is_url,
 )
 from pytest_gta.install.unpack import UnpackLimits, copy_tree, extract_zip
+from pytest_gta.validation import load_dataset
 
 if TYPE_CHECKING:
     pass
@@ -231,10 +234,6 @@ def check_dataset(
 
     ``tail`` ends an error message: what happened to the data and what to do.
     """
-    from pytest_gta.datainfo import dataset_statistics, paper_mismatches
-    from pytest_gta.errors import DatasetError
-    from pytest_gta.validation import load_dataset
-
     try:
         dataset = load_dataset(root)
     except DatasetError as exc:
@@ -391,7 +390,6 @@ def _archive_line(archive: str, entry: ManifestEntry | None) -> str:
 
 
 def _install_fetched(fetched: Fetched, request: InstallRequest, log: Log) -> InstallResult:
-    from pytest_gta.files import sha256_file
 
     target = request.target
     staging = Path(

@@ -23,10 +23,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, runtime_checkable
 
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.models import catalog
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.types import ModelOutput, ModelRequest
 from pytest_gta.vocabulary import Mode, ProtocolName
@@ -164,6 +165,36 @@ class BaseRecordedSource(ModelInfo, ABC):
     @abstractmethod
     def recorded(self, query: Query, mode: Mode) -> Recorded | None:
         """The recorded predictions for ``query`` in ``mode`` (see :class:`RecordedSource`)."""
+
+
+def generates(model: object) -> TypeGuard[BaseModelAdapter]:
+    """Whether ``model`` generates replies (an adapter), so loops and tools run for it."""
+    return isinstance(model, BaseModelAdapter)
+
+
+def replays(model: object) -> TypeGuard[BaseRecordedSource]:
+    """Whether ``model`` replays recorded predictions: no loop runs, no tool is called."""
+    return isinstance(model, BaseRecordedSource)
+
+
+def warm_up_of(model: object) -> Callable[[], None] | None:
+    """What loads ``model`` before the first case (:attr:`BaseModelAdapter.warm_up`), if any."""
+    return model.warm_up if generates(model) else None
+
+
+def default_concurrency(model: object) -> int:
+    """Episodes ``model`` runs at once unless told (:attr:`BaseModelAdapter.concurrency`)."""
+    return max(1, int(model.concurrency)) if generates(model) else 1
+
+
+def can_prefetch_steps(model: object) -> bool:
+    """Whether ``model`` asks for every step-mode reply in one batch before the loop."""
+    return generates(model) and model.prefetch_steps
+
+
+def can_prefetch_episodes(model: object) -> bool:
+    """Whether ``model`` also asks for its end-to-end episodes in lockstep batches."""
+    return can_prefetch_steps(model) and generates(model) and model.prefetch_episodes
 
 
 #: The optional members an object that does not subclass the base classes may still define;
@@ -335,8 +366,6 @@ def catalog_spec(raw: str, entry: CatalogEntry, generation: GenerationSettings) 
 
 def resolve_spec(raw: str, providers: Sequence[str], generation: GenerationSettings) -> ModelSpec:
     """``provider/...``, ``provider:...``, a bare provider, or a catalog (leaderboard) name."""
-    from pytest_gta.models import catalog
-
     try:
         spec = parse_model_spec(raw, providers)
     except GtaUsageError as provider_error:

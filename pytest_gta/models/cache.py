@@ -12,47 +12,25 @@ One :class:`ResponseCache` is shared by the threads of a process (``--gta-concur
 entry is only ever read whole or written by rename, and the hit and miss counters are kept under
 a lock. Identical requests in flight at once are each sent (the cache does not hold one back to
 wait for the other's answer); they leave one entry.
+
+The key's canonical JSON and the entry's text follow :mod:`pytest_gta.records`, as the tool
+cassettes do.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import warnings
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pytest_gta import jsonsafe
 from pytest_gta.files import write_atomic
 from pytest_gta.models.generation import CacheMode
+from pytest_gta.records import digest, dump_entry
 from pytest_gta.types import ModelOutput, ToolCall, Usage
 
 SCHEMA = "pytest-gta-response/1"
-
-
-def digest(material: Any) -> str:
-    """sha256 (hex) of the canonical JSON of ``material``.
-
-    ``surrogatepass`` keeps keys of valid text byte-identical to plain UTF-8 (existing caches
-    and cassettes stay valid) while text with a lone surrogate, which a model can emit inside a
-    JSON string, gets a key instead of a ``UnicodeEncodeError``.
-    """
-    text = json.dumps(material, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def dump_entry(entry: Mapping[str, Any], indent: int | None = None) -> str:
-    r"""An entry as JSON text that reads back as exactly the text it holds.
-
-    ASCII with ``\u`` escapes: a lone surrogate, which UTF-8 cannot encode, survives the round
-    trip instead of failing the write. Secrets (API keys a model or tool echoed) are redacted:
-    these files are kept and committed.
-    """
-    from pytest_gta.outward import redact_value
-
-    return json.dumps(redact_value(entry), indent=indent, ensure_ascii=True)
 
 
 class CacheEntryWarning(UserWarning):
@@ -65,20 +43,6 @@ class CacheEntryWarning(UserWarning):
 #: The largest token count an entry may claim: JSON's exact-integer range. Counts feed the
 #: budget and the cost (a float), which a count like ``10**400`` would overflow.
 MAX_TOKENS = 2**53
-
-
-def read_entry(path: Path) -> dict[str, Any] | None:
-    """The JSON object stored at ``path``, or ``None`` when it is missing or unusable.
-
-    Entries are an optimisation written by other processes (or edited by hand): a torn, foreign
-    or hostile one (not UTF-8, nested too deeply, numbers past Python's digit limit) must cost a
-    miss, never the run.
-    """
-    try:
-        entry = jsonsafe.read_json(path)
-    except (OSError, jsonsafe.JsonInputError):
-        return None
-    return entry if isinstance(entry, dict) else None
 
 
 class ResponseCache:

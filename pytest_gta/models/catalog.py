@@ -42,6 +42,8 @@ from pytest_gta.errors import GtaDataError, GtaUsageError
 
 Runtime = Literal["vllm", "api", "llamacpp", "transformers"]
 
+#: ``--gta-baseline=leaderboard:NAME[@BOARD]``: a published leaderboard row instead of a report.
+LEADERBOARD_PREFIX = "leaderboard:"
 LEADERBOARD_CSV = Path(__file__).resolve().parent.parent / "leaderboard.csv"
 LEADERBOARD_METRICS = (
     "inst_acc",

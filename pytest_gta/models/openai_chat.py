@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_gta.endpoint import bound_client, env_base_url
+from pytest_gta.endpoint import bound_client
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError, RetryableError
 from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.catalog import CatalogEntry
@@ -35,6 +35,7 @@ from pytest_gta.models.chat import (
 from pytest_gta.models.openai_convert import completion_output, model_ids, request_body
 from pytest_gta.outward import mask_url, register_secret
 from pytest_gta.types import ModelOutput, ModelRequest, Usage
+from pytest_gta.urls import env_base_url
 
 #: What a 200 answer must be, in error messages.
 CHAT_COMPLETION = "a chat completion"

@@ -1,6 +1,7 @@
 """Turning per-case records into the run's report (controller only).
 
-The report is a plain dict, the contract of ``--gta-report`` (schema ``pytest-gta-report/1``).
+The report is a plain dict, the contract of ``--gta-report``, of the shape
+:class:`~pytest_gta.report.schema.RunReport` describes.
 Metrics are aggregated here, in dataset order, from the primitives each case carried, so the
 numbers do not depend on which process ran which case. Cases that errored are counted as wrong
 in ``metrics`` (as the official numbers would count a missing answer) and left out of
@@ -10,15 +11,22 @@ in ``metrics`` (as the official numbers would count a missing answer) and left o
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_gta.case import Case
 from pytest_gta.datainfo import dataset_statistics
 from pytest_gta.dataset import Dataset
 from pytest_gta.install.manifest import read_install_record
 from pytest_gta.models.oracle import ORACLE
 from pytest_gta.quirks import explain_replay_failures, find_quirks, replay_failure_notes, summarize
+from pytest_gta.report import stats
+from pytest_gta.report.schema import (
+    SCHEMA,
+    USAGE_PROPERTIES,
+    CaseEntry,
+    CaseRecord,
+    Interval,
+    RunReport,
+)
 from pytest_gta.scoring.metrics import (
     E2ECaseScore,
     StepCaseScore,
@@ -29,31 +37,10 @@ from pytest_gta.scoring.metrics import (
 )
 from pytest_gta.vocabulary import ERROR_KINDS, MODES, OUTCOMES
 
-SCHEMA = "pytest-gta-report/1"
 TABLE5_NOTE = (
     "Table 5 error types are our mapping (the official repository has no code for it): "
     "format = NoAction + InvalidAction, args = ARGS_ERROR, other (N/A) = other API errors."
 )
-
-
-@dataclass
-class CaseRecord:
-    """What the controller knows about one case after its reports came in."""
-
-    mode: str
-    qid: str
-    nodeid: str
-    outcome: str = "passed"
-    properties: dict[str, Any] = field(default_factory=dict)
-    detail: dict[str, Any] | None = None
-    message: str = ""
-    #: The sampling epoch in a repeated run (``--gta-epochs``); ``None`` in a single run.
-    epoch: int | None = None
-
-    @property
-    def case_id(self) -> str:
-        """The case's id: ``e2e-17``, or ``e2e-17@epoch1`` in a repeated run."""
-        return Case.format_id(self.mode, self.qid, self.epoch)
 
 
 CaseScore = StepCaseScore | E2ECaseScore
@@ -130,6 +117,48 @@ def query_pass_rates(records: Sequence[CaseRecord]) -> dict[str, float]:
     return {qid: passed / total for qid, (passed, total) in counts.items()}
 
 
+def query_clusters(
+    records: Sequence[CaseRecord], dataset: Dataset
+) -> dict[str, list[tuple[CaseScore, float]]]:
+    """Per query id (in the order given), its epochs' (score, passed) pairs.
+
+    The query is the unit of resampling of every interval and test (:mod:`.stats`).
+    """
+    out: dict[str, list[tuple[CaseScore, float]]] = {}
+    for record in records:
+        passed = 1.0 if record.outcome == "passed" else 0.0
+        out.setdefault(record.qid, []).append((case_score(record, dataset), passed))
+    return out
+
+
+def interval(bounds: tuple[float, float] | None, level: float, method: str) -> Interval:
+    """An interval as the report writes it (``None`` bounds: it could not be computed)."""
+    if bounds is None:
+        return {"low": None, "high": None, "level": level, "method": method}
+    return {"low": float(bounds[0]), "high": float(bounds[1]), "level": level, "method": method}
+
+
+def metrics_ci(
+    ran_by_mode: Mapping[str, Sequence[CaseRecord]],
+    dataset: Dataset,
+    *,
+    level: float,
+    samples: int,
+) -> dict[str, dict[str, Interval]]:
+    """The report's ``metrics_ci``: per mode and metric, ``low``/``high``/``level``/``method``.
+
+    Errored cases count as wrong, as in ``metrics``; skipped cases are not in ``ran_by_mode``.
+    """
+    out: dict[str, dict[str, Interval]] = {}
+    for mode, records in ran_by_mode.items():
+        clusters = query_clusters(records, dataset)
+        matrix = stats.query_matrix(mode, list(clusters.values()))
+        bounds = stats.bootstrap_ci(mode, matrix, samples=samples, level=level)
+        method = f"{stats.METHOD_CI} ({samples} resamples, seed {stats.SEED})"
+        out[mode] = {metric: interval(bounds[metric], level, method) for metric in bounds}
+    return out
+
+
 def _spread(per_epoch: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Each metric's sample standard deviation, minimum and maximum over the epochs."""
     out: dict[str, Any] = {}
@@ -156,14 +185,6 @@ def _errors(scores: Sequence[CaseScore]) -> dict[str, int]:
         for kind in ERROR_KINDS:
             totals[kind] += int(errors.get(kind, 0))
     return totals
-
-
-USAGE_PROPERTIES = {
-    "gta_tokens_in": "input_tokens",
-    "gta_tokens_out": "output_tokens",
-    "gta_model_calls": "calls",
-    "gta_cached_calls": "cached_calls",
-}
 
 
 def usage_totals(
@@ -201,36 +222,6 @@ def _denominators(mode: str, records: Sequence[CaseRecord], dataset: Dataset) ->
     if mode == "step":
         out["reference_steps"] = sum(len(q.assistant_indices) for q in queries)
     return out
-
-
-def case_entry(record: CaseRecord, query_type: str) -> dict[str, Any]:
-    """A case as the report's ``cases`` list has it (the HTML drill-downs read the same shape)."""
-    detail = record.detail or {}
-    verdict = detail.get("verdict", {})
-    return {
-        "id": record.case_id,
-        "query_id": record.qid,
-        "mode": record.mode,
-        "epoch": record.epoch,
-        "type": query_type,
-        "outcome": record.outcome,
-        "score": float(verdict.get("score", 0.0)),
-        "message": (
-            verdict.get("message") or record.message
-            if record.outcome == "failed"
-            else record.message
-        ),
-        "nodeid": record.nodeid,
-        "steps": detail.get("steps", []),
-        "replies": detail.get("replies", []),
-        "backends": detail.get("backends", {}),
-        "duration": detail.get("duration"),
-        "properties": {k: v for k, v in record.properties.items() if k.startswith("gta_")},
-        # The metric primitives, so shard reports merge into the very same metrics.
-        "primitives": detail.get("score"),
-        # {path as a step wrote it: key} in the session's image store (HTML reports).
-        "images": detail.get("images", {}),
-    }
 
 
 def _queries_of(records: Sequence[CaseRecord], dataset: Dataset) -> list[Any]:
@@ -281,13 +272,11 @@ def build_report(
     shard: Mapping[str, Any] | None = None,
     confidence: float = 0.95,
     samples: int = 2000,
-) -> dict[str, Any]:
+) -> RunReport:
     """The run's report dict (see module docstring).
 
     ``confidence`` and ``samples`` set the metrics' bootstrap intervals (``metrics_ci``).
     """
-    from pytest_gta.report.compare import metrics_ci
-
     by_key: dict[tuple[str, str, int | None], CaseRecord] = {}
     duplicates = []
     for record in records:
@@ -334,11 +323,11 @@ def build_report(
         denominators[mode] = _denominators(mode, unique, dataset)
     outcomes: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
     by_mode: dict[str, dict[str, int]] = {}
-    cases = []
+    cases: list[CaseEntry] = []
     for record in in_order:
         outcomes[record.outcome] = outcomes.get(record.outcome, 0) + 1
         by_mode.setdefault(record.mode, dict.fromkeys(OUTCOMES, 0))[record.outcome] += 1
-        cases.append(case_entry(record, dataset[record.qid].type))
+        cases.append(record.entry(dataset[record.qid].type))
     if any(sum(counts.values()) for counts in errors.values()):
         notes.append(TABLE5_NOTE)
     by_type: dict[str, dict[str, dict[str, Any]]] = {}

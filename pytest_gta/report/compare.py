@@ -16,34 +16,42 @@ between-query variance that an unpaired comparison would count as noise.
   official row has no per-query results, so the comparison is unpaired: this run's interval, and
   how often a bootstrap resample of this run reaches the published value.
 
-Everything reads :class:`~pytest_gta.report.build.CaseRecord` lists, so a single run, a merged
+Everything reads :class:`~pytest_gta.report.schema.CaseRecord` lists, so a single run, a merged
 run (``--gta-merge``) and a baseline report are treated by the same code.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+import numpy as np
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.gates import GateSettings
+from pytest_gta.gates import GateSettings, judge
+from pytest_gta.models.catalog import (
+    LEADERBOARD_PREFIX,
+    boards_with,
+    leaderboard_boards,
+    leaderboard_numbers,
+    leaderboard_rows,
+)
+from pytest_gta.report import stats
 from pytest_gta.report.build import (
-    CaseRecord,
-    CaseScore,
     by_epoch,
-    case_score,
     epoch_metrics,
+    interval,
     ordered,
+    query_clusters,
     query_pass_rates,
 )
+from pytest_gta.report.schema import CaseRecord, Comparison, RunReport, load_report
 from pytest_gta.vocabulary import MODES
 
-LEADERBOARD_PREFIX = "leaderboard:"
-#: The settings two runs must share for their scores to be comparable.
-SCORING_SETTINGS = ("sim_model", "sim_threshold")
 BASELINE_HOW = "--gta-baseline reads a --gta-report file written by an earlier run"
 #: Leaderboard columns per mode (the CSV has no pass rate).
 LEADERBOARD_METRICS = {
@@ -52,48 +60,38 @@ LEADERBOARD_METRICS = {
 }
 
 
-def _clusters(
-    records: Sequence[CaseRecord], dataset: Dataset
-) -> dict[str, list[tuple[CaseScore, float]]]:
-    """Per query id (in the order given), its epochs' (score, passed) pairs."""
-    out: dict[str, list[tuple[CaseScore, float]]] = {}
-    for record in records:
-        passed = 1.0 if record.outcome == "passed" else 0.0
-        out.setdefault(record.qid, []).append((case_score(record, dataset), passed))
-    return out
-
-
-def _interval(bounds: tuple[float, float] | None, level: float, method: str) -> dict[str, Any]:
-    if bounds is None:
-        return {"low": None, "high": None, "level": level, "method": method}
-    return {"low": float(bounds[0]), "high": float(bounds[1]), "level": level, "method": method}
-
-
-def metrics_ci(
-    ran_by_mode: Mapping[str, Sequence[CaseRecord]],
-    dataset: Dataset,
-    *,
-    level: float,
-    samples: int,
-) -> dict[str, dict[str, Any]]:
-    """The report's ``metrics_ci``: per mode and metric, ``low``/``high``/``level``/``method``.
-
-    Errored cases count as wrong, as in ``metrics``; skipped cases are not in ``ran_by_mode``.
-    """
-    from pytest_gta.report import stats
-
-    out: dict[str, dict[str, Any]] = {}
-    for mode, records in ran_by_mode.items():
-        clusters = _clusters(records, dataset)
-        matrix = stats.query_matrix(mode, list(clusters.values()))
-        bounds = stats.bootstrap_ci(mode, matrix, samples=samples, level=level)
-        method = f"{stats.METHOD_CI} ({samples} resamples, seed {stats.SEED})"
-        out[mode] = {metric: _interval(bounds[metric], level, method) for metric in bounds}
-    return out
-
-
 # --------------------------------------------------------------------------------------------
 # The baseline
+
+
+class ComparableRun(TypedDict):
+    """What a report baseline must share with this run for their scores to compare."""
+
+    sha256: str
+    modes: list[str]
+    #: ``None``: not known yet.
+    protocol: str | None
+    #: The scoring settings: runs scored with another similarity model or threshold differ.
+    sim_model: str | None
+    sim_threshold: float | None
+
+
+def comparable_run(
+    sha256: str,
+    modes: Sequence[str],
+    protocol: str | None,
+    *,
+    sim_model: str | None,
+    sim_threshold: float | None,
+) -> ComparableRun:
+    """This run as :func:`mismatches` compares it: a session's, or a merged run's."""
+    return {
+        "sha256": sha256,
+        "modes": list(modes),
+        "protocol": protocol,
+        "sim_model": sim_model,
+        "sim_threshold": sim_threshold,
+    }
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,7 @@ class Baseline:
     label: str
     records: tuple[CaseRecord, ...] = ()
     #: The report's top-level fields (``None`` for a leaderboard row).
-    data: Mapping[str, Any] | None = None
+    data: RunReport | None = None
     #: The leaderboard row, as numbers (``None`` for a report).
     row: Mapping[str, Any] | None = None
 
@@ -117,12 +115,7 @@ def load_baseline(spec: str, label: str) -> Baseline:
     """
     if spec.startswith(LEADERBOARD_PREFIX):
         return Baseline(label, row=leaderboard_baseline(spec.removeprefix(LEADERBOARD_PREFIX)))
-    from pytest_gta.report.merge import HOW, load_report
-
-    try:
-        report = load_report(Path(spec), f"--gta-baseline {label}")
-    except GtaUsageError as exc:
-        raise GtaUsageError(str(exc).replace(HOW, BASELINE_HOW)) from None
+    report = load_report(Path(spec), f"--gta-baseline {label}", BASELINE_HOW)
     return Baseline(label, tuple(report.records), report.data)
 
 
@@ -136,15 +129,6 @@ def leaderboard_baseline(spec: str) -> dict[str, Any]:
         GtaUsageError: an unknown model, an unknown board, or a board without the model; the
             message names the option, the boards that have the model, and what to write.
     """
-    import difflib
-
-    from pytest_gta.models.catalog import (
-        boards_with,
-        leaderboard_boards,
-        leaderboard_numbers,
-        leaderboard_rows,
-    )
-
     option = f"--gta-baseline={LEADERBOARD_PREFIX}{spec}"
     name, at, board = spec.partition("@")
     rows = leaderboard_rows()
@@ -177,12 +161,8 @@ def leaderboard_baseline(spec: str) -> dict[str, Any]:
     return leaderboard_numbers(row)
 
 
-def mismatches(baseline: Baseline, run: Mapping[str, Any]) -> list[str]:
-    """How a report baseline's run differs from this one where scores would not compare.
-
-    ``run`` holds this run's ``sha256``, ``modes``, ``protocol`` (``None``: not known yet) and
-    the :data:`SCORING_SETTINGS`.
-    """
+def mismatches(baseline: Baseline, run: ComparableRun) -> list[str]:
+    """How a report baseline's run differs from this one where scores would not compare."""
     data = baseline.data
     if data is None:
         return []
@@ -194,11 +174,11 @@ def mismatches(baseline: Baseline, run: Mapping[str, Any]) -> list[str]:
     modes = settings.get("modes")
     if modes != list(run["modes"]):
         found.append(f"modes {_show(modes)} vs this run's {','.join(run['modes'])}")
-    if run.get("protocol") is not None and data["protocol"] != run["protocol"]:
+    if run["protocol"] is not None and data["protocol"] != run["protocol"]:
         found.append(f"protocol {data['protocol']} vs this run's {run['protocol']}")
-    for key in SCORING_SETTINGS:
-        if settings.get(key) != run[key]:
-            found.append(f"{key} {_show(settings.get(key))} vs this run's {_show(run[key])}")
+    for key, mine in (("sim_model", run["sim_model"]), ("sim_threshold", run["sim_threshold"])):
+        if settings.get(key) != mine:
+            found.append(f"{key} {_show(settings.get(key))} vs this run's {_show(mine)}")
     return found
 
 
@@ -209,7 +189,7 @@ def _show(value: Any) -> str:
 
 
 def read_baseline(
-    spec: str, label: str, run: Mapping[str, Any], lenient: bool
+    spec: str, label: str, run: ComparableRun, lenient: bool
 ) -> tuple[Baseline, list[str]]:
     """Read ``--gta-baseline`` and check it against this run (``run`` as for :func:`mismatches`).
 
@@ -242,7 +222,7 @@ def compare(
     level: float,
     samples: int,
     differences: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> Comparison:
     """The report's ``comparison`` section (see the module docstring).
 
     ``this`` are this run's records (:func:`~pytest_gta.report.build.ordered`); ``differences`` what
@@ -250,7 +230,6 @@ def compare(
     """
     if baseline.row is not None:
         return _compare_leaderboard(this, baseline, dataset, level=level, samples=samples)
-    from pytest_gta.report import stats
 
     theirs_all = ordered([r for r in baseline.records if r.outcome != "skipped"], dataset)
     table: dict[str, Any] = {}
@@ -302,11 +281,9 @@ def _mode_rows(
     level: float,
     samples: int,
 ) -> dict[str, Any]:
-    from pytest_gta.report import stats
-
-    mine_clusters = _clusters(mine, dataset)
+    mine_clusters = query_clusters(mine, dataset)
     order = list(mine_clusters)
-    theirs_clusters = _clusters(theirs, dataset)
+    theirs_clusters = query_clusters(theirs, dataset)
     this_m = stats.query_matrix(mode, [mine_clusters[q] for q in order])
     base_m = stats.query_matrix(mode, [theirs_clusters[q] for q in order])
     cis = stats.paired_bootstrap_ci(mode, this_m, base_m, samples=samples, level=level)
@@ -331,7 +308,7 @@ def _mode_rows(
             "baseline": base_value,
             "this": this_value,
             "difference": difference,
-            "ci": _interval(cis.get(metric), level, stats.METHOD_DIFF),
+            "ci": interval(cis.get(metric), level, stats.METHOD_DIFF),
             "p_value": None if test is None or difference is None else test.p_value,
             "p_drop": None if test is None or difference is None else test.p_drop,
             "test": "exact McNemar"
@@ -384,19 +361,15 @@ def _compare_leaderboard(
     *,
     level: float,
     samples: int,
-) -> dict[str, Any]:
+) -> Comparison:
     """Unpaired: this run's interval against a published number (no per-query results)."""
-    import numpy as np
-
-    from pytest_gta.report import stats
-
     row = baseline.row or {}
     table: dict[str, Any] = {}
     for mode, metrics in LEADERBOARD_METRICS.items():
         mine = [r for r in this if r.mode == mode and r.outcome != "skipped"]
         if not mine:
             continue
-        clusters = _clusters(mine, dataset)
+        clusters = query_clusters(mine, dataset)
         matrix = stats.query_matrix(mode, list(clusters.values()))
         resampled = stats.bootstrap_draws(mode, matrix, samples=samples)
         bounds = stats.percentile_intervals(resampled, level)
@@ -417,7 +390,7 @@ def _compare_leaderboard(
                 "baseline": published,
                 "this": this_value,
                 "difference": None if this_value is None else this_value - published,
-                "ci": _interval(bounds.get(metric), level, f"{stats.METHOD_CI} of this run"),
+                "ci": interval(bounds.get(metric), level, f"{stats.METHOD_CI} of this run"),
                 "p_value": None,
                 "p_drop": p_drop,
                 "test": "bootstrap of this run against the published value (unpaired)",
@@ -446,7 +419,7 @@ def _compare_leaderboard(
 
 
 def conclude(
-    report: dict[str, Any],
+    report: RunReport,
     records: Sequence[CaseRecord],
     dataset: Dataset,
     *,
@@ -461,8 +434,6 @@ def conclude(
     Shared by the session's collector and ``--gta-merge``, so a merged run is compared and
     judged exactly as a single run of the same cases would be.
     """
-    from pytest_gta.gates import judge
-
     if baseline is not None:
         report["comparison"] = compare(
             ordered(records, dataset),

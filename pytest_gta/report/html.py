@@ -4,7 +4,8 @@ One file a person opens in a browser, offline: the run's header and the paper's 
 rows the terminal prints, from :mod:`pytest_gta.report.table`), the plots, every case as a row
 that can be filtered, sorted and searched, and per case a drill-down with the query, its images,
 the model's turns beside the reference chain (first divergence marked), the generated images
-and the scoring detail.
+and the scoring detail. What the page says (the facts, why a case failed, which step diverged,
+how it was scored) is decided in :mod:`pytest_gta.report.explain`; this module writes markup.
 
 Everything is inlined: the stylesheet, one script (allowed by its sha256 in a strict
 Content-Security-Policy, so nothing else can run), the plots as SVG and the images as ``data:``
@@ -20,16 +21,28 @@ import html
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from pytest_gta.dataset import Dataset, Query
+from pytest_gta.report.explain import (
+    CaseRow,
+    case_facts,
+    case_table,
+    e2e_divergence,
+    e2e_turns,
+    facts,
+    generated_images,
+    opening,
+    run_warnings,
+    scoring,
+    step_pairs,
+    step_view,
+)
 from pytest_gta.report.images import ImageStore, StoredImage
-from pytest_gta.report.plots import Plot, all_plots, call_parts
-from pytest_gta.report.table import gate_lines, header_lines, sections
-from pytest_gta.scoring.answer import blacklist_hit, whitelist_hits
-from pytest_gta.vocabulary import CATEGORY_NAMES, OUTCOMES, tool_category
+from pytest_gta.report.plots import Plot, all_plots
+from pytest_gta.report.table import gate_lines, sections
+from pytest_gta.vocabulary import CATEGORY_NAMES, OUTCOMES
 
 #: Text of a tool output or reply beyond this many characters is cut, saying so.
 MAX_TEXT = 20_000
@@ -96,71 +109,6 @@ def tables_html(report: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-def _duration(seconds: Any) -> str:
-    if not isinstance(seconds, int | float):
-        return "n/a"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(seconds), 60)
-    return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
-
-
-def facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The run's header as (label, value) pairs: what ran, on what, how, at what cost."""
-    dataset = report.get("dataset") or {}
-    settings = report.get("settings") or {}
-    out = [
-        ("model", f"{report.get('model')} (protocol {report.get('protocol')})"),
-        ("modes", ", ".join(settings.get("modes") or [])),
-        (
-            "dataset",
-            f"{dataset.get('path')} ({dataset.get('source', '')}; {dataset.get('queries')} "
-            f"queries, {dataset.get('selected')} selected)",
-        ),
-        ("dataset sha256", str(dataset.get("sha256"))),
-    ]
-    if settings.get("tools"):
-        out.append(("tools", str(settings["tools"])))
-    routes = settings.get("tool_routes")
-    if isinstance(routes, Mapping) and routes:
-        out.append(("tool routes", ", ".join(f"{k}: {v}" for k, v in routes.items())))
-    backends = settings.get("tool_backends")
-    if isinstance(backends, Mapping):
-        sandbox = [
-            f"{name}: {info['sandbox']}"
-            for name, info in backends.items()
-            if isinstance(info, Mapping) and info.get("sandbox")
-        ]
-        if sandbox:
-            out.append(("sandbox", ", ".join(sandbox)))
-    if settings.get("sim_model"):
-        out.append(
-            ("similarity", f"{settings['sim_model']} (pass at >= {settings.get('sim_threshold')})")
-        )
-    generation = settings.get("generation")
-    if isinstance(generation, Mapping) and generation:
-        out.append(("generation", ", ".join(f"{k} {v}" for k, v in generation.items())))
-    for key in ("limit", "ids", "max_turns", "shard"):
-        if settings.get(key) is not None:
-            out.append((key.replace("_", " "), str(settings[key])))
-    if isinstance(report.get("epochs"), int) and report["epochs"] > 1:
-        out.append(("epochs", str(report["epochs"])))
-    usage = report.get("usage") or {}
-    if usage.get("calls") or usage.get("cached_calls"):
-        cost = usage.get("cost_usd")
-        out.append(
-            (
-                "usage",
-                f"{usage.get('calls')} model calls ({usage.get('cached_calls')} from the cache), "
-                f"{usage.get('input_tokens')} tokens in, {usage.get('output_tokens')} out"
-                + ("" if cost is None else f", about ${float(cost):.4f}"),
-            )
-        )
-    out.append(("duration", _duration(report.get("duration_s"))))
-    out.append(("pytest-gta", str(settings.get("pytest_gta", ""))))
-    return out
-
-
 def header_html(report: Mapping[str, Any]) -> str:
     """The run's facts, the outcome counts and the state (interrupted, stopped)."""
     rows = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts(report))
@@ -168,12 +116,7 @@ def header_html(report: Mapping[str, Any]) -> str:
     badges = "".join(
         f'<span class="badge {o}">{esc(outcomes.get(o, 0))} {o}</span>' for o in OUTCOMES
     )
-    state = ""
-    lines = header_lines(report)
-    if lines and lines[0].startswith("INTERRUPTED"):
-        state = f'<p class="warn">{esc(lines[0])}</p>'
-    if report.get("stopped"):
-        state += f'<p class="warn">stopped early: {esc(report["stopped"])}</p>'
+    state = "".join(f'<p class="warn">{esc(line)}</p>' for line in run_warnings(report))
     return f'{state}<p class="outcomes">{badges}</p><dl class="facts">{rows}</dl>'
 
 
@@ -225,37 +168,34 @@ def _args_html(arguments: Any, image: ImageHtml) -> str:
 
 def _step_html(step: Any, image: ImageHtml, extra: str = "", cls: str = "") -> str:
     """A recorded or reference step: a call, a tool output or an answer."""
-    if not isinstance(step, Mapping):
+    view = step_view(step)
+    if view.kind == "raw":
         return f'<li class="step {cls}"><pre>{esc(_clip(_json_text(step)))}</pre>{extra}</li>'
-    role = step.get("role")
-    if step.get("tool_calls"):
-        parts = call_parts(step)
-        name, args = parts if parts else ("?", step.get("tool_calls"))
-        error = step.get("error")
+    if view.kind == "call":
         err = ""
-        if isinstance(error, Mapping):
+        if view.error is not None:
             err = (
-                f'<p class="error-record">{esc(error.get("type"))}: '
-                f"{esc(_clip(str(error.get('msg')), 2000))}</p>"
+                f'<p class="error-record">{esc(view.error[0])}: '
+                f"{esc(_clip(view.error[1], 2000))}</p>"
             )
         return (
             f'<li class="step call {cls}"><span class="role">call</span> '
-            f'<b class="tool">{esc(name)}</b> <span class="cat">{esc(tool_category(name))}</span>'
-            f"{_args_html(args, image)}{err}{extra}</li>"
+            f'<b class="tool">{esc(view.tool)}</b> <span class="cat">{esc(view.category)}</span>'
+            f"{_args_html(view.arguments, image)}{err}{extra}</li>"
         )
-    if role == "tool":
+    if view.kind == "output":
         return (
             f'<li class="step output {cls}"><span class="role">output</span>'
-            f"{_content_html(step.get('content'), image)}{extra}</li>"
+            f"{_content_html(view.content, image)}{extra}</li>"
         )
-    if role == "assistant":
+    if view.kind == "answer":
         return (
             f'<li class="step answer {cls}"><span class="role">answer</span>'
-            f"<pre>{esc(_clip(str(step.get('content'))))}</pre>{extra}</li>"
+            f"<pre>{esc(_clip(str(view.content)))}</pre>{extra}</li>"
         )
     return (
-        f'<li class="step {cls}"><span class="role">{esc(role)}</span>'
-        f"<pre>{esc(_clip(_json_text(step.get('content'))))}</pre>{extra}</li>"
+        f'<li class="step {cls}"><span class="role">{esc(view.role)}</span>'
+        f"<pre>{esc(_clip(_json_text(view.content)))}</pre>{extra}</li>"
     )
 
 
@@ -263,12 +203,8 @@ def _step_html(step: Any, image: ImageHtml, extra: str = "", cls: str = "") -> s
 NO_PREDICTION = '<li class="muted">(no prediction)</li>'
 
 
-def _call_indices(steps: Sequence[Any]) -> list[int]:
-    return [i for i, s in enumerate(steps) if isinstance(s, Mapping) and s.get("tool_calls")]
-
-
-def _raw_reply(reply: Any) -> str:
-    return f"<details><summary>raw reply</summary>{_reply_html(str(reply))}</details>"
+def _raw_reply(reply: str) -> str:
+    return f"<details><summary>raw reply</summary>{_reply_html(reply)}</details>"
 
 
 def _reply_html(reply: str) -> str:
@@ -279,142 +215,53 @@ def _reply_html(reply: str) -> str:
     return f'<pre class="reply">{marked}</pre>'
 
 
-@dataclass(frozen=True)
-class Divergence:
-    """Where the model's chain first left the reference's (indices into the shown lists)."""
-
-    reference: int | None
-    model: int | None
-    why: str
-
-
-def e2e_divergence(reference: Sequence[Any], steps: Sequence[Any]) -> Divergence | None:
-    """The first call that differs from the reference chain's call at the same position.
-
-    End-to-end scoring does not align steps (it counts calls per category); for a reader the
-    first call of another tool, the first failed call, or a chain that stops early or runs on is
-    where to look. Indices point into the step lists as shown (calls, outputs and the answer).
-    """
-    ref_calls = _call_indices(reference)
-    got_calls = _call_indices(steps)
-    for n in range(max(len(ref_calls), len(got_calls))):
-        ref_i = ref_calls[n] if n < len(ref_calls) else None
-        got_i = got_calls[n] if n < len(got_calls) else None
-        if ref_i is None:
-            return Divergence(None, got_i, "the model called a tool after the reference answered")
-        ref_parts = call_parts(reference[ref_i])
-        if got_i is None:
-            expected = ref_parts[0] if ref_parts else "?"
-            return Divergence(ref_i, None, f"the model answered; the reference called {expected}")
-        got_parts = call_parts(steps[got_i])
-        expected = ref_parts[0] if ref_parts else "?"
-        got = got_parts[0] if got_parts else "?"
-        if expected != got:
-            return Divergence(
-                ref_i, got_i, f"expected a call to {expected}; the model called {got}"
-            )
-        if isinstance(steps[got_i].get("error"), Mapping):
-            return Divergence(ref_i, got_i, f"the call to {got} failed")
-    return None
-
-
-def step_divergence(primitives: Any) -> int | None:
-    """The first step-mode step the model got wrong (wrong kind, tool, arguments or an error)."""
-    outcomes = primitives.get("steps") if isinstance(primitives, Mapping) else None
-    for index, outcome in enumerate(outcomes or []):
-        if not isinstance(outcome, Mapping):
-            continue
-        if outcome.get("error") or outcome.get("pred_type") != outcome.get("gt_type"):
-            return index
-        if outcome.get("gt_type") == "tool" and not (
-            outcome.get("tool_ok") and outcome.get("args_ok")
-        ):
-            return index
-    return None
-
-
-def _score_text(raw: Any) -> str:
-    if isinstance(raw, list | tuple) and len(raw) == 2:
-        kind, value = raw
-        try:
-            return f"{float(value):.4f} ({kind})"
-        except (TypeError, ValueError):
-            return "n/a"
-    return "n/a"
-
-
-def final_answer(steps: Sequence[Any]) -> str | None:
-    """The model's answer: the content of its last assistant step without a call."""
-    for step in reversed(steps):
-        if (
-            isinstance(step, Mapping)
-            and step.get("role") == "assistant"
-            and not step.get("tool_calls")
-        ):
-            return str(step.get("content"))
-    return None
+def _why_html(why: str) -> str:
+    return f'<p class="diverge-why">first divergence: {esc(why)}</p>'
 
 
 def scoring_html(case: Mapping[str, Any], query: Query | None, threshold: Any) -> str:
     """How the case was scored: answer checks, similarity against the threshold, counts."""
-    primitives = case.get("primitives")
-    if not isinstance(primitives, Mapping):
+    scored = scoring(case, query, threshold)
+    if scored is None:
         return '<p class="muted">not scored (the case did not finish)</p>'
     parts = []
-    steps = case.get("steps") or []
-    answer = final_answer(steps)
-    ref = query.gt_answer if query is not None else None
-    if case.get("mode") == "e2e":
-        answer_score = primitives.get("answer")
-    else:
-        outcomes = primitives.get("steps") or []
-        last = outcomes[-1] if outcomes and isinstance(outcomes[-1], Mapping) else {}
-        answer_score = last.get("answer")
-    if query is not None:
-        parts.append(f"<p>model's answer: <q>{esc(_clip(answer or '(none)', 4000))}</q></p>")
-    if isinstance(ref, Mapping) and answer is not None:
-        try:
-            hits = whitelist_hits(answer, ref)
-            black = blacklist_hit(answer, ref)
-        except (KeyError, TypeError, re.error):
-            hits, black = [], None
+    if scored.show_answer:
+        parts.append(f"<p>model's answer: <q>{esc(_clip(scored.answer or '(none)', 4000))}</q></p>")
+    check = scored.objective
+    if check is not None:
         rows = "".join(
             f'<tr class="{"hit" if hit else "miss"}"><td>{"hit" if hit else "missing"}</td>'
-            f"<td>{esc(' | '.join(map(str, group)))}</td></tr>"
-            for group, hit in zip(ref.get("whitelist", []), hits, strict=False)
+            f"<td>{esc(' | '.join(group))}</td></tr>"
+            for group, hit in check.groups
         )
         parts.append(
             '<table class="checks"><caption>whitelist (every group must hit)</caption>'
             f"{rows}</table>"
         )
-        blacklist = ref.get("blacklist")
-        if blacklist:
+        if check.blacklist is not None:
+            black = check.blacklist_hit
             parts.append(
                 f'<p class="{"miss" if black else "hit"}">blacklist: '
                 + (f"hit <q>{esc(black)}</q>" if black else "no hit")
-                + f" ({esc(' | '.join(str(a) for g in blacklist for a in g))})</p>"
+                + f" ({esc(' | '.join(check.blacklist))})</p>"
             )
-    elif isinstance(ref, list):
+    elif scored.references is not None:
         parts.append(
             "<p>reference answers (cosine similarity to the closest counts):</p><ol>"
-            + "".join(f"<li>{esc(r)}</li>" for r in ref)
+            + "".join(f"<li>{esc(r)}</li>" for r in scored.references)
             + "</ol>"
         )
         parts.append(
-            f"<p>similarity {esc(_score_text(answer_score))}; passes at &gt;= {esc(threshold)}</p>"
+            f"<p>similarity {esc(scored.similarity)}; passes at &gt;= {esc(scored.threshold)}</p>"
         )
     if case.get("mode") == "e2e":
-        if primitives.get("imggen") is not None:
-            parts.append(
-                f"<p>image generation (Ans+I) score {esc(_score_text(primitives['imggen']))}</p>"
-            )
-        elif answer_score is not None and not isinstance(ref, list):
-            parts.append(f"<p>answer score {esc(_score_text(answer_score))}</p>")
+        if scored.imggen:
+            parts.append(f"<p>image generation (Ans+I) score {esc(scored.imggen)}</p>")
+        elif scored.answer_score:
+            parts.append(f"<p>answer score {esc(scored.answer_score)}</p>")
         rows = "".join(
-            f"<tr><td>{c}</td><td>{esc(primitives.get('reference', {}).get(c, 0))}</td>"
-            f"<td>{esc(primitives.get('predicted', {}).get(c, 0))}</td>"
-            f"<td>{esc(primitives.get('hits', {}).get(c, 0))}</td></tr>"
-            for c in CATEGORY_NAMES
+            f"<tr><td>{c}</td><td>{esc(ref)}</td><td>{esc(got)}</td><td>{esc(hit)}</td></tr>"
+            for c, ref, got, hit in scored.categories
         )
         parts.append(
             '<table class="checks"><caption>tool calls per category (F1 counts)</caption>'
@@ -423,13 +270,10 @@ def scoring_html(case: Mapping[str, Any], query: Query | None, threshold: Any) -
         )
     else:
         rows = "".join(
-            f"<tr><td>{n + 1}</td><td>{esc(o.get('gt_type'))}</td>"
-            f"<td>{esc(o.get('pred_type'))}</td>"
-            f"<td>{_mark(o.get('tool_ok'))}</td><td>{_mark(o.get('args_ok'))}</td>"
-            f"<td>{esc(_score_text(o.get('answer')) if o.get('answer') else '')}</td>"
-            f"<td>{esc(o.get('error') or '')}</td></tr>"
-            for n, o in enumerate(primitives.get("steps") or [])
-            if isinstance(o, Mapping)
+            f"<tr><td>{o.number}</td><td>{esc(o.gt_type)}</td><td>{esc(o.pred_type)}</td>"
+            f"<td>{_mark(o.tool_ok)}</td><td>{_mark(o.args_ok)}</td>"
+            f"<td>{esc(o.answer)}</td><td>{esc(o.error)}</td></tr>"
+            for o in scored.steps
         )
         parts.append(
             '<table class="checks"><caption>per reference step</caption>'
@@ -439,58 +283,45 @@ def scoring_html(case: Mapping[str, Any], query: Query | None, threshold: Any) -
     return "".join(parts)
 
 
-def _mark(value: Any) -> str:
+def _mark(value: bool) -> str:
     return '<span class="hit">yes</span>' if value else '<span class="miss">no</span>'
 
 
 def _turns(case: Mapping[str, Any], image: ImageHtml, mark: int | None, why: str) -> str:
     """The model's end-to-end turns: reply (thought, action, input), the call, its output."""
-    steps = case.get("steps") or []
-    replies = case.get("replies") or []
     items = []
-    turn = 0
-    for index, step in enumerate(steps):
-        is_output = isinstance(step, Mapping) and step.get("role") == "tool"
-        extra = ""
-        if not is_output and turn < len(replies):
-            extra = (
-                f"<details><summary>raw reply</summary>{_reply_html(str(replies[turn]))}</details>"
-            )
-            turn += 1
-        cls = "diverge" if index == mark else ""
-        if index == mark:
-            extra += f'<p class="diverge-why">first divergence: {esc(why)}</p>'
-        items.append(_step_html(step, image, extra, cls))
+    for turn in e2e_turns(case, mark):
+        extra = _raw_reply(turn.reply) if turn.reply is not None else ""
+        if turn.diverges:
+            extra += _why_html(why)
+        items.append(_step_html(turn.step, image, extra, "diverge" if turn.diverges else ""))
     return f'<ol class="chain model">{"".join(items)}</ol>'
 
 
 def _reference(query: Query, image: ImageHtml, mark: int | None, why: str) -> str:
     items = []
     for index, step in enumerate(query.dialogs[1:]):
-        extra = f'<p class="diverge-why">first divergence: {esc(why)}</p>' if index == mark else ""
+        extra = _why_html(why) if index == mark else ""
         items.append(_step_html(step, image, extra, "diverge" if index == mark else ""))
     return f'<ol class="chain reference">{"".join(items)}</ol>'
 
 
-def _step_mode(case: Mapping[str, Any], query: Query | None, image: ImageHtml) -> str:
+def _step_mode(
+    case: Mapping[str, Any], query: Query | None, image: ImageHtml, threshold: Any
+) -> str:
     """Step mode: per reference step, what it was and what the model predicted from its prefix."""
-    steps = case.get("steps") or []
-    replies = case.get("replies") or []
-    wrong = step_divergence(case.get("primitives"))
-    indices = query.assistant_indices if query is not None else tuple(range(len(steps)))
     rows = []
-    for n, index in enumerate(indices):
-        reference = query.dialogs[index] if query is not None else None
-        model = steps[n] if n < len(steps) else None
-        reply = replies[n] if n < len(replies) else None
-        cls = " diverge" if n == wrong else ""
-        why = '<p class="diverge-why">first divergence</p>' if n == wrong else ""
+    for pair in step_pairs(case, query, threshold):
+        cls = " diverge" if pair.diverges else ""
+        why = '<p class="diverge-why">first divergence</p>' if pair.diverges else ""
         rows.append(
-            f'<div class="pair{cls}"><div><h5>reference step {n + 1}</h5><ol class="chain">'
-            f"{_step_html(reference, image) if reference is not None else ''}</ol></div>"
+            f'<div class="pair{cls}"><div><h5>reference step {pair.number}</h5><ol class="chain">'
+            f"{_step_html(pair.reference, image) if pair.reference is not None else ''}</ol></div>"
             f'<div><h5>model</h5><ol class="chain">'
-            f"{_step_html(model, image) if model is not None else NO_PREDICTION}"
-            f"</ol>{why}" + (_raw_reply(reply) if reply is not None else "") + "</div></div>"
+            f"{_step_html(pair.model, image) if pair.model is not None else NO_PREDICTION}"
+            f"</ol>{why}"
+            + (_raw_reply(pair.reply) if pair.reply is not None else "")
+            + "</div></div>"
         )
     return (
         '<p class="muted">Each step is one model call on the reference prefix before it (the '
@@ -498,43 +329,45 @@ def _step_mode(case: Mapping[str, Any], query: Query | None, image: ImageHtml) -
     )
 
 
-def generated_images(case: Mapping[str, Any]) -> list[str]:
-    """Paths of images the case's tools produced (tool outputs of type image), in order."""
-    paths = []
-    for step in case.get("steps") or []:
-        if not isinstance(step, Mapping) or step.get("role") != "tool":
-            continue
-        content = step.get("content")
-        for item in content if isinstance(content, list) else [content]:
-            if isinstance(item, Mapping) and item.get("type") == "image":
-                paths.append(str(item.get("content")))
-    return list(dict.fromkeys(paths))
+def _opening_html(query: Query) -> str:
+    said = opening(query)
+    return (
+        '<ol class="chain opening">'
+        f'<li class="step system"><span class="role">system</span> the ReAct protocol '
+        f"prompt, describing the tools {esc(said.tools)}</li>"
+        + (
+            f'<li class="step user"><span class="role">user</span> The related files '
+            f"are at {esc(said.files)}</li>"
+            if said.files
+            else ""
+        )
+        + f'<li class="step user"><span class="role">user</span> {esc(said.query)}</li>'
+        "</ol>"
+    )
 
 
 def case_detail(
     case: Mapping[str, Any], query: Query | None, *, threshold: Any, image: ImageHtml
 ) -> str:
     """Everything about one case, for its drill-down (and pytest-html's extra)."""
-    tokens = _tokens(case)
-    outcome = str(case.get("outcome"))
+    said = case_facts(case)
     meta = [
-        f'<span class="badge {esc(outcome)}">{esc(outcome)}</span>',
-        f"score {float(case.get('score') or 0.0):.3f}",
-        f"mode {esc(case.get('mode'))}",
-        f"type {esc(case.get('type'))}",
-        f"duration {_duration(case.get('duration'))}",
-        f"tokens {tokens}",
+        f'<span class="badge {esc(said.outcome)}">{esc(said.outcome)}</span>',
+        f"score {said.score:.3f}",
+        f"mode {esc(said.mode)}",
+        f"type {esc(said.type)}",
+        f"duration {said.duration}",
+        f"tokens {said.tokens}",
     ]
-    backends = case.get("backends") or {}
-    if backends:
-        meta.append("tools: " + esc(", ".join(f"{k} by {v}" for k, v in backends.items())))
+    if said.backends:
+        meta.append("tools: " + esc(", ".join(said.backends)))
     parts = [
         f'<h3 id="case-{esc(case.get("id"))}">{esc(case.get("id"))}</h3>',
         f'<p class="meta">{" · ".join(meta)}</p>',
     ]
-    if case.get("message"):
-        cls = "error-record" if outcome == "error" else "why"
-        parts.append(f'<pre class="{cls}">{esc(_clip(str(case["message"]), 4000))}</pre>')
+    if said.message:
+        cls = "error-record" if said.message_is_error else "why"
+        parts.append(f'<pre class="{cls}">{esc(_clip(said.message, 4000))}</pre>')
     if query is not None:
         inputs = "".join(image(f.path) for f in query.files)
         parts.append(
@@ -542,9 +375,10 @@ def case_detail(
             f'<div class="gallery">{inputs}</div>'
             f"<p class=muted>tools offered: {esc(', '.join(query.tool_names))}</p></section>"
         )
-    if case.get("mode") == "step":
+    if said.mode == "step":
         parts.append(
-            f'<section class="chains"><h4>Steps</h4>{_step_mode(case, query, image)}</section>'
+            '<section class="chains"><h4>Steps</h4>'
+            f"{_step_mode(case, query, image, threshold)}</section>"
         )
     else:
         reference = list(query.dialogs[1:]) if query is not None else []
@@ -552,27 +386,11 @@ def case_detail(
         why = divergence.why if divergence else ""
         model_mark = divergence.model if divergence else None
         ref_mark = divergence.reference if divergence else None
-        opening = ""
-        if query is not None:
-            files = ", ".join(f"`{f.path}`" for f in query.files)
-            opening = (
-                '<ol class="chain opening">'
-                f'<li class="step system"><span class="role">system</span> the ReAct protocol '
-                f"prompt, describing the tools {esc(', '.join(query.tool_names))}</li>"
-                + (
-                    f'<li class="step user"><span class="role">user</span> The related files '
-                    f"are at {esc(files)}</li>"
-                    if files
-                    else ""
-                )
-                + f'<li class="step user"><span class="role">user</span> {esc(query.text)}</li>'
-                "</ol>"
-            )
         parts.append(
             '<section class="chains"><h4>The model\'s turns beside the reference chain</h4>'
-            + (f'<p class="diverge-why">first divergence: {esc(why)}</p>' if divergence else "")
-            + f"{opening}"
-            '<div class="pair"><div><h5>reference chain</h5>'
+            + (_why_html(why) if divergence else "")
+            + (_opening_html(query) if query is not None else "")
+            + '<div class="pair"><div><h5>reference chain</h5>'
             + (_reference(query, image, ref_mark, why) if query is not None else "")
             + "</div><div><h5>model (what it saw and did)</h5>"
             f"{_turns(case, image, model_mark, why)}</div></div></section>"
@@ -593,55 +411,23 @@ def case_detail(
 # The page
 
 
-def _tokens(case: Mapping[str, Any]) -> int:
-    """The case's tokens in and out (0 for recorded predictions)."""
-    props = case.get("properties") or {}
-    return int(props.get("gta_tokens_in", 0) or 0) + int(props.get("gta_tokens_out", 0) or 0)
-
-
-def _case_row(case: Mapping[str, Any], query: Query | None, flip: str) -> str:
-    tokens = _tokens(case)
-    tools = list(query.called_tools) if query is not None else []
-    categories = list(query.categories) if query is not None else []
-    search = " ".join(
-        [
-            str(case.get("id")),
-            query.text if query is not None else "",
-            str(case.get("message") or ""),
-            *tools,
-        ]
-    ).lower()
-    duration = case.get("duration")
-    score = float(case.get("score") or 0.0)
-    seconds = float(duration) if isinstance(duration, int | float) else -1.0
-    flag = f' <span class="flip {flip}">{flip}</span>' if flip else ""
+def _case_row(row: CaseRow) -> str:
+    flag = f' <span class="flip {row.flip}">{row.flip}</span>' if row.flip else ""
     return (
-        f'<tr class="case" data-id="{esc(case.get("id"))}" '
-        f'data-outcome="{esc(case.get("outcome"))}" '
-        f'data-mode="{esc(case.get("mode"))}" data-type="{esc(case.get("type"))}" '
-        f'data-cats="{esc(" ".join(categories))}" data-tools="{esc(" ".join(tools))}" '
-        f'data-flip="{esc(flip)}" data-search="{esc(search)}">'
-        f'<td><a href="#case={esc(case.get("id"))}">{esc(case.get("id"))}</a>{flag}</td>'
-        f"<td>{esc(case.get('mode'))}</td><td>{esc(case.get('type'))}</td>"
-        f"<td>{esc(', '.join(tools))}</td>"
-        f'<td><span class="badge {esc(case.get("outcome"))}">{esc(case.get("outcome"))}</span></td>'
-        f'<td data-sort="{score:.6f}">{score:.3f}</td>'
-        f'<td data-sort="{seconds:.6f}">{_duration(duration) if seconds >= 0 else ""}</td>'
-        f'<td data-sort="{tokens}">{tokens or ""}</td>'
-        f'<td class="msg">{esc(_clip(str(case.get("message") or ""), 160))}</td></tr>'
+        f'<tr class="case" data-id="{esc(row.id)}" '
+        f'data-outcome="{esc(row.outcome)}" '
+        f'data-mode="{esc(row.mode)}" data-type="{esc(row.type)}" '
+        f'data-cats="{esc(" ".join(row.categories))}" data-tools="{esc(" ".join(row.tools))}" '
+        f'data-flip="{esc(row.flip)}" data-search="{esc(row.search)}">'
+        f'<td><a href="#case={esc(row.id)}">{esc(row.id)}</a>{flag}</td>'
+        f"<td>{esc(row.mode)}</td><td>{esc(row.type)}</td>"
+        f"<td>{esc(', '.join(row.tools))}</td>"
+        f'<td><span class="badge {esc(row.outcome)}">{esc(row.outcome)}</span></td>'
+        f'<td data-sort="{row.score:.6f}">{row.score:.3f}</td>'
+        f'<td data-sort="{row.seconds:.6f}">{row.duration}</td>'
+        f'<td data-sort="{row.tokens}">{row.tokens or ""}</td>'
+        f'<td class="msg">{esc(_clip(row.message, 160))}</td></tr>'
     )
-
-
-def _flips(report: Mapping[str, Any]) -> dict[str, str]:
-    comparison = report.get("comparison")
-    if not isinstance(comparison, Mapping):
-        return {}
-    out = {}
-    for kind in ("regressed", "fixed"):
-        for entry in comparison.get("flipped", {}).get(kind, []):
-            key = (entry.get("mode"), str(entry.get("query_id")))
-            out["{}-{}".format(*key)] = kind
-    return out
 
 
 def _select(name: str, label: str, values: Sequence[str]) -> str:
@@ -654,28 +440,16 @@ def _select(name: str, label: str, values: Sequence[str]) -> str:
 
 def cases_html(report: Mapping[str, Any], dataset: Dataset | None) -> str:
     """The case table (flipped cases first when there is a baseline) and its filters."""
-    flips = _flips(report)
-    cases = list(report.get("cases", []))
-    order = {"regressed": 0, "fixed": 1}
-
-    def query_of(case: Mapping[str, Any]) -> Query | None:
-        return None if dataset is None else dataset.queries.get(str(case.get("query_id")))
-
-    def flip_of(case: Mapping[str, Any]) -> str:
-        return flips.get(f"{case.get('mode')}-{case.get('query_id')}", "")
-
-    cases.sort(key=lambda c: order.get(flip_of(c), 2))
-    rows = "".join(_case_row(c, query_of(c), flip_of(c)) for c in cases)
-    queries = [q for q in map(query_of, cases) if q is not None]
-    tools = sorted({t for q in queries for t in q.called_tools})
+    table = case_table(report, dataset)
+    rows = "".join(_case_row(row) for row in table.rows)
     filters = "".join(
         [
             _select("outcome", "outcome", list(OUTCOMES)),
-            _select("mode", "mode", sorted({str(c.get("mode")) for c in cases})),
-            _select("type", "type", sorted({str(c.get("type")) for c in cases})),
+            _select("mode", "mode", table.modes),
+            _select("type", "type", table.types),
             _select("cats", "category", list(CATEGORY_NAMES)),
-            _select("tools", "tool", tools),
-            *([_select("flip", "baseline", ["regressed", "fixed"])] if flips else []),
+            _select("tools", "tool", table.tools),
+            *([_select("flip", "baseline", ["regressed", "fixed"])] if table.flipped else []),
             '<label>search <input type="search" id="search" '
             'placeholder="id, query, message, tool"></label>',
         ]
@@ -697,11 +471,14 @@ def cases_html(report: Mapping[str, Any], dataset: Dataset | None) -> str:
         )
     )
     note = (
-        '<p class="muted">Cases that flipped against the baseline come first.</p>' if flips else ""
+        '<p class="muted">Cases that flipped against the baseline come first.</p>'
+        if table.flipped
+        else ""
     )
+    shown = len(table.rows)
     return (
         f'<section id="cases"><h2>Cases</h2>{note}<div class="filters">{filters}'
-        f'<span id="shown">{len(cases)} of {len(cases)} cases</span></div>'
+        f'<span id="shown">{shown} of {shown} cases</span></div>'
         f'<table id="case-table"><thead><tr>{headers}</tr></thead><tbody>{rows}</tbody></table>'
         "</section>"
     )

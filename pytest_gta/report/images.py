@@ -189,6 +189,7 @@ class ImageStore:
     def _stored(self, key: str, data: bytes) -> StoredImage | None:
         """Scaled with Pillow; without it, raw (see the module docstring)."""
         try:
+            # Pillow is optional and heavy: imported where an image is stored, not at load.
             import PIL  # noqa: F401
         except ImportError:
             return self._raw(key, data)
@@ -217,7 +218,7 @@ class ImageStore:
 
     def _scaled(self, key: str, data: bytes) -> StoredImage:
         """A thumbnail and a bounded full version; a placeholder for what Pillow refuses."""
-        from PIL import Image, ImageOps
+        from PIL import Image, ImageOps  # heavy and optional: off the import path
 
         width = height = 0
         try:
@@ -269,7 +270,7 @@ class ImageStore:
         Stands for an image Pillow refused, so a reader sees that the case had an image and
         why it is missing, while the browser never gets the refused bytes to decode.
         """
-        from PIL import Image, ImageDraw
+        from PIL import Image, ImageDraw  # heavy and optional: off the import path
 
         card = Image.new("RGB", (THUMB_PX, THUMB_PX // 2), (230, 230, 230))
         draw = ImageDraw.Draw(card)

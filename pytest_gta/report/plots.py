@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_gta.dataset import Dataset, call_function
 from pytest_gta.report import svg
+from pytest_gta.report.explain import call_parts
 from pytest_gta.report.table import (
     E2E_COLUMNS,
     METRIC_LABELS,
@@ -121,17 +122,6 @@ def tool_accuracy(report: Mapping[str, Any], dataset: Dataset | None) -> Plot | 
         svg.grouped_bars(title, labels, series, unit="%", max_value=100, description=caption),
         caption,
     )
-
-
-def call_parts(step: Mapping[str, Any]) -> tuple[str, Any] | None:
-    """``(tool name, arguments)`` of a call step, or ``None`` if its record is malformed."""
-    try:
-        function = call_function(step)
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return None
-    if not isinstance(function, Mapping):  # a text or a list where the call belongs
-        return None
-    return str(function.get("name")), function.get("arguments")
 
 
 def model_calls(steps: Sequence[Any]) -> list[tuple[str, bool]]:

@@ -25,33 +25,42 @@ server is down, makes the affected cases errors when pytest reaches them.
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import pytest
 
-from pytest_gta.errors import GtaUnavailableError
+from pytest_gta.case import Case
+from pytest_gta.errors import GtaInfrastructureError, GtaUnavailableError
+from pytest_gta.models import base
+from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
 from pytest_gta.progress import phase, say
+from pytest_gta.run import loops
+from pytest_gta.run.context import RunContext, needs_similarity
+from pytest_gta.run.episode import Ahead, Played, open_episode
+from pytest_gta.run.pipeline import Pipeline, Stopped
 
-if TYPE_CHECKING:
-    from pytest_gta.case import Case
-    from pytest_gta.models.base import BaseModelAdapter
-    from pytest_gta.run.loops import Episode
-    from pytest_gta.run.pipeline import Pipeline
-    from pytest_gta.session.state import GtaState
+#: How a process generates its cases' replies: ``batch`` (every step prompt in one batch and
+#: the episodes in lockstep, before the loop), ``pool`` (``--gta-concurrency`` threads running
+#: the cases ahead), ``serial`` (each case in its turn, as pytest reaches it).
+Strategy = Literal["batch", "pool", "serial"]
 
 
-@dataclass
-class Ahead:
-    """A case's end-to-end episode, generated before pytest reached the case."""
+def strategy(
+    model: BaseModelAdapter | BaseRecordedSource, concurrency: int, worker: bool
+) -> Strategy:
+    """How a process generates its cases' replies: the one place that decides.
 
-    outcome: Episode | BaseException
-    #: Which backend served each of the query's tools.
-    backends: dict[str, str] = field(default_factory=dict)
-    #: The case's (score, verdict) when the episode was scored where it ended, in a pool
-    #: thread (:mod:`pytest_gta.run.pipeline`); ``None``: the case scores it.
-    scored: tuple[Any, Any] | None = None
+    Only a process that knows all its cases batches them (not an xdist ``worker``); a model
+    with recorded predictions has nothing to generate.
+    """
+    if base.can_prefetch_steps(model) and not worker:
+        return "batch"
+    if base.generates(model) and concurrency > 1:
+        return "pool"
+    return "serial"
 
 
 def cases_of(items: list[pytest.Item]) -> list[Case]:
@@ -64,6 +73,23 @@ def cases_of(items: list[pytest.Item]) -> list[Case]:
     return out
 
 
+def upcoming(
+    items: Sequence[pytest.Item],
+    item: pytest.Item,
+    nextitem: pytest.Item | None,
+    queued: Sequence[int] | None,
+) -> Sequence[pytest.Item]:
+    """The items a process runs from ``item`` on, as far as it knows them.
+
+    ``queued``: in an xdist worker, the indices of the items queued for it so far (``None``
+    elsewhere: the process runs every item).
+    """
+    if queued is None:
+        return items
+    ahead = [item] if nextitem is None else [item, nextitem]
+    return ahead + [items[i] for i in queued if 0 <= i < len(items)]
+
+
 def runs_cases(config: pytest.Config) -> bool:
     """Whether this process runs test items (an xdist controller only hands them out)."""
     if config.option.collectonly or getattr(config.option, "setupplan", False):
@@ -72,12 +98,17 @@ def runs_cases(config: pytest.Config) -> bool:
 
 
 class AheadWork:
-    """What was loaded and generated before the loop, for the cases to take."""
+    """What was loaded and generated before the loop, for the cases to take.
 
-    def __init__(self, state: GtaState) -> None:
-        self.state = state
+    ``context`` gives the run's :class:`RunContext` when the work starts: the session builds it
+    then, once the model and the tools are validated.
+    """
+
+    def __init__(self, context: Callable[[], RunContext]) -> None:
+        self._context = context
         #: Seconds spent loading and generating, for the report (``timings``).
         self.timings: dict[str, float] = {}
+        #: Step-mode answers generated ahead (a batch, or the pool's futures).
         self.step_model: BaseModelAdapter | None = None
         self._episodes: dict[str, Ahead] = {}
         #: The pool running this process's episodes ahead (``--gta-concurrency`` > 1).
@@ -96,50 +127,38 @@ class AheadWork:
         cases = cases_of(session.items)
         if not cases or not runs_cases(config):
             return
-        state = self.state
-        model = state.model()
-        from pytest_gta.models.base import BaseModelAdapter
-
-        if isinstance(model, BaseModelAdapter) and model.warm_up is not None:
+        ctx = self._context()
+        model = ctx.model
+        warm_up = base.warm_up_of(model)
+        if warm_up is not None:
             self._load(
-                config,
-                "model_load_s",
-                f"loading {model.name}",
-                f"{model.name} loaded",
-                model.warm_up,
+                config, "model_load_s", f"loading {model.name}", f"{model.name} loaded", warm_up
             )
-        worker = hasattr(config, "workerinput")
-        batches = isinstance(model, BaseModelAdapter) and model.prefetch_steps and not worker
-        if isinstance(model, BaseModelAdapter) and not batches:
-            concurrency = state.concurrency(model)
-            if concurrency > 1:
-                # Started before the similarity model loads, so the load overlaps the requests.
-                self._start_pipeline(config, model, concurrency, [] if worker else cases)
-        self._load_similarity(config, cases)
-        if not batches or not isinstance(model, BaseModelAdapter):
+        plan = strategy(model, ctx.concurrency, ctx.worker)
+        if plan == "pool":
+            # Started before the similarity model loads, so the load overlaps the requests.
+            self._start_pipeline(config, ctx, [] if ctx.worker else cases)
+        self._load_similarity(config, ctx, cases)
+        if plan != "batch" or not base.generates(model):
             return
         steps = [c for c in cases if c.mode == "step"]
         if steps:
-            self._steps(config, model, steps)
+            self._steps(config, ctx, model, steps)
         episodes = [c for c in cases if c.mode == "e2e"]
-        if episodes and model.prefetch_episodes and state.uses_tools():
-            self._episodes_ahead(config, model, episodes)
+        if episodes and base.can_prefetch_episodes(model) and ctx.tools is not None:
+            self._episodes_ahead(config, ctx, model, episodes)
         line = model.work_summary()
         if line:
             say(config, line)
 
-    def _start_pipeline(
-        self, config: pytest.Config, model: BaseModelAdapter, concurrency: int, cases: list[Case]
-    ) -> None:
-        from pytest_gta.run.pipeline import Pipeline
-
-        self.pipeline = pipeline = Pipeline(self.state, model, concurrency)
+    def _start_pipeline(self, config: pytest.Config, ctx: RunContext, cases: list[Case]) -> None:
+        self.pipeline = pipeline = Pipeline(ctx)
         self.step_model = pipeline.step_model
         if cases:
             pipeline.submit(cases)
             say(
                 config,
-                f"running up to {concurrency} episodes at once ahead of the {len(cases)} cases "
+                f"running up to {ctx.concurrency} episodes at once ahead of the {len(cases)} cases "
                 "(--gta-concurrency)",
             )
 
@@ -147,17 +166,15 @@ class AheadWork:
         self, session: pytest.Session, item: pytest.Item, nextitem: pytest.Item | None
     ) -> None:
         """In an xdist worker: start the cases queued for this worker so far."""
-        if self.pipeline is None or not hasattr(session.config, "workerinput"):
+        pipeline = self.pipeline
+        if pipeline is None or pipeline.ctx.queued is None:
             return
-        from pytest_gta.run.pipeline import upcoming
-
-        self.pipeline.submit(cases_of(list(upcoming(session, item, nextitem))))
+        queued = pipeline.ctx.queued()
+        pipeline.submit(cases_of(list(upcoming(session.items, item, nextitem, queued))))
 
     def after(self, session: pytest.Session) -> None:
         """Stop running ahead once the session stops (``-x``, ``--maxfail``, a spent budget)."""
         if self.pipeline is not None and (session.shouldstop or session.shouldfail):
-            from pytest_gta.run.pipeline import Stopped
-
             self.pipeline.stop(Stopped(str(session.shouldstop or session.shouldfail)))
 
     def halt(self, cause: str) -> None:
@@ -170,15 +187,13 @@ class AheadWork:
         if self.pipeline is not None:
             self.pipeline.close()
 
-    def _load_similarity(self, config: pytest.Config, cases: list[Case]) -> None:
-        from pytest_gta.run.runner import needs_similarity
-
+    def _load_similarity(self, config: pytest.Config, ctx: RunContext, cases: list[Case]) -> None:
         if not any(needs_similarity(c.query, c.mode) for c in cases):
             return
-        similarity = self.state.scorer().similarity()
+        similarity = ctx.scorer.similarity()
         load = getattr(similarity, "load", None)
         if callable(load):  # an xdist worker's is the controller's: nothing to load here
-            name = self.state.settings.sim_model
+            name = ctx.sim_model
             self._load(
                 config,
                 "similarity_load_s",
@@ -196,16 +211,16 @@ class AheadWork:
             say(config, f"{doing} failed: {exc}; the cases that need it will be errors")
         self.timings[key] = round(time.perf_counter() - start, 3)
 
-    def _steps(self, config: pytest.Config, model: BaseModelAdapter, cases: list[Case]) -> None:
-        from pytest_gta.errors import GtaInfrastructureError
-        from pytest_gta.run import loops
-
-        dataset = self.state.dataset()
+    def _steps(
+        self, config: pytest.Config, ctx: RunContext, model: BaseModelAdapter, cases: list[Case]
+    ) -> None:
         protocol = model.protocol
         requests = [
             request
             for case in cases
-            for request, _ in loops.step_requests(dataset, case.query, protocol, epoch=case.epoch)
+            for request, _ in loops.step_requests(
+                ctx.dataset, case.query, protocol, epoch=case.epoch
+            )
         ]
         start = time.perf_counter()
         try:
@@ -221,38 +236,19 @@ class AheadWork:
         self.timings["step_ahead_s"] = round(time.perf_counter() - start, 3)
 
     def _episodes_ahead(
-        self, config: pytest.Config, model: BaseModelAdapter, cases: list[Case]
+        self, config: pytest.Config, ctx: RunContext, model: BaseModelAdapter, cases: list[Case]
     ) -> None:
-        from pytest_gta.run import loops
-        from pytest_gta.tools import ToolContext
-
-        state = self.state
-        dataset = state.dataset()
-        tools = state.toolset()
-        protocol = model.protocol
-        max_turns = state.settings.max_turns
+        max_turns = ctx.max_turns
         running: list[tuple[Case, dict[str, str]]] = []
         steps = []
         for case in cases:
             try:
-                routes = tools.route(case.query)
+                opened = open_episode(case, ctx, model.protocol)
             except GtaUnavailableError as exc:
                 self._episodes[case.id] = Ahead(exc)
                 continue
-            context = ToolContext(dataset, case.query, state.output_dir())
-            runner = tools.runner(routes, context)
-            steps.append(
-                loops.e2e_episode(
-                    dataset,
-                    case.query,
-                    protocol,
-                    runner,
-                    max_turns=max_turns,
-                    epoch=case.epoch,
-                    visible=context.visible_roots(),
-                )
-            )
-            running.append((case, {name: b.name for name, b in routes.items()}))
+            steps.append(opened.steps)
+            running.append((case, opened.backends))
         if not steps:
             return
         start = time.perf_counter()
@@ -268,7 +264,8 @@ class AheadWork:
         say(config, f"end-to-end: running {len(steps)} episodes in lockstep batches")
         outcomes = loops.run_lockstep(model, steps, progress)
         for (case, backends), outcome in zip(running, outcomes, strict=True):
-            self._episodes[case.id] = Ahead(outcome, backends)
+            played = outcome if isinstance(outcome, BaseException) else Played(outcome, backends)
+            self._episodes[case.id] = Ahead(played)
         seconds = time.perf_counter() - start
         self.timings["e2e_ahead_s"] = round(seconds, 3)
         say(config, f"end-to-end: {len(steps)} episodes generated in {seconds:.1f} s")
@@ -284,8 +281,6 @@ def interruptibly(load: Any) -> None:
     Only for loads that need no main thread: an engine's ``warm_up`` may install signal
     handlers, so it stays where it is.
     """
-    import threading
-
     failure: list[BaseException] = []
 
     def target() -> None:

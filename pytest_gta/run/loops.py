@@ -302,6 +302,11 @@ def run_e2e(
         epoch=epoch,
         visible=visible,
     )
+    return drive(steps, model)
+
+
+def drive(steps: EpisodeSteps, model: BaseModelAdapter) -> Episode:
+    """Run an episode (:func:`e2e_episode`) to its end, one ``model`` call per request."""
     try:
         request = next(steps)
         while True:

@@ -12,12 +12,12 @@ Which cases will this process run?
 
 * Without xdist, every GTA item of the session, in order, known when the loop starts.
 * In an xdist worker, the items the controller has sent so far. xdist keeps them in a queue
-  that it does not publish; :func:`xdist_queue` reads it (pinned by
+  that it does not publish; :func:`pytest_gta.session.xdist.xdist_queue` reads it (pinned by
   ``tests/test_pipeline.py::test_xdist_worker_queue_is_readable``) and, should a future xdist
   hide it, the worker runs ahead only the case it is running and the next one. xdist's load
   scheduling hands out a quarter of the run, then refills slowly once tests take 0.1 s or
   more; a case that waits for its own episode looks like such a test, so the controller uses
-  :func:`ahead_scheduling`, which hands every case out at the start.
+  :func:`pytest_gta.session.xdist.ahead_scheduling`, which hands every case out at the start.
 
 A spent budget, ``-x``/``--maxfail`` and Ctrl-C stop the pool: work not yet started is dropped,
 an episode in flight ends at its next model call, and :meth:`Pipeline.close` waits for the
@@ -29,19 +29,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import pytest
-
+from pytest_gta.case import Case
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError
+from pytest_gta.models import base
 from pytest_gta.models.base import BaseModelAdapter
+from pytest_gta.run import loops
+from pytest_gta.run.context import RunContext
+from pytest_gta.run.episode import Ahead, play
+from pytest_gta.shard import case_weight
 from pytest_gta.types import CaseContext, ModelOutput, ModelRequest
-
-if TYPE_CHECKING:
-    from pytest_gta.case import Case
-    from pytest_gta.run.ahead import Ahead
-    from pytest_gta.run.loops import Prefetched
-    from pytest_gta.session.state import GtaState
 
 
 class Stopped(GtaInfrastructureError):
@@ -70,19 +68,20 @@ class _Guarded(BaseModelAdapter):
 class Pipeline:
     """A pool of N threads running this process's episodes ahead of pytest's loop."""
 
-    def __init__(self, state: GtaState, model: BaseModelAdapter, concurrency: int) -> None:
-        from pytest_gta.run.loops import Prefetched
-
-        self.state = state
-        self.concurrency = concurrency
+    def __init__(self, ctx: RunContext) -> None:
+        model = ctx.model
+        if not base.generates(model):
+            raise TypeError(f"{model.name} replays recorded predictions: nothing to run ahead")
+        self.ctx = ctx
+        self.concurrency = ctx.concurrency
         self._model = _Guarded(model, self)
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="gta-episode")
+        self._pool = ThreadPoolExecutor(ctx.concurrency, thread_name_prefix="gta-episode")
         self._episodes: dict[str, Future[Ahead]] = {}
         self._submitted: set[str] = set()
         self._answers: dict[CaseContext, tuple[Any, ModelOutput | Future[ModelOutput]]] = {}
         #: Step-mode cases take their answers here (a request whose messages differ, or that
         #: was not submitted, goes to the model as usual).
-        self.step_model: Prefetched = Prefetched(model, self._answers)
+        self.step_model = loops.Prefetched(model, self._answers)
         self._reason: BaseException | None = None
         #: Set by :meth:`halt` from a signal handler, which must not take ``_lock``.
         self._halted: BaseException | None = None
@@ -98,18 +97,10 @@ class Pipeline:
         budget: there the cases run in pytest's order, so the calls the budget paid for belong
         to the cases reported before the session stops.
         """
-        from pytest_gta.run import loops
-        from pytest_gta.shard import case_weight
-
-        settings = self.state.settings
-        if settings.max_tokens_total is None and settings.max_cost is None:
+        ctx = self.ctx
+        if not ctx.budgeted:
             cases = sorted(cases, key=lambda c: -case_weight(c) if c.mode == "e2e" else 0)
-
-        dataset = self.state.dataset()
-        if any(case.mode == "e2e" for case in cases) and self.state.uses_tools():
-            # Built here, once, rather than raced for by the first episodes.
-            self.state.toolset()
-            self.state.output_dir()
+        dataset = ctx.dataset
         protocol = self._model.protocol
         new = 0
         with self._lock:
@@ -131,28 +122,9 @@ class Pipeline:
 
     def _episode(self, case: Case) -> Ahead:
         """One end-to-end episode, in a pool thread; its failure is kept for its case."""
-        from pytest_gta.run import loops
-        from pytest_gta.run.ahead import Ahead
-        from pytest_gta.tools import ToolContext
-
-        state = self.state
         try:
             self.check()
-            dataset = state.dataset()
-            tools = state.toolset()
-            routes = tools.route(case.query)
-            backends = {name: backend.name for name, backend in routes.items()}
-            context = ToolContext(dataset, case.query, state.output_dir())
-            runner = tools.runner(routes, context)
-            episode = loops.run_e2e(
-                dataset,
-                case.query,
-                self._model,
-                runner,
-                max_turns=state.settings.max_turns,
-                epoch=case.epoch,
-                visible=context.visible_roots(),
-            )
+            played = play(case, self.ctx, self._model)
         except Exception as exc:  # a tool server down, no backend for a tool, the model
             return Ahead(exc)
         # Scored here, as the episode ends: the similarity model's encodings (Ans+I, subjective
@@ -160,10 +132,11 @@ class Pipeline:
         # the last one in pytest's loop (measured on the release: a 10 s tail after the calls).
         # Embeddings are of one text at a time, so the numbers do not depend on the order.
         try:
-            scored = state.scorer().score("e2e", case.query, episode.predictions, episode.gold)
+            episode = played.episode
+            scored = self.ctx.scorer.score("e2e", case.query, episode.predictions, episode.gold)
         except Exception:  # scored again in the case, which reports the failure
-            return Ahead(episode, backends)
-        return Ahead(episode, backends, scored)
+            return Ahead(played)
+        return Ahead(played, scored)
 
     # -- taking ------------------------------------------------------------------------------
     def take(self, case: Case) -> Ahead | None:
@@ -214,70 +187,3 @@ class Pipeline:
         """Stop and wait for the requests in flight; no pool thread outlives this call."""
         self.stop(Stopped("the session ended"))
         self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-def xdist_queue(config: pytest.Config) -> list[int] | None:
-    """Indices of the items queued for this xdist worker, or ``None`` where it cannot tell.
-
-    xdist 3.x keeps them in ``WorkerInteractor.torun``, a queue with a ``lock()`` context that
-    yields its deque of item indices (and a shutdown marker).
-    """
-    for plugin in config.pluginmanager.get_plugins():
-        if type(plugin).__name__ != "WorkerInteractor":
-            continue
-        torun = getattr(plugin, "torun", None)
-        lock = getattr(torun, "lock", None)
-        if not callable(lock):
-            return None
-        try:
-            with lock() as queued:
-                return [i for i in list(queued) if isinstance(i, int)]
-        except Exception:  # a changed internal: run ahead what the hook arguments show
-            return None
-    return None
-
-
-def upcoming(
-    session: pytest.Session, item: pytest.Item, nextitem: pytest.Item | None
-) -> Sequence[pytest.Item]:
-    """The items this process runs from ``item`` on, as far as it knows them."""
-    items = session.items
-    if not hasattr(session.config, "workerinput"):
-        return items
-    queued = xdist_queue(session.config) or []
-    ahead = [item] if nextitem is None else [item, nextitem]
-    return ahead + [items[i] for i in queued if 0 <= i < len(items)]
-
-
-def ahead_scheduling(config: pytest.Config, log: Any) -> Any:
-    """The ``load`` scheduling of xdist, with every case handed out at the start.
-
-    xdist sends a worker a quarter of the run in turn, then refills its queue as tests finish,
-    holding back while the worker's last test took 0.1 s or more and it still has two queued
-    (``LoadScheduling.check_schedule(node, duration)``): right for slow tests, wrong here,
-    where a case's time is spent waiting for work that runs ahead and the cases a worker knows
-    of are what it can run ahead. So every case is handed out at once, in turn (the run's
-    order is mixed enough for that to balance, and each worker runs many at once), and a
-    crashed worker's cases are refilled regardless of duration. Pinned by
-    ``tests/test_pipeline.py::test_ahead_scheduling_*``.
-    """
-    from xdist.scheduler import LoadScheduling
-
-    class AheadScheduling(LoadScheduling):  # type: ignore[misc]
-        def schedule(self) -> None:
-            super().schedule()
-            # Hand out the rest now, in turn, so every worker knows its whole share and runs
-            # it ahead; a crashed worker's share goes back to the others as usual.
-            nodes = [node for node in self.nodes if not node.shutting_down]
-            if self.collection is None or not self.pending or not nodes:
-                return
-            while self.pending:
-                for node in nodes:
-                    self._send_tests(node, 1)
-            for node in nodes:
-                node.shutdown()
-
-        def check_schedule(self, node: Any, duration: float = 0) -> None:
-            super().check_schedule(node, 0)
-
-    return AheadScheduling(config, log)

@@ -11,32 +11,28 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import pytest
 
 from pytest_gta import outward
 from pytest_gta.case import Case
-from pytest_gta.dataset import Dataset, Query
+from pytest_gta.dataset import Query
+from pytest_gta.detail import CaseDetail
 from pytest_gta.errors import GtaUnavailableError
-from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
+from pytest_gta.models import base
+from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.outward import Cleaner
 from pytest_gta.run import loops
+from pytest_gta.run.ahead import AheadWork
+from pytest_gta.run.context import RunContext, needs_similarity
+from pytest_gta.run.episode import Ahead, play
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore, score_e2e_case, score_step_case
 from pytest_gta.scoring.similarity import Similarity
 from pytest_gta.scoring.verdict import Verdict, judge_e2e, judge_step
-from pytest_gta.tools import ToolContext, ToolSet
 from pytest_gta.types import Usage
 from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, Mode
 
-if TYPE_CHECKING:
-    from pytest_gta.run.ahead import Ahead
-
-#: user_properties key of the detailed per-case payload; kept out of the JUnit XML.
-DETAIL_KEY = "gta_detail"
-#: user_properties key saying why the session stopped early (budget); kept out of the XML.
-STOPPED_KEY = "gta_stopped"
 #: Characters of a model's reply shown in a failed case's message.
 REPLY_SHOWN = 300
 
@@ -44,11 +40,6 @@ REPLY_SHOWN = 300
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, saying so (secrets redacted before the cut)."""
     return outward.clip(text, limit)
-
-
-def needs_similarity(query: Query, mode: Mode) -> bool:
-    """Whether scoring this case embeds text: subjective answers, image queries end to end."""
-    return query.type == "subjective" or (mode == "e2e" and query.type == "image")
 
 
 class Scorer:
@@ -181,9 +172,13 @@ class CaseResult:
         # JUnit writes every property as text: leave undefined values out rather than "None".
         return [(name, value) for name, value in props if value is not None]
 
-    def detail(self) -> dict[str, Any]:
-        """The full payload for the controller's report (JSON-able builtins)."""
-        payload = {
+    def detail(self) -> CaseDetail:
+        """The full payload for the controller's report (JSON-able builtins).
+
+        It travels on the setup report (``DETAIL_KEY``); the report's case entry is made from
+        it (:func:`pytest_gta.report.schema.case_entry`).
+        """
+        payload: CaseDetail = {
             "score": self.score.to_json(),
             "verdict": {
                 "passed": self.passed,
@@ -198,7 +193,7 @@ class CaseResult:
         # Recorded steps may hold tuples, NaN, lone surrogates, huge numbers or secrets (they
         # come from a model or a prediction file): builtins any writer and execnet accept.
         cleaner = Cleaner()
-        out: dict[str, Any] = cleaner.value(payload)
+        out = cast(CaseDetail, cleaner.value(payload))
         if cleaner.nonfinite:
             out["nonfinite"] = cleaner.nonfinite
         return out
@@ -220,68 +215,41 @@ def identity_properties(case: Case, model: str) -> list[tuple[str, Any]]:
     return props
 
 
-def run_case(
-    case: Case,
-    dataset: Dataset,
-    model: BaseModelAdapter | BaseRecordedSource,
-    tools: ToolSet | None,
-    scorer: Scorer,
-    output_dir: Path,
-    max_turns: int = loops.MAX_TURNS,
-    ahead: Ahead | None = None,
-) -> CaseResult:
+def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> CaseResult:
     """Run (or fetch) one case and score it.
 
-    ``ahead`` is the case's end-to-end episode when it was generated before pytest's loop
-    (batch engines, :mod:`pytest_gta.run.ahead`); its failure is raised here, in the case.
+    Which model answers the case is decided here: recorded predictions are looked up; a step
+    prompt goes to the answers generated ahead (``work.step_model``, a batch or the pool's),
+    else to the model; an end-to-end episode generated ahead (``work.take``) is taken, its
+    failure raised here, in the case, else the episode is played now (:func:`play`).
 
     Raises:
         GtaUnavailableError: nothing to evaluate here (no record, no backend for a tool).
         GtaInfrastructureError: the model or a tool backend broke.
     """
+    # Taken before the clock starts: waiting for the pool is not the case's time.
+    ahead = work.take(case) if work is not None and case.mode == "e2e" else None
     start = time.perf_counter()
     query = case.query
+    model = ctx.model
     replies: list[str] = []
     usage = Usage()
     backends: dict[str, str] = {}
     scored = None
-    if isinstance(model, BaseRecordedSource):
+    if base.replays(model):
         recorded = model.recorded(query, case.mode)
         if recorded is None:
             raise GtaUnavailableError(
                 f"{model.name} has no recorded {case.mode} prediction for query {query.qid}"
             )
         predictions, gold = recorded.predictions, recorded.gold
-    elif case.mode == "step":
-        episode = loops.run_step(dataset, query, model, epoch=case.epoch)
-        predictions, gold = episode.predictions, episode.gold
-        replies, usage = [t.reply for t in episode.turns], episode.usage
-    elif ahead is not None:
-        if isinstance(ahead.outcome, BaseException):
-            raise ahead.outcome
-        episode, backends, scored = ahead.outcome, ahead.backends, ahead.scored
-        predictions, gold = episode.predictions, episode.gold
-        replies, usage = [t.reply for t in episode.turns], episode.usage
     else:
-        if tools is None:
-            raise GtaUnavailableError("end-to-end mode needs tool backends (--gta-tools)")
-        routes = tools.route(query)
-        backends = {name: b.name for name, b in routes.items()}
-        context = ToolContext(dataset, query, output_dir)
-        runner = tools.runner(routes, context)
-        episode = loops.run_e2e(
-            dataset,
-            query,
-            model,
-            runner,
-            max_turns=max_turns,
-            epoch=case.epoch,
-            visible=context.visible_roots(),
-        )
+        step_model = work.step_model if work is not None else None
+        episode, backends, scored = _generated(case, ctx, step_model, ahead)
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], episode.usage
     if scored is None:
-        scored = scorer.score(case.mode, query, predictions, gold)
+        scored = ctx.scorer.score(case.mode, query, predictions, gold)
     score, verdict = scored
     return CaseResult(
         case=case,
@@ -295,3 +263,21 @@ def run_case(
         duration=time.perf_counter() - start,
         backends=backends,
     )
+
+
+def _generated(
+    case: Case, ctx: RunContext, step_model: BaseModelAdapter | None, ahead: Ahead | None
+) -> tuple[loops.Episode, dict[str, str], tuple[Any, Any] | None]:
+    """The model's episode of ``case``: (episode, backends, (score, verdict) if scored)."""
+    model = ctx.model
+    if not base.generates(model):
+        raise TypeError(f"{model.name} neither generates nor replays predictions")
+    if case.mode == "step":
+        episode = loops.run_step(ctx.dataset, case.query, step_model or model, epoch=case.epoch)
+        return episode, {}, None
+    if ahead is None:
+        played = play(case, ctx, model)
+        return played.episode, played.backends, None
+    if isinstance(ahead.outcome, BaseException):
+        raise ahead.outcome
+    return ahead.outcome.episode, ahead.outcome.backends, ahead.scored

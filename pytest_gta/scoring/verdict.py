@@ -65,11 +65,24 @@ def describe(step: Mapping[str, Any]) -> str:
     return "tool output"
 
 
+def answer_passes(ref: Any, score: Score | None, threshold: float) -> bool:
+    """Whether an answer passes (the pass rule of SPEC section 6, which messages explain).
+
+    Objective references pass on ``iscorrect``, subjective ones when the similarity reaches
+    ``threshold``; with no text reference (image queries) there is nothing to fail.
+    """
+    if isinstance(ref, dict):
+        return score is not None and bool(score.native())
+    if isinstance(ref, list):
+        return (0.0 if score is None else score.value) >= threshold
+    return True
+
+
 def _answer_problem(pred: str, ref: Any, score: Score | None, threshold: float) -> str | None:
     """Why an answer fails, or ``None`` if it passes."""
+    if answer_passes(ref, score, threshold):
+        return None
     if isinstance(ref, dict):
-        if score is not None and score.native():
-            return None
         missing = [
             group
             for group, hit in zip(ref["whitelist"], whitelist_hits(pred, ref), strict=True)
@@ -80,19 +93,38 @@ def _answer_problem(pred: str, ref: Any, score: Score | None, threshold: float) 
         return (
             f"the answer contains the blacklisted {blacklist_hit(pred, ref)!r}: {_clip(repr(pred))}"
         )
-    if isinstance(ref, list):
-        value = 0.0 if score is None else score.value
-        if value >= threshold:
-            return None
-        return (
-            f"similarity to the reference answers {value:.3f} < --gta-sim-threshold "
-            f"{threshold}; got {_clip(repr(pred))}; closest reference {_clip(repr(ref[0]), 120)}"
-        )
-    return None
+    value = 0.0 if score is None else score.value
+    return (
+        f"similarity to the reference answers {value:.3f} < --gta-sim-threshold "
+        f"{threshold}; got {_clip(repr(pred))}; closest reference {_clip(repr(ref[0]), 120)}"
+    )
 
 
 def _score_value(score: Score | None) -> float:
     return 0.0 if score is None else score.value
+
+
+def step_diverges(outcome: StepOutcome, ref: Any, threshold: float) -> bool:
+    """Whether a step-mode step is wrong: the one decision behind a step-mode verdict.
+
+    Wrong is another kind of step, an error, another tool, other arguments, or a summary that
+    fails :func:`answer_passes`. :func:`judge_step` explains the steps this flags and points
+    its ``turn`` at the first of them (:func:`first_divergence`); the HTML report marks that
+    same step, so the page and the failure message cannot disagree.
+    """
+    if outcome.pred_type != outcome.gt_type or outcome.error is not None:
+        return True
+    if outcome.gt_type == "tool":
+        return not (outcome.tool_ok and outcome.args_ok)
+    return not answer_passes(ref, outcome.answer, threshold)
+
+
+def first_divergence(scored: StepCaseScore, ref: Any, threshold: float) -> int | None:
+    """Index of the first step :func:`step_diverges` flags (``Verdict.turn`` in step mode)."""
+    return next(
+        (n for n, outcome in enumerate(scored.steps) if step_diverges(outcome, ref, threshold)),
+        None,
+    )
 
 
 def _step_problem(
@@ -104,6 +136,8 @@ def _step_problem(
     ref: Any,
     threshold: float,
 ) -> str | None:
+    if not step_diverges(outcome, ref, threshold):
+        return None
     where = f"step {n}/{total}"
     if outcome.pred_type != outcome.gt_type:
         return f"{where}: expected {describe(gold)}; got {describe(pred)}"
@@ -112,11 +146,9 @@ def _step_problem(
     if outcome.gt_type == "tool":
         if not outcome.tool_ok:
             return f"{where}: expected {describe(gold)}; the model called {describe(pred)}"
-        if not outcome.args_ok:
-            return f"{where}: arguments differ: expected {describe(gold)}; got {describe(pred)}"
-        return None
+        return f"{where}: arguments differ: expected {describe(gold)}; got {describe(pred)}"
     problem = _answer_problem(str(response_type(pred)[1]), ref, outcome.answer, threshold)
-    return None if problem is None else f"{where} (summary): {problem}"
+    return f"{where} (summary): {problem}"
 
 
 def judge_step(
@@ -129,14 +161,12 @@ def judge_step(
     """Verdict of a step-mode case; the score is the mean over steps of their match."""
     problems = []
     values = []
-    first: int | None = None
     for n, (outcome, pred, gt) in enumerate(
         zip(scored.steps, predictions, gold, strict=False), start=1
     ):
         problem = _step_problem(n, len(gold), outcome, pred, gt, ref, threshold)
         if problem is not None:
             problems.append(problem)
-            first = n - 1 if first is None else first
         if outcome.gt_type == "answer" and outcome.answer is not None and outcome.inst_ok:
             values.append(_score_value(outcome.answer))
         else:
@@ -147,7 +177,7 @@ def judge_step(
     score = sum(values) / len(values) if values else 0.0
     if problems:
         more = f" (+{len(problems) - 1} more diverging steps)" if len(problems) > 1 else ""
-        return Verdict(False, score, problems[0] + more, first)
+        return Verdict(False, score, problems[0] + more, first_divergence(scored, ref, threshold))
     return Verdict(True, score)
 
 

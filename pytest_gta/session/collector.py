@@ -9,28 +9,26 @@ setup report's detail payload included.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
-from pytest_gta.files import write_output
-from pytest_gta.gates import gated_exit_status
+from pytest_gta.detail import DETAIL_KEY, STOPPED_KEY, CaseDetail
 from pytest_gta.options import GtaSettings
-from pytest_gta.outward import Cleaner
-from pytest_gta.report.build import CaseRecord, build_report
-from pytest_gta.report.compare import Baseline, conclude, regressed_nodeids
+from pytest_gta.report.build import build_report
+from pytest_gta.report.compare import Baseline, regressed_nodeids
 from pytest_gta.report.images import ImageStore
 from pytest_gta.report.junit import suite_properties
-from pytest_gta.report.table import render_markdown, render_text
-from pytest_gta.run.runner import DETAIL_KEY, STOPPED_KEY
+from pytest_gta.report.schema import CaseRecord, RunReport
+from pytest_gta.report.table import render_text
+from pytest_gta.session.finish import Finisher
+from pytest_gta.signals import INTERRUPTS, cause_of
+from pytest_gta.version import __version__
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,7 @@ class GtaCollector:
         #: The session's image store (``--gta-report-html``), made on first need.
         self._images = images
         self.records: dict[str, CaseRecord] = {}
-        self.report: dict[str, Any] | None = None
+        self.report: RunReport | None = None
         self.stopped: str | None = None
         #: Set by Ctrl-C or SIGTERM: the report then covers only the cases that finished.
         self.interrupted = False
@@ -113,11 +111,12 @@ class GtaCollector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Record the phase outcome and properties (the report itself is left as it is)."""
-        detail: dict[str, Any] | None = None
+        detail: CaseDetail | None = None
         props: dict[str, Any] = {}
         for name, value in report.user_properties:
             if name == DETAIL_KEY:
-                detail = value if isinstance(value, dict) else detail
+                # Written by CaseResult.detail() in this session's own processes.
+                detail = cast(CaseDetail, value) if isinstance(value, dict) else detail
             elif name == STOPPED_KEY:
                 self.stopped = self.stopped or str(value)
             else:
@@ -146,8 +145,8 @@ class GtaCollector:
             record.outcome = "skipped"
             record.message = _message(report)
 
-    def build(self) -> dict[str, Any]:
-        """Aggregate everything collected so far into the report dict."""
+    def build(self) -> RunReport:
+        """Aggregate everything collected so far into the report, concluded and cleaned."""
         info = self._run_info()
         settings = self.settings
         report = build_report(
@@ -173,7 +172,7 @@ class GtaCollector:
                     "max_tokens_total": settings.max_tokens_total,
                     "max_cost": settings.max_cost,
                 },
-                "pytest_gta": _version(),
+                "pytest_gta": __version__,
             },
             records=list(self.records.values()),
             warnings=info.warnings,
@@ -188,35 +187,26 @@ class GtaCollector:
             samples=settings.bootstrap_samples,
         )
         baseline, differences = self._baseline()
-        conclude(
+        return self._finisher().conclude(
             report,
             list(self.records.values()),
-            self._dataset(),
             baseline=baseline,
             differences=differences,
-            gates=settings.gates,
-            level=settings.confidence,
-            samples=settings.bootstrap_samples,
+            duration=time.monotonic() - self.started,
         )
-        report["duration_s"] = time.monotonic() - self.started
-        self.config.hook.pytest_gta_update_report(config=self.config, report=report)
-        # The report is written and printed: whatever came from outside (replies, prediction
-        # files) or a hook leaves as strict JSON without secrets (see pytest_gta.outward).
-        cleaner = Cleaner()
-        cleaned: dict[str, Any] = cleaner.value(report)
-        nonfinite = cleaner.nonfinite + sum(
-            int(r.detail.get("nonfinite", 0)) for r in self.records.values() if r.detail
-        )
-        cleaner.nonfinite = nonfinite
-        cleaned["notes"] = [*cleaned.get("notes", []), *cleaner.notes()]
-        return cleaned
+
+    def _finisher(self) -> Finisher:
+        return Finisher(self.config, self.settings, self._dataset(), self._images)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """Ctrl-C or SIGTERM (:mod:`pytest_gta.signals`): the partial report says so."""
-        from pytest_gta.signals import INTERRUPTS, cause_of
-
         self.interrupted = True
         self.interrupted_by = cause_of(excinfo, self.config.stash.get(INTERRUPTS, None))
+
+    def set_shard(self, shard: dict[str, Any], *, first: bool = False) -> None:
+        """``--gta-shard``'s selection; ``first``: keep one already set (xdist workers agree)."""
+        if not first or self.shard is None:
+            self.shard = shard
 
     def add_timings(self, process: str, timings: dict[str, float]) -> None:
         """Loading and ahead-generation times of one process (``main`` or an xdist worker)."""
@@ -239,26 +229,17 @@ class GtaCollector:
         if not self.records and not self.interrupted:
             return
         report = self.report = self.build()
-        session.exitstatus = gated_exit_status(report, int(session.exitstatus))
         cache = getattr(self.config, "cache", None)
         if cache is not None and "comparison" in report:
             cache.set(REGRESSIONS_CACHE_KEY, regressed_nodeids(report["comparison"]))
         add_junit_properties(self.config, report)
-        outputs = report_outputs(report, self.settings.report, self.settings.report_md)
-        if self.settings.report_html is not None:
-            outputs.append(self.html_output(self.settings.report_html, report))
-        for output, error in write_outputs(outputs):
+        finisher = self._finisher()
+        written = finisher.write(report, int(session.exitstatus), finisher.outputs(report))
+        session.exitstatus = written.status
+        for output, error in written.results:
             if error is not None:
                 self.unwritten.add(str(output.path))
                 self.write_errors.append(f"{output.label}: {error}")
-        if self.write_errors and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-    def html_output(self, path: Path, report: dict[str, Any]) -> Output:
-        """``--gta-report-html``: the page, with the images the cases put in the store."""
-        return html_output(
-            path, report, self._dataset(), self._images(), self.settings.report_html_max_mb
-        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Print the paper's tables for the run."""
@@ -280,109 +261,9 @@ class GtaCollector:
 
 #: Where ``--gta-rerun-regressions`` finds the last comparison's regressed node ids.
 REGRESSIONS_CACHE_KEY = "pytest-gta/regressions"
-#: GitHub Actions' job summary file; the markdown report is appended to it when it is set.
-STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
-@dataclass(frozen=True)
-class Output:
-    """A file a run writes from its report."""
-
-    path: Path
-    render: Callable[[], str]
-    #: Appended to rather than replaced: a GitHub job summary is shared by the whole job.
-    append: bool = False
-    #: What named the path (``--gta-report``), for a message that says which file failed.
-    option: str = ""
-
-    @property
-    def label(self) -> str:
-        """``gta.json (--gta-report)``: the path, and the option that named it."""
-        return f"{self.path} ({self.option})" if self.option else str(self.path)
-
-
-def report_outputs(
-    report: dict[str, Any], json_path: Path | None, md_path: Path | None
-) -> list[Output]:
-    """``--gta-report``, ``--gta-report-md`` and ``$GITHUB_STEP_SUMMARY``, those that are set.
-
-    Shared by a session and ``--gta-merge``, which also adds its JUnit XML.
-    """
-    outputs = []
-    if json_path is not None:
-        outputs.append(
-            Output(
-                json_path,
-                lambda: json.dumps(report, indent=2, allow_nan=False) + "\n",
-                option="--gta-report",
-            )
-        )
-    if md_path is not None:
-        outputs.append(Output(md_path, lambda: render_markdown(report), option="--gta-report-md"))
-    summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
-    if summary:
-        outputs.append(
-            Output(
-                Path(summary),
-                lambda: render_markdown(report) + "\n",
-                append=True,
-                option=f"${STEP_SUMMARY_ENV}",
-            )
-        )
-    return outputs
-
-
-def html_output(
-    path: Path,
-    report: dict[str, Any],
-    dataset: Dataset | None,
-    store: ImageStore | None,
-    max_mb: float,
-) -> Output:
-    """The HTML report as an output; cases without stored images get their input images.
-
-    A case that errored before it was scored stored nothing, yet its query's images are worth
-    seeing; they are added here, on the controller (content-addressed: no second copy).
-    """
-
-    def render() -> str:
-        from pytest_gta.report.html import render_html
-        from pytest_gta.report.images import store_case_images
-
-        if store is not None and dataset is not None:
-            for case in report.get("cases", []):
-                query = dataset.queries.get(str(case.get("query_id")))
-                if query is not None and not case.get("images"):
-                    case["images"] = store_case_images(
-                        store, [f.path for f in query.files], [], [dataset.root]
-                    )
-        return render_html(report, dataset, store, max_bytes=int(max_mb * 1024 * 1024))
-
-    return Output(path, render, option="--gta-report-html")
-
-
-def write_outputs(outputs: list[Output]) -> list[tuple[Output, str | None]]:
-    """Write each output; per output ``None`` or why it could not be written (a full disk).
-
-    Written as a shell redirection would reach the path (:func:`~pytest_gta.files.write_output`):
-    through symlinks, and in place into ``/dev/stdout``, a device or a FIFO.
-    """
-    results: list[tuple[Output, str | None]] = []
-    for output in outputs:
-        try:
-            if output.append:
-                with output.path.open("a", encoding="utf-8") as fh:
-                    fh.write(output.render())
-            else:
-                write_output(output.path, output.render())
-        except OSError as exc:
-            results.append((output, str(exc.strerror or exc)))
-        else:
-            results.append((output, None))
-    return results
-
-
-def add_junit_properties(config: pytest.Config, report: dict[str, Any]) -> None:
+def add_junit_properties(config: pytest.Config, report: RunReport) -> None:
     """Suite-level JUnit properties: each metric, its interval, the gates' verdict.
 
     Through pytest's own ``LogXML`` (what the ``record_testsuite_property`` fixture uses), found
@@ -408,12 +289,6 @@ def _message(report: pytest.TestReport) -> str:
     if crash is not None and getattr(crash, "message", None):
         text = str(crash.message)
     return text.strip().splitlines()[-1][:500] if text.strip() else ""
-
-
-def _version() -> str:
-    from pytest_gta import __version__
-
-    return __version__
 
 
 def _sandbox(backends: dict[str, Any] | None) -> dict[str, Any] | None:

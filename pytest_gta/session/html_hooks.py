@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from pytest_gta.report.build import CaseRecord, case_entry
-from pytest_gta.report.html import case_detail, esc, generated_images, summary_html
-
-if TYPE_CHECKING:
-    from pytest_gta.case import Case
-    from pytest_gta.options import GtaSettings
-    from pytest_gta.report.images import ImageStore
-    from pytest_gta.run.runner import CaseResult
+from pytest_gta.case import Case
+from pytest_gta.detail import CaseDetail
+from pytest_gta.options import GtaSettings
+from pytest_gta.report.explain import generated_images
+from pytest_gta.report.html import case_detail, esc, summary_html
+from pytest_gta.report.images import ImageStore
+from pytest_gta.report.schema import CaseEntry, case_entry
+from pytest_gta.run.runner import CaseResult
+from pytest_gta.session.collector import GtaCollector
 
 #: Name of the registered hook object.
 PLUGIN_NAME = "pytest-gta-html"
@@ -37,29 +38,33 @@ _STYLE = (
 )
 
 
-def case_view(case: Case, result: CaseResult, detail: Mapping[str, Any]) -> dict[str, Any]:
-    """The case as the JSON report's ``cases`` entries have it (what :func:`case_detail` reads)."""
-    record = CaseRecord(
-        mode=case.mode,
-        qid=case.query.qid,
-        nodeid="",
+def case_view(case: Case, result: CaseResult, detail: CaseDetail) -> CaseEntry:
+    """The case as the JSON report's ``cases`` entries have it (what :func:`case_detail` reads).
+
+    Made while the case's test runs, before pytest's report of it exists: no node id yet.
+    """
+    return case_entry(
+        case.mode,
+        case.query.qid,
+        case.epoch if case.repeated else None,
+        query_type=case.query.type,
         outcome="passed" if result.passed else "failed",
-        properties=dict(result.properties()),
-        detail=dict(detail),
         message=result.verdict.message,
-        epoch=case.epoch if case.repeated else None,
+        nodeid="",
+        properties=dict(result.properties()),
+        detail=detail,
     )
-    return case_entry(record, case.query.type)
 
 
 def case_extras(
     case: Case,
     result: CaseResult,
-    detail: Mapping[str, Any],
+    detail: CaseDetail,
     store: ImageStore | None,
     settings: GtaSettings,
 ) -> list[dict[str, Any]]:
     """The pytest-html extras of a finished case: its drill-down, then its generated images."""
+    # pytest-html is optional (this runs only with --html): not imported where it is absent.
     from pytest_html import extras  # type: ignore[import-untyped]
 
     view = case_view(case, result, detail)
@@ -100,8 +105,9 @@ def _score(report: pytest.TestReport) -> str:
 class GtaHtmlHooks:
     """pytest-html hooks on the controller: the score column and the summary's tables."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, collector: GtaCollector) -> None:
         self.config = config
+        self.collector = collector
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
@@ -118,10 +124,7 @@ class GtaHtmlHooks:
         self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
     ) -> None:
         """The run's header and the paper's tables, as the terminal prints them."""
-        from pytest_gta.plugin import COLLECTOR
-
-        collector = self.config.pluginmanager.get_plugin(COLLECTOR)
-        report = getattr(collector, "report", None)
+        report = self.collector.report
         if isinstance(report, Mapping):
             postfix.append(
                 "<h2>GTA results</h2><style>.gta-summary table{border-collapse:collapse}"

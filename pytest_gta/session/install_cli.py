@@ -13,7 +13,21 @@ from typing import Any
 
 import pytest
 
-from pytest_gta.errors import GtaDataError
+from pytest_gta.datainfo import dataset_statistics, format_statistics
+from pytest_gta.errors import DatasetError, GtaDataError
+from pytest_gta.files import write_output
+from pytest_gta.install.installer import InstallRequest, how_to_get, install
+from pytest_gta.install.manifest import load_manifest, project_manifest_path, read_install_record
+from pytest_gta.options import (
+    DATASET_NAME,
+    SAMPLE_FALLBACK,
+    option_base,
+    resolve_data_dir,
+    resolve_option,
+    resolve_settings,
+)
+from pytest_gta.quirks import find_quirks, summarize, summary_lines
+from pytest_gta.validation import load_dataset
 
 PREFIX = "pytest-gta: "
 
@@ -29,10 +43,6 @@ def _fail(message: str) -> int:
 
 def run_download(config: pytest.Config) -> int:
     """Install the dataset into the data directory (see :mod:`pytest_gta.install.installer`)."""
-    from pytest_gta.install.installer import InstallRequest, install
-    from pytest_gta.install.manifest import load_manifest, project_manifest_path
-    from pytest_gta.options import option_base, resolve_data_dir, resolve_option
-
     data_dir, where = resolve_data_dir(config)
     url = resolve_option(config, "gta_download_url")
     record_to = (
@@ -69,12 +79,6 @@ def run_download(config: pytest.Config) -> int:
 
 def data_info(config: pytest.Config) -> dict[str, Any] | None:
     """The info of the dataset a run would use (``None``: there is none)."""
-    from pytest_gta.datainfo import dataset_statistics
-    from pytest_gta.install.manifest import load_manifest, read_install_record
-    from pytest_gta.options import SAMPLE_FALLBACK, resolve_settings
-    from pytest_gta.quirks import find_quirks, summarize
-    from pytest_gta.validation import load_dataset
-
     settings = resolve_settings(config)
     if settings.data is None or settings.data_source.startswith(SAMPLE_FALLBACK):
         return None
@@ -94,8 +98,6 @@ def data_info(config: pytest.Config) -> dict[str, Any] | None:
 
 def quirk_lines(quirks: list[dict[str, Any]]) -> list[str]:
     """Each quirk kind once: the queries it affects and how they are run and scored."""
-    from pytest_gta.quirks import summary_lines
-
     if not quirks:
         return ["  quirks: none (every chain has the regular shape)"]
     lines = [
@@ -111,12 +113,6 @@ def quirk_lines(quirks: list[dict[str, Any]]) -> list[str]:
 
 def run_data_info(config: pytest.Config) -> int:
     """Print what is installed and its statistics (and write them to ``--gta-report``)."""
-    from pytest_gta.datainfo import format_statistics
-    from pytest_gta.errors import DatasetError
-    from pytest_gta.files import write_output
-    from pytest_gta.install.installer import how_to_get
-    from pytest_gta.options import DATASET_NAME, resolve_data_dir, resolve_option
-
     try:
         info = data_info(config)
     except (DatasetError, GtaDataError) as exc:

@@ -1,0 +1,369 @@
+"""Finishing a run: the one way a built report is concluded, cleaned, judged and written.
+
+A session's collector (:mod:`pytest_gta.session.collector`) and ``pytest --gta-merge`` end the
+same way, through a :class:`Finisher`: the comparison with ``--gta-baseline`` and the gates, the
+``pytest_gta_update_report`` hook, secrets and non-finite numbers cleaned from what leaves, the
+gated exit status, and the files (``--gta-report``, ``--gta-report-md``, the GitHub job summary,
+``--gta-report-html``, and for a merge the JUnit XML that pytest writes for a session).
+
+``--gta-merge`` (:func:`merge_command`): the shards' reports are read and merged by the pure
+:mod:`pytest_gta.report.merge`; here the command finds the dataset the shards ran on, prints the
+run's tables, writes the files and exits 0, whatever the cases' outcomes (the shard jobs already
+reported those). With gates (``--gta-fail-under``, ``--gta-fail-on-regression``) the merged run is
+judged as a session is. Reports that do not belong to one run are refused with the difference
+named: exit status 4, like any usage error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from pytest_gta.dataset import Dataset, bundled_sample_path
+from pytest_gta.errors import DatasetError, GtaUsageError
+from pytest_gta.files import write_output
+from pytest_gta.gates import gated_exit_status
+from pytest_gta.options import (
+    DATASET_NAME,
+    SAMPLE_KEYWORD,
+    GtaSettings,
+    resolve_data_dir,
+    resolve_option,
+    resolve_path,
+    resolve_settings,
+)
+from pytest_gta.outward import Cleaner
+from pytest_gta.report.compare import Baseline, comparable_run, conclude, read_baseline
+from pytest_gta.report.html import render_html
+from pytest_gta.report.images import ImageStore, store_case_images
+from pytest_gta.report.junit import junit_xml
+from pytest_gta.report.merge import check_same_run, coverage_warnings, merge_reports
+from pytest_gta.report.schema import CaseRecord, ReportFile, RunReport, dump_report, load_report
+from pytest_gta.report.table import render_markdown, render_text
+from pytest_gta.validation import dataset_sha256, load_dataset
+from pytest_gta.vocabulary import MODES
+
+#: GitHub Actions' job summary file; the markdown report is appended to it when it is set.
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+@dataclass(frozen=True)
+class Output:
+    """A file a run writes from its report."""
+
+    path: Path
+    render: Callable[[], str]
+    #: Appended to rather than replaced: a GitHub job summary is shared by the whole job.
+    append: bool = False
+    #: What named the path (``--gta-report``), for a message that says which file failed.
+    option: str = ""
+
+    @property
+    def label(self) -> str:
+        """``gta.json (--gta-report)``: the path, and the option that named it."""
+        return f"{self.path} ({self.option})" if self.option else str(self.path)
+
+
+def report_outputs(report: RunReport, json_path: Path | None, md_path: Path | None) -> list[Output]:
+    """``--gta-report``, ``--gta-report-md`` and ``$GITHUB_STEP_SUMMARY``, those that are set."""
+    outputs = []
+    if json_path is not None:
+        outputs.append(Output(json_path, lambda: dump_report(report), option="--gta-report"))
+    if md_path is not None:
+        outputs.append(Output(md_path, lambda: render_markdown(report), option="--gta-report-md"))
+    summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
+    if summary:
+        outputs.append(
+            Output(
+                Path(summary),
+                lambda: render_markdown(report) + "\n",
+                append=True,
+                option=f"${STEP_SUMMARY_ENV}",
+            )
+        )
+    return outputs
+
+
+def html_output(
+    path: Path,
+    report: RunReport,
+    dataset: Dataset | None,
+    store: ImageStore | None,
+    max_mb: float,
+) -> Output:
+    """The HTML report as an output; cases without stored images get their input images.
+
+    A case that errored before it was scored stored nothing, yet its query's images are worth
+    seeing; they are added here, on the controller (content-addressed: no second copy).
+    """
+
+    def render() -> str:
+        if store is not None and dataset is not None:
+            for case in report.get("cases", []):
+                query = dataset.queries.get(str(case.get("query_id")))
+                if query is not None and not case.get("images"):
+                    case["images"] = store_case_images(
+                        store, [f.path for f in query.files], [], [dataset.root]
+                    )
+        return render_html(report, dataset, store, max_bytes=int(max_mb * 1024 * 1024))
+
+    return Output(path, render, option="--gta-report-html")
+
+
+def write_outputs(outputs: Sequence[Output]) -> list[tuple[Output, str | None]]:
+    """Write each output; per output ``None`` or why it could not be written (a full disk).
+
+    Written as a shell redirection would reach the path (:func:`~pytest_gta.files.write_output`):
+    through symlinks, and in place into ``/dev/stdout``, a device or a FIFO.
+    """
+    results: list[tuple[Output, str | None]] = []
+    for output in outputs:
+        try:
+            if output.append:
+                with output.path.open("a", encoding="utf-8") as fh:
+                    fh.write(output.render())
+            else:
+                write_output(output.path, output.render())
+        except OSError as exc:
+            results.append((output, str(exc.strerror or exc)))
+        else:
+            results.append((output, None))
+    return results
+
+
+@dataclass(frozen=True)
+class Written:
+    """What :meth:`Finisher.write` did: the run's exit status, and each file's fate."""
+
+    status: int
+    #: Per output, ``None`` or why it could not be written.
+    results: list[tuple[Output, str | None]]
+
+
+class Finisher:
+    """Finishes one run: a session's (on the controller) or a merged one's.
+
+    In two steps, so that each caller prints where it prints: :meth:`conclude` (the report
+    as it is printed and written), then :meth:`write` (the files and the exit status).
+    """
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: GtaSettings,
+        dataset: Dataset,
+        images: Callable[[], ImageStore | None] = lambda: None,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.dataset = dataset
+        #: The session's image store (``--gta-report-html``), made on first need; a merge's
+        #: shards kept theirs on their machines, so its page has no images and says so.
+        self._images = images
+
+    def conclude(
+        self,
+        report: RunReport,
+        records: Sequence[CaseRecord],
+        *,
+        baseline: Baseline | None,
+        differences: Sequence[str],
+        duration: float | None = None,
+    ) -> RunReport:
+        """The built report compared, judged, given to the hook and cleaned for leaving.
+
+        ``duration`` is the session's (a merged run has none). Whatever came from outside
+        (replies, prediction files) or a hook leaves as strict JSON without secrets (see
+        :mod:`pytest_gta.outward`); the cases' own non-finite numbers were cleaned where they
+        ran and are counted in the same note.
+        """
+        settings = self.settings
+        conclude(
+            report,
+            records,
+            self.dataset,
+            baseline=baseline,
+            differences=differences,
+            gates=settings.gates,
+            level=settings.confidence,
+            samples=settings.bootstrap_samples,
+        )
+        if duration is not None:
+            report["duration_s"] = duration
+        self.config.hook.pytest_gta_update_report(config=self.config, report=report)
+        cleaner = Cleaner()
+        cleaned = cast(RunReport, cleaner.value(report))
+        cleaner.nonfinite += sum(int(r.detail.get("nonfinite", 0)) for r in records if r.detail)
+        cleaned["notes"] = [*cleaned.get("notes", []), *cleaner.notes()]
+        return cleaned
+
+    def outputs(self, report: RunReport, *, junit: bool = False) -> list[Output]:
+        """The files the settings ask for; ``junit``: also pytest's ``--junitxml``."""
+        settings = self.settings
+        outputs = report_outputs(report, settings.report, settings.report_md)
+        if settings.report_html is not None:
+            outputs.append(
+                html_output(
+                    settings.report_html,
+                    report,
+                    self.dataset,
+                    self._images(),
+                    settings.report_html_max_mb,
+                )
+            )
+        xmlpath = self.config.getoption("xmlpath", None) if junit else None
+        if xmlpath:
+            suite = str(self.config.getini("junit_suite_name") or "pytest")
+            # Resolved as pytest's junitxml resolves it.
+            outputs.append(
+                Output(
+                    Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath)))),
+                    lambda: junit_xml(report, suite),
+                    option="--junitxml",
+                )
+            )
+        return outputs
+
+    def write(self, report: RunReport, status: int, outputs: Sequence[Output]) -> Written:
+        """Write the files; the exit status: gated (with gates), and not 0 when one failed.
+
+        With gates configured, they and the harness errors decide the status. A file that
+        cannot be written (a full disk, a missing permission) does not lose the run: the
+        others are still written, and the status says it failed.
+        """
+        status = gated_exit_status(report, status)
+        results = write_outputs(outputs)
+        if any(error is not None for _, error in results) and status == pytest.ExitCode.OK:
+            status = int(pytest.ExitCode.TESTS_FAILED)
+        return Written(status, results)
+
+
+# --------------------------------------------------------------------------------------------
+# --gta-merge
+
+
+def find_dataset(config: pytest.Config, reports: Sequence[ReportFile]) -> Dataset:
+    """The dataset the shards ran on: ``--gta-data``, else where the report says, else installed.
+
+    Raises:
+        GtaUsageError: it is not here (saying how to point at it), or it is another version.
+    """
+    recorded = reports[0].data["dataset"]
+    sha = recorded["sha256"]
+    named = resolve_option(config, "gta_data")
+    if named.value is not None:
+        path = (
+            bundled_sample_path()
+            if named.value == SAMPLE_KEYWORD
+            else resolve_path(config, named.value, named.source)
+        )
+        candidates = [(path, named.origin)]
+    else:
+        candidates = [
+            (Path(recorded["path"]), f"the path in {reports[0].label}"),
+            (resolve_data_dir(config)[0] / DATASET_NAME, "the installed dataset"),
+            (bundled_sample_path(), "the bundled sample"),
+        ]
+    for path, origin in candidates:
+        try:
+            found = dataset_sha256(path)
+        except OSError:
+            if named.value is not None:
+                raise GtaUsageError(
+                    f"{named.origin}={named.value}: no dataset.json in {path}; point it at the "
+                    "dataset the shards ran on"
+                ) from None
+            continue
+        if found != sha:
+            if named.value is not None:
+                raise GtaUsageError(
+                    f"{named.origin}={named.value}: its dataset.json has sha256 {found[:16]}, the "
+                    f"shards ran on {sha[:16]}; point it at the dataset the shards ran on"
+                )
+            continue
+        try:
+            return load_dataset(path)
+        except DatasetError as exc:
+            raise GtaUsageError(f"{exc}\n(dataset from {origin})") from None
+    raise GtaUsageError(
+        f"the shards ran on the dataset at {recorded['path']} (dataset.json sha256 {sha[:16]}), "
+        "which is not on this machine: the merge needs it for the cases' order and "
+        "denominators; pass --gta-merge ... --gta-data=DIR with a copy of it"
+    )
+
+
+def merged_baseline(
+    config: pytest.Config, settings: GtaSettings, report: RunReport, dataset: Dataset
+) -> tuple[Baseline | None, list[str]]:
+    """``--gta-baseline`` read and checked against the merged run, as a session checks it.
+
+    Raises:
+        GtaUsageError: a gate needs a mode the run lacks, or the baseline is unreadable or
+            from another kind of run.
+    """
+    modes = [m for m in MODES if m in report["settings"].get("modes", [])]
+    settings.gates.check_modes(modes, settings.baseline is not None)
+    if settings.baseline is None:
+        return None, []
+    run = comparable_run(
+        dataset.sha256,
+        modes,
+        report["protocol"],
+        sim_model=report["settings"].get("sim_model"),
+        sim_threshold=report["settings"].get("sim_threshold"),
+    )
+    given = config.getoption("gta_baseline") or settings.baseline
+    return read_baseline(settings.baseline, given, run, settings.baseline_lenient)
+
+
+def _say(line: str) -> None:
+    print(f"pytest-gta: {line}", flush=True)
+
+
+def merge_command(config: pytest.Config) -> int:
+    """The ``--gta-merge`` command: merge, print the tables, write the files; 0 when merged.
+
+    Raises:
+        pytest.UsageError: a report is unreadable or not part of the same run (exit status 4).
+    """
+    given: list[str] = config.getoption("gta_merge")
+    paths: list[Path] = resolve_option(config, "gta_merge").value
+    settings = resolve_settings(config)
+    try:
+        reports = [load_report(path, label) for path, label in zip(paths, given, strict=True)]
+        warnings = coverage_warnings(reports)
+        check_same_run(reports)
+        dataset = find_dataset(config, reports)
+        report = merge_reports(
+            reports,
+            dataset,
+            warnings,
+            confidence=settings.confidence,
+            samples=settings.bootstrap_samples,
+        )
+        records = [record for r in reports for record in r.records]
+        baseline, differences = merged_baseline(config, settings, report, dataset)
+    except GtaUsageError as exc:
+        raise pytest.UsageError(f"pytest-gta: {exc}") from None
+    finisher = Finisher(config, settings, dataset)
+    report = finisher.conclude(report, records, baseline=baseline, differences=differences)
+    report["notes"] = list(dict.fromkeys(report["notes"]))
+    _say(f"merged {len(reports)} reports: {len(report['cases'])} cases of {dataset.root}")
+    for warning in warnings:
+        _say(f"warning: {warning}")
+    print(" GTA results ".center(80, "="), flush=True)
+    for line in render_text(report):
+        print(line, flush=True)
+    # The shard jobs reported the cases; here only the gates and harness errors count.
+    written = finisher.write(report, int(pytest.ExitCode.OK), finisher.outputs(report, junit=True))
+    for output, error in written.results:
+        if error is None:
+            _say(f"written to {output.path}")
+        else:
+            _say(f"could not write {output.label}: {error}")
+    return written.status

@@ -1,0 +1,416 @@
+"""What pytest's hooks and fixtures do in a GTA run: the session layer's side of the plugin.
+
+:mod:`pytest_gta.plugin` is the entry module every pytest process loads, GTA or not; each of
+its hooks hands over to the :class:`GtaSession` of the run, which owns the session's objects
+(the :class:`~pytest_gta.session.state.GtaState`, the collector, the xdist bridge, pytest-html's
+hooks) and passes each what it needs through its constructor. Nothing here is looked up by a
+plugin name or set on another object from outside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import resource
+import shutil
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pytest_gta import signals
+from pytest_gta.case import Case, MarkRegistry
+from pytest_gta.dataset import Dataset
+from pytest_gta.detail import DETAIL_KEY, STOPPED_KEY
+from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUnavailableError
+from pytest_gta.models.base import (
+    BaseModelAdapter,
+    BaseRecordedSource,
+    ModelAdapter,
+    ModelContext,
+    RecordedSource,
+    make_model,
+)
+from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings
+from pytest_gta.outward import clean_text, install_log_filter, mask_url
+from pytest_gta.progress import say
+from pytest_gta.report.images import store_case_images
+from pytest_gta.run.ahead import runs_cases
+from pytest_gta.run.runner import (
+    CaseResult,
+    identity_properties,
+    run_case,
+)
+from pytest_gta.session import serve, xdist
+from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, GtaCollector
+from pytest_gta.session.finish import merge_command
+from pytest_gta.session.html_hooks import PLUGIN_NAME as HTML_PLUGIN
+from pytest_gta.session.html_hooks import GtaHtmlHooks, case_extras
+from pytest_gta.session.install_cli import run as install_command
+from pytest_gta.session.keys import report_extras, report_only
+from pytest_gta.session.state import GtaState
+from pytest_gta.shard import shard_items
+from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSpec, make_backend
+
+#: Names of the controller-only plugin objects, unregistered in ``pytest_unconfigure``.
+COLLECTOR = "gta-collector"
+XDIST_BRIDGE = "gta-xdist"
+
+
+def command(config: pytest.Config) -> int | None:
+    """``--gta-merge``, ``--gta-download``, ``--gta-data-info``: run instead of a session."""
+    if config.getoption("gta_merge"):
+        return merge_command(config)
+    return install_command(config)
+
+
+def make_model_builtin(spec: str, context: ModelContext) -> ModelAdapter | RecordedSource:
+    """The built-in ``pytest_gta_make_model``: the ``pytest_gta.models`` registry."""
+    return make_model(spec, context)
+
+
+def make_tool_builtin(spec: ToolSpec, context: ToolBackendContext) -> ToolBackend:
+    """The built-in ``pytest_gta_make_tool``: the ``pytest_gta.tools`` registry."""
+    return make_backend(spec, context)
+
+
+class GtaSession:
+    """A pytest session's GTA side: built in ``pytest_configure``, asked by every hook."""
+
+    def __init__(self, config: pytest.Config, settings: GtaSettings, marks: MarkRegistry) -> None:
+        self.config = config
+        self.state = GtaState(config, settings, marks)
+        self.collector: GtaCollector | None = None
+        self.bridge: xdist.XdistBridge | None = None
+
+    # -- start and stop ------------------------------------------------------------------------
+    def start(self) -> None:
+        """An active run: validate everything, start the server, register the controller's parts."""
+        config, state = self.config, self.state
+        install_log_filter()
+        xdist.announce_worker(config)
+        signals.install(config, self.halt, worker=xdist.is_worker(config))
+        state.ledger_path = xdist.ledger_from_controller(config)
+        server = None
+        workerinput = xdist.worker_input(config)
+        if workerinput is not None:
+            state.settings = serve.for_worker(state.settings, workerinput.get(xdist.SERVED_INPUT))
+        else:
+            server = serve.plan(config, state.settings)
+            if server is not None:
+                state.settings = server.served.settings(state.settings)
+        settings = state.settings
+        state.validate()
+        if server is not None and not config.option.collectonly:
+            # After validation (a typo never waits for weights to load), before any case runs.
+            serve.start(config, settings, server)
+        if workerinput is not None:
+            return
+        self.collector = GtaCollector(
+            config,
+            settings,
+            state.dataset,
+            state.run_info,
+            lambda: (state.baseline(), state.baseline_differences),
+            state.image_store,
+        )
+        config.pluginmanager.register(self.collector, COLLECTOR)
+        if config.pluginmanager.hasplugin("xdist"):
+            self.bridge = xdist.XdistBridge(self.collector, self._for_workers, state.runs_ahead)
+            config.pluginmanager.register(self.bridge, XDIST_BRIDGE)
+        if config.pluginmanager.hasplugin("html"):
+            config.pluginmanager.register(GtaHtmlHooks(config, self.collector), HTML_PLUGIN)
+
+    def _for_workers(self) -> dict[str, Any]:
+        """What a starting xdist worker gets: the ledger, images, model server, similarity."""
+        state = self.state
+        sent: dict[str, Any] = {}
+        if state.ledger_path is not None:
+            sent[xdist.LEDGER_INPUT] = str(state.ledger_path)
+        store = state.image_store()
+        if store is not None:
+            sent[xdist.IMAGES_INPUT] = str(store.root)
+        server = self.config.stash.get(serve.SERVER, None)
+        if server is not None:
+            sent[xdist.SERVED_INPUT] = dataclasses.asdict(server.plan.served)
+        if state.needs_similarity() and not self.config.option.collectonly:
+            # Loads once, in this process, while the workers start (pytest_gta.scoring.service).
+            if state.built("similarity_service") is None:
+                say(
+                    self.config,
+                    f"loading the similarity model {state.settings.sim_model} once, in this "
+                    "process, for every worker ...",
+                )
+            service = state.similarity_service()
+            sent[xdist.SIMILARITY_INPUT] = [service.url, service.token]
+        return sent
+
+    def halt(self, cause: str) -> None:
+        """The run was interrupted: no new model request here, and none from the xdist workers.
+
+        Called from a signal handler (:mod:`pytest_gta.signals`): flags and signals only.
+        """
+        self.state.ahead.halt(cause)
+        if self.bridge is not None:
+            self.bridge.terminate_workers()
+
+    def unconfigure(self) -> None:
+        """Unregister the controller's plugins (as junitxml does); stop the server and services.
+
+        With Ctrl-C and SIGTERM held back (:meth:`pytest_gta.signals.Interrupts.deferred`): one
+        arriving now would leave a traceback and a half-stopped service, not a faster exit.
+        """
+        config = self.config
+        for plugin in (self.collector, self.bridge, config.stash.get(signals.INTERRUPTS, None)):
+            if plugin is not None and config.pluginmanager.is_registered(plugin):
+                config.pluginmanager.unregister(plugin)
+        interrupts = config.stash.get(signals.INTERRUPTS, None)
+        if interrupts is None:
+            self._teardown()
+            return
+        with interrupts.deferred():
+            self._teardown()
+        interrupts.restore()
+
+    def _teardown(self) -> None:
+        serve.stop(self.config)
+        state = self.state
+        service = state.built("similarity_service")
+        if service is not None:
+            service.close()
+        if state.ledger_path is None or xdist.is_worker(self.config):
+            return
+        shutil.rmtree(state.ledger_path.parent, ignore_errors=True)
+
+    # -- the terminal --------------------------------------------------------------------------
+    def header(self) -> list[str]:
+        """What is evaluated, on what data, with which tools (credentials in URLs masked)."""
+        state, config = self.state, self.config
+        settings = state.settings
+        dataset = state.dataset()
+        lines = [
+            f"gta: model {settings.model}, modes {','.join(settings.modes)}, dataset "
+            f"{dataset.root} ({len(dataset)} queries, {settings.data_source})"
+        ]
+        if settings.shard is not None:
+            lines.append(
+                f"gta: shard {settings.shard}: the selected cases split {settings.shard.total} "
+                "ways, balanced by reference steps"
+            )
+        server = serve.describe(config)
+        if server is not None:
+            lines.append(
+                f"gta: model server {' '.join(server['command'])} at {server['url']} (ready in "
+                f"{server['start_s']} s; log: {server['log']})"
+            )
+        if settings.data_source.startswith(SAMPLE_FALLBACK):
+            lines.append(
+                f"gta: {settings.model} runs on the bundled sample because no dataset is "
+                "installed; get the real one with pytest --gta-download"
+            )
+        if state.uses_tools():
+            lines += self._tool_lines()
+        # Tool specs and server commands can carry a URL with a password (agentlego=http://u:p@h).
+        return [clean_text(mask_url(line)) for line in lines]
+
+    def _tool_lines(self) -> list[str]:
+        state = self.state
+        lines = ["gta: tool backends " + ", ".join(b.name for b in state.toolset().backends)]
+        routes = state.tool_routes()
+        lines.append("gta: tools " + ", ".join(f"{t}: {b}" for t, b in routes.items()))
+        for name, details in state.tool_backend_details().items():
+            isolation = details.get("isolation") if isinstance(details, dict) else None
+            if isinstance(isolation, dict) and isolation.get("summary"):
+                lines.append(f"gta: model-written code ({name}) runs in {isolation['summary']}")
+                if isolation.get("isolated") is False:
+                    lines.append(
+                        f"gta: WARNING: model-written code ({name}) is NOT isolated: it can read "
+                        "the dataset's answers; results are marked not isolated in the report"
+                    )
+        return lines
+
+    def collection_notes(self) -> str | None:
+        """How many of the selected cases this shard runs (after the collection line)."""
+        lines = list(self.state.selection_notes)
+        shard = self.state.shard
+        if shard is not None:
+            lines.append(f"gta: shard {shard.shard}: {len(shard.cases)} of {shard.selected} cases")
+        return "\n".join(lines) or None
+
+    # -- collection ----------------------------------------------------------------------------
+    def params(self) -> list[Any]:
+        """``gta_case``'s parameters: the selected cases with their marks."""
+        return [
+            pytest.param(case, id=case.id, marks=[getattr(pytest.mark, m) for m in case.marks()])
+            for case in self.state.cases()
+        ]
+
+    def rerun_regressions(self, items: list[pytest.Item]) -> None:
+        """``--gta-rerun-regressions``: keep the cases the last comparison found regressed.
+
+        Like ``--lf`` with its default ``--lfnf=all``: when no regression was recorded, every
+        selected case runs, and the collection line says why.
+        """
+        state, config = self.state, self.config
+        cache = getattr(config, "cache", None)
+        recorded = cache.get(REGRESSIONS_CACHE_KEY, None) if cache is not None else None
+        wanted = (
+            {n for n in recorded if isinstance(n, str)} if isinstance(recorded, list) else set()
+        )
+        if not wanted:
+            state.selection_notes.append(
+                "gta: no regressed case recorded by a previous run with --gta-baseline; running "
+                "every selected case (--gta-rerun-regressions)"
+            )
+            return
+        kept = [
+            item
+            for item in items
+            if item.nodeid in wanted or "gta_case" not in getattr(item, "fixturenames", ())
+        ]
+        dropped = [item for item in items if item not in kept]
+        state.selection_notes.append(
+            f"gta: rerunning the {len(items) - len(dropped)} case(s) that regressed against the "
+            "baseline in the last run (--gta-rerun-regressions)"
+        )
+        if dropped:
+            items[:] = kept
+            config.hook.pytest_deselected(items=dropped)
+
+    def keep_shard(self, session: pytest.Session) -> None:
+        """``--gta-shard=K/N``: keep this shard's share of the selected cases."""
+        settings = self.state.settings
+        if settings.shard is None:
+            return
+        kept, dropped, self.state.shard = shard_items(session.items, settings.shard)
+        if self.collector is not None:
+            self.collector.set_shard(self.state.shard.to_json())
+        if dropped:
+            session.items[:] = kept
+            session.config.hook.pytest_deselected(items=dropped)
+
+    # -- running -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def running_ahead(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        """Keep the episodes queued for this process running ahead."""
+        ahead = self.state.ahead
+        if ahead.pipeline is None:
+            yield
+            return
+        ahead.feed(item.session, item, nextitem)
+        try:
+            yield
+        finally:
+            ahead.after(item.session)
+
+    def case_runner(self, request: pytest.FixtureRequest) -> Callable[[Case], CaseResult]:
+        """``gta_run``: runs and scores a case; infrastructure failures end the calling phase.
+
+        A budget stop or an unavailable service skips; anything else that broke the harness
+        fails with a clean message (called from a fixture, that is pytest's *error* outcome).
+        """
+        ctx = self.state.run_context()
+        ahead = self.state.ahead
+
+        def run(case: Case) -> CaseResult:
+            try:
+                return run_case(case, ctx, ahead)
+            except GtaBudgetExhausted as exc:
+                # Stop handing out cases; with xdist the controller stops once workers report it.
+                request.session.shouldstop = f"pytest-gta: {exc}"
+                report_only(request.node).append((STOPPED_KEY, str(exc)))
+                skip, message = True, f"{case.id}: {exc}"
+            except GtaUnavailableError as exc:
+                skip, message = True, str(exc)
+            except GtaInfrastructureError as exc:
+                skip, message = False, f"{case.id}: infrastructure error: {exc}"
+            # Outside the except blocks, so the report shows the message, not a chained traceback.
+            if skip:
+                pytest.skip(message)
+            pytest.fail(message, pytrace=False)
+
+        return run
+
+    def result(
+        self,
+        request: pytest.FixtureRequest,
+        case: Case,
+        run: Callable[[Case], CaseResult],
+        model: BaseModelAdapter | BaseRecordedSource,
+        dataset: Dataset,
+    ) -> CaseResult:
+        """``gta_result``: the case's result, its properties on the item; detail on the report."""
+        state = self.state
+        request.node.user_properties.extend(identity_properties(case, model.name))
+        result = run(case)
+        request.node.user_properties.extend(result.properties())
+        detail = result.detail()
+        store = state.image_store()
+        if store is not None:
+            detail["images"] = store_case_images(
+                store,
+                [f.path for f in case.query.files],
+                [*detail["steps"], *result.gold],
+                [dataset.root, state.output_dir()],
+            )
+            if store.problems:
+                detail["image_problems"] = store.problems[-5:]
+                store.problems.clear()
+        report_only(request.node).append((DETAIL_KEY, detail))
+        if request.config.getoption("htmlpath", None):
+            report_extras(request.node).extend(
+                case_extras(case, result, detail, store, state.settings)
+            )
+        return result
+
+    # -- the end -------------------------------------------------------------------------------
+    def finish(self, session: pytest.Session) -> None:
+        """Stop running ahead; hand this process's times and peak memory to the report.
+
+        On the controller, then build the report and let the gates set the exit status.
+        """
+        state, config = self.state, self.config
+        state.ahead.close()
+        timings = dict(state.ahead.timings)
+        service = state.built("similarity_service")
+        if service is not None and service.load_seconds is not None:
+            timings["similarity_load_s"] = service.load_seconds
+        if timings or runs_cases(config) or config.pluginmanager.has_plugin("dsession"):
+            timings.update(process_usage())
+        if xdist.is_worker(config):
+            if state.shard is not None:
+                xdist.send_to_controller(config, xdist.SHARD_OUTPUT, state.shard.to_json())
+            if timings:
+                xdist.send_to_controller(config, xdist.TIMINGS_OUTPUT, timings)
+            return
+        if self.collector is not None:
+            if timings:
+                self.collector.add_timings("main", timings)
+            self.collector.finish(session)
+
+    def unwritable(self, session: pytest.Session, exc: OSError) -> bool:
+        """A file another plugin could not write at the end: an error shown after the tables.
+
+        ``False`` where the error is not ours to report (an xdist worker): pytest's stays.
+        """
+        if self.collector is None:
+            return False
+        where = exc.filename
+        if where is None:
+            xml = getattr(session.config.option, "xmlpath", None)
+            where = "a file written at the session's end" + (
+                f" (--junitxml={xml} or another plugin's)" if xml else ""
+            )
+        self.collector.write_errors.append(f"{where}: {exc.strerror or exc} (pytest_sessionfinish)")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return True
+
+
+def process_usage() -> dict[str, float]:
+    """This process's peak resident memory (MB) and CPU seconds so far, for ``timings``."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # KiB on Linux
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+    }

@@ -1,0 +1,28 @@
+"""Where a fixture leaves what the report of its phase must carry (the entry module reads them).
+
+Light on purpose: :mod:`pytest_gta.plugin` imports it in every pytest process, GTA or not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+#: Properties for the report of the phase that produced them, not for the item: the case's
+#: detail payload (too big for JUnit XML, which writes the item's ``user_properties``) and a
+#: budget stop (not a property of the case).
+REPORT_ONLY = pytest.StashKey[list[tuple[str, Any]]]()
+
+#: pytest-html extras (``report.extras``) for the report of the phase that made them.
+REPORT_EXTRAS = pytest.StashKey[list[dict[str, Any]]]()
+
+
+def report_only(item: pytest.Item) -> list[tuple[str, Any]]:
+    """Where a fixture puts properties for the report of the phase it runs in."""
+    return item.stash.setdefault(REPORT_ONLY, [])
+
+
+def report_extras(item: pytest.Item) -> list[dict[str, Any]]:
+    """Where a fixture puts pytest-html extras for the report of the phase it runs in."""
+    return item.stash.setdefault(REPORT_EXTRAS, [])

@@ -1,0 +1,26 @@
+"""A run layer's context on a dataset for the tests of ``pytest_gta.run``: real replay tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_gta.run.context import RunContext
+from pytest_gta.run.runner import Scorer
+from pytest_gta.tools import ToolBackendContext, ToolSet, ToolSpec, make_backend
+
+
+def run_context(dataset: Any, tmp_path: Path, model: Any, **settings: Any) -> RunContext:
+    """The context a session would build: ``replay`` tools, files written under ``tmp_path``.
+
+    The scorer has no similarity model: enough for objective queries.
+    """
+    replay = make_backend(ToolSpec("replay", "replay"), ToolBackendContext(dataset, tmp_path))
+    return RunContext(
+        dataset=dataset,
+        model=model,
+        scorer=Scorer(lambda: None, 0.5),
+        tools=ToolSet([replay]),
+        output_dir=tmp_path,
+        **settings,
+    )

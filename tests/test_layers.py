@@ -1,0 +1,97 @@
+"""The architecture of docs/development.md holds: layers, no cycles, modules that stand alone."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("pytest_gta", "tool_backends")
+#: The one first-party import deferred into a function (see plugin.py's docstring).
+ALLOWED_DEFERRED = {("pytest_gta/plugin.py", "_session_layer", "pytest_gta.session")}
+
+
+def modules() -> list[str]:
+    """Every module of the two packages, by dotted name."""
+    names = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def deferred_imports(path: Path) -> list[tuple[str, str, int]]:
+    """(function, module, line) of each first-party import inside a function of ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.ImportFrom) and sub.level == 0 and sub.module:
+                names = [sub.module]
+            elif isinstance(sub, ast.Import):
+                names = [alias.name for alias in sub.names]
+            else:
+                continue
+            found += [(node.name, n, sub.lineno) for n in names if n.split(".")[0] in PACKAGES]
+    return found
+
+
+def test_no_first_party_import_is_deferred_into_a_function():
+    offenders = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            where = str(path.relative_to(ROOT))
+            for function, module, line in deferred_imports(path):
+                if (where, function, module) not in ALLOWED_DEFERRED:
+                    offenders.append(f"{where}:{line}: {function}() imports {module}")
+    assert offenders == []
+
+
+def test_the_checker_sees_a_deferred_import(tmp_path):
+    sample = tmp_path / "m.py"
+    sample.write_text(
+        "import os\n\ndef f():\n    from pytest_gta.case import Case\n    import json\n"
+        "    return Case, json\n"
+    )
+    assert deferred_imports(sample) == [("f", "pytest_gta.case", 4)]
+
+
+@pytest.mark.slow
+def test_every_module_imports_on_its_own():
+    """A fresh interpreter per module: an import that works only after another one fails here."""
+
+    def load(name: str) -> str | None:
+        done = subprocess.run(
+            [sys.executable, "-c", f"import {name}"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=False,
+        )
+        tail = done.stderr.strip().splitlines()[-1:] if done.returncode else []
+        return f"{name}: {tail[0] if tail else done.returncode}" if done.returncode else None
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        failures = [f for f in pool.map(load, modules()) if f is not None]
+    assert len(modules()) > 80
+    assert failures == []
+
+
+@pytest.mark.slow
+def test_import_linter_contracts_hold():
+    """The layers and the no-cycle contract of pyproject.toml (as ``.ci/run`` checks them)."""
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert exe is not None, 'lint-imports is missing: pip install -e ".[dev]"'
+    done = subprocess.run(
+        [exe, "--no-cache"], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert ", 0 broken." in done.stdout
