@@ -25,7 +25,7 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.models.oracle import OracleModel
 from pytest_gta.report import explain
 from pytest_gta.report import html as page
-from pytest_gta.report.build import CaseRecord, case_entry
+from pytest_gta.report.schema import CaseRecord
 from pytest_gta.run import loops
 from pytest_gta.run.runner import CaseResult, Scorer
 from pytest_gta.types import ModelOutput, ModelRequest
@@ -104,7 +104,7 @@ def step_cases(dataset: Dataset, model: OracleModel) -> list[tuple[Any, CaseResu
             message=verdict.message,
         )
         # Through JSON, as the page reads a report file (and --gta-merge its shards).
-        out.append((json.loads(json.dumps(case_entry(record, query.type))), result))
+        out.append((json.loads(json.dumps(record.entry(query.type))), result))
     return out
 
 

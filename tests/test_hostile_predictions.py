@@ -117,7 +117,7 @@ def test_unreadable_file_is_a_usage_error(tmp_path, sample_dataset, monkeypatch)
     def refuse(path):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("pytest_gta.files.read_data", refuse)
+    monkeypatch.setattr("pytest_gta.jsonsafe.read_data", refuse)
     with pytest.raises(GtaUsageError, match=re.escape(f"{path}: not a readable JSON")) as info:
         OpenCompassPredictions(path, sample_dataset)
     assert "cannot be read: Permission denied" in str(info.value)
