@@ -95,3 +95,28 @@ def test_import_linter_contracts_hold():
     )
     assert done.returncode == 0, done.stdout[-3000:]
     assert ", 0 broken." in done.stdout
+
+
+def xdist_accesses(path: Path) -> list[int]:
+    """Lines of ``path`` touching xdist's ``workerinput``/``workeroutput`` (attribute or name)."""
+    wire = {"workerinput", "workeroutput"}
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.Attribute) and node.attr in wire)
+        or (isinstance(node, ast.Constant) and node.value in wire)
+    )
+
+
+def test_xdist_wire_protocol_lives_in_one_module():
+    """``workerinput``/``workeroutput`` are read and written only in ``session/xdist.py``."""
+    home = ROOT / "pytest_gta" / "session" / "xdist.py"
+    outside = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path != home
+        for line in xdist_accesses(path)
+    ]
+    assert xdist_accesses(home)
+    assert outside == []

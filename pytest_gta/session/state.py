@@ -296,7 +296,7 @@ class GtaState:
             concurrency=self.concurrency(model),
             budgeted=settings.max_tokens_total is not None or settings.max_cost is not None,
             sim_model=settings.sim_model,
-            queued=self._queued if hasattr(self.config, "workerinput") else None,
+            queued=self._queued if xdist.is_worker(self.config) else None,
         )
 
     def _queued(self) -> list[int]:
