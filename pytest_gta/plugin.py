@@ -3,9 +3,10 @@
 It must cost nothing in a project that does not use GTA: it registers options, markers, hooks
 and fixtures, and every hook returns at once when no ``--gta-*`` option is in use. In a GTA run
 each hook hands over to the run's :class:`~pytest_gta.session.hooks.GtaSession` (the session
-layer, see docs/development.md), which :func:`_session_layer` imports on first need: the one
-first-party import deferred into a function in the package, because the session layer brings
-NumPy, httpx and every model adapter, which an unrelated project must never load.
+layer, see docs/development.md), which :func:`_session_layer` imports on first need: with
+:func:`_data_commands`, the only first-party imports deferred into a function in the package,
+because the session layer brings NumPy, httpx and every model adapter, which an unrelated
+project must never load.
 """
 
 from __future__ import annotations
@@ -60,6 +61,17 @@ def _session_layer() -> ModuleType:
     return hooks
 
 
+def _data_commands() -> ModuleType:
+    """:mod:`pytest_gta.session.install_cli`, for ``--gta-download`` and ``--gta-data-info``.
+
+    Deferred like :func:`_session_layer`, and apart from it: getting and checking the data
+    needs neither NumPy nor httpx nor a model adapter, and must work before they are installed.
+    """
+    from pytest_gta.session import install_cli
+
+    return install_cli
+
+
 def _session(config: pytest.Config) -> GtaSession:
     """The run's :class:`GtaSession` (made here for a fixture used without ``--gta-model``)."""
     session = config.stash.get(SESSION, None)
@@ -90,12 +102,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--gta-download``, ``--gta-data-info`` and ``--gta-merge`` run instead of a session."""
+    if config.getoption("gta_merge"):
+        merged: int = _session_layer().merge(config)
+        return merged
     if not any(
-        config.getoption(name)
-        for name in ("gta_merge", "gta_download", "gta_data_info", "gta_record_manifest")
+        config.getoption(name) for name in ("gta_download", "gta_data_info", "gta_record_manifest")
     ):
         return None
-    result: int | None = _session_layer().command(config)
+    result: int | None = _data_commands().run(config)
     return result
 
 

@@ -46,7 +46,6 @@ from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, GtaCollector
 from pytest_gta.session.finish import merge_command
 from pytest_gta.session.html_hooks import PLUGIN_NAME as HTML_PLUGIN
 from pytest_gta.session.html_hooks import GtaHtmlHooks, case_extras
-from pytest_gta.session.install_cli import run as install_command
 from pytest_gta.session.keys import report_extras, report_only
 from pytest_gta.session.state import GtaState
 from pytest_gta.shard import shard_items
@@ -57,11 +56,9 @@ COLLECTOR = "gta-collector"
 XDIST_BRIDGE = "gta-xdist"
 
 
-def command(config: pytest.Config) -> int | None:
-    """``--gta-merge``, ``--gta-download``, ``--gta-data-info``: run instead of a session."""
-    if config.getoption("gta_merge"):
-        return merge_command(config)
-    return install_command(config)
+def merge(config: pytest.Config) -> int:
+    """``pytest --gta-merge REPORT ...``: one report from shards, instead of a session."""
+    return merge_command(config)
 
 
 def make_model_builtin(spec: str, context: ModelContext) -> ModelAdapter | RecordedSource:
