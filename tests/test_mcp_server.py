@@ -330,6 +330,7 @@ def test_hostile_arguments_over_mcp_are_error_results(gateway, sample_dataset, t
     assert [c.record.state for c in log[:2]] == ["ARGS_ERROR", "ARGS_ERROR"]
     assert all("invalid json format" in c.record.errmsg for c in log[:2])
     assert len(log[1].record.errmsg) < 1000
+    assert len(json.dumps(log[1].to_json())) < 2000  # the log keeps a placeholder, not 2 MB
     assert log[2].record.type == INVALID_ACTION
 
 
