@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_gta.dataset import Dataset
+from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.mcp.calls import MAX_ARGUMENT_CHARS, CallLimitReached, CaseTools
 from pytest_gta.tools import ToolBackendContext, ToolSet, ToolSpec, make_backend
 from pytest_gta.vocabulary import INVALID_ACTION
@@ -259,6 +260,34 @@ def test_the_call_limit_ends_the_calls(gateway, sample_dataset, tmp_path):
     assert len(endpoint.tools.log()) == 2
     with pytest.raises(CallLimitReached):
         endpoint.tools.call("Calculator", {"expression": "1"})
+
+
+class DownBackend:
+    """A backend whose server is unreachable: not the agent's mistake, the case must error."""
+
+    name = "down"
+
+    def offers(self, tool: str) -> bool:
+        return True
+
+    def call(self, invocation: Any, context: Any) -> Any:
+        raise GtaInfrastructureError("the tool server at http://127.0.0.1:9 refused the connection")
+
+
+def test_a_backend_that_is_down_is_the_case_failure_not_a_logged_call(
+    gateway, sample_dataset, tmp_path
+):
+    tools = CaseTools(
+        sample_dataset, sample_dataset.queries["0"], ToolSet([DownBackend()]), tmp_path, max_calls=5
+    )
+    endpoint = gateway.open(tools)
+    _, (result,) = run_session(endpoint.url, [("Calculator", {"expression": "1+1"})])
+    assert result.is_error
+    assert "the tool backend failed" in texts(result)[0]
+    assert isinstance(tools.failure, GtaInfrastructureError)
+    assert tools.log() == []
+    with pytest.raises(GtaInfrastructureError):
+        tools.call("Calculator", {"expression": "1+1"})
 
 
 def test_closing_the_gateway_leaves_no_thread_or_socket(sample_dataset, tmp_path):
