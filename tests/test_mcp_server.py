@@ -138,6 +138,9 @@ def test_replay_calls_and_their_official_records(gateway, sample_dataset, tmp_pa
     assert texts(results[3]) == ["missing required arguments: {'expression'}"]
     assert texts(results[4]) == ["FileNotFoundError(\"No such file: '/no/such/receipt.jpg'\")"]
     assert texts(results[5]) == ["FileNotFoundError(\"No such file: '/etc/passwd'\")"]
+    assert texts(results[6]) == [
+        "The action is invalid, please check the action name. Unknown tool: Translate"
+    ]
 
     log = endpoint.tools.log()
     assert [c.name for c in log] == [name for name, _ in calls]
