@@ -346,6 +346,19 @@ def test_hostile_arguments_end_as_logged_records(sample_dataset, tmp_path, argum
         assert len(entry["error"]["msg"]) < 2000
 
 
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=st.text(max_size=300) | st.just("x" * 100_000) | st.just("\ud800Calculator"))
+def test_hostile_tool_names_are_invalid_actions(sample_dataset, tmp_path, name):
+    tools = case_tools(sample_dataset, tmp_path, "0")
+    logged = tools.call(name, {"expression": "1+1"})
+    json.dumps(logged.to_json(), ensure_ascii=False).encode("utf-8")
+    assert len(logged.name) <= 210
+    if name not in ("OCR", "Calculator", "OCR.run", "Calculator.run"):
+        assert logged.record.state == "API_ERROR"
+
+
 def test_hostile_arguments_over_mcp_are_error_results(gateway, sample_dataset, tmp_path):
     endpoint = gateway.open(case_tools(sample_dataset, tmp_path, "0"))
     nested: Any = "1"

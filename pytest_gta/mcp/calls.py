@@ -212,7 +212,7 @@ class CaseTools:
                 self._failure = self._failure or exc
             raise
         logged = LoggedCall(
-            name=name,
+            name=_quote(name) if isinstance(name, str) else outward.clean_text(repr(name)),
             # An over-long value is logged as the placeholder the record holds, not kept whole.
             arguments=text if text.startswith(_OVERSIZED) else outward.clean(arguments),
             record=record,
