@@ -119,6 +119,10 @@ async def measure(
                 for qid, (_, endpoint) in endpoints.items()
                 for mode in ("auto", "legacy")
             }
+            for qid, tool, arguments in calls:  # warm up: the sandbox, caches, connections
+                endpoints[qid][0].call(tool, arguments)
+                for mode in ("auto", "legacy"):
+                    await clients[qid, mode].call_tool(tool, arguments)
             for _ in range(rounds):
                 for qid, tool, arguments in calls:
                     case, _ = endpoints[qid]
@@ -177,7 +181,7 @@ def main() -> int:
         print("|---|---|---:|---:|---:|")
         worst = 0.0
         for label, backend, calls in workloads:
-            rounds = args.rounds if backend == "replay" else max(3, args.rounds // 4)
+            rounds = args.rounds if backend == "replay" else max(5, args.rounds // 2)
             samples = asyncio.run(measure(label, dataset, backend, calls, rounds, out / backend))
             names = {
                 "backend": "backend alone",
