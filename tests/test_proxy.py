@@ -28,7 +28,14 @@ from pytest_gta.models.chat import MalformedReply
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.proxy import ModelProxy, ProxyCase, Upstream, no_upstream_reason, upstream_of
-from pytest_gta.proxy.wire import SseReader, StreamReading, elide_images, reply_of
+from pytest_gta.proxy.wire import (
+    BadRequest,
+    SseReader,
+    StreamReading,
+    elide_images,
+    reply_of,
+    request_body,
+)
 from pytest_gta.types import Usage
 from tests.scripted_server import ScriptedServer, Step, anthropic_message, chat_completion
 
@@ -37,6 +44,7 @@ REAL_KEY = "sk-real-UPSTREAM-4f9c1e7a2b5d8e03"
 AGENT_KEY = "sk-agent-OWN-KEY-9d2b7c4e1f6a"
 MODEL = "run-model"
 MESSAGES = [{"role": "user", "content": "What is 2+2?"}]
+APIS = ["chat.completions", "responses", "messages"]
 
 
 @pytest.fixture
@@ -159,7 +167,8 @@ def test_chat_completion_is_forwarded_with_the_real_key_and_model_and_recorded(s
     (exchange,) = case.exchanges()
     assert exchange.api == "chat.completions"
     assert exchange.requested_model == "gpt-4o"
-    assert exchange.request["model"] == MODEL and exchange.request["messages"] == MESSAGES
+    assert exchange.request["model"] == MODEL
+    assert exchange.request["messages"] == MESSAGES
     assert exchange.reply == 'Let me look.\n[tool call] OCR {"image": "a.png"}'
     assert exchange.usage == Usage(11, 7, calls=1)
     assert (exchange.status, exchange.cached, exchange.retries, exchange.streamed) == (
@@ -199,7 +208,9 @@ def test_chat_stream_passes_chunk_by_chunk_and_asks_for_usage(server, proxy):
     assert server.requests[-1].json["stream_options"] == {"include_usage": True}
     assert case.wait()  # the SDK stopped at [DONE]; the proxy records at the stream's end
     (exchange,) = case.exchanges()
-    assert exchange.streamed and exchange.status == 200 and exchange.error is None
+    assert exchange.streamed
+    assert exchange.status == 200
+    assert exchange.error is None
     assert exchange.reply == 'Thought: add.\n[tool call] Calc {"x": 1}'
     assert exchange.usage == Usage(30, 9, calls=1)
 
@@ -223,7 +234,8 @@ def test_responses_api_whole_and_streamed(server, proxy):
     assert first.api == second.api == "responses"
     assert first.reply == 'Four.\n[tool call] Calculator {"expression": "2+2"}'
     assert first.usage == Usage(21, 4, calls=1)
-    assert second.streamed and second.usage == Usage(5, 2, calls=1)
+    assert second.streamed
+    assert second.usage == Usage(5, 2, calls=1)
     assert second.reply.startswith("Four!")
     assert case.usage() == Usage(26, 6, calls=2)
 
@@ -255,19 +267,22 @@ def test_anthropic_messages_whole_and_streamed(server):
         message = client.messages.create(model="claude-x", max_tokens=50, messages=MESSAGES)
         assert message.content[1].name == "OCR"
         headers = {k.lower(): v for k, v in server.requests[-1].headers.items()}
-        assert headers["x-api-key"] == REAL_KEY and "authorization" not in headers
+        assert headers["x-api-key"] == REAL_KEY
+        assert "authorization" not in headers
         assert headers["anthropic-version"]
         with client.messages.stream(model="c", max_tokens=50, messages=MESSAGES) as stream:
             assert stream.get_final_text() == "Hello"
         # An Anthropic upstream serves no OpenAI route: the agent is told which URL to use.
-        with pytest.raises(openai.BadRequestError, match="anthropic_base_url|openai_base_url"):
+        with pytest.raises(openai.BadRequestError, match=r"anthropic_base_url|openai_base_url"):
             oa(case).chat.completions.create(model="x", messages=MESSAGES)
     whole, streamed, refused = case.exchanges()
     assert whole.reply == 'Checking.\n[tool call] OCR {"image": "x.png"}'
     assert whole.usage == Usage(40, 6, calls=1)
-    assert streamed.streamed and streamed.reply == "Hello"
+    assert streamed.streamed
+    assert streamed.reply == "Hello"
     assert streamed.usage == Usage(17, 8, calls=1)
-    assert refused.status == 400 and refused.api == "chat.completions"
+    assert refused.status == 400
+    assert refused.api == "chat.completions"
 
 
 # -- budget, cache, retries, failures ---------------------------------------------------------
@@ -285,13 +300,15 @@ def test_budget_exhaustion_is_an_error_the_agent_sees_and_the_case_keeps(server,
     assert "token budget exhausted: 18 of --gta-max-tokens-total=15" in str(refused.value)
     assert len(server.requests) == 1
     assert budget.ledger.totals() == (11, 7)
-    assert case.exhausted is not None and "token budget" in str(case.exhausted)
+    assert case.exhausted is not None
+    assert "token budget" in str(case.exhausted)
     assert [e.status for e in case.exchanges()] == [200, 402]
 
 
 def test_a_rerun_replays_from_the_cache_streams_too_without_asking_upstream(server, tmp_path):
-    stream = sse(chat_chunk({"content": "cached "}), chat_chunk({"content": "words"}),
-                 chat_chunk({}, usage={"prompt_tokens": 3, "completion_tokens": 2}), done=True)  # fmt: skip
+    usage = {"prompt_tokens": 3, "completion_tokens": 2}
+    parts = [chat_chunk({"content": "cached "}), chat_chunk({"content": "words"})]
+    stream = sse(*parts, chat_chunk({}, usage=usage), done=True)
     server.then(Step(chat_completion("Four.")), Step(chunks=stream))
 
     def run() -> ProxyCase:
@@ -339,7 +356,8 @@ def test_upstream_down_is_an_error_the_agent_sees_and_a_recorded_exchange(server
         with pytest.raises(openai.InternalServerError, match="could not be reached"):
             client.chat.completions.create(model="x", messages=MESSAGES)
     (exchange,) = case.exchanges()
-    assert exchange.status == 502 and "could not be reached" in (exchange.error or "")
+    assert exchange.status == 502
+    assert "could not be reached" in (exchange.error or "")
     assert exchange.usage is None
 
 
@@ -349,14 +367,15 @@ def test_an_upstream_refusal_reaches_the_agent_with_its_status_key_redacted(serv
     case = proxy.open("refused")
     with pytest.raises(openai.AuthenticationError) as error:
         oa(case).chat.completions.create(model="x", messages=MESSAGES)
-    assert REAL_KEY not in str(error.value.body) and "[redacted" in str(error.value.body)
+    assert REAL_KEY not in str(error.value.body)
+    assert "[redacted" in str(error.value.body)
     assert case.exchanges()[0].status == 401
 
 
 def test_two_cases_at_once_never_mix(server, proxy):
     server.default = lambda record: Step(
         chat_completion(f"echo {record.json['messages'][0]['content']}")
-    )  # type: ignore[assignment]  # noqa: E501
+    )  # type: ignore[assignment]
     cases = [proxy.open(f"case-{n}") for n in range(2)]
 
     def agent(case: ProxyCase, n: int) -> None:
@@ -380,12 +399,14 @@ def test_unknown_and_closed_secrets_are_refused(server, proxy):
     case = proxy.open("closing")
     guessed = case.openai_base_url.replace(case.root.rsplit("/", 1)[1], "guessed-secret")
     status, body = raw_post(f"{guessed}/chat/completions", b"{}")
-    assert status == 404 and b"no such case" in body
+    assert status == 404
+    assert b"no such case" in body
     assert raw_post(f"{proxy.url}/v1/chat/completions", b"{}")[0] == 404
     case.close()
     with pytest.raises(openai.NotFoundError):
         oa(case).chat.completions.create(model="x", messages=MESSAGES)
-    assert server.requests == [] and case.exchanges() == []
+    assert server.requests == []
+    assert case.exchanges() == []
 
 
 def test_the_real_key_is_in_no_record_log_or_file(server, tmp_path, caplog):
@@ -427,9 +448,11 @@ def test_hostile_agent_bodies_end_in_an_http_error_and_an_exchange(server, body,
     with ModelProxy(upstream(server), max_request_bytes=20000) as proxy:
         case = proxy.open("hostile")
         got, answer = raw_post(f"{case.openai_base_url}/chat/completions", body)
-    assert got == status and says in json.loads(answer)["error"]["message"]
+    assert got == status
+    assert says in json.loads(answer)["error"]["message"]
     (exchange,) = case.exchanges()
-    assert exchange.status == status and says in (exchange.error or "")
+    assert exchange.status == status
+    assert says in (exchange.error or "")
     assert server.requests == []
     json.dumps(exchange.to_json(), allow_nan=False).encode("utf-8")
 
@@ -442,7 +465,8 @@ def test_lone_surrogates_are_forwarded_and_recorded_cleanly(server, proxy):
     assert status == 200
     assert server.requests[-1].json["messages"][0]["content"] == "\udfff"
     record = case.exchanges()[0].to_json()
-    assert record["reply"] == "\ufffd!" and record["requested_model"] == "\ufffd"
+    assert record["reply"] == "\ufffd!"
+    assert record["requested_model"] == "\ufffd"
     json.dumps(record).encode("utf-8")
 
 
@@ -460,7 +484,8 @@ def test_hostile_upstream_bodies_end_in_an_http_error_and_an_exchange(server, st
     with ModelProxy(upstream(server, retries=0, max_reply_bytes=4096)) as proxy:
         case = proxy.open("hostile-upstream")
         got, answer = raw_post(f"{case.openai_base_url}/chat/completions", b'{"messages": []}')
-    assert got == status and says in json.loads(answer)["error"]["message"]
+    assert got == status
+    assert says in json.loads(answer)["error"]["message"]
     assert says in (case.exchanges()[0].error or "")
 
 
@@ -472,9 +497,11 @@ def test_a_garbled_stream_passes_through_and_is_recorded(server, proxy):
     status, answer = raw_post(
         f"{case.openai_base_url}/chat/completions", b'{"messages": [], "stream": true}'
     )
-    assert status == 200 and answer == b"".join(chunks)
+    assert status == 200
+    assert answer == b"".join(chunks)
     (exchange,) = case.exchanges()
-    assert exchange.reply == "kept" and exchange.usage == Usage(calls=1)
+    assert exchange.reply == "kept"
+    assert exchange.usage == Usage(calls=1)
 
 
 # -- which models have an upstream ---------------------------------------------------------------
@@ -490,15 +517,19 @@ def test_upstream_of_the_http_adapters_and_none_for_the_rest(sample_dataset, mon
         return make_model(raw, context)
 
     found = upstream_of(model("openai/gpt-4o", timeout=9.0, retries=1))
-    assert found is not None and found.kind == "openai" and found.model == "gpt-4o"
+    assert found is not None
+    assert found.kind == "openai"
+    assert found.model == "gpt-4o"
     assert found.url("/v1/chat/completions") == "https://api.openai.com/v1/chat/completions"
-    assert found.api_key == REAL_KEY and REAL_KEY not in repr(found)
+    assert found.api_key == REAL_KEY
+    assert REAL_KEY not in repr(found)
     assert (found.timeout, found.retries) == (9.0, 1)
     served = upstream_of(model("openai/local", base_url="http://127.0.0.1:9/v1"))
     assert served is not None
     assert served.url("/v1/responses") == "http://127.0.0.1:9/v1/responses"
     claude = upstream_of(model("anthropic/claude-sonnet-4-5"))
-    assert claude is not None and claude.kind == "anthropic"
+    assert claude is not None
+    assert claude.kind == "anthropic"
     assert claude.url("/v1/messages") == "https://api.anthropic.com/v1/messages"
     oracle = model("oracle")
     assert upstream_of(oracle) is None
@@ -518,7 +549,9 @@ json_values = st.recursive(
 @settings(max_examples=200, deadline=None)
 @given(data=st.binary(max_size=400), cuts=st.lists(st.integers(0, 400), max_size=6))
 def test_sse_reading_never_raises_and_chunking_does_not_matter(data, cuts):
-    pieces = [data[a:b] for a, b in zip([0, *sorted(cuts)], [*sorted(cuts), len(data)])]
+    pieces = [
+        data[a:b] for a, b in zip([0, *sorted(cuts)], [*sorted(cuts), len(data)], strict=False)
+    ]
     whole, split = SseReader(), SseReader()
     assert (
         whole.feed(data) + whole.close()
@@ -533,18 +566,19 @@ def test_sse_reading_never_raises_and_chunking_does_not_matter(data, cuts):
 
 
 @settings(max_examples=200, deadline=None)
-@given(events=st.lists(json_values, max_size=6), api=st.sampled_from(["chat.completions", "responses", "messages"]))  # fmt: skip  # noqa: E501
+@given(events=st.lists(json_values, max_size=6), api=st.sampled_from(APIS))
 def test_stream_usage_is_read_only_from_sane_counts(events, api):
     reading = StreamReading(api)
     for event in events:
         reading.feed(f"data: {json.dumps(event)}\n\n".encode())
     usage = reading.finish().usage
     if usage is not None:
-        assert 0 <= usage.input_tokens <= 10**9 and 0 <= usage.output_tokens <= 10**9
+        assert 0 <= usage.input_tokens <= 10**9
+        assert 0 <= usage.output_tokens <= 10**9
 
 
 @settings(max_examples=200, deadline=None)
-@given(value=json_values, api=st.sampled_from(["chat.completions", "responses", "messages"]))
+@given(value=json_values, api=st.sampled_from(APIS))
 def test_reply_of_reads_or_says_malformed(value, api):
     try:
         reading = reply_of(api, value)
@@ -552,3 +586,19 @@ def test_reply_of_reads_or_says_malformed(value, api):
         return
     assert isinstance(reading.text, str)
     elide_images(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.binary(max_size=200) | json_values.map(lambda v: json.dumps(v).encode()))
+def test_request_body_is_an_object_or_a_bad_request(raw):
+    problem = body = None
+    try:
+        body = request_body(raw)
+    except BadRequest as exc:
+        problem = str(exc)
+    if body is None:
+        assert problem is not None
+        assert problem.startswith("the request body is not")
+    else:
+        assert isinstance(body, dict)
+        json.dumps(elide_images(body))

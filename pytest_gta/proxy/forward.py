@@ -238,7 +238,13 @@ class Forwarder:
         """The response-cache key of a forwarded body (``None``: no cache)."""
         if self.cache is None:
             return None
-        identity = {**self.upstream.identity, "api": api, "via": "proxy"}
+        upstream = self.upstream
+        identity = dict(upstream.identity) or {
+            "provider": upstream.kind,
+            "endpoint": upstream.endpoint,
+            "model": upstream.model,
+        }
+        identity.update(api=api, via="proxy")
         return ResponseCache.key({"identity": identity, "payload": body, "epoch": epoch})
 
     def replay(self, key: str | None, outcome: Outcome, out: Reply) -> bool:
