@@ -602,3 +602,43 @@ def test_request_body_is_an_object_or_a_bad_request(raw):
     else:
         assert isinstance(body, dict)
         json.dumps(elide_images(body))
+
+
+def test_a_stream_over_the_reply_limit_is_cut_off_and_recorded(server):
+    chunks = sse(*[chat_chunk({"content": "x" * 400}) for _ in range(20)], done=True)
+    server.then(Step(chunks=chunks))
+    with ModelProxy(upstream(server, max_reply_bytes=2048)) as proxy:
+        case = proxy.open("long")
+        stream = oa(case).chat.completions.create(model="x", messages=MESSAGES, stream=True)
+        with pytest.raises(openai.APIError):
+            list(stream)
+        case.close()
+    (exchange,) = case.exchanges()
+    assert exchange.streamed
+    assert "the stream broke off" in (exchange.error or "")
+    assert "larger than 2 KiB" in (exchange.error or "")
+    assert exchange.usage == Usage(calls=1)
+    assert exchange.reply.startswith("x" * 400)
+
+
+def test_an_agent_leaving_mid_stream_ends_the_upstream_request_and_nothing_runs_on(server):
+    chunks = sse(*[chat_chunk({"content": f"{n} "}) for n in range(8)], done=True)
+    server.then(Step(chunks=chunks, chunk_delay=0.1))
+    with ModelProxy(upstream(server)) as proxy:
+        case = proxy.open("leaving")
+        parts = urlsplit(case.openai_base_url)
+        connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+        body = json.dumps({"messages": MESSAGES, "stream": True})
+        connection.request("POST", f"{parts.path}/chat/completions", body=body)
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.read1(64).startswith(b"data: ")
+        connection.sock.shutdown(2)
+        connection.close()
+        assert case.wait()
+    (exchange,) = case.exchanges()
+    assert exchange.error == "the agent closed the connection before the stream ended"
+    assert exchange.usage is not None
+    assert exchange.usage.calls == 1
+    left = [t.name for t in threading.enumerate() if t.name.startswith("pytest-gta-model-proxy")]
+    assert left == []
