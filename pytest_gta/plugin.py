@@ -4,9 +4,10 @@ It must cost nothing in a project that does not use GTA: it registers options, m
 and fixtures, and every hook returns at once when no ``--gta-*`` option is in use. In a GTA run
 each hook hands over to the run's :class:`~pytest_gta.session.hooks.GtaSession` (the session
 layer, see docs/development.md), which :func:`_session_layer` imports on first need: with
-:func:`_data_commands`, the only first-party imports deferred into a function in the package,
-because the session layer brings NumPy, httpx and every model adapter, which an unrelated
-project must never load.
+:func:`_data_commands` and :func:`_mcp_command`, the only first-party imports deferred into a
+function in the package, because the session layer brings NumPy, httpx and every model
+adapter (and the MCP server its SDK, Starlette and uvicorn), which an unrelated project must
+never load.
 """
 
 from __future__ import annotations
