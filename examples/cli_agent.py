@@ -28,8 +28,7 @@ async def main(mcp_url: str, query_file: str, model_url: str, model: str) -> str
     task = json.loads(Path(query_file).read_text())
     prompt = f"{task['query']}\n\nInput images: {', '.join(task['images']) or 'none'}"
     messages = [{"role": "user", "content": prompt}]
-    llm = AsyncOpenAI(base_url=model_url, api_key="unused")
-    async with Client(mcp_url) as mcp:
+    async with AsyncOpenAI(base_url=model_url, api_key="unused") as llm, Client(mcp_url) as mcp:
         tools = [function(t) for t in (await mcp.list_tools()).tools]
         for _ in range(20):
             reply = await llm.chat.completions.create(model=model, messages=messages, tools=tools)

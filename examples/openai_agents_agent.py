@@ -18,8 +18,10 @@ INSTRUCTIONS = "Answer the user's question. Use the tools; pass files by their a
 async def agent(task):
     """Run one GTA query; the final output is the answer that is scored."""
     prompt = f"{task.query}\n\nInput images: {', '.join(task.images) or 'none'}"
-    client = AsyncOpenAI(base_url=task.model_url, api_key="unused")
-    async with MCPServerStreamableHttp(params={"url": task.mcp_url}) as tools:
+    async with (
+        AsyncOpenAI(base_url=task.model_url, api_key="unused") as client,
+        MCPServerStreamableHttp(params={"url": task.mcp_url}) as tools,
+    ):
         gta = Agent(
             name="gta",
             instructions=INSTRUCTIONS,

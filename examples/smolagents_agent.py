@@ -27,6 +27,10 @@ def main(mcp_url: str, query_file: str, model_url: str, model: str) -> str:
     llm = OpenAIServerModel(model_id=model, api_base=model_url, api_key="unused")
     server = {"url": mcp_url, "transport": "streamable-http"}
     with MCPClient(server, structured_output=False) as tools:
+        # mcpadapt drops the schema's "required" list, making every input mandatory
+        # (grll/mcpadapt#90): let optional ones be left out; GTA's server checks the arguments.
+        for spec in (s for tool in tools for s in tool.inputs.values()):
+            spec["nullable"] = True
         agent = ToolCallingAgent(tools=tools, model=llm, max_steps=20, verbosity_level=0)
         return str(agent.run(prompt))
 
