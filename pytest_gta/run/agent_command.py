@@ -31,8 +31,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from io import BufferedReader
 from pathlib import Path
-from typing import IO
+from typing import cast
 
 from pytest_gta import serve_guard
 from pytest_gta.run.agents import AgentFailed, AgentOutcome, AgentTask, tail
@@ -123,7 +124,7 @@ def agent_environment(
 class _Reader(threading.Thread):
     """Drains one pipe: keeps its first ``head`` bytes or its last ``keep`` bytes."""
 
-    def __init__(self, pipe: IO[bytes], *, head: int = 0, keep: int = 0) -> None:
+    def __init__(self, pipe: BufferedReader, *, head: int = 0, keep: int = 0) -> None:
         super().__init__(daemon=True, name="gta-agent-output")
         self._pipe = pipe
         self._head = head
@@ -216,8 +217,8 @@ class CommandAgent:
         _live[group] = None
         assert process.stdout is not None
         assert process.stderr is not None
-        out = _Reader(process.stdout, head=MAX_ANSWER_BYTES)
-        err = _Reader(process.stderr, keep=STDERR_KEPT)
+        out = _Reader(cast(BufferedReader, process.stdout), head=MAX_ANSWER_BYTES)
+        err = _Reader(cast(BufferedReader, process.stderr), keep=STDERR_KEPT)
         out.start()
         err.start()
         timed_out = False

@@ -21,16 +21,16 @@ import pytest
 from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.errors import DatasetError, GtaUsageError
 from pytest_gta.install.installer import how_to_get
+from pytest_gta.mcp.server import McpGateway
 from pytest_gta.models import base
 from pytest_gta.models.base import ModelContext, adopt
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.catalog import leaderboard_row
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.options import DATASET_NAME, GtaSettings
+from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.compare import comparable_run, read_baseline
 from pytest_gta.report.images import ImageStore
-from pytest_gta.mcp.server import McpGateway
-from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.run.agent_command import CommandAgent, template_placeholders
 from pytest_gta.run.agents import Agent, PythonAgent, load_callable
 from pytest_gta.run.ahead import AheadWork, strategy
