@@ -189,6 +189,12 @@ class GtaSession:
             f"gta: model {settings.model}, modes {','.join(settings.modes)}, dataset "
             f"{dataset.root} ({len(dataset)} queries, {settings.data_source})"
         ]
+        if settings.agent_spec is not None:
+            kind = "callable" if settings.agent is not None else "command"
+            lines.append(
+                f"gta: agent under test ({kind}): {settings.agent_spec}, beside the model "
+                f"{settings.model} (timeout {settings.agent_timeout:g} s per case)"
+            )
         if settings.shard is not None:
             lines.append(
                 f"gta: shard {settings.shard}: the selected cases split {settings.shard.total} "
@@ -338,7 +344,9 @@ class GtaSession:
     ) -> CaseResult:
         """``gta_result``: the case's result, its properties on the item; detail on the report."""
         state = self.state
-        request.node.user_properties.extend(identity_properties(case, model.name))
+        request.node.user_properties.extend(
+            identity_properties(case, model.name, state.settings.agent_spec)
+        )
         result = run(case)
         request.node.user_properties.extend(result.properties())
         detail = result.detail()
@@ -368,6 +376,7 @@ class GtaSession:
         """
         state, config = self.state, self.config
         state.ahead.close()
+        state.close_agent_services()
         timings = dict(state.ahead.timings)
         service = state.built("similarity_service")
         if service is not None and service.load_seconds is not None:

@@ -1,0 +1,90 @@
+"""Agents under test for tests/test_agents.py: a perfect one and hostile ones.
+
+Each is a callable ``--gta-agent=tests/gta_agents.py:NAME`` takes. The perfect agent replays the
+reference chain of its query through the task's tools and answers the reference answer, so a
+run with it must give the oracle's end-to-end numbers; the hostile ones do what issue 25's item
+6 lists (unknown tools, malformed and huge arguments, a flood of calls, no answer, a crash).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from pytest_gta.dataset import bundled_sample_path
+from pytest_gta.run.agents import AgentResult, AgentTask
+from pytest_gta.validation import load_dataset
+
+
+def reference(query_id: str) -> tuple[list[tuple[str, Any]], str]:
+    """The sample's reference calls (name, arguments) of ``query_id`` and its final answer."""
+    dataset = load_dataset(bundled_sample_path())
+    dialogs = dataset.reference_dialogs(dataset.queries[query_id])
+    calls = [
+        (call["function"]["name"], call["function"]["arguments"])
+        for message in dialogs
+        for call in message.get("tool_calls") or ()
+    ]
+    answers = [m["content"] for m in dialogs if m["role"] == "assistant" and "tool_calls" not in m]
+    return calls, str(answers[-1]) if answers else ""
+
+
+def replay(task: AgentTask) -> str:
+    """The perfect agent: the reference calls through ``task.tools``, the reference answer."""
+    calls, answer = reference(task.query_id)
+    for name, arguments in calls:
+        task.tools.call_json(name, arguments)
+    return answer
+
+
+async def replay_async(task: AgentTask) -> AgentResult:
+    """The perfect agent, async, answering an :class:`AgentResult`."""
+    calls, answer = reference(task.query_id)
+    for name, arguments in calls:
+        await asyncio.to_thread(task.tools.call_json, name, arguments)
+    return AgentResult(answer)
+
+
+def unknown_tool(task: AgentTask) -> str:
+    """Calls a tool the case does not have, then answers the reference answer."""
+    calls, answer = reference(task.query_id)
+    task.tools.call("DeleteEverything", path="/")
+    for name, arguments in calls:
+        task.tools.call_json(name, arguments)
+    return answer
+
+
+def malformed(task: AgentTask) -> str:
+    """Calls each reference tool with malformed arguments: a list, a huge string, a bad key."""
+    calls, answer = reference(task.query_id)
+    for name, _ in calls:
+        task.tools.call_json(name, ["not", "an", "object"])
+        task.tools.call_json(name, {"image": "x" * 3_000_000})
+        task.tools.call(name, no_such_argument=1)
+    return answer
+
+
+def flood(task: AgentTask) -> str:
+    """Calls a tool far more often than the case's limit allows; says what the limit said."""
+    name = task.tool_schemas[0]["name"]
+    replies = [task.tools.call(name) for _ in range(200)]
+    return replies[-1]
+
+
+def never(task: AgentTask) -> str:
+    """Never answers (the case's timeout must end it)."""
+    time.sleep(3600)
+    return ""
+
+
+def crash(task: AgentTask) -> str:
+    """Raises, with a secret from the environment in its message."""
+    import os  # noqa: PLC0415  (stdlib; the agent reads its environment only when it crashes)
+
+    raise RuntimeError(f"agent broke; key {os.environ.get('OPENAI_API_KEY', '')}")
+
+
+def returns_none(task: AgentTask) -> Any:
+    """Returns no answer at all."""
+    return None
