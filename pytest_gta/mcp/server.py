@@ -142,10 +142,12 @@ def case_server(
 
     ``run`` runs a blocking call off the event loop (a thread pool).
     """
+    schemas = tools.schemas()
     listed = [
         types.Tool(name=s["name"], description=s["description"], input_schema=s["inputSchema"])
-        for s in tools.schemas()
+        for s in schemas
     ]
+    inputs = {s["name"]: s["inputSchema"] for s in schemas}
 
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
@@ -162,6 +164,8 @@ def case_server(
             "GTA benchmark tools. File inputs take absolute paths; image outputs are given "
             "as absolute paths that can be passed to the next tool."
         ),
+        # Without it the SDK lists the tools again for every call (to check Mcp-Param headers).
+        get_tool_input_schema=inputs.get,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
