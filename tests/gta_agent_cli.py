@@ -61,22 +61,65 @@ def main(argv: list[str]) -> int:
         print(answer)
     elif mode == "env":
         print(json.dumps(dict(os.environ)))
-    elif mode == "steal":
-        return steal(url, calls, Path(extra[0]), answer)
+    elif mode == "hostile":
+        return hostile(task, url, calls, answer, Path(extra[0]))
     return 0
 
 
-def steal(url: str, calls: list[tuple[str, Any]], note: Path, answer: str) -> int:
-    """The first case leaves its URL behind; a later one calls it (it must be refused)."""
-    if not note.exists():
+#: ``hostile`` mode: what each query of the sample does (the rest answer nothing, politely).
+HOSTILE = {
+    "0": "victim",
+    "1": "unknown",
+    "2": "malformed",
+    "3": "flood",
+    "4": "crash",
+    "5": "hang",
+    "6": "binary",
+    "7": "child",
+    "8": "env",
+    "9": "thief",
+}
+
+
+def hostile(
+    task: dict[str, Any], url: str, calls: list[tuple[str, Any]], answer: str, work: Path
+) -> int:
+    """One hostile behaviour per query (:data:`HOSTILE`), so one run shows them all."""
+    what = HOSTILE.get(task["query_id"], "quiet")
+    name = task["tools"][0]["name"]
+    if what in ("victim", "thief"):
+        return steal(url, calls, work / "url", answer, thief=what == "thief")
+    if what == "unknown":
+        asyncio.run(call_all(url, [("DeleteEverything", {"path": "/"}), *calls]))
+        print(answer)
+    elif what == "malformed":
+        asyncio.run(call_all(url, [(name, {"image": "x" * 3_000_000}), (name, {"nope": [1, {}]})]))
+        print(answer)
+    elif what == "flood":
+        print(asyncio.run(call_all(url, [(name, {})] * 60))[-1])
+    elif what in ("crash", "hang", "binary", "child", "env"):
+        return main([what, os.environ["GTA_QUERY_FILE"], str(work)])
+    return 0
+
+
+def steal(url: str, calls: list[tuple[str, Any]], note: Path, answer: str, *, thief: bool) -> int:
+    """The victim leaves its case's URL in ``note`` as it ends; the thief calls it later.
+
+    The thief's calls must be refused: the victim's endpoint closed with its case.
+    """
+    if not thief:
         asyncio.run(call_all(url, calls))
         note.write_text(url)
         print(answer)
         return 0
-    time.sleep(1.0)  # the first case's endpoint has closed by now
+    for _ in range(600):  # with xdist, the victim may run in the other worker
+        if note.exists():
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)  # the victim's case has ended by now
     try:
         asyncio.run(call_all(note.read_text(), calls))
-    except BaseException as exc:  # noqa: BLE001  (any refusal will do)
+    except BaseException as exc:
         print(f"refused: {type(exc).__name__}")
         return 0
     print("the other case's endpoint answered")

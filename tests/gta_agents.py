@@ -9,12 +9,16 @@ run with it must give the oracle's end-to-end numbers; the hostile ones do what 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
 from pytest_gta.dataset import bundled_sample_path
 from pytest_gta.run.agents import AgentResult, AgentTask
 from pytest_gta.validation import load_dataset
+
+#: Not an agent (``--gta-agent=tests/gta_agents.py:NOT_CALLABLE`` is a usage error).
+NOT_CALLABLE = "just text"
 
 
 def reference(query_id: str) -> tuple[list[tuple[str, Any]], str]:
@@ -80,11 +84,22 @@ def never(task: AgentTask) -> str:
 
 def crash(task: AgentTask) -> str:
     """Raises, with a secret from the environment in its message."""
-    import os  # noqa: PLC0415  (stdlib; the agent reads its environment only when it crashes)
-
     raise RuntimeError(f"agent broke; key {os.environ.get('OPENAI_API_KEY', '')}")
 
 
 def returns_none(task: AgentTask) -> Any:
     """Returns no answer at all."""
     return None
+
+
+def hostile(task: AgentTask) -> Any:
+    """One hostile behaviour per query of the sample, so one run shows them all."""
+    behaviours = {
+        "1": unknown_tool,
+        "2": malformed,
+        "3": flood,
+        "4": crash,
+        "5": never,
+        "6": returns_none,
+    }
+    return behaviours.get(task.query_id, replay)(task)

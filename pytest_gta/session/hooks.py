@@ -35,6 +35,7 @@ from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings
 from pytest_gta.outward import clean_text, install_log_filter, mask_url
 from pytest_gta.progress import say
 from pytest_gta.report.images import store_case_images
+from pytest_gta.run.agents import AgentFailed
 from pytest_gta.run.ahead import runs_cases
 from pytest_gta.run.runner import (
     CaseResult,
@@ -325,6 +326,8 @@ class GtaSession:
                 skip, message = True, f"{case.id}: {exc}"
             except GtaUnavailableError as exc:
                 skip, message = True, str(exc)
+            except AgentFailed as exc:  # the agent under test raised, crashed or timed out
+                skip, message = False, f"{case.id}: agent error: {exc}"
             except GtaInfrastructureError as exc:
                 skip, message = False, f"{case.id}: infrastructure error: {exc}"
             # Outside the except blocks, so the report shows the message, not a chained traceback.
