@@ -4,7 +4,7 @@ smolagents' MCP tools (mcpadapt 0.1.19) need mcp<2 (the harness uses mcp 2), so 
 the harness:
 
     python3 -m venv .venv-smolagents
-    .venv-smolagents/bin/pip install "smolagents[mcp]" openai "mcp<2"
+    .venv-smolagents/bin/pip install "smolagents[mcp,openai]" "mcp<2"
     pytest --gta-data=sample --gta-mode=e2e --gta-tools=local --gta-model=openai/gpt-4o \
         --gta-agent-command='.venv-smolagents/bin/python examples/smolagents_agent.py \
             {mcp_url} {query_file} {model_url} {model}'

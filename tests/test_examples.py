@@ -141,7 +141,7 @@ def test_example_gets_the_oracle_numbers(
     assert model_server.model.unknown == 0
     # Every model request went through the recording proxy, one per turn of the agent's loop.
     report = run.report
-    assert report["usage"]["calls"] == model_server.calls
+    assert report["usage"]["calls"] == model_server.model.calls
     for case in report["cases"]:
         exchanges = case["exchanges"]
         assert len(exchanges) == len(case["tool_log"]) + 1, case["id"]
