@@ -32,10 +32,8 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,11 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.concurrency import (  # noqa: E402
+    PYTEST,
     Config,
-    PeakRss,
     case_results,
     expected_calls,
     ideal_seconds,
+    timed,
 )
 from benchmarks.release import RELEASE_ENV, release_path  # noqa: E402
 from pytest_gta.validation import load_dataset  # noqa: E402
@@ -86,33 +85,12 @@ def run_pytest(label: str, args: list[str], workdir: Path) -> Run:
     """``python -m pytest ARGS`` as a subprocess, timed, with its CPU (all processes) and memory."""
     report_path = workdir / f"{label}.json"
     log_path = workdir / f"{label}.log"
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:randomly",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:hypothesispytest",
-        "-q",
-        "-n",
-        "0",
-        f"--gta-report={report_path}",
-        *args,
-    ]
-    env = {**os.environ, "OPENAI_API_KEY": "dummy", "HF_HUB_OFFLINE": "1"}
-    with log_path.open("wb") as log:
-        start = time.perf_counter()
-        process = subprocess.Popen(command, cwd=workdir, env=env, stdout=log, stderr=log)
-        with PeakRss(process.pid) as rss:
-            _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - start
+    command = [*PYTEST, "-n", "0", f"--gta-report={report_path}", *args]
+    wall, returncode, usage, rss = timed(command, workdir, log_path)
     report = json.loads(report_path.read_text()) if report_path.is_file() else {}
     return Run(
         label=label,
-        returncode=os.waitstatus_to_exitcode(status),
+        returncode=returncode,
         wall=wall,
         cpu_s=usage.ru_utime + usage.ru_stime,
         controller_mb=rss.controller_mb(),

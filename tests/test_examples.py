@@ -20,6 +20,7 @@ import importlib.util
 import json
 import os
 import shlex
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -237,3 +238,32 @@ def test_smolagents_results_and_final_answer_tool(fc_model: FunctionCallingModel
     assert move.name == "final_answer"
     answer = fc_model.dataset.reference_dialogs(fc_model.dataset["0"])[-1]["content"]
     assert json.loads(move.arguments) == {"answer": answer}
+
+
+@pytest.mark.slow
+def test_agent_concurrency_benchmark_prints_its_row_and_matches_the_oracle(tmp_path: Path) -> None:
+    if importlib.util.find_spec("agents") is None:
+        missing("openai-agents is not installed (pip install 'pytest-gta[examples]')")
+    command = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "agent_concurrency.py"),
+        "--agent=openai-agents",
+        f"--data={ROOT / 'fixtures' / 'gta_sample'}",
+        "--queries=4",
+        "--latency=0.01",
+        "--concurrency=4",
+        "--sim-model=all-MiniLM-L6-v2",
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| openai-agents"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    # The first 4 sample chains take 3+3+3+6 model calls (their turns and answers).
+    assert cells[1] == "15"
+    assert 1 <= int(cells[2]) <= 4
+    assert float(cells[3]) > float(cells[4]) > 0
+    assert "metrics and per-case outcomes equal the oracle's (4)" in done.stdout
+    assert "PROBLEM" not in done.stdout
