@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_gta.dataset import Dataset
+from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.mcp.calls import MAX_ARGUMENT_CHARS, CallLimitReached, CaseTools
 from pytest_gta.tools import ToolBackendContext, ToolSet, ToolSpec, make_backend
 from pytest_gta.vocabulary import INVALID_ACTION
@@ -137,6 +138,9 @@ def test_replay_calls_and_their_official_records(gateway, sample_dataset, tmp_pa
     assert texts(results[3]) == ["missing required arguments: {'expression'}"]
     assert texts(results[4]) == ["FileNotFoundError(\"No such file: '/no/such/receipt.jpg'\")"]
     assert texts(results[5]) == ["FileNotFoundError(\"No such file: '/etc/passwd'\")"]
+    assert texts(results[6]) == [
+        "The action is invalid, please check the action name. Unknown tool: Translate"
+    ]
 
     log = endpoint.tools.log()
     assert [c.name for c in log] == [name for name, _ in calls]
@@ -261,6 +265,34 @@ def test_the_call_limit_ends_the_calls(gateway, sample_dataset, tmp_path):
         endpoint.tools.call("Calculator", {"expression": "1"})
 
 
+class DownBackend:
+    """A backend whose server is unreachable: not the agent's mistake, the case must error."""
+
+    name = "down"
+
+    def offers(self, tool: str) -> bool:
+        return True
+
+    def call(self, invocation: Any, context: Any) -> Any:
+        raise GtaInfrastructureError("the tool server at http://127.0.0.1:9 refused the connection")
+
+
+def test_a_backend_that_is_down_is_the_case_failure_not_a_logged_call(
+    gateway, sample_dataset, tmp_path
+):
+    tools = CaseTools(
+        sample_dataset, sample_dataset.queries["0"], ToolSet([DownBackend()]), tmp_path, max_calls=5
+    )
+    endpoint = gateway.open(tools)
+    _, (result,) = run_session(endpoint.url, [("Calculator", {"expression": "1+1"})])
+    assert result.is_error
+    assert "the tool backend failed" in texts(result)[0]
+    assert isinstance(tools.failure, GtaInfrastructureError)
+    assert tools.log() == []
+    with pytest.raises(GtaInfrastructureError):
+        tools.call("Calculator", {"expression": "1+1"})
+
+
 def test_closing_the_gateway_leaves_no_thread_or_socket(sample_dataset, tmp_path):
     before = set(threading.enumerate())
     gateway = McpGateway()
@@ -314,6 +346,19 @@ def test_hostile_arguments_end_as_logged_records(sample_dataset, tmp_path, argum
         assert len(entry["error"]["msg"]) < 2000
 
 
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=st.text(max_size=300) | st.just("x" * 100_000) | st.just("\ud800Calculator"))
+def test_hostile_tool_names_are_invalid_actions(sample_dataset, tmp_path, name):
+    tools = case_tools(sample_dataset, tmp_path, "0")
+    logged = tools.call(name, {"expression": "1+1"})
+    json.dumps(logged.to_json(), ensure_ascii=False).encode("utf-8")
+    assert len(logged.name) <= 210
+    if name not in ("OCR", "Calculator", "OCR.run", "Calculator.run"):
+        assert logged.record.state == "API_ERROR"
+
+
 def test_hostile_arguments_over_mcp_are_error_results(gateway, sample_dataset, tmp_path):
     endpoint = gateway.open(case_tools(sample_dataset, tmp_path, "0"))
     nested: Any = "1"
@@ -330,6 +375,7 @@ def test_hostile_arguments_over_mcp_are_error_results(gateway, sample_dataset, t
     assert [c.record.state for c in log[:2]] == ["ARGS_ERROR", "ARGS_ERROR"]
     assert all("invalid json format" in c.record.errmsg for c in log[:2])
     assert len(log[1].record.errmsg) < 1000
+    assert len(json.dumps(log[1].to_json())) < 2000  # the log keeps a placeholder, not 2 MB
     assert log[2].record.type == INVALID_ACTION
 
 
