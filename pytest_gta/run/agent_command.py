@@ -251,11 +251,16 @@ class CommandAgent:
         if timed_out:
             raise AgentFailed(
                 f"agent gave no answer within {timeout:g} s (--gta-agent-timeout); its process "
-                f"group was stopped{_said(outcome)}",
+                f"group was stopped{_last_line(outcome)}",
                 outcome,
+                outcome.stderr_tail,
             )
         if status != 0:
-            raise AgentFailed(f"agent exited with status {status}{_said(outcome)}", outcome)
+            raise AgentFailed(
+                f"agent exited with status {status}{_last_line(outcome)}",
+                outcome,
+                outcome.stderr_tail,
+            )
         answer_file = files["answer_file"]
         if answer_file.is_file():
             with open(answer_file, "rb") as handle:
@@ -265,8 +270,10 @@ class CommandAgent:
         return outcome
 
 
-def _said(outcome: AgentOutcome) -> str:
-    return f"; the end of its stderr:\n{outcome.stderr_tail}" if outcome.stderr_tail else ""
+def _last_line(outcome: AgentOutcome) -> str:
+    """``; its stderr ends: LINE`` (a traceback's last line is its message), or nothing."""
+    lines = outcome.stderr_tail.strip().splitlines()
+    return f"; its stderr ends: {lines[-1][:300]}" if lines else ""
 
 
 def _safe(text: str) -> str:

@@ -23,7 +23,14 @@ from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.mcp.calls import CaseTools
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.run import loops
-from pytest_gta.run.agents import Agent, AgentOutcome, AgentTask, ProxyCase, ToolClient
+from pytest_gta.run.agents import (
+    Agent,
+    AgentOutcome,
+    AgentTask,
+    ProxyCase,
+    ToolClient,
+    clip_strings,
+)
 from pytest_gta.run.context import RunContext
 from pytest_gta.tools import ToolContext
 from pytest_gta.types import Usage
@@ -175,7 +182,7 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
     answer = outcome.answer or ""
     predictions = [*tools.predictions(), {"role": "assistant", "content": answer}]
     gold = dataset.reference_dialogs(query)[1:]
-    run = AgentRun(outcome, [c.to_json() for c in tools.log()], exchanges, usage)
+    run = AgentRun(outcome, [clip_strings(c.to_json()) for c in tools.log()], exchanges, usage)
     return Played(loops.Episode("e2e", predictions, gold), tools.backends, run)
 
 

@@ -345,7 +345,14 @@ class GtaState:
 
     def mcp_gateway(self) -> McpGateway:
         """This process's MCP server (each xdist worker has its own), started on first case."""
-        return self._once("mcp_gateway", McpGateway)
+        return self._once("mcp_gateway", self._start_gateway)
+
+    def _start_gateway(self) -> McpGateway:
+        # Started here, under the build lock: episodes in the pool's threads open their cases
+        # at once, and each must find the server listening.
+        gateway = McpGateway()
+        gateway.start()
+        return gateway
 
     def model_proxy(self) -> ModelProxy | None:
         """This process's recording proxy in front of the model; ``None``: no HTTP endpoint."""
