@@ -835,41 +835,6 @@ OPTIONS: tuple[OptionSpec, ...] = (
         setting="tools",
     ),
     OptionSpec(
-        OPT_AGENT,
-        "MODULE:CALLABLE",
-        "evaluate your own agent: a (sync or async) callable given each case's task (query, "
-        "images, MCP URL, tools, model URL); end-to-end mode only",
-        parse=parse_agent,
-        setting="agent",
-    ),
-    OptionSpec(
-        OPT_AGENT_COMMAND,
-        "TEMPLATE",
-        "evaluate an agent program, run per case without a shell, its answer read from stdout "
-        "or {answer_file}; placeholders {mcp_url} {query_file} {model_url} {anthropic_url} "
-        "{model} {answer_file} {case_id}",
-        parse=parse_agent_command,
-        setting="agent_command",
-    ),
-    OptionSpec(
-        OPT_AGENT_ENV,
-        "NAME,...",
-        "environment variables passed on to --gta-agent-command (it gets only PATH, HOME, the "
-        "locale and the proxy's URLs otherwise)",
-        parse=parse_agent_env,
-        default=(),
-        setting="agent_env",
-    ),
-    OptionSpec(
-        OPT_AGENT_TIMEOUT,
-        "SECONDS",
-        f"how long one case's agent may run; then it is stopped and the case errors (default: "
-        f"{DEFAULT_AGENT_TIMEOUT:g})",
-        parse=parse_agent_timeout,
-        default=DEFAULT_AGENT_TIMEOUT,
-        setting="agent_timeout",
-    ),
-    OptionSpec(
         OPT_SIM_MODEL,
         "NAME_OR_PATH",
         f"sentence-transformers model for similarity scores (default: {DEFAULT_SIM_MODEL}, "
@@ -1218,6 +1183,41 @@ OPTIONS: tuple[OptionSpec, ...] = (
         parse=parse_serve_timeout,
         default=DEFAULT_SERVE_TIMEOUT,
         setting="serve_timeout",
+    ),
+    OptionSpec(
+        OPT_AGENT,
+        "MODULE:CALLABLE",
+        "evaluate your own agent: a (sync or async) callable given each case's task (query, "
+        "images, MCP URL, tools, model URL); end-to-end mode only",
+        parse=parse_agent,
+        setting="agent",
+    ),
+    OptionSpec(
+        OPT_AGENT_COMMAND,
+        "TEMPLATE",
+        "evaluate an agent program, run per case without a shell, its answer read from stdout "
+        "or {answer_file}; placeholders {mcp_url} {query_file} {model_url} {anthropic_url} "
+        "{model} {answer_file} {case_id}",
+        parse=parse_agent_command,
+        setting="agent_command",
+    ),
+    OptionSpec(
+        OPT_AGENT_ENV,
+        "NAME,...",
+        "environment variables passed on to --gta-agent-command (it gets only PATH, HOME, the "
+        "locale and the proxy's URLs otherwise)",
+        parse=parse_agent_env,
+        default=(),
+        setting="agent_env",
+    ),
+    OptionSpec(
+        OPT_AGENT_TIMEOUT,
+        "SECONDS",
+        f"how long one case's agent may run; then it is stopped and the case errors (default: "
+        f"{DEFAULT_AGENT_TIMEOUT:g})",
+        parse=parse_agent_timeout,
+        default=DEFAULT_AGENT_TIMEOUT,
+        setting="agent_timeout",
     ),
 )
 OPTIONS_BY_DEST: dict[str, OptionSpec] = {spec.dest: spec for spec in OPTIONS}

@@ -123,11 +123,16 @@ def test_command_agent_answer_file(pytester, agent_env):
         "--gta-ids=0,1",
         command("answer-file"),
         "--gta-agent-env=PYTHONPATH",
+        "--gta-report-html=report.html",
     )
     assert run.ret == 0, run.output[-3000:]
     for case in run.report["cases"]:
         assert "chatter" not in case["agent"]["answer"]
         assert case["agent"]["answer"] == case["steps"][-1]["content"]
+        assert case["agent"]["exit_status"] == 0
+    page = (pytester.path / "report.html").read_text()
+    assert "The agent's turns beside the reference chain" in page
+    assert "2 tool call(s) logged by the server" in page
 
 
 @pytest.mark.parametrize("xdist", [(), XDIST], ids=["serial", "xdist"])
