@@ -21,6 +21,7 @@ import pytest
 from pytest_gta.run.agent_command import agent_environment
 from pytest_gta.run.agents import AgentTask, ToolClient
 from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
+from tests.oracle_server import OracleServer
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -111,6 +112,30 @@ def test_command_agent_over_mcp_with_xdist(pytester, oracle_report, agent_env):
     )
     assert_oracle_numbers(run, oracle_report)
     assert run.report["cases"][0]["agent"]["exit_status"] == 0
+
+
+def test_model_traffic_goes_through_the_proxy(pytester, sample_dataset):
+    with OracleServer(sample_dataset) as server:
+        run = gta(
+            pytester,
+            SAMPLE_DATA,
+            "--gta-model=openai/oracle-http",
+            f"--gta-base-url={server.url}",
+            "--gta-cache=off",
+            "--gta-ids=0,1",
+            FAST_SIM,
+            REPLAY_TOOLS,
+            f"--gta-agent={AGENTS}:ask_model",
+        )
+        assert server.calls == 2
+    assert run.ret == 0, run.output[-3000:]
+    for case in run.report["cases"]:
+        (exchange,) = case["exchanges"]
+        assert exchange["api"] == "chat.completions"
+        assert exchange["status"] == 200
+        assert "Thought" in exchange["reply"]
+        assert case["properties"]["gta_model_calls"] == 1
+        assert case["properties"]["gta_tokens_in"] > 0
 
 
 def test_command_agent_answer_file(pytester, agent_env):
