@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -373,3 +375,41 @@ def test_agent_environment_is_an_allow_list(tmp_path):
     assert env["HOME"] == str(tmp_path)
     assert env["GTA_MCP_URL"] == task.mcp_url
     assert "ANTHROPIC_BASE_URL" not in env
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_no_agent_outlives_pytest(tmp_path, signum, monkeypatch):
+    """Stopping pytest (SIGTERM, Ctrl-C, or a kill it cannot handle) stops the agent's group."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    work = tmp_path / "work"
+    work.mkdir()
+    args = [
+        ORACLE,
+        SAMPLE_DATA,
+        FAST_SIM,
+        REPLAY_TOOLS,
+        "--gta-ids=0",
+        "--gta-agent-env=PYTHONPATH",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, command("hang", work)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pid_file = work / "e2e-0.pid"
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.is_file() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline, "the agent never started"
+            time.sleep(0.1)
+        pids = [int(p) for p in pid_file.read_text().split()]
+        assert all(_alive(p) for p in pids)
+        process.send_signal(signum)
+        process.wait(30)
+    finally:
+        process.kill()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if _alive(p)]
