@@ -57,7 +57,15 @@ from pytest_gta.models.generation import (
 )
 from pytest_gta.shard import Shard
 from pytest_gta.urls import check_url
-from pytest_gta.vocabulary import MODES, PROTOCOLS, SANDBOX_MODES, Mode, ProtocolName, SandboxMode
+from pytest_gta.vocabulary import (
+    AGENT_PLACEHOLDERS,
+    MODES,
+    PROTOCOLS,
+    SANDBOX_MODES,
+    Mode,
+    ProtocolName,
+    SandboxMode,
+)
 
 OPT_MODEL = "--gta-model"
 OPT_DATA = "--gta-data"
@@ -635,18 +643,6 @@ def parse_url(value: str) -> str:
         raise pytest.UsageError(str(exc)) from None
 
 
-#: What a ``--gta-agent-command`` template may name (docs: "Your own agent"). ``{output_file}``
-#: is another name of ``{answer_file}``.
-AGENT_PLACEHOLDERS = (
-    "mcp_url",
-    "query_file",
-    "model_url",
-    "anthropic_url",
-    "model",
-    "answer_file",
-    "output_file",
-    "case_id",
-)
 #: Seconds one case's agent may run before its process group is stopped (``--gta-agent-timeout``).
 DEFAULT_AGENT_TIMEOUT = 600.0
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -30,6 +30,8 @@ ROOT = TESTS.parent
 AGENTS = TESTS / "gta_agents.py"
 CLI = TESTS / "gta_agent_cli.py"
 REPLAY_TOOLS = "--gta-tools=replay"
+#: What every run here passes: the oracle model (no HTTP endpoint), the sample, the replay tools.
+RUN = (ORACLE, SAMPLE_DATA, FAST_SIM, REPLAY_TOOLS)
 #: Distinctive enough that finding it anywhere is a leak.
 SECRET = "sk-distinctive-3f9c1e7a5b2d4c6e8f0a"
 
@@ -48,7 +50,7 @@ def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def oracle_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The oracle's end-to-end run on the sample: what a perfect agent must reproduce."""
     cwd = tmp_path_factory.mktemp("oracle")
-    return gta_process(cwd, ORACLE, SAMPLE_DATA, FAST_SIM, REPLAY_TOOLS).report
+    return gta_process(cwd, *RUN).report
 
 
 @pytest.fixture
@@ -76,7 +78,7 @@ def assert_oracle_numbers(run: GtaRun, oracle: dict[str, Any]) -> None:
 
 
 def test_python_agent_gets_the_oracle_numbers(pytester, oracle_report):
-    run = gta(pytester, ORACLE, SAMPLE_DATA, FAST_SIM, REPLAY_TOOLS, f"--gta-agent={AGENTS}:replay")
+    run = gta(pytester, *RUN, f"--gta-agent={AGENTS}:replay")
     assert_oracle_numbers(run, oracle_report)
     report = run.report
     assert report["settings"]["agent"]["name"] == f"{AGENTS}:replay"
@@ -91,10 +93,7 @@ def test_python_agent_gets_the_oracle_numbers(pytester, oracle_report):
 def test_async_agent_in_the_pool(pytester, oracle_report):
     run = gta(
         pytester,
-        ORACLE,
-        SAMPLE_DATA,
-        FAST_SIM,
-        REPLAY_TOOLS,
+        *RUN,
         "--gta-concurrency=4",
         f"--gta-agent={AGENTS}:replay_async",
     )
@@ -104,10 +103,7 @@ def test_async_agent_in_the_pool(pytester, oracle_report):
 def test_command_agent_over_mcp_with_xdist(pytester, oracle_report, agent_env):
     run = gta(
         pytester,
-        ORACLE,
-        SAMPLE_DATA,
-        FAST_SIM,
-        REPLAY_TOOLS,
+        *RUN,
         command("replay"),
         "--gta-agent-env=PYTHONPATH",
         *XDIST,
@@ -143,10 +139,7 @@ def test_model_traffic_goes_through_the_proxy(pytester, sample_dataset):
 def test_command_agent_answer_file(pytester, agent_env):
     run = gta(
         pytester,
-        ORACLE,
-        SAMPLE_DATA,
-        FAST_SIM,
-        REPLAY_TOOLS,
+        *RUN,
         "--gta-ids=0,1",
         command("answer-file"),
         "--gta-agent-env=PYTHONPATH",
@@ -167,10 +160,7 @@ def test_hostile_python_agents(pytester, xdist):
     started = time.monotonic()
     run = gta(
         pytester,
-        ORACLE,
-        SAMPLE_DATA,
-        FAST_SIM,
-        REPLAY_TOOLS,
+        *RUN,
         "--gta-ids=0,1,2,3,4,5,6",
         "--gta-max-turns=5",
         "--gta-agent-timeout=3",
@@ -224,10 +214,7 @@ def test_hostile_command_agents(pytester, agent_env, monkeypatch, xdist):
     started = time.monotonic()
     run = gta(
         pytester,
-        ORACLE,
-        SAMPLE_DATA,
-        FAST_SIM,
-        REPLAY_TOOLS,
+        *RUN,
         "--gta-ids=0,1,2,3,4,5,6,7,8,9",
         "--gta-max-turns=5",
         "--gta-agent-timeout=4",
@@ -277,10 +264,7 @@ def test_secret_of_a_crashing_python_agent_is_redacted(pytester, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     run = gta(
         pytester,
-        ORACLE,
-        SAMPLE_DATA,
-        FAST_SIM,
-        REPLAY_TOOLS,
+        *RUN,
         "--gta-ids=0",
         f"--gta-agent={AGENTS}:crash",
         "--junitxml=junit.xml",
@@ -334,7 +318,7 @@ def test_secret_of_a_crashing_python_agent_is_redacted(pytester, monkeypatch):
     ],
 )
 def test_usage_errors(pytester, args, expected):
-    run = gta(pytester, ORACLE, SAMPLE_DATA, FAST_SIM, REPLAY_TOOLS, *args, report=None)
+    run = gta(pytester, *RUN, *args, report=None)
     assert run.ret == pytest.ExitCode.USAGE_ERROR, run.output[-2000:]
     run.result.stderr.fnmatch_lines([expected])
 
@@ -384,10 +368,7 @@ def test_no_agent_outlives_pytest(tmp_path, signum, monkeypatch):
     work = tmp_path / "work"
     work.mkdir()
     args = [
-        ORACLE,
-        SAMPLE_DATA,
-        FAST_SIM,
-        REPLAY_TOOLS,
+        *RUN,
         "--gta-ids=0",
         "--gta-agent-env=PYTHONPATH",
     ]

@@ -1,7 +1,7 @@
 """An agent program run once per case (``--gta-agent-command``), and nothing of it left behind.
 
 The template is split like a shell would (``shlex``) but run without one, each placeholder
-filled in one word (:data:`PLACEHOLDERS`), so a query text or a URL never becomes syntax. The
+filled in one word (:data:`~pytest_gta.vocabulary.AGENT_PLACEHOLDERS`), so a query text or a URL never becomes syntax. The
 program starts under :mod:`pytest_gta.serve_guard` as the leader of a new process group: the
 whole group (the agent and every process it started, a ``sleep 1000 &`` included) is stopped
 with SIGTERM then SIGKILL on timeout, and SIGKILLed whenever the case ends, however it ends
@@ -38,17 +38,6 @@ from typing import cast
 from pytest_gta import serve_guard
 from pytest_gta.run.agents import AgentFailed, AgentOutcome, AgentTask, tail
 
-#: What a template may name (options.AGENT_PLACEHOLDERS checks templates; keep them equal).
-PLACEHOLDERS = (
-    "mcp_url",
-    "query_file",
-    "model_url",
-    "anthropic_url",
-    "model",
-    "answer_file",
-    "output_file",
-    "case_id",
-)
 #: Variables of the user's environment every agent program gets: none holds a credential.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME")
 #: The API key an agent's SDK is given for the proxy, which ignores it and adds the real one.

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_gta import outward
-from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUsageError
 from pytest_gta.mcp.calls import CallLimitReached, CaseTools, LoggedCall
 from pytest_gta.types import ToolResult, Usage
 
@@ -90,12 +90,17 @@ class ProxyCase(Protocol):
         """Refuse later requests."""
         ...
 
+    @property
+    def exhausted(self) -> GtaBudgetExhausted | None:
+        """The budget stop a request of the case ran into, if any."""
+        ...
+
 
 class Proxy(Protocol):
     """The process's recording model proxy (:class:`pytest_gta.proxy.ModelProxy`)."""
 
-    def open(self, label: str) -> ProxyCase:
-        """A new per-case door."""
+    def open(self, label: str, *, epoch: int = 0) -> ProxyCase:
+        """A new per-case door (``epoch``: the sampling epoch, for the response cache)."""
         ...
 
 

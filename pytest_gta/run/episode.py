@@ -152,7 +152,7 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
         proxy = ctx.proxy() if ctx.proxy is not None else None
         door: ProxyCase | None = None
         if proxy is not None:
-            door = proxy.open(case.id)
+            door = proxy.open(case.id, epoch=case.epoch)
             stack.callback(door.close)
         task = AgentTask(
             case_id=case.id,
@@ -171,8 +171,11 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
         try:
             outcome = agent.run(task, ctx.agent_timeout)
         finally:
-            # A backend that broke under the agent is the case's infrastructure error, whatever
-            # the agent made of it (a crash, an answer without the tool).
+            # A spent budget stops the session as it does for the project's loop (the case is
+            # skipped), and a backend that broke under the agent is the case's infrastructure
+            # error, whatever the agent made of either (a crash, an answer without them).
+            if door is not None and door.exhausted is not None:
+                raise door.exhausted
             if tools.failure is not None:
                 raise tools.failure
         exchanges = [] if door is None else [e.to_json() for e in door.exchanges()]
