@@ -3,11 +3,11 @@
 The template is split like a shell would (``shlex``) but run without one, each placeholder
 (:data:`~pytest_gta.vocabulary.AGENT_PLACEHOLDERS`) filled in one word, so a query text or a
 URL never becomes syntax. The program starts under :mod:`pytest_gta.serve_guard` as the
-leader of a new process group: the whole group (the agent and every process it started, a ``sleep 1000 &`` included) is stopped
-with SIGTERM then SIGKILL on timeout, and SIGKILLed whenever the case ends, however it ends
-(an answer, a crash, Ctrl-C or SIGTERM of pytest: :func:`stop_all` runs from the interrupt
-handler for agents in the pool's threads); if pytest itself is killed, the guard sees its
-parent gone and stops the group.
+leader of a new process group: the whole group (the agent and every process it started, a
+``sleep 1000 &`` included) is stopped with SIGTERM then SIGKILL on timeout, and SIGKILLed
+whenever the case ends, however it ends (an answer, a crash, Ctrl-C or SIGTERM of pytest:
+:func:`stop_all` runs from the interrupt handler for agents in the pool's threads); if pytest
+itself is killed, the guard sees its parent gone and stops the group.
 
 The program's environment is an allow-list, as the sandbox's is (tool_backends/sandbox_tree.py):
 the locale, ``PATH`` (an agent is a program found on it), a scratch ``HOME`` and ``TMPDIR``,
