@@ -124,6 +124,9 @@ def test_model_traffic_goes_through_the_proxy(pytester, sample_dataset):
             FAST_SIM,
             REPLAY_TOOLS,
             f"--gta-agent={AGENTS}:ask_model",
+            # In process, pytester's module snapshots can leave the proxy's upstream_of holding
+            # an older import of the adapter's class than the run builds: a fresh interpreter.
+            fresh_process=True,
         )
         assert server.calls == 2
     assert run.ret == 0, run.output[-3000:]
