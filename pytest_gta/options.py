@@ -755,6 +755,34 @@ class OptionSpec:
         return self.default_factory() if self.default_factory else self.default
 
 
+# -- GTA's tools over MCP (``python -m pytest_gta.mcp``; pytest_gta.session.mcp_serve) ----------
+OPT_MCP_SERVE = "--gta-mcp-serve"
+OPT_MCP_TRANSPORT = "--gta-mcp-transport"
+OPT_MCP_QUERY = "--gta-mcp-query"
+OPT_MCP_PORT = "--gta-mcp-port"
+MCP_TRANSPORTS = ("http", "stdio")
+#: Ports ``--gta-mcp-port`` accepts (0: any free port).
+MCP_PORT_RANGE = (0, 65535)
+
+
+def parse_mcp_transport(value: str) -> str:
+    """``http`` (streamable HTTP on 127.0.0.1) or ``stdio``."""
+    name = value.strip().lower()
+    if name not in MCP_TRANSPORTS:
+        raise pytest.UsageError(
+            f"{OPT_MCP_TRANSPORT}={shown(value)}: give one of {', '.join(MCP_TRANSPORTS)}"
+        )
+    return name
+
+
+def parse_mcp_port(value: str) -> int:
+    """A TCP port on 127.0.0.1; 0 picks a free one."""
+    low, high = MCP_PORT_RANGE
+    return _int_at_least(
+        value, OPT_MCP_PORT, "give a TCP port (0: any free port)", low, maximum=high
+    )
+
+
 #: Every option, in ``--help`` order.
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
@@ -813,6 +841,32 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "print the installed dataset's origin, verification and statistics, then exit",
         kind="flag",
         default=False,
+    ),
+    OptionSpec(
+        OPT_MCP_SERVE,
+        None,
+        "serve the tools as an MCP server (what python -m pytest_gta.mcp runs) until Ctrl-C",
+        kind="flag",
+        default=False,
+    ),
+    OptionSpec(
+        OPT_MCP_TRANSPORT,
+        "TRANSPORT",
+        "with --gta-mcp-serve: http (streamable HTTP on 127.0.0.1, the default) or stdio",
+        parse=parse_mcp_transport,
+        default="http",
+    ),
+    OptionSpec(
+        OPT_MCP_QUERY,
+        "ID",
+        "with --gta-mcp-serve: serve this query's tools and files (default: all 14 tools)",
+    ),
+    OptionSpec(
+        OPT_MCP_PORT,
+        "PORT",
+        "with --gta-mcp-serve: the port on 127.0.0.1 (default: 0, any free port)",
+        parse=parse_mcp_port,
+        default=0,
     ),
     OptionSpec(
         OPT_MODE,

@@ -72,6 +72,17 @@ def _data_commands() -> ModuleType:
     return install_cli
 
 
+def _mcp_command() -> ModuleType:
+    """:mod:`pytest_gta.session.mcp_serve`, for ``--gta-mcp-serve`` (``python -m pytest_gta.mcp``).
+
+    Deferred like :func:`_session_layer`: the MCP SDK, Starlette and uvicorn load only when
+    the tools are served.
+    """
+    from pytest_gta.session import mcp_serve
+
+    return mcp_serve
+
+
 def _session(config: pytest.Config) -> GtaSession:
     """The run's :class:`GtaSession` (made here for a fixture used without ``--gta-model``)."""
     session = config.stash.get(SESSION, None)
@@ -101,7 +112,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    """``--gta-download``, ``--gta-data-info`` and ``--gta-merge`` run instead of a session."""
+    """Commands that run instead of a session: data, ``--gta-merge``, ``--gta-mcp-serve``."""
+    if config.getoption("gta_mcp_serve"):
+        served: int = _mcp_command().run(config)
+        return served
     if config.getoption("gta_merge"):
         merged: int = _session_layer().merge(config)
         return merged

@@ -17,6 +17,7 @@ PACKAGES = ("pytest_gta", "tool_backends")
 ALLOWED_DEFERRED = {
     ("pytest_gta/plugin.py", "_session_layer", "pytest_gta.session"),
     ("pytest_gta/plugin.py", "_data_commands", "pytest_gta.session"),
+    ("pytest_gta/plugin.py", "_mcp_command", "pytest_gta.session"),
 }
 
 

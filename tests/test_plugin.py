@@ -426,6 +426,10 @@ def test_help_pins_the_options(pytester):
         "--gta-allow-unverified",
         "--gta-record-manifest",
         "--gta-data-info",
+        "--gta-mcp-serve",
+        "--gta-mcp-transport=TRANSPORT",
+        "--gta-mcp-query=ID",
+        "--gta-mcp-port=PORT",
         "--gta-mode=MODES",
         "--gta-tools=BACKENDS",
         "--gta-sim-model=NAME_OR_PATH",
@@ -537,6 +541,12 @@ def test_entry_module_import_is_light():
         "sympy",
         "rapidocr_onnxruntime",
         "transformers",
+        # GTA's tools over MCP load only when served (python -m pytest_gta.mcp, an agent run).
+        "mcp",
+        "mcp_types",
+        "uvicorn",
+        "starlette",
+        "pytest_gta.mcp.server",
     }
     assert not heavy & imported
     assert "pytest_gta.plugin" in imported

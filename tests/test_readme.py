@@ -47,6 +47,7 @@ def test_option_table_lists_every_option(pytester):
         "--gta-download",
         "--gta-record-manifest",
         "--gta-data-info",
+        "--gta-mcp-serve",
         "--gta-merge",
         "--gta-rerun-regressions",
     }

@@ -40,6 +40,7 @@ MAX_ARGUMENT_CHARS = 1_000_000
 QUOTED_CHARS = 200
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_OVERSIZED = "<arguments of "
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,7 @@ class LoggedCall:
     @property
     def ok(self) -> bool:
         """Whether the call succeeded (the tool ran and answered)."""
-        return self.record.state == "SUCCESS" and self.record.type not in (
-            INVALID_ACTION,
-            NO_ACTION,
-        )
+        return self.record.state == "SUCCESS"
 
     def to_json(self) -> dict[str, Any]:
         """The call as the report's ``tool_log`` entry: name, arguments, output, error, duration."""
@@ -116,7 +114,7 @@ def action_input(arguments: Any) -> str:
     else:
         text = json.dumps(decoded, ensure_ascii=False)
     if len(text) > MAX_ARGUMENT_CHARS:
-        return f"<arguments of {len(text)} characters, over {MAX_ARGUMENT_CHARS}: {_quote(text)}>"
+        return f"{_OVERSIZED}{len(text)} characters, over {MAX_ARGUMENT_CHARS}: {_quote(text)}>"
     if _LONE_SURROGATE.search(text):
         return f"<arguments with a lone surrogate, not UTF-8: {_quote(text)}>"
     return text
@@ -205,7 +203,8 @@ class CaseTools:
                 raise CallLimitReached(self.max_calls)
             index = self._started
             self._started += 1
-        parsed = p.ParsedReply("", _action(name, self._tools), action_input(arguments))
+        text = action_input(arguments)
+        parsed = p.ParsedReply("", _action(name, self._tools), text)
         try:
             record = p.execute(parsed, self._tools, self._run, visible=self._visible)
         except BaseException as exc:
@@ -213,8 +212,9 @@ class CaseTools:
                 self._failure = self._failure or exc
             raise
         logged = LoggedCall(
-            name=name,
-            arguments=outward.clean(arguments),
+            name=_quote(name) if isinstance(name, str) else outward.clean_text(repr(name)),
+            # An over-long value is logged as the placeholder the record holds, not kept whole.
+            arguments=text if text.startswith(_OVERSIZED) else outward.clean(arguments),
             record=record,
             started=started,
             duration=time.perf_counter() - clock,

@@ -39,10 +39,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from pytest_gta import outward
+from pytest_gta.agent import protocol as p
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.mcp.calls import CallLimitReached, CaseTools, LoggedCall
 from pytest_gta.types import ToolResult
 from pytest_gta.version import __version__
+from pytest_gta.vocabulary import INVALID_ACTION
 
 #: Threads that run tool calls for all cases of a gateway (a run's ``--gta-concurrency`` is
 #: far below this; calls past it wait for a free thread).
@@ -96,11 +98,12 @@ def result_of(logged: LoggedCall) -> types.CallToolResult:
     content. A failed call is an error result whose text is the official error message.
     """
     record = logged.record
+    if record.type == INVALID_ACTION:
+        # Lagent shows the raw input as the message of an unknown action (the log keeps that
+        # official record); an MCP agent is told what is wrong instead.
+        return _error(f"{p.INVALID_ACTION_MESSAGE} Unknown tool: {outward.clean_text(logged.name)}")
     if not logged.ok:
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=outward.clean_text(record.errmsg or ""))],
-            is_error=True,
-        )
+        return _error(outward.clean_text(record.errmsg or ""))
     items = record.result or ()
     content: list[Any] = [
         types.TextContent(type="text", text=outward.clean_text(ToolResult(items).format()))
@@ -142,10 +145,12 @@ def case_server(
 
     ``run`` runs a blocking call off the event loop (a thread pool).
     """
+    schemas = tools.schemas()
     listed = [
         types.Tool(name=s["name"], description=s["description"], input_schema=s["inputSchema"])
-        for s in tools.schemas()
+        for s in schemas
     ]
+    inputs = {s["name"]: s["inputSchema"] for s in schemas}
 
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
@@ -162,6 +167,8 @@ def case_server(
             "GTA benchmark tools. File inputs take absolute paths; image outputs are given "
             "as absolute paths that can be passed to the next tool."
         ),
+        # Without it the SDK lists the tools again for every call (to check Mcp-Param headers).
+        get_tool_input_schema=inputs.get,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
