@@ -5,7 +5,8 @@ It speaks just enough of the OpenAI chat-completions API (``/v1/chat/completions
 talk to it, so adapter tests exercise the real SDKs, real sockets and real retries. Each
 request pops the next scripted step: a JSON answer with a status and headers, raw bytes of any
 content type (an HTML page, truncated or non-UTF-8 JSON), a delay (for timeouts), or a dropped
-connection (a server dying mid-run). When the script runs out the ``default`` answer is used.
+connection (a server dying mid-run), or a chunked body written piece by piece (a server-sent
+event stream). When the script runs out the ``default`` answer is used.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class Step:
     raw: bytes | None = None
     #: ``None`` sends no Content-Type header at all.
     content_type: str | None = "application/json"
+    #: Send these pieces as a chunked body, one write each, ``chunk_delay`` apart (a stream).
+    chunks: list[bytes] | None = None
+    chunk_delay: float = 0.0
 
 
 @dataclass
@@ -165,6 +169,9 @@ class ScriptedServer:
                 self._send(step)
 
             def _send(self, step: Step) -> None:
+                if step.chunks is not None:
+                    self._stream(step)
+                    return
                 data = step.raw if step.raw is not None else json.dumps(step.body).encode()
                 self.send_response(step.status)
                 if step.content_type is not None:
@@ -175,6 +182,21 @@ class ScriptedServer:
                 self.end_headers()
                 try:
                     self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _stream(self, step: Step) -> None:
+                self.send_response(step.status)
+                self.send_header("Content-Type", step.content_type or "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for n, piece in enumerate(step.chunks or []):
+                        if n and step.chunk_delay:
+                            time.sleep(step.chunk_delay)
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 

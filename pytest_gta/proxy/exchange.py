@@ -26,8 +26,9 @@ class Exchange:
     request: Any
     #: The reply's text and tool calls as readable text (for an error: the error's message).
     reply: str
-    #: Tokens of the reply; ``calls=1`` for an answer paid for, ``cached_calls=1`` for a replay.
-    #: ``None``: nothing was answered (an error) or the upstream reported no usage.
+    #: Tokens of the reply (0 when the upstream reported none); ``calls=1`` for an answer paid
+    #: for (a reply over the size limit too), ``cached_calls=1`` for a replay. ``None``: no
+    #: answer came (an error of the proxy's or the upstream's).
     usage: Usage | None
     #: The HTTP status the agent got.
     status: int

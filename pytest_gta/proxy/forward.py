@@ -83,7 +83,10 @@ class Reply(Protocol):
         """A piece of a streamed answer; raises :class:`AgentGone` when nobody reads."""
 
     def end(self, complete: bool) -> None:
-        """End a streamed answer (``complete=False``: cut it off, the agent sees an error)."""
+        """End a streamed answer (``complete=False``: cut it off, the agent sees an error).
+
+        :meth:`send` and :meth:`end` record the exchange just before their last bytes.
+        """
 
 
 class Refused(Exception):
@@ -153,9 +156,9 @@ class Outcome:
         )
 
     def failed(self, out: Reply, status: int, kind: str, message: str) -> None:
-        """Answer the agent with an error and note it."""
-        send_error(out, status, kind, message)
+        """Note an error, then answer the agent with it."""
         self.status, self.error, self.reply = status, message, message
+        send_error(out, status, kind, message)
 
 
 class Forwarder:
@@ -181,20 +184,22 @@ class Forwarder:
             text = text.replace(key, "[redacted upstream key]")
         return outward.redact(text)
 
-    def answer(self, incoming: Incoming, out: Reply) -> Outcome:
-        """Answer ``incoming`` on ``out``; never raises for anything the agent or upstream sent.
+    def answer(self, incoming: Incoming, out: Reply, outcome: Outcome) -> None:
+        """Answer ``incoming`` on ``out``, noting what happened in ``outcome``.
+
+        ``outcome`` is complete before the last bytes of an answer go out (``out`` records it
+        then), so that an agent's next request finds this one booked and in the transcript.
+        Never raises for anything the agent or the upstream sent.
 
         Raises:
-            AgentGone: only from a whole answer the agent did not wait for (nothing to record
-                beyond what the outcome already holds is lost).
+            AgentGone: the agent stopped reading a whole answer.
         """
-        outcome = Outcome(incoming.api, time.monotonic())
         try:
             body = request_body(incoming.raw)
         except BadRequest as exc:
             outcome.request = f"[not forwarded: {exc}]"
             outcome.failed(out, 400, "invalid_request_error", str(exc))
-            return outcome
+            return
         asked = body.get("model")
         outcome.requested_model = asked if isinstance(asked, str) else None
         body["model"] = self.upstream.model
@@ -210,10 +215,10 @@ class Forwarder:
             payload = json.dumps(body).encode("ascii")
         except (TypeError, ValueError, RecursionError) as exc:  # NaN passes; these do not
             outcome.failed(out, 400, "invalid_request_error", f"cannot forward the body: {exc}")
-            return outcome
+            return
         key = self.cache_key(incoming.api, body, incoming.epoch)
         if self.replay(key, outcome, out):
-            return outcome
+            return
         try:
             self.check_budget()
             with endpoint_limit(self.upstream.endpoint, self.upstream.max_concurrency):
@@ -223,7 +228,6 @@ class Forwarder:
         except GtaBudgetExhausted as exc:
             outcome.budget = exc
             outcome.failed(out, 402, "budget_exhausted", f"pytest-gta: {exc}")
-        return outcome
 
     def check_budget(self) -> None:
         """Raise :class:`GtaBudgetExhausted` once the session's budget is spent."""
@@ -234,7 +238,13 @@ class Forwarder:
         """The response-cache key of a forwarded body (``None``: no cache)."""
         if self.cache is None:
             return None
-        identity = {**self.upstream.identity, "api": api, "via": "proxy"}
+        upstream = self.upstream
+        identity = dict(upstream.identity) or {
+            "provider": upstream.kind,
+            "endpoint": upstream.endpoint,
+            "model": upstream.model,
+        }
+        identity.update(api=api, via="proxy")
         return ResponseCache.key({"identity": identity, "payload": body, "epoch": epoch})
 
     def replay(self, key: str | None, outcome: Outcome, out: Reply) -> bool:
@@ -245,21 +255,21 @@ class Forwarder:
         if hit is None:
             return False
         raw = hit.text.encode("utf-8", errors="replace")
-        reading = self.read_stream(outcome.api, raw) if outcome.streamed else None
+        if outcome.streamed:
+            reading = self.read_stream(outcome.api, raw)
+        else:
+            try:
+                reading = reply_of(outcome.api, json.loads(raw))
+            except Exception:  # an entry this proxy wrote; whatever it holds, it is sent
+                reading = Reading("", None)
+        outcome.usage = replace(hit.usage or Usage(), calls=0, cached_calls=1)
+        outcome.status, outcome.cached, outcome.reply = 200, True, reading.text
         if outcome.streamed:
             out.start(200, EVENT_STREAM)
             out.chunk(raw)
             out.end(True)
         else:
             out.send(200, raw, "application/json", {})
-            try:
-                reading = reply_of(outcome.api, json.loads(raw))
-            except Exception:  # an entry this proxy wrote; whatever it holds, it was sent
-                reading = Reading("", None)
-        usage = hit.usage or Usage()
-        outcome.usage = replace(usage, calls=0, cached_calls=1)
-        outcome.status, outcome.cached = 200, True
-        outcome.reply = reading.text if reading is not None else ""
         return True
 
     @staticmethod
@@ -303,8 +313,8 @@ class Forwarder:
             return
         except Refused as exc:
             body = self.scrub(exc.body.decode("utf-8", errors="replace")).encode()
-            out.send(exc.status, body, exc.content_type or "application/json", {})
             outcome.status, outcome.error, outcome.reply = exc.status, str(exc), str(exc)
+            out.send(exc.status, body, exc.content_type or "application/json", {})
             return
         except GtaInfrastructureError as exc:
             outcome.failed(out, 502, "upstream_error", self.scrub(str(exc)))
@@ -406,10 +416,10 @@ class Forwarder:
             outcome.error = f"{self.upstream.endpoint}: the stream broke off: {problem}"
         finally:
             response.close()
+        result = reading.finish()
+        outcome.reply, outcome.usage = self.scrub(result.text), result.usage
+        self.settle(key, outcome, bytes(raw), complete)
         try:
             out.end(complete)
         except AgentGone:
             pass
-        result = reading.finish()
-        outcome.reply, outcome.usage = self.scrub(result.text), result.usage
-        self.settle(key, outcome, bytes(raw), complete)

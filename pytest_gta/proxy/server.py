@@ -30,7 +30,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -68,6 +68,8 @@ class ProxyCase:
         self._lock = threading.Lock()
         self._exchanges: list[Exchange] = []
         self._closed = False
+        self._in_flight = 0
+        self._idle = threading.Condition(self._lock)
         #: Set when a request found the session's budget spent: raise it to stop the case
         #: as a budgeted run stops (:class:`~pytest_gta.errors.GtaBudgetExhausted`).
         self.exhausted: GtaBudgetExhausted | None = None
@@ -91,6 +93,27 @@ class ProxyCase:
     def closed(self) -> bool:
         """Whether the case's URLs are refused now."""
         return self._closed
+
+    def begin(self) -> None:
+        """A request of the case is being answered (the handler calls this)."""
+        with self._lock:
+            self._in_flight += 1
+
+    def end(self) -> None:
+        """A request of the case is answered and recorded."""
+        with self._lock:
+            self._in_flight -= 1
+            self._idle.notify_all()
+
+    def wait(self, timeout: float = CLOSE_WAIT) -> bool:
+        """Wait until no request of the case is in flight; ``False`` if some still are.
+
+        An SDK returns a stream to its caller at the stream's last event, a moment before the
+        proxy has seen the stream end and recorded it: read the transcript after this (or
+        after :meth:`close`, which calls it).
+        """
+        with self._lock:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
     def record(self, exchange: Exchange, exhausted: GtaBudgetExhausted | None = None) -> None:
         """Append an exchange (the proxy's handler calls this)."""
@@ -128,10 +151,15 @@ class ProxyCase:
         """The transcript as JSON-able dicts."""
         return [e.to_json() for e in self.exchanges()]
 
-    def close(self) -> None:
-        """Refuse the case's URLs from now on (404); idempotent."""
+    def close(self, wait: float = CLOSE_WAIT) -> None:
+        """Refuse the case's URLs from now on (404); idempotent.
+
+        Then waits up to ``wait`` seconds for the case's requests in flight to be recorded.
+        """
         self._closed = True
         self._proxy._forget(self._secret)
+        if not self.wait(wait):
+            log.warning("model proxy: case %s still has requests in flight", self.label)
 
 
 class ModelProxy:
@@ -179,7 +207,11 @@ class ModelProxy:
             return
         self._server = _Server((self._host, self._port), _Handler, self)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="pytest-gta-model-proxy", daemon=True
+            target=self._server.serve_forever,
+            # How often the loop looks for a shutdown: close() waits up to this long.
+            args=(0.05,),
+            name="pytest-gta-model-proxy",
+            daemon=True,
         )
         self._thread.start()
 
@@ -254,6 +286,10 @@ class _Server(ThreadingHTTPServer):
             self._connections.add(request)
         thread.start()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line in the log, never a traceback on stderr (whatever a client sent)."""
+        log.debug("model proxy: a connection ended with an error", exc_info=True)
+
     def shutdown_request(self, request: Any) -> None:
         with self._tracking:
             self._connections.discard(request)
@@ -325,6 +361,16 @@ class _Handler(BaseHTTPRequestHandler):
         case, route = self._route()
         if case is None:
             return
+        case.begin()
+        try:
+            self._post(case, route)
+        except Exception as exc:  # a bug of the proxy's: the agent gets a 500, the case a record
+            log.warning("model proxy: a request of case %s failed: %r", case.label, exc)
+            self._refuse(500, "proxy_error", f"pytest-gta proxy: {exc!r}", case=case)
+        finally:
+            case.end()
+
+    def _post(self, case: ProxyCase, route: str) -> None:
         proxy = self.server.proxy
         api = ALL_ROUTES.get(route.rstrip("/"))
         if api is None:
@@ -345,13 +391,14 @@ class _Handler(BaseHTTPRequestHandler):
         if raw is None:
             return
         incoming = Incoming(api, raw, dict(self.headers.items()), case.epoch)
-        reply = _Reply(self)
+        outcome = Outcome(api, time.monotonic())
+        reply = _Reply(self, lambda: case.record(outcome.exchange(), outcome.budget))
         try:
-            outcome = proxy.forwarder.answer(incoming, reply)
+            proxy.forwarder.answer(incoming, reply, outcome)
         except AgentGone:
             self.close_connection = True
-            return
-        case.record(outcome.exchange(), outcome.budget)
+        finally:
+            reply.finish()
 
     def _route(self) -> tuple[ProxyCase | None, str]:
         """The case of the path's secret and the rest of the path; refuses unknown secrets."""
@@ -382,14 +429,14 @@ class _Handler(BaseHTTPRequestHandler):
         api: str = "",
         note: str | None = None,
     ) -> None:
+        outcome = Outcome(api, time.monotonic(), request=note, status=status)
+        outcome.error = outcome.reply = message
+        reply = _Reply(self, None if case is None else lambda: case.record(outcome.exchange()))
         try:
-            send_error(_Reply(self), status, kind, message)
+            send_error(reply, status, kind, message)
         except AgentGone:
             self.close_connection = True
-        if case is not None:
-            outcome = Outcome(api, time.monotonic(), request=note, status=status)
-            outcome.error = outcome.reply = message
-            case.record(outcome.exchange())
+        reply.finish()
 
     def _body(self, case: ProxyCase, api: str) -> bytes | None:
         """The request body, or ``None`` after refusing it (recorded on the case)."""
@@ -420,10 +467,23 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Reply:
-    """Answers on a handler's connection (whole, or chunked for streams)."""
+    """Answers on a handler's connection (whole, or chunked for streams).
 
-    def __init__(self, handler: BaseHTTPRequestHandler) -> None:
+    ``record`` runs once, just before the last bytes of the answer go out (or when the
+    answer ends otherwise), so the transcript holds an exchange before its agent sees it end.
+    """
+
+    def __init__(
+        self, handler: BaseHTTPRequestHandler, record: Callable[[], None] | None = None
+    ) -> None:
         self.handler = handler
+        self._record = record
+
+    def finish(self) -> None:
+        """Record the exchange, if not done yet."""
+        record, self._record = self._record, None
+        if record is not None:
+            record()
 
     def _write(self, data: bytes) -> None:
         try:
@@ -449,6 +509,7 @@ class _Reply:
             status,
             {"Content-Type": content_type, "Content-Length": str(len(body)), **headers},
         )
+        self.finish()
         self._write(body)
 
     def start(self, status: int, content_type: str) -> None:
@@ -473,6 +534,7 @@ class _Reply:
         A stream cut off without its last chunk is what the agent's client reports as an
         incomplete answer.
         """
+        self.finish()
         if complete:
             self._write(b"0\r\n\r\n")
         else:

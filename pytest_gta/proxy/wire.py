@@ -26,7 +26,7 @@ The three APIs, as their public references describe them:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,36 +107,52 @@ def _chat_text(data: dict[str, Any]) -> str:
     return _join(parts)
 
 
-def _responses_text(data: dict[str, Any]) -> str:
+#: Reply items of no interest to a transcript reader (the model's hidden reasoning).
+_UNSHOWN = frozenset({"reasoning", "thinking", "redacted_thinking"})
+
+
+def _items_text(items: list[Any], where: str, read: Callable[[dict[str, Any], str], Any]) -> str:
+    """The text of a list of typed items; ``read`` gives an item's lines, ``None`` if unknown."""
     parts: list[str] = []
-    for n, item in enumerate(member(data, "output", list)):
-        item = expect(item, f"output[{n}]", dict)
+    for n, item in enumerate(items):
+        item = expect(item, f"{where}[{n}]", dict)
+        lines = read(item, f"{where}[{n}]")
         kind = item.get("type")
-        if kind == "message":
-            for piece in member(item, "content", list, at=f"output[{n}]"):
-                if isinstance(piece, dict) and isinstance(piece.get("text"), str):
-                    parts.append(piece["text"])
-                elif isinstance(piece, dict) and isinstance(piece.get("refusal"), str):
-                    parts.append(f"[refusal] {piece['refusal']}")
-        elif kind == "function_call":
-            parts.append(tool_line(item.get("name"), item.get("arguments")))
-        elif isinstance(kind, str) and kind != "reasoning":
+        if lines is not None:
+            parts.extend(lines)
+        elif isinstance(kind, str) and kind not in _UNSHOWN:
             parts.append(f"[{kind}]")
     return _join(parts)
+
+
+def _responses_item(item: dict[str, Any], where: str) -> list[str] | None:
+    if item.get("type") == "function_call":
+        return [tool_line(item.get("name"), item.get("arguments"))]
+    if item.get("type") != "message":
+        return None
+    lines = []
+    for piece in member(item, "content", list, at=where):
+        if isinstance(piece, dict) and isinstance(piece.get("text"), str):
+            lines.append(piece["text"])
+        elif isinstance(piece, dict) and isinstance(piece.get("refusal"), str):
+            lines.append(f"[refusal] {piece['refusal']}")
+    return lines
+
+
+def _messages_block(block: dict[str, Any], where: str) -> list[str] | None:
+    if block.get("type") == "tool_use":
+        return [tool_line(block.get("name"), block.get("input"))]
+    if block.get("type") == "text" and isinstance(block.get("text"), str):
+        return [block["text"]]
+    return None
+
+
+def _responses_text(data: dict[str, Any]) -> str:
+    return _items_text(member(data, "output", list), "output", _responses_item)
 
 
 def _messages_text(data: dict[str, Any]) -> str:
-    parts: list[str] = []
-    for n, block in enumerate(member(data, "content", list)):
-        block = expect(block, f"content[{n}]", dict)
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        elif kind == "tool_use":
-            parts.append(tool_line(block.get("name"), block.get("input")))
-        elif isinstance(kind, str) and kind not in ("thinking", "redacted_thinking"):
-            parts.append(f"[{kind}]")
-    return _join(parts)
+    return _items_text(member(data, "content", list), "content", _messages_block)
 
 
 _TEXT_OF = {
