@@ -57,7 +57,15 @@ from pytest_gta.models.generation import (
 )
 from pytest_gta.shard import Shard
 from pytest_gta.urls import check_url
-from pytest_gta.vocabulary import MODES, PROTOCOLS, SANDBOX_MODES, Mode, ProtocolName, SandboxMode
+from pytest_gta.vocabulary import (
+    AGENT_PLACEHOLDERS,
+    MODES,
+    PROTOCOLS,
+    SANDBOX_MODES,
+    Mode,
+    ProtocolName,
+    SandboxMode,
+)
 
 OPT_MODEL = "--gta-model"
 OPT_DATA = "--gta-data"
@@ -635,18 +643,6 @@ def parse_url(value: str) -> str:
         raise pytest.UsageError(str(exc)) from None
 
 
-#: What a ``--gta-agent-command`` template may name (docs: "Your own agent"). ``{output_file}``
-#: is another name of ``{answer_file}``.
-AGENT_PLACEHOLDERS = (
-    "mcp_url",
-    "query_file",
-    "model_url",
-    "anthropic_url",
-    "model",
-    "answer_file",
-    "output_file",
-    "case_id",
-)
 #: Seconds one case's agent may run before its process group is stopped (``--gta-agent-timeout``).
 DEFAULT_AGENT_TIMEOUT = 600.0
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -887,41 +883,6 @@ OPTIONS: tuple[OptionSpec, ...] = (
         parse=parse_tools,
         default=DEFAULT_TOOLS,
         setting="tools",
-    ),
-    OptionSpec(
-        OPT_AGENT,
-        "MODULE:CALLABLE",
-        "evaluate your own agent: a (sync or async) callable given each case's task (query, "
-        "images, MCP URL, tools, model URL); end-to-end mode only",
-        parse=parse_agent,
-        setting="agent",
-    ),
-    OptionSpec(
-        OPT_AGENT_COMMAND,
-        "TEMPLATE",
-        "evaluate an agent program, run per case without a shell, its answer read from stdout "
-        "or {answer_file}; placeholders {mcp_url} {query_file} {model_url} {anthropic_url} "
-        "{model} {answer_file} {case_id}",
-        parse=parse_agent_command,
-        setting="agent_command",
-    ),
-    OptionSpec(
-        OPT_AGENT_ENV,
-        "NAME,...",
-        "environment variables passed on to --gta-agent-command (it gets only PATH, HOME, the "
-        "locale and the proxy's URLs otherwise)",
-        parse=parse_agent_env,
-        default=(),
-        setting="agent_env",
-    ),
-    OptionSpec(
-        OPT_AGENT_TIMEOUT,
-        "SECONDS",
-        f"how long one case's agent may run; then it is stopped and the case errors (default: "
-        f"{DEFAULT_AGENT_TIMEOUT:g})",
-        parse=parse_agent_timeout,
-        default=DEFAULT_AGENT_TIMEOUT,
-        setting="agent_timeout",
     ),
     OptionSpec(
         OPT_SIM_MODEL,
@@ -1272,6 +1233,41 @@ OPTIONS: tuple[OptionSpec, ...] = (
         parse=parse_serve_timeout,
         default=DEFAULT_SERVE_TIMEOUT,
         setting="serve_timeout",
+    ),
+    OptionSpec(
+        OPT_AGENT,
+        "MODULE:CALLABLE",
+        "evaluate your own agent: a (sync or async) callable given each case's task (query, "
+        "images, MCP URL, tools, model URL); end-to-end mode only",
+        parse=parse_agent,
+        setting="agent",
+    ),
+    OptionSpec(
+        OPT_AGENT_COMMAND,
+        "TEMPLATE",
+        "evaluate an agent program, run per case without a shell, its answer read from stdout "
+        "or {answer_file}; placeholders {mcp_url} {query_file} {model_url} {anthropic_url} "
+        "{model} {answer_file} {case_id}",
+        parse=parse_agent_command,
+        setting="agent_command",
+    ),
+    OptionSpec(
+        OPT_AGENT_ENV,
+        "NAME,...",
+        "environment variables passed on to --gta-agent-command (it gets only PATH, HOME, the "
+        "locale and the proxy's URLs otherwise)",
+        parse=parse_agent_env,
+        default=(),
+        setting="agent_env",
+    ),
+    OptionSpec(
+        OPT_AGENT_TIMEOUT,
+        "SECONDS",
+        f"how long one case's agent may run; then it is stopped and the case errors (default: "
+        f"{DEFAULT_AGENT_TIMEOUT:g})",
+        parse=parse_agent_timeout,
+        default=DEFAULT_AGENT_TIMEOUT,
+        setting="agent_timeout",
     ),
 )
 OPTIONS_BY_DEST: dict[str, OptionSpec] = {spec.dest: spec for spec in OPTIONS}

@@ -54,6 +54,10 @@ def main(argv: list[str]) -> int:
         print("Traceback (most recent call last):\nValueError: the agent broke", file=sys.stderr)
         return 3
     elif mode == "hang":
+        if extra:  # say who is hanging: this process and a child of its own
+            child = subprocess.Popen(["sleep", "1000"])
+            pids = f"{os.getpid()} {child.pid}"
+            Path(extra[0], f"{task['case_id']}.pid").write_text(pids)
         time.sleep(3600)
     elif mode == "child":
         child = subprocess.Popen(["sleep", "1000"])

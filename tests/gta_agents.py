@@ -9,8 +9,10 @@ run with it must give the oracle's end-to-end numbers; the hostile ones do what 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
+import urllib.request
 from typing import Any
 
 from pytest_gta.dataset import bundled_sample_path
@@ -103,3 +105,17 @@ def hostile(task: AgentTask) -> Any:
         "6": returns_none,
     }
     return behaviours.get(task.query_id, replay)(task)
+
+
+def ask_model(task: AgentTask) -> str:
+    """Asks the run's model once through the proxy (any key works), then replays the reference."""
+    assert task.model_url is not None, "the run's model has an HTTP endpoint: a proxy URL"
+    body = {"model": "whatever", "messages": [{"role": "user", "content": task.text}]}
+    request = urllib.request.Request(
+        task.model_url.rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json", "authorization": "Bearer anything"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        assert json.loads(reply.read())["choices"][0]["message"]["content"]
+    return replay(task)

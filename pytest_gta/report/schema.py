@@ -55,7 +55,6 @@ USAGE_PROPERTIES = {
 
 
 class _CaseEntryBase(TypedDict):
-
     id: str
     query_id: str
     mode: str

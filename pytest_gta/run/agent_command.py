@@ -1,13 +1,13 @@
 """An agent program run once per case (``--gta-agent-command``), and nothing of it left behind.
 
 The template is split like a shell would (``shlex``) but run without one, each placeholder
-filled in one word (:data:`PLACEHOLDERS`), so a query text or a URL never becomes syntax. The
-program starts under :mod:`pytest_gta.serve_guard` as the leader of a new process group: the
-whole group (the agent and every process it started, a ``sleep 1000 &`` included) is stopped
-with SIGTERM then SIGKILL on timeout, and SIGKILLed whenever the case ends, however it ends
-(an answer, a crash, Ctrl-C or SIGTERM of pytest: :func:`stop_all` runs from the interrupt
-handler for agents in the pool's threads); if pytest itself is killed, the guard sees its
-parent gone and stops the group.
+(:data:`~pytest_gta.vocabulary.AGENT_PLACEHOLDERS`) filled in one word, so a query text or a
+URL never becomes syntax. The program starts under :mod:`pytest_gta.serve_guard` as the
+leader of a new process group: the whole group (the agent and every process it started, a
+``sleep 1000 &`` included) is stopped with SIGTERM then SIGKILL on timeout, and SIGKILLed
+whenever the case ends, however it ends (an answer, a crash, Ctrl-C or SIGTERM of pytest:
+:func:`stop_all` runs from the interrupt handler for agents in the pool's threads); if pytest
+itself is killed, the guard sees its parent gone and stops the group.
 
 The program's environment is an allow-list, as the sandbox's is (tool_backends/sandbox_tree.py):
 the locale, ``PATH`` (an agent is a program found on it), a scratch ``HOME`` and ``TMPDIR``,
@@ -38,17 +38,6 @@ from typing import cast
 from pytest_gta import serve_guard
 from pytest_gta.run.agents import AgentFailed, AgentOutcome, AgentTask, tail
 
-#: What a template may name (options.AGENT_PLACEHOLDERS checks templates; keep them equal).
-PLACEHOLDERS = (
-    "mcp_url",
-    "query_file",
-    "model_url",
-    "anthropic_url",
-    "model",
-    "answer_file",
-    "output_file",
-    "case_id",
-)
 #: Variables of the user's environment every agent program gets: none holds a credential.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME")
 #: The API key an agent's SDK is given for the proxy, which ignores it and adds the real one.
@@ -251,11 +240,16 @@ class CommandAgent:
         if timed_out:
             raise AgentFailed(
                 f"agent gave no answer within {timeout:g} s (--gta-agent-timeout); its process "
-                f"group was stopped{_said(outcome)}",
+                f"group was stopped{_last_line(outcome)}",
                 outcome,
+                outcome.stderr_tail,
             )
         if status != 0:
-            raise AgentFailed(f"agent exited with status {status}{_said(outcome)}", outcome)
+            raise AgentFailed(
+                f"agent exited with status {status}{_last_line(outcome)}",
+                outcome,
+                outcome.stderr_tail,
+            )
         answer_file = files["answer_file"]
         if answer_file.is_file():
             with open(answer_file, "rb") as handle:
@@ -265,8 +259,10 @@ class CommandAgent:
         return outcome
 
 
-def _said(outcome: AgentOutcome) -> str:
-    return f"; the end of its stderr:\n{outcome.stderr_tail}" if outcome.stderr_tail else ""
+def _last_line(outcome: AgentOutcome) -> str:
+    """``; its stderr ends: LINE`` (a traceback's last line is its message), or nothing."""
+    lines = outcome.stderr_tail.strip().splitlines()
+    return f"; its stderr ends: {lines[-1][:300]}" if lines else ""
 
 
 def _safe(text: str) -> str:

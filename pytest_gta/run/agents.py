@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_gta import outward
-from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUsageError
 from pytest_gta.mcp.calls import CallLimitReached, CaseTools, LoggedCall
 from pytest_gta.types import ToolResult, Usage
 
@@ -90,24 +90,32 @@ class ProxyCase(Protocol):
         """Refuse later requests."""
         ...
 
+    @property
+    def exhausted(self) -> GtaBudgetExhausted | None:
+        """The budget stop a request of the case ran into, if any."""
+        ...
+
 
 class Proxy(Protocol):
     """The process's recording model proxy (:class:`pytest_gta.proxy.ModelProxy`)."""
 
-    def open(self, label: str) -> ProxyCase:
-        """A new per-case door."""
+    def open(self, label: str, *, epoch: int = 0) -> ProxyCase:
+        """A new per-case door (``epoch``: the sampling epoch, for the response cache)."""
         ...
 
 
 class AgentFailed(GtaInfrastructureError):
     """The agent raised, crashed, printed no usable answer or ran out of time: the case errors.
 
-    ``outcome`` keeps what is known of the run (its exit status, its stderr's tail) for the report.
+    The message is one line (the report's case message is one line); ``detail`` is what the
+    agent said (its traceback, its stderr's end, redacted), shown above it in the terminal.
+    ``outcome`` keeps what is known of the run (its exit status, its stderr's tail).
     """
 
-    def __init__(self, message: str, outcome: AgentOutcome | None = None) -> None:
+    def __init__(self, message: str, outcome: AgentOutcome | None = None, detail: str = "") -> None:
         super().__init__(message)
         self.outcome = outcome
+        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -321,6 +329,23 @@ def load_callable(spec: str, base: Path) -> Callable[..., Any]:
     return found  # type: ignore[no-any-return]
 
 
+#: Characters of one string of a logged call kept in the report (a 3 MB argument is hostile).
+LOGGED_CHARS = 10_000
+
+
+def clip_strings(value: Any, limit: int = LOGGED_CHARS, level: int = 0) -> Any:
+    """``value`` (JSON builtins) with every string over ``limit`` characters cut, saying so."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else f"{value[:limit]}... [{len(value)} characters]"
+    if level > 64:
+        return value
+    if isinstance(value, dict):
+        return {k: clip_strings(v, limit, level + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clip_strings(v, limit, level + 1) for v in value]
+    return value
+
+
 def summarize_exception(exc: BaseException) -> str:
     """The agent's traceback, its last frames and message, redacted and cut to the tail."""
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6)
@@ -402,10 +427,9 @@ class PythonAgent:
                 raise value
             summary = summarize_exception(value)
             outcome = AgentOutcome(self.name, stderr_tail=summary, duration=duration)
+            said = outward.clip(" ".join(str(value).split()), 300)
             raise AgentFailed(
-                f"agent {self.name} raised {type(value).__name__}: "
-                f"{outward.clip(str(value), 300)}\n{summary}",
-                outcome,
+                f"agent {self.name} raised {type(value).__name__}: {said}", outcome, summary
             )
         result = as_result(value, self.name)
         return AgentOutcome(

@@ -23,7 +23,14 @@ from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.mcp.calls import CaseTools
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.run import loops
-from pytest_gta.run.agents import Agent, AgentOutcome, AgentTask, ProxyCase, ToolClient
+from pytest_gta.run.agents import (
+    Agent,
+    AgentOutcome,
+    AgentTask,
+    ProxyCase,
+    ToolClient,
+    clip_strings,
+)
 from pytest_gta.run.context import RunContext
 from pytest_gta.tools import ToolContext
 from pytest_gta.types import Usage
@@ -145,7 +152,7 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
         proxy = ctx.proxy() if ctx.proxy is not None else None
         door: ProxyCase | None = None
         if proxy is not None:
-            door = proxy.open(case.id)
+            door = proxy.open(case.id, epoch=case.epoch)
             stack.callback(door.close)
         task = AgentTask(
             case_id=case.id,
@@ -164,8 +171,11 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
         try:
             outcome = agent.run(task, ctx.agent_timeout)
         finally:
-            # A backend that broke under the agent is the case's infrastructure error, whatever
-            # the agent made of it (a crash, an answer without the tool).
+            # A spent budget stops the session as it does for the project's loop (the case is
+            # skipped), and a backend that broke under the agent is the case's infrastructure
+            # error, whatever the agent made of either (a crash, an answer without them).
+            if door is not None and door.exhausted is not None:
+                raise door.exhausted
             if tools.failure is not None:
                 raise tools.failure
         exchanges = [] if door is None else [e.to_json() for e in door.exchanges()]
@@ -175,7 +185,7 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
     answer = outcome.answer or ""
     predictions = [*tools.predictions(), {"role": "assistant", "content": answer}]
     gold = dataset.reference_dialogs(query)[1:]
-    run = AgentRun(outcome, [c.to_json() for c in tools.log()], exchanges, usage)
+    run = AgentRun(outcome, [clip_strings(c.to_json()) for c in tools.log()], exchanges, usage)
     return Played(loops.Episode("e2e", predictions, gold), tools.backends, run)
 
 

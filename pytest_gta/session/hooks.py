@@ -327,7 +327,8 @@ class GtaSession:
             except GtaUnavailableError as exc:
                 skip, message = True, str(exc)
             except AgentFailed as exc:  # the agent under test raised, crashed or timed out
-                skip, message = False, f"{case.id}: agent error: {exc}"
+                said = f"{exc.detail}\n" if exc.detail else ""
+                skip, message = False, f"{said}{case.id}: agent error: {exc}"
             except GtaInfrastructureError as exc:
                 skip, message = False, f"{case.id}: infrastructure error: {exc}"
             # Outside the except blocks, so the report shows the message, not a chained traceback.

@@ -21,7 +21,6 @@ import pytest
 from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.errors import DatasetError, GtaUsageError
 from pytest_gta.install.installer import how_to_get
-from pytest_gta.mcp.server import McpGateway
 from pytest_gta.models import base
 from pytest_gta.models.base import ModelContext, adopt
 from pytest_gta.models.cache import ResponseCache
@@ -43,6 +42,14 @@ from pytest_gta.session.collector import RunInfo
 from pytest_gta.session.serve import describe as describe_server
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
 from pytest_gta.validation import load_dataset
+
+try:  # the ``agents`` extra (mcp, uvicorn, starlette): a run without an agent does without it
+    from pytest_gta.mcp.server import McpGateway
+except ImportError as missing:  # pragma: no cover - CI installs the extra
+    McpGateway = None  # type: ignore[assignment,misc]
+    MCP_MISSING: str | None = f"{type(missing).__name__}: {missing}"
+else:
+    MCP_MISSING = None
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -331,6 +338,12 @@ class GtaState:
                 f"--gta-model={settings.model} replays recorded predictions: there is no model "
                 "for an agent to call; give an agent a model that generates (e.g. openai/...)"
             )
+        if MCP_MISSING is not None:
+            raise GtaUsageError(
+                f"{'--gta-agent' if settings.agent else '--gta-agent-command'} serves the tools "
+                f"over MCP, which needs the agents extra: pip install 'pytest-gta[agents]' "
+                f"({MCP_MISSING})"
+            )
         if settings.agent is not None:
             function = load_callable(settings.agent, settings.invocation_dir)
             return PythonAgent(settings.agent, function)
@@ -345,7 +358,14 @@ class GtaState:
 
     def mcp_gateway(self) -> McpGateway:
         """This process's MCP server (each xdist worker has its own), started on first case."""
-        return self._once("mcp_gateway", McpGateway)
+        return self._once("mcp_gateway", self._start_gateway)
+
+    def _start_gateway(self) -> McpGateway:
+        # Started here, under the build lock: episodes in the pool's threads open their cases
+        # at once, and each must find the server listening.
+        gateway = McpGateway()
+        gateway.start()
+        return gateway
 
     def model_proxy(self) -> ModelProxy | None:
         """This process's recording proxy in front of the model; ``None``: no HTTP endpoint."""
