@@ -1,7 +1,7 @@
 """A minimal agent CLI: plain Python, GTA's tools over MCP, the model's own function calls.
 
     pytest --gta-data=sample --gta-mode=e2e --gta-tools=local --gta-model=openai/gpt-4o \
-        --gta-agent-command='python examples/cli_agent.py {mcp_url} {query_file} \
+        --gta-agent-command='python examples/cli_agent.py {mcp_url} {query_file}
             {model_url} {model}'
 
 What a team's own agent CLI does, in a few lines: read the task, list the case's tools, let the

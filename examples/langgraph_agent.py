@@ -5,7 +5,7 @@ langchain-mcp-adapters needs mcp<2 (the harness uses mcp 2), so it runs beside t
     python3 -m venv .venv-langgraph
     .venv-langgraph/bin/pip install langgraph langchain-mcp-adapters langchain-openai "mcp<2"
     pytest --gta-data=sample --gta-mode=e2e --gta-tools=local --gta-model=openai/gpt-4o \
-        --gta-agent-command='.venv-langgraph/bin/python examples/langgraph_agent.py \
+        --gta-agent-command='.venv-langgraph/bin/python examples/langgraph_agent.py
             {mcp_url} {query_file} {model_url} {model}'
 
 ``create_react_agent`` runs the loop over the case's MCP tools; stdout is the answer scored.

@@ -6,7 +6,7 @@ the harness:
     python3 -m venv .venv-smolagents
     .venv-smolagents/bin/pip install "smolagents[mcp,openai]" "mcp<2"
     pytest --gta-data=sample --gta-mode=e2e --gta-tools=local --gta-model=openai/gpt-4o \
-        --gta-agent-command='.venv-smolagents/bin/python examples/smolagents_agent.py \
+        --gta-agent-command='.venv-smolagents/bin/python examples/smolagents_agent.py
             {mcp_url} {query_file} {model_url} {model}'
 
 A ToolCallingAgent runs the loop over the case's MCP tools and ends it through its

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -30,6 +31,7 @@ import openai
 import pytest
 
 from pytest_gta.dataset import Dataset
+from pytest_gta.options import agent_words
 from tests.agent_model_server import AgentModelServer, Conversation, FunctionCallingModel
 from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, GtaRun, gta_process
 
@@ -148,6 +150,33 @@ def test_example_gets_the_oracle_numbers(
         assert len(exchanges) == len(case["tool_log"]) + 1, case["id"]
         assert {e["api"] for e in exchanges} == {api}
         assert all(e["status"] == 200 for e in exchanges)
+
+
+DOCUMENTED = [
+    EXAMPLES / "cli_agent.py",
+    EXAMPLES / "langgraph_agent.py",
+    EXAMPLES / "smolagents_agent.py",
+    ROOT / "docs" / "agents.md",
+]
+
+
+@pytest.mark.parametrize("page", DOCUMENTED, ids=lambda p: p.name)
+def test_documented_commands_reach_the_agent_as_its_words(page: Path) -> None:
+    """Each ``--gta-agent-command='...'`` shown, as bash hands it over, splits into the program,
+    its script and the four placeholders: a line break inside the quotes is a space, but a
+    backslash there would reach the agent as a word of its own."""
+    shown = re.findall(r"--gta-agent-command='[^']*examples/[^']*'", page.read_text())
+    assert shown
+    for snippet in shown:
+        argv = subprocess.run(
+            ["bash", "-c", f"printf '%s\\0' {snippet}"], capture_output=True, check=True
+        ).stdout.decode()
+        option, rest = argv.split("\0", 1)
+        assert rest == "", snippet  # one word for bash
+        words = agent_words(option.removeprefix("--gta-agent-command="))
+        assert words[2:] == ["{mcp_url}", "{query_file}", "{model_url}", "{model}"], snippet
+        assert words[1].startswith("examples/")
+        assert words[1].endswith("_agent.py")
 
 
 # -- the model itself, through the official SDK --------------------------------------------------
