@@ -270,6 +270,39 @@ def _report_rss(report: dict[str, Any], controller: bool) -> float | None:
     return max(values) if values else None
 
 
+#: ``python -m pytest`` as every benchmark run starts it.
+PYTEST = [
+    sys.executable,
+    "-m",
+    "pytest",
+    "-p",
+    "no:randomly",
+    "-p",
+    "no:cacheprovider",
+    # Hypothesis (a dev extra here) spends over a second in its terminal summary: not ours.
+    "-p",
+    "no:hypothesispytest",
+    "-q",
+]
+
+
+def timed(command: list[str], cwd: Path, log_path: Path) -> tuple[float, int, Any, PeakRss]:
+    """Run ``command`` (output to ``log_path``): wall seconds, exit status, rusage, peak RSS.
+
+    The fake model needs no key, but the OpenAI adapter wants one set.
+    """
+    env = {**os.environ, "OPENAI_API_KEY": "dummy", "HF_HUB_OFFLINE": "1"}
+    with log_path.open("wb") as log:
+        start = time.perf_counter()
+        # Popen + wait4 rather than run: wait4 gives this run's own rusage (the children's
+        # totals of getrusage are cumulative over every run of the script).
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=log)
+        with PeakRss(process.pid) as rss:
+            _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+    return wall, os.waitstatus_to_exitcode(status), usage, rss
+
+
 def run_pytest(
     *,
     url: str,
@@ -287,17 +320,7 @@ def run_pytest(
     report_path = workdir / f"{name}.json"
     log_path = workdir / f"{name}.log"
     command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:randomly",
-        "-p",
-        "no:cacheprovider",
-        # Hypothesis (a dev extra here) spends over a second in its terminal summary: not ours.
-        "-p",
-        "no:hypothesispytest",
-        "-q",
+        *PYTEST,
         f"--gta-model=openai/{SERVED}",
         f"--gta-base-url={url}",
         f"--gta-served-model={SERVED}",
@@ -313,17 +336,8 @@ def run_pytest(
         str(config.workers),
         *(["--gta-tools=replay"] if mode == "e2e" else []),
     ]
-    env = {**os.environ, "OPENAI_API_KEY": "dummy", "HF_HUB_OFFLINE": "1"}
     model.reset()
-    with log_path.open("wb") as log:
-        start = time.perf_counter()
-        # Popen + wait4 rather than run: wait4 gives this run's own rusage (the children's
-        # totals of getrusage are cumulative over every run of the script).
-        process = subprocess.Popen(command, cwd=workdir, env=env, stdout=log, stderr=log)
-        with PeakRss(process.pid) as rss:
-            _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
+    wall, returncode, usage, rss = timed(command, workdir, log_path)
     output = log_path.read_text(errors="replace")
     report = json.loads(report_path.read_text()) if report_path.is_file() else {}
     controller = _report_rss(report, True) or rss.controller_mb()
@@ -334,7 +348,7 @@ def run_pytest(
         mode=mode,
         config=config,
         queries=queries,
-        returncode=process.returncode,
+        returncode=returncode,
         calls=model.calls,
         expected_calls=expected_calls(dataset, queries, mode),
         peak=model.peak,

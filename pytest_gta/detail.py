@@ -53,3 +53,11 @@ class CaseDetail(_CaseDetailBase, total=False):
     image_problems: list[str]
     #: Non-finite numbers the payload's cleaning replaced (the report's notes count them).
     nonfinite: int
+    #: With an agent under test: its name, answer, exit status and stderr's tail, duration
+    #: (:meth:`pytest_gta.run.agents.AgentOutcome.to_json`).
+    agent: dict[str, Any]
+    #: With an agent under test: every tool call as the server logged it (name, arguments,
+    #: output, error, duration).
+    tool_log: list[dict[str, Any]]
+    #: With an agent under test: its model requests through the recording proxy.
+    exchanges: list[dict[str, Any]]

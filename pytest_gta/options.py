@@ -16,6 +16,7 @@ resolves to. Splitting the rows from their parsers would put one option in two p
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import string
 from collections.abc import Callable
@@ -56,7 +57,15 @@ from pytest_gta.models.generation import (
 )
 from pytest_gta.shard import Shard
 from pytest_gta.urls import check_url
-from pytest_gta.vocabulary import MODES, PROTOCOLS, SANDBOX_MODES, Mode, ProtocolName, SandboxMode
+from pytest_gta.vocabulary import (
+    AGENT_PLACEHOLDERS,
+    MODES,
+    PROTOCOLS,
+    SANDBOX_MODES,
+    Mode,
+    ProtocolName,
+    SandboxMode,
+)
 
 OPT_MODEL = "--gta-model"
 OPT_DATA = "--gta-data"
@@ -110,6 +119,10 @@ OPT_BASELINE_LENIENT = "--gta-baseline-lenient"
 OPT_RERUN_REGRESSIONS = "--gta-rerun-regressions"
 OPT_CONFIDENCE = "--gta-confidence"
 OPT_BOOTSTRAP_SAMPLES = "--gta-bootstrap-samples"
+OPT_AGENT = "--gta-agent"
+OPT_AGENT_COMMAND = "--gta-agent-command"
+OPT_AGENT_ENV = "--gta-agent-env"
+OPT_AGENT_TIMEOUT = "--gta-agent-timeout"
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_BOOTSTRAP_SAMPLES = 2000
 ENV_DATA_DIR = "GTA_DATA_DIR"
@@ -155,6 +168,7 @@ RANGES: dict[str, tuple[float, float]] = {
     OPT_PRICE: (0.0, 1e6),
     OPT_SHARD: (1, 100_000),
     OPT_MAX_REPLY_BYTES: (1024, 2**30),
+    OPT_AGENT_TIMEOUT: (0.1, 86_400.0),
 }
 
 
@@ -494,43 +508,53 @@ def usage_error(message: str) -> pytest.UsageError:
     return pytest.UsageError(f"pytest-gta: {message}")
 
 
-def template_words(template: str) -> list[str]:
-    """The words of a ``--gta-serve-command`` template, checked; no shell is involved.
+def template_words(
+    template: str,
+    *,
+    flag: str = OPT_SERVE_COMMAND,
+    placeholders: tuple[str, ...] = PLACEHOLDERS,
+    required: str | None = "port",
+    what: str = "server",
+    example: str = "'python -m sglang.launch_server --model-path {model} --host {host} "
+    "--port {port}'",
+) -> list[str]:
+    """The words of a command template (``--gta-serve-command``), checked; no shell is involved.
+
+    ``--gta-agent-command`` checks its template here too, with its own ``placeholders`` and
+    nothing ``required``.
 
     Raises:
         pytest.UsageError: unbalanced quotes, no words, a stray brace, a placeholder other
-            than ``{port}``, ``{model}``, ``{host}`` (with no conversion or format spec), or
-            no ``{port}`` (the plugin could not tell the server where to listen).
+            than ``placeholders`` (with no conversion or format spec), or no ``{required}``
+            (for a server: the plugin could not tell it where to listen).
     """
-    flag = f"{OPT_SERVE_COMMAND}={template!r}"
+    shown_flag = f"{flag}={template!r}"
     try:
         words = shlex.split(template)
     except ValueError as exc:
-        raise usage_error(f"{flag}: {exc} (balance the quotes)") from None
+        raise usage_error(f"{shown_flag}: {exc} (balance the quotes)") from None
     if not words:
-        raise usage_error(
-            f"{flag}: give the server's command, e.g. 'python -m sglang.launch_server "
-            "--model-path {model} --host {host} --port {port}'"
-        )
+        raise usage_error(f"{shown_flag}: give the {what}'s command, e.g. {example}")
     seen: set[str] = set()
-    allowed = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+    allowed = ", ".join("{" + p + "}" for p in placeholders)
     for word in words:
         try:
             fields = list(string.Formatter().parse(word))
         except ValueError as exc:
             hint = "write {{ and }} for literal braces"
-            raise usage_error(f"{flag}: {exc} in {word!r}; {hint}") from None
+            raise usage_error(f"{shown_flag}: {exc} in {word!r}; {hint}") from None
         for _, name, spec, conversion in fields:
             if name is None:
                 continue
-            if name not in PLACEHOLDERS or spec or conversion:
+            if name not in placeholders or spec or conversion:
                 raise usage_error(
-                    f"{flag}: unknown placeholder {{{name}{'!' + conversion if conversion else ''}"
+                    f"{shown_flag}: unknown placeholder {{{name}"
+                    f"{'!' + conversion if conversion else ''}"
                     f"{':' + spec if spec else ''}}} in {word!r}; the template may use {allowed}"
                 )
             seen.add(name)
-    if "port" not in seen:
-        raise usage_error(f"{flag}: put {{port}} where the server takes its port")
+    if required is not None and required not in seen:
+        raise usage_error(f"{shown_flag}: put {{{required}}} where the server takes its port")
     return words
 
 
@@ -617,6 +641,60 @@ def parse_url(value: str) -> str:
         return check_url(check_url(value, OPT_BASE_URL).rstrip("/"), OPT_BASE_URL)
     except GtaUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+#: Seconds one case's agent may run before its process group is stopped (``--gta-agent-timeout``).
+DEFAULT_AGENT_TIMEOUT = 600.0
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_agent(value: str) -> str:
+    """``MODULE:CALLABLE`` or ``path/to/file.py:CALLABLE``; imported when the session starts."""
+    text = value.strip()
+    module, colon, name = text.rpartition(":")
+    if not colon or not module.strip() or not name.strip().isidentifier():
+        raise usage_error(
+            f"{OPT_AGENT}={shown(value)}: give MODULE:CALLABLE (e.g. my_agent:solve) or "
+            "path/to/agent.py:CALLABLE"
+        )
+    return f"{module.strip()}:{name.strip()}"
+
+
+def agent_words(template: str) -> list[str]:
+    """The words of a ``--gta-agent-command`` template, checked (see :func:`template_words`)."""
+    return template_words(
+        template,
+        flag=OPT_AGENT_COMMAND,
+        placeholders=AGENT_PLACEHOLDERS,
+        required=None,
+        what="agent",
+        example="'python my_agent.py --mcp {mcp_url} --query {query_file}'",
+    )
+
+
+def parse_agent_command(value: str) -> str:
+    """An option parser: the agent's command template, checked by :func:`agent_words`."""
+    agent_words(value)
+    return value.strip()
+
+
+def parse_agent_env(value: str) -> tuple[str, ...]:
+    """``NAME,...``: environment variables passed on to a ``--gta-agent-command`` agent."""
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    bad = [n for n in names if not _ENV_NAME.fullmatch(n)]
+    if not names or bad:
+        raise usage_error(
+            f"{OPT_AGENT_ENV}={shown(value)}: give environment variable names separated by "
+            "commas, e.g. HF_HOME,MY_AGENT_CONFIG"
+        )
+    return names
+
+
+def parse_agent_timeout(value: str) -> float:
+    """Seconds one case's agent may run."""
+    low, high = RANGES[OPT_AGENT_TIMEOUT]
+    hint = f"give seconds one case's agent may run (default: {DEFAULT_AGENT_TIMEOUT:g})"
+    return _number(value, OPT_AGENT_TIMEOUT, hint, minimum=low, maximum=high)
 
 
 def parse_text(value: str) -> str:
@@ -1156,6 +1234,41 @@ OPTIONS: tuple[OptionSpec, ...] = (
         default=DEFAULT_SERVE_TIMEOUT,
         setting="serve_timeout",
     ),
+    OptionSpec(
+        OPT_AGENT,
+        "MODULE:CALLABLE",
+        "evaluate your own agent: a (sync or async) callable given each case's task (query, "
+        "images, MCP URL, tools, model URL); end-to-end mode only",
+        parse=parse_agent,
+        setting="agent",
+    ),
+    OptionSpec(
+        OPT_AGENT_COMMAND,
+        "TEMPLATE",
+        "evaluate an agent program, run per case without a shell, its answer read from stdout "
+        "or {answer_file}; placeholders {mcp_url} {query_file} {model_url} {anthropic_url} "
+        "{model} {answer_file} {case_id}",
+        parse=parse_agent_command,
+        setting="agent_command",
+    ),
+    OptionSpec(
+        OPT_AGENT_ENV,
+        "NAME,...",
+        "environment variables passed on to --gta-agent-command (it gets only PATH, HOME, the "
+        "locale and the proxy's URLs otherwise)",
+        parse=parse_agent_env,
+        default=(),
+        setting="agent_env",
+    ),
+    OptionSpec(
+        OPT_AGENT_TIMEOUT,
+        "SECONDS",
+        f"how long one case's agent may run; then it is stopped and the case errors (default: "
+        f"{DEFAULT_AGENT_TIMEOUT:g})",
+        parse=parse_agent_timeout,
+        default=DEFAULT_AGENT_TIMEOUT,
+        setting="agent_timeout",
+    ),
 )
 OPTIONS_BY_DEST: dict[str, OptionSpec] = {spec.dest: spec for spec in OPTIONS}
 
@@ -1261,6 +1374,14 @@ class GtaSettings:
     #: ``--gta-report-html`` and its size limit in MB.
     report_html: Path | None = None
     report_html_max_mb: float = DEFAULT_REPORT_HTML_MAX_MB
+    #: ``--gta-agent`` (``MODULE:CALLABLE``) or ``--gta-agent-command`` (a checked template);
+    #: at most one is set. ``None`` and ``None``: the project's own loop.
+    agent: str | None = None
+    agent_command: str | None = None
+    #: ``--gta-agent-env``: variables a command agent is given besides the allow-list.
+    agent_env: tuple[str, ...] = ()
+    #: ``--gta-agent-timeout``: seconds one case's agent may run.
+    agent_timeout: float = DEFAULT_AGENT_TIMEOUT
 
     @property
     def gates(self) -> GateSettings:
@@ -1268,6 +1389,11 @@ class GtaSettings:
         return GateSettings(
             self.fail_under or (), self.fail_on_regression or (), self.alpha, self.min_drop
         )
+
+    @property
+    def agent_spec(self) -> str | None:
+        """The agent under test as the report and header name it (``None``: no agent)."""
+        return self.agent or self.agent_command
 
     @property
     def active(self) -> bool:
@@ -1378,6 +1504,25 @@ def _resolve_data(
     return None, f"no dataset installed in {data_dir}"
 
 
+def check_agent(fields: dict[str, Any]) -> None:
+    """Refuse agent settings that cannot work together (both agent options, step mode).
+
+    Raises:
+        pytest.UsageError: naming the options and what to do instead.
+    """
+    if fields["agent"] and fields["agent_command"]:
+        raise usage_error(
+            f"{OPT_AGENT} and {OPT_AGENT_COMMAND} both name the agent under test; give one"
+        )
+    if (fields["agent"] or fields["agent_command"]) and "step" in fields["modes"]:
+        flag = OPT_AGENT if fields["agent"] else OPT_AGENT_COMMAND
+        raise usage_error(
+            f"{flag} runs in end-to-end mode only: step mode replays the reference prefix into a "
+            f"model's prompt one step at a time, and an agent runs its own loop from the query "
+            f"to the answer; use {OPT_MODE}=e2e (the default)"
+        )
+
+
 def resolve_settings(config: pytest.Config) -> GtaSettings:
     """CLI > ini > default, parsed and checked once, for every option the table maps to a field."""
     fields: dict[str, Any] = {}
@@ -1394,6 +1539,7 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         fields["baseline"] = str(resolve_path(config, baseline.value, baseline.source))
     data_dir, data_dir_source = resolve_data_dir(config)
     data, data_source = _resolve_data(config, fields["model"], data_dir, data_dir_source)
+    check_agent(fields)
     return GtaSettings(
         **fields,
         data=data,

@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from types import FrameType
 
 #: How often the guard looks at its parent and the server.
@@ -59,13 +58,14 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"pytest-gta: cannot start {command[0]!r}: {exc}\n")
         return 127
     while True:
-        code = child.poll()
-        if code is not None:
-            return code
+        try:
+            # Returns as soon as the command exits (an agent run per case waits on the guard).
+            return child.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
         if stopping or os.getppid() != int(parent):
             stop_group(child, float(grace))
             return child.wait()
-        time.sleep(POLL_S)
 
 
 if __name__ == "__main__":

@@ -60,3 +60,18 @@ def tool_category(name: str) -> str:
         if name in names:
             return category
     return "none"
+
+
+#: What a ``--gta-agent-command`` template may name (docs/options.md lists them): the case's MCP
+#: URL, the query file, the recording proxy's OpenAI and Anthropic base URLs, the model id, the
+#: file an answer may be written to (``output_file`` is another name of it), the case's id.
+AGENT_PLACEHOLDERS = (
+    "mcp_url",
+    "query_file",
+    "model_url",
+    "anthropic_url",
+    "model",
+    "answer_file",
+    "output_file",
+    "case_id",
+)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pytest_gta.agent.protocol import files_message
@@ -104,6 +105,31 @@ class PerfectModel:
             return next(iter(by_files.values()))
         return next((by_files[t] for t in texts if t in by_files), None)
 
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        """Count one request in flight for its duration, after waiting ``latency`` in it."""
+        with self._lock:
+            self.calls += 1
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        try:
+            time.sleep(self.latency)
+            yield
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def count_tokens(self, prompt_chars: int, reply_chars: int) -> tuple[int, int]:
+        """(prompt, completion) tokens of one answer, added to the totals.
+
+        About four characters a token: what the harness adds up in the report's usage.
+        """
+        prompt, completion = prompt_chars // 4 + 1, reply_chars // 4 + 1
+        with self._lock:
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+        return prompt, completion
+
     def __call__(self, record: Recorded) -> Step:
         try:
             sent = record.json
@@ -113,26 +139,15 @@ class PerfectModel:
         messages = (
             [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
         )
-        with self._lock:
-            self.calls += 1
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
-        try:
-            time.sleep(self.latency)
+        with self.answering():
             text = self.reply(messages, sent.get("seed") if isinstance(sent, dict) else None)
-        finally:
-            with self._lock:
-                self.in_flight -= 1
         if text is None:
             with self._lock:
                 self.unknown += 1
             text = UNKNOWN
-        # About four characters a token: what the harness adds up in the report's usage.
-        prompt = sum(len(_text(m.get("content"))) for m in messages) // 4 + 1
-        completion = len(text) // 4 + 1
-        with self._lock:
-            self.prompt_tokens += prompt
-            self.completion_tokens += completion
+        prompt, completion = self.count_tokens(
+            sum(len(_text(m.get("content"))) for m in messages), len(text)
+        )
         body = chat_completion(text, prompt_tokens=prompt, completion_tokens=completion)
         body["model"] = self.served
         return Step(body)

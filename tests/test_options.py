@@ -74,6 +74,10 @@ TWINS = {
     "--gta-serve": "gta_serve",
     "--gta-serve-command": "gta_serve_command",
     "--gta-serve-timeout": "gta_serve_timeout",
+    "--gta-agent": "gta_agent",
+    "--gta-agent-command": "gta_agent_command",
+    "--gta-agent-env": "gta_agent_env",
+    "--gta-agent-timeout": "gta_agent_timeout",
 }
 #: The one ini twin that is not a string.
 BOOL_INI = {"gta_allow_unverified", "gta_baseline_lenient"}

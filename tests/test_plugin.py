@@ -478,6 +478,10 @@ def test_help_pins_the_options(pytester):
         "--gta-serve=KIND",
         "--gta-serve-command=TEMPLATE",
         "--gta-serve-timeout=SECONDS",
+        "--gta-agent=MODULE:CALLABLE",
+        "--gta-agent-command=TEMPLATE",
+        "--gta-agent-env=NAME,...",
+        "--gta-agent-timeout=SECONDS",
     ]
     for key in ("gta_model", "gta_data", "gta_mode", "gta_tools", "gta_report", "gta_ids"):
         assert f"  {key} (string):" in text or f"  {key} (" in text

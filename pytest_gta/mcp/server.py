@@ -246,6 +246,7 @@ class McpGateway:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._socket: socket.socket | None = None
         self._closed = False
+        self._ready = threading.Event()
 
     @property
     def base_url(self) -> str:
@@ -259,36 +260,46 @@ class McpGateway:
             GtaInfrastructureError: the server could not listen (the port is taken...).
         """
         with self._lock:
-            if self._thread is not None or self._closed:
+            if self._closed:
                 return
-            try:
-                sock = _listen(self.host, self.port)
-            except OSError as exc:
-                raise GtaInfrastructureError(
-                    f"the MCP server cannot listen on {self.host}:{self.port}: {exc}"
-                ) from None
-            self._socket = sock
-            self.port = sock.getsockname()[1]
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                CALL_THREADS, thread_name_prefix="gta-mcp-call"
-            )
-            config = uvicorn.Config(
-                self._asgi,
-                interface="asgi3",
-                lifespan="off",
-                log_level="warning",
-                access_log=False,
-                timeout_graceful_shutdown=1,
-            )
-            self._server = uvicorn.Server(config)
-            ready = threading.Event()
-            self._thread = threading.Thread(
-                target=self._serve, args=(sock, ready), name="gta-mcp-server", daemon=True
-            )
-            self._thread.start()
-        if not ready.wait(START_TIMEOUT) or not self._server.started:
+            if self._thread is not None:
+                # Another thread is starting it: wait as it does (cases open in pool threads).
+                ready = self._ready
+            else:
+                ready = self._begin()
+        if not ready.wait(START_TIMEOUT) or self._server is None or not self._server.started:
             self.close()
             raise GtaInfrastructureError("the MCP server did not start")
+
+    def _begin(self) -> threading.Event:
+        """Listen and start the server thread (under the lock); its event is set when it serves."""
+        try:
+            sock = _listen(self.host, self.port)
+        except OSError as exc:
+            raise GtaInfrastructureError(
+                f"the MCP server cannot listen on {self.host}:{self.port}: {exc}"
+            ) from None
+        self._socket = sock
+        self.port = sock.getsockname()[1]
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            CALL_THREADS, thread_name_prefix="gta-mcp-call"
+        )
+        config = uvicorn.Config(
+            self._asgi,
+            interface="asgi3",
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=1,
+        )
+        self._server = uvicorn.Server(config)
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._serve, args=(sock, ready), name="gta-mcp-server", daemon=True
+        )
+        self._thread.start()
+        self._ready = ready
+        return ready
 
     def _serve(self, sock: socket.socket, ready: threading.Event) -> None:
         loop = asyncio.new_event_loop()

@@ -343,7 +343,8 @@ def build_report(
     for types in by_type.values():
         for slot in types.values():
             slot["mean_score"] = slot.pop("score_sum") / slot["cases"]
-    if model == ORACLE:
+    # An agent under test beside the oracle is not a reference replay: its failures are its own.
+    if model == ORACLE and not settings.get("agent"):
         notes += _replay_notes(model, in_order, dataset, settings)
     if stopped:
         notes.append(f"the session stopped early: {stopped}; the metrics cover the cases that ran")

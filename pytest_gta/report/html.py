@@ -385,16 +385,20 @@ def case_detail(
         divergence = e2e_divergence(reference, case.get("steps") or [])
         why = divergence.why if divergence else ""
         model_mark = divergence.model if divergence else None
+        # An agent's turns are its logged tool calls and its answer (what the server saw).
+        who = "agent" if "agent" in case else "model"
         ref_mark = divergence.reference if divergence else None
         parts.append(
-            '<section class="chains"><h4>The model\'s turns beside the reference chain</h4>'
+            f'<section class="chains"><h4>The {who}\'s turns beside the reference chain</h4>'
             + (_why_html(why) if divergence else "")
             + (_opening_html(query) if query is not None else "")
             + '<div class="pair"><div><h5>reference chain</h5>'
             + (_reference(query, image, ref_mark, why) if query is not None else "")
-            + "</div><div><h5>model (what it saw and did)</h5>"
+            + f"</div><div><h5>{who} (what it {'called' if who == 'agent' else 'saw and did'})</h5>"
             f"{_turns(case, image, model_mark, why)}</div></div></section>"
         )
+    if isinstance(case.get("agent"), Mapping):
+        parts.append(_agent_html(case))
     made = [image(p) for p in generated_images(case)]
     if any(made):
         parts.append(
@@ -405,6 +409,45 @@ def case_detail(
         f'<section class="scoring"><h4>Scoring</h4>{scoring_html(case, query, threshold)}</section>'
     )
     return "".join(parts)
+
+
+def _agent_html(case: Mapping[str, Any]) -> str:
+    """The agent under test's run: how it ended, its stderr's end, its model traffic."""
+    agent = case["agent"]
+    facts = [f"agent {esc(agent.get('name'))}", f"duration {esc(agent.get('duration'))} s"]
+    if "exit_status" in agent:
+        facts.append(f"exit status {esc(agent['exit_status'])}")
+    calls = case.get("tool_log") or []
+    facts.append(f"{len(calls)} tool call(s) logged by the server")
+    parts = [f'<section class="agent"><h4>Agent</h4><p class="meta">{" · ".join(facts)}</p>']
+    if agent.get("stderr_tail"):
+        parts.append(
+            f"<details><summary>stderr (end)</summary><pre>"
+            f"{esc(_clip(str(agent['stderr_tail']), 4000))}</pre></details>"
+        )
+    exchanges = case.get("exchanges") or []
+    if exchanges:
+        items = []
+        for number, exchange in enumerate(exchanges, 1):
+            said = [
+                f"#{number} {esc(exchange.get('api'))}",
+                f"status {esc(exchange.get('status'))}",
+            ]
+            if exchange.get("cached"):
+                said.append("cached")
+            if exchange.get("retries"):
+                said.append(f"{esc(exchange['retries'])} retries")
+            items.append(
+                f"<li><details><summary>{' · '.join(said)}</summary>"
+                f"<h5>request</h5><pre>{esc(_clip(_json_text(exchange.get('request')), 8000))}"
+                f"</pre><h5>reply</h5><pre>{esc(_clip(str(exchange.get('reply') or ''), 8000))}"
+                "</pre></details></li>"
+            )
+        parts.append(
+            f"<h5>model exchanges through the proxy ({len(exchanges)})</h5>"
+            f'<ol class="exchanges">{"".join(items)}</ol>'
+        )
+    return "".join(parts) + "</section>"
 
 
 # --------------------------------------------------------------------------------------------

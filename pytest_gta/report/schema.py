@@ -54,9 +54,7 @@ USAGE_PROPERTIES = {
 # The types
 
 
-class CaseEntry(TypedDict):
-    """A case as the report's ``cases`` list has it (the HTML drill-downs read the same)."""
-
+class _CaseEntryBase(TypedDict):
     id: str
     query_id: str
     mode: str
@@ -76,6 +74,21 @@ class CaseEntry(TypedDict):
     primitives: dict[str, Any] | None
     #: {path as a step wrote it: key} in the session's image store (HTML reports).
     images: dict[str, str]
+
+
+class CaseEntry(_CaseEntryBase, total=False):
+    """A case as the report's ``cases`` list has it (the HTML drill-downs read the same).
+
+    The optional keys are there with an agent under test (``--gta-agent``,
+    ``--gta-agent-command``) only, so reports of the project's own loop are unchanged.
+    """
+
+    #: The agent's run: name, answer, exit status, stderr's tail, duration.
+    agent: dict[str, Any]
+    #: Every tool call as the server logged it: name, arguments, output, error, duration.
+    tool_log: list[dict[str, Any]]
+    #: The agent's model requests through the recording proxy.
+    exchanges: list[dict[str, Any]]
 
 
 class DatasetInfo(TypedDict):
@@ -235,7 +248,7 @@ def case_entry(
     verdict = detail["verdict"] if detail is not None else None
     if outcome == "failed" and verdict is not None:
         message = verdict.get("message") or message
-    return {
+    entry: CaseEntry = {
         "id": Case.format_id(mode, qid, epoch),
         "query_id": qid,
         "mode": mode,
@@ -253,6 +266,14 @@ def case_entry(
         "primitives": detail["score"] if detail is not None else None,
         "images": detail.get("images", {}) if detail is not None else {},
     }
+    if detail is not None:
+        if "agent" in detail:
+            entry["agent"] = detail["agent"]
+        if "tool_log" in detail:
+            entry["tool_log"] = detail["tool_log"]
+        if "exchanges" in detail:
+            entry["exchanges"] = detail["exchanges"]
+    return entry
 
 
 def dump_report(report: RunReport) -> str:
@@ -512,6 +533,13 @@ class _Reader:
                 "backends": backends,
                 "duration": duration,
             }
+            # An agent's run, tool log and model traffic (absent without an agent).
+            if "agent" in raw:
+                detail["agent"] = self.get(raw, "agent", where, dict)
+            if "tool_log" in raw:
+                detail["tool_log"] = self.get(raw, "tool_log", where, list)
+            if "exchanges" in raw:
+                detail["exchanges"] = self.get(raw, "exchanges", where, list)
         epoch = raw.get("epoch")  # absent: a report of a run without --gta-epochs
         if epoch is not None:
             epoch = self.get(raw, "epoch", where, int)

@@ -38,6 +38,7 @@ from pytest_gta.models import base
 from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
 from pytest_gta.progress import phase, say
 from pytest_gta.run import loops
+from pytest_gta.run.agent_command import stop_all as stop_all_agents
 from pytest_gta.run.context import RunContext, needs_similarity
 from pytest_gta.run.episode import Ahead, Played, open_episode
 from pytest_gta.run.pipeline import Pipeline, Stopped
@@ -49,13 +50,20 @@ Strategy = Literal["batch", "pool", "serial"]
 
 
 def strategy(
-    model: BaseModelAdapter | BaseRecordedSource, concurrency: int, worker: bool
+    model: BaseModelAdapter | BaseRecordedSource,
+    concurrency: int,
+    worker: bool,
+    *,
+    agent: bool = False,
 ) -> Strategy:
     """How a process generates its cases' replies: the one place that decides.
 
     Only a process that knows all its cases batches them (not an xdist ``worker``); a model
-    with recorded predictions has nothing to generate.
+    with recorded predictions has nothing to generate. An ``agent`` under test runs its own
+    loop, which no batch engine can drive in lockstep: its episodes run in the pool or serially.
     """
+    if agent:
+        return "pool" if concurrency > 1 else "serial"
     if base.can_prefetch_steps(model) and not worker:
         return "batch"
     if base.generates(model) and concurrency > 1:
@@ -134,7 +142,7 @@ class AheadWork:
             self._load(
                 config, "model_load_s", f"loading {model.name}", f"{model.name} loaded", warm_up
             )
-        plan = strategy(model, ctx.concurrency, ctx.worker)
+        plan = strategy(model, ctx.concurrency, ctx.worker, agent=ctx.agent is not None)
         if plan == "pool":
             # Started before the similarity model loads, so the load overlaps the requests.
             self._start_pipeline(config, ctx, [] if ctx.worker else cases)
@@ -178,12 +186,21 @@ class AheadWork:
             self.pipeline.stop(Stopped(str(session.shouldstop or session.shouldfail)))
 
     def halt(self, cause: str) -> None:
-        """No new model request from the pool: the run was interrupted (a signal handler)."""
+        """No new model request from the pool: the run was interrupted (a signal handler).
+
+        Agent programs running in the pool's threads are killed now (lock-free), so the pool's
+        threads end instead of waiting for the agents' timeout.
+        """
         if self.pipeline is not None:
             self.pipeline.halt(cause)
+        stop_all_agents()
 
     def close(self) -> None:
-        """Stop the pool and wait for its requests in flight (session end, Ctrl-C)."""
+        """Stop the pool and wait for its requests in flight (session end, Ctrl-C).
+
+        Agents the pool started for cases that will not run (``-x``, a budget stop) are killed.
+        """
+        stop_all_agents()
         if self.pipeline is not None:
             self.pipeline.close()
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
+from pytest_gta.models.generation import GenerationSettings
+from pytest_gta.run.agents import DEFAULT_AGENT_TIMEOUT, Agent, Gateway, Proxy
 from pytest_gta.run.loops import MAX_TURNS
 from pytest_gta.tools import ToolSet
 from pytest_gta.vocabulary import Mode
@@ -76,6 +78,17 @@ class RunContext:
     #: In an xdist worker, the indices of the session's items queued for it so far (it learns
     #: its cases as the controller sends them); ``None`` in a process that runs every item.
     queued: Callable[[], Sequence[int]] | None = None
+    #: The agent under test (``--gta-agent``, ``--gta-agent-command``); ``None``: the project's
+    #: own loop drives the model.
+    agent: Agent | None = None
+    #: ``--gta-agent-timeout``: seconds one case's agent may run.
+    agent_timeout: float = DEFAULT_AGENT_TIMEOUT
+    #: The process's MCP gateway and recording model proxy, started on first use by the
+    #: session (``None`` from ``proxy``: the model has no HTTP endpoint to stand in front of).
+    gateway: Callable[[], Gateway] | None = None
+    proxy: Callable[[], Proxy | None] | None = None
+    #: The run's generation settings (what an agent's task says of temperature and tokens).
+    generation: GenerationSettings | None = None
 
     @property
     def worker(self) -> bool:

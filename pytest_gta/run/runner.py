@@ -26,7 +26,7 @@ from pytest_gta.outward import Cleaner
 from pytest_gta.run import loops
 from pytest_gta.run.ahead import AheadWork
 from pytest_gta.run.context import RunContext, needs_similarity
-from pytest_gta.run.episode import Ahead, play
+from pytest_gta.run.episode import AgentRun, Ahead, Played, play
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore, score_e2e_case, score_step_case
 from pytest_gta.scoring.similarity import Similarity
 from pytest_gta.scoring.verdict import Verdict, judge_e2e, judge_step
@@ -89,6 +89,8 @@ class CaseResult:
     usage: Usage = field(default_factory=Usage)
     duration: float = 0.0
     backends: dict[str, str] = field(default_factory=dict)
+    #: The agent under test's run, tool log and model traffic (``None``: the project's loop).
+    agent: AgentRun | None = None
 
     @property
     def passed(self) -> bool:
@@ -190,6 +192,10 @@ class CaseResult:
             "backends": self.backends,
             "duration": self.duration,
         }
+        if self.agent is not None:
+            payload["agent"] = self.agent.outcome.to_json()
+            payload["tool_log"] = self.agent.tool_log
+            payload["exchanges"] = self.agent.exchanges
         # Recorded steps may hold tuples, NaN, lone surrogates, huge numbers or secrets (they
         # come from a model or a prediction file): builtins any writer and execnet accept.
         cleaner = Cleaner()
@@ -199,10 +205,11 @@ class CaseResult:
         return out
 
 
-def identity_properties(case: Case, model: str) -> list[tuple[str, Any]]:
+def identity_properties(case: Case, model: str, agent: str | None = None) -> list[tuple[str, Any]]:
     """Properties known before the case runs (they identify errored cases too).
 
-    ``gta_epoch`` only in a repeated run (``--gta-epochs``), so single runs' JUnit is unchanged.
+    ``gta_epoch`` only in a repeated run (``--gta-epochs``), so single runs' JUnit is unchanged;
+    ``gta_agent`` only with an agent under test (its callable or command).
     """
     props: list[tuple[str, Any]] = [
         ("gta_query_id", case.query.qid),
@@ -210,6 +217,8 @@ def identity_properties(case: Case, model: str) -> list[tuple[str, Any]]:
         ("gta_type", case.query.type),
         ("gta_model", model),
     ]
+    if agent is not None:
+        props.append(("gta_agent", agent))
     if case.repeated:
         props.append(("gta_epoch", case.epoch))
     return props
@@ -236,7 +245,8 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
     usage = Usage()
     backends: dict[str, str] = {}
     scored = None
-    if base.replays(model):
+    agent = None
+    if base.replays(model) and ctx.agent is None:
         recorded = model.recorded(query, case.mode)
         if recorded is None:
             raise GtaUnavailableError(
@@ -245,9 +255,10 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
         predictions, gold = recorded.predictions, recorded.gold
     else:
         step_model = work.step_model if work is not None else None
-        episode, backends, scored = _generated(case, ctx, step_model, ahead)
+        played, scored = _generated(case, ctx, step_model, ahead)
+        episode, backends, agent = played.episode, played.backends, played.agent
         predictions, gold = episode.predictions, episode.gold
-        replies, usage = [t.reply for t in episode.turns], episode.usage
+        replies, usage = [t.reply for t in episode.turns], played.usage
     if scored is None:
         scored = ctx.scorer.score(case.mode, query, predictions, gold)
     score, verdict = scored
@@ -262,22 +273,24 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
         usage=usage,
         duration=time.perf_counter() - start,
         backends=backends,
+        agent=agent,
     )
 
 
 def _generated(
     case: Case, ctx: RunContext, step_model: BaseModelAdapter | None, ahead: Ahead | None
-) -> tuple[loops.Episode, dict[str, str], tuple[Any, Any] | None]:
-    """The model's episode of ``case``: (episode, backends, (score, verdict) if scored)."""
+) -> tuple[Played, tuple[Any, Any] | None]:
+    """The model's (or the agent's) episode of ``case``, and (score, verdict) if scored."""
     model = ctx.model
+    if case.mode == "e2e" and ctx.agent is not None and ahead is None:
+        return play(case, ctx, cast(BaseModelAdapter, model)), None
     if not base.generates(model):
         raise TypeError(f"{model.name} neither generates nor replays predictions")
     if case.mode == "step":
         episode = loops.run_step(ctx.dataset, case.query, step_model or model, epoch=case.epoch)
-        return episode, {}, None
+        return Played(episode), None
     if ahead is None:
-        played = play(case, ctx, model)
-        return played.episode, played.backends, None
+        return play(case, ctx, model), None
     if isinstance(ahead.outcome, BaseException):
         raise ahead.outcome
-    return ahead.outcome.episode, ahead.outcome.backends, ahead.scored
+    return ahead.outcome, ahead.scored

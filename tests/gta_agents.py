@@ -1,0 +1,121 @@
+"""Agents under test for tests/test_agents.py: a perfect one and hostile ones.
+
+Each is a callable ``--gta-agent=tests/gta_agents.py:NAME`` takes. The perfect agent replays the
+reference chain of its query through the task's tools and answers the reference answer, so a
+run with it must give the oracle's end-to-end numbers; the hostile ones do what issue 25's item
+6 lists (unknown tools, malformed and huge arguments, a flood of calls, no answer, a crash).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import urllib.request
+from typing import Any
+
+from pytest_gta.dataset import bundled_sample_path
+from pytest_gta.run.agents import AgentResult, AgentTask
+from pytest_gta.validation import load_dataset
+
+#: Not an agent (``--gta-agent=tests/gta_agents.py:NOT_CALLABLE`` is a usage error).
+NOT_CALLABLE = "just text"
+
+
+def reference(query_id: str) -> tuple[list[tuple[str, Any]], str]:
+    """The sample's reference calls (name, arguments) of ``query_id`` and its final answer."""
+    dataset = load_dataset(bundled_sample_path())
+    dialogs = dataset.reference_dialogs(dataset.queries[query_id])
+    calls = [
+        (call["function"]["name"], call["function"]["arguments"])
+        for message in dialogs
+        for call in message.get("tool_calls") or ()
+    ]
+    answers = [m["content"] for m in dialogs if m["role"] == "assistant" and "tool_calls" not in m]
+    return calls, str(answers[-1]) if answers else ""
+
+
+def replay(task: AgentTask) -> str:
+    """The perfect agent: the reference calls through ``task.tools``, the reference answer."""
+    calls, answer = reference(task.query_id)
+    for name, arguments in calls:
+        task.tools.call_json(name, arguments)
+    return answer
+
+
+async def replay_async(task: AgentTask) -> AgentResult:
+    """The perfect agent, async, answering an :class:`AgentResult`."""
+    calls, answer = reference(task.query_id)
+    for name, arguments in calls:
+        await asyncio.to_thread(task.tools.call_json, name, arguments)
+    return AgentResult(answer)
+
+
+def unknown_tool(task: AgentTask) -> str:
+    """Calls a tool the case does not have, then answers the reference answer."""
+    calls, answer = reference(task.query_id)
+    task.tools.call("DeleteEverything", path="/")
+    for name, arguments in calls:
+        task.tools.call_json(name, arguments)
+    return answer
+
+
+def malformed(task: AgentTask) -> str:
+    """Calls each reference tool with malformed arguments: a list, a huge string, a bad key."""
+    calls, answer = reference(task.query_id)
+    for name, _ in calls:
+        task.tools.call_json(name, ["not", "an", "object"])
+        task.tools.call_json(name, {"image": "x" * 3_000_000})
+        task.tools.call(name, no_such_argument=1)
+    return answer
+
+
+def flood(task: AgentTask) -> str:
+    """Calls a tool far more often than the case's limit allows; says what the limit said."""
+    name = task.tool_schemas[0]["name"]
+    replies = [task.tools.call(name) for _ in range(200)]
+    return replies[-1]
+
+
+def never(task: AgentTask) -> str:
+    """Never answers (the case's timeout must end it)."""
+    time.sleep(3600)
+    return ""
+
+
+def crash(task: AgentTask) -> str:
+    """Raises, with a secret from the environment in its message."""
+    raise RuntimeError(f"agent broke; key {os.environ.get('OPENAI_API_KEY', '')}")
+
+
+def returns_none(task: AgentTask) -> Any:
+    """Returns no answer at all."""
+    return None
+
+
+def hostile(task: AgentTask) -> Any:
+    """One hostile behaviour per query of the sample, so one run shows them all."""
+    behaviours = {
+        "1": unknown_tool,
+        "2": malformed,
+        "3": flood,
+        "4": crash,
+        "5": never,
+        "6": returns_none,
+    }
+    return behaviours.get(task.query_id, replay)(task)
+
+
+def ask_model(task: AgentTask) -> str:
+    """Asks the run's model once through the proxy (any key works), then replays the reference."""
+    assert task.model_url is not None, "the run's model has an HTTP endpoint: a proxy URL"
+    body = {"model": "whatever", "messages": [{"role": "user", "content": task.text}]}
+    request = urllib.request.Request(
+        task.model_url.rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json", "authorization": "Bearer anything"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        assert json.loads(reply.read())["choices"][0]["message"]["content"]
+    return replay(task)

@@ -1,0 +1,399 @@
+"""The agent under test (issue 25): scored like official end-to-end mode, hostile ones contained.
+
+Black-box runs on the bundled sample with the replay tools: a perfect agent (the reference calls
+through ``task.tools``, or over MCP with the SDK's ``mcp.Client`` from a separate program)
+must give the oracle's end-to-end numbers, case for case; the hostile agents of
+``tests/gta_agents.py`` and ``tests/gta_agent_cli.py`` must each end as a scored mistake or a
+per-case error, with nothing left running and no secret of the environment written anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gta.run.agent_command import agent_environment
+from pytest_gta.run.agents import AgentTask, ToolClient
+from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
+from tests.oracle_server import OracleServer
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+AGENTS = TESTS / "gta_agents.py"
+CLI = TESTS / "gta_agent_cli.py"
+REPLAY_TOOLS = "--gta-tools=replay"
+#: What every run here passes: the oracle model (no HTTP endpoint), the sample, the replay tools.
+RUN = (ORACLE, SAMPLE_DATA, FAST_SIM, REPLAY_TOOLS)
+#: Distinctive enough that finding it anywhere is a leak.
+SECRET = "sk-distinctive-3f9c1e7a5b2d4c6e8f0a"
+
+
+def command(mode: str, *extra: str | Path) -> str:
+    """``--gta-agent-command`` running ``tests/gta_agent_cli.py MODE {query_file} ...``."""
+    words = [sys.executable, str(CLI), mode, "{query_file}", *map(str, extra)]
+    return "--gta-agent-command=" + shlex.join(words)
+
+
+def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {case["id"]: case for case in report["cases"]}
+
+
+@pytest.fixture(scope="module")
+def oracle_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The oracle's end-to-end run on the sample: what a perfect agent must reproduce."""
+    cwd = tmp_path_factory.mktemp("oracle")
+    return gta_process(cwd, *RUN).report
+
+
+@pytest.fixture
+def agent_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command agents import ``tests.gta_agents``: the checkout on their path."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
+def calls_of(case: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in case["steps"] if s["role"] == "tool" or "tool_calls" in s]
+
+
+def assert_oracle_numbers(run: GtaRun, oracle: dict[str, Any]) -> None:
+    assert run.ret == 0, run.output[-3000:]
+    report = run.report
+    assert report["metrics"] == oracle["metrics"]
+    cases, expected = by_id(report), by_id(oracle)
+    assert sorted(cases) == sorted(expected)
+    for case_id, case in cases.items():
+        assert case["score"] == expected[case_id]["score"], case_id
+        # The calls are the oracle's, step for step; the answer too, but for the space the
+        # official ReAct parser leaves after "Final Answer:" (the oracle's text keeps it).
+        assert calls_of(case) == calls_of(expected[case_id]), case_id
+        assert len(case["tool_log"]) == sum(1 for s in case["steps"] if s["role"] == "tool")
+
+
+def test_python_agent_gets_the_oracle_numbers(pytester, oracle_report):
+    run = gta(pytester, *RUN, f"--gta-agent={AGENTS}:replay")
+    assert_oracle_numbers(run, oracle_report)
+    report = run.report
+    assert report["settings"]["agent"]["name"] == f"{AGENTS}:replay"
+    assert report["settings"]["agent"]["kind"] == "python"
+    case = report["cases"][0]
+    assert case["agent"]["answer"] == case["steps"][-1]["content"]
+    assert case["properties"]["gta_agent"] == f"{AGENTS}:replay"
+    assert case["exchanges"] == []  # the oracle has no HTTP endpoint: no proxy
+    run.result.stdout.fnmatch_lines([f"gta: agent under test (callable): {AGENTS}:replay*"])
+
+
+def test_async_agent_in_the_pool(pytester, oracle_report):
+    run = gta(
+        pytester,
+        *RUN,
+        "--gta-concurrency=4",
+        f"--gta-agent={AGENTS}:replay_async",
+    )
+    assert_oracle_numbers(run, oracle_report)
+
+
+def test_command_agent_over_mcp_with_xdist(pytester, oracle_report, agent_env):
+    run = gta(
+        pytester,
+        *RUN,
+        command("replay"),
+        "--gta-agent-env=PYTHONPATH",
+        *XDIST,
+    )
+    assert_oracle_numbers(run, oracle_report)
+    assert run.report["cases"][0]["agent"]["exit_status"] == 0
+
+
+def test_model_traffic_goes_through_the_proxy(pytester, sample_dataset):
+    with OracleServer(sample_dataset) as server:
+        run = gta(
+            pytester,
+            SAMPLE_DATA,
+            "--gta-model=openai/oracle-http",
+            f"--gta-base-url={server.url}",
+            "--gta-cache=off",
+            "--gta-ids=0,1",
+            FAST_SIM,
+            REPLAY_TOOLS,
+            f"--gta-agent={AGENTS}:ask_model",
+            # In process, pytester's module snapshots can leave the proxy's upstream_of holding
+            # an older import of the adapter's class than the run builds: a fresh interpreter.
+            fresh_process=True,
+        )
+        assert server.calls == 2
+    assert run.ret == 0, run.output[-3000:]
+    for case in run.report["cases"]:
+        (exchange,) = case["exchanges"]
+        assert exchange["api"] == "chat.completions"
+        assert exchange["status"] == 200
+        assert "Thought" in exchange["reply"]
+        assert case["properties"]["gta_model_calls"] == 1
+        assert case["properties"]["gta_tokens_in"] > 0
+
+
+def test_command_agent_answer_file(pytester, agent_env):
+    run = gta(
+        pytester,
+        *RUN,
+        "--gta-ids=0,1",
+        command("answer-file"),
+        "--gta-agent-env=PYTHONPATH",
+        "--gta-report-html=report.html",
+    )
+    assert run.ret == 0, run.output[-3000:]
+    for case in run.report["cases"]:
+        assert "chatter" not in case["agent"]["answer"]
+        assert case["agent"]["answer"] == case["steps"][-1]["content"]
+        assert case["agent"]["exit_status"] == 0
+    page = (pytester.path / "report.html").read_text()
+    assert "The agent's turns beside the reference chain" in page
+    assert "2 tool call(s) logged by the server" in page
+
+
+@pytest.mark.parametrize("xdist", [(), XDIST], ids=["serial", "xdist"])
+def test_hostile_python_agents(pytester, xdist):
+    started = time.monotonic()
+    run = gta(
+        pytester,
+        *RUN,
+        "--gta-ids=0,1,2,3,4,5,6",
+        "--gta-max-turns=5",
+        "--gta-agent-timeout=3",
+        f"--gta-agent={AGENTS}:hostile",
+        *xdist,
+    )
+    assert time.monotonic() - started < 120
+    cases = by_id(run.report)
+    assert cases["e2e-0"]["outcome"] == "passed"
+    # An unknown tool is the agent's mistake, logged and scored; the reference calls still count.
+    unknown = cases["e2e-1"]["tool_log"][0]
+    assert unknown["name"] == "DeleteEverything"
+    assert unknown["error"] is not None
+    assert cases["e2e-1"]["outcome"] in ("passed", "failed")
+    # Malformed and huge arguments: argument errors, kept short in the log.
+    malformed = cases["e2e-2"]["tool_log"]
+    assert malformed
+    assert all(call["error"]["type"] == "ARGS_ERROR" for call in malformed)
+    assert all(len(str(call["arguments"])) < 100_000 for call in malformed)
+    # A flood stops at --gta-max-turns calls; the agent is told so and the case is scored.
+    assert len(cases["e2e-3"]["tool_log"]) == 5
+    assert "limit of 5 tool calls" in cases["e2e-3"]["agent"]["answer"]
+    assert cases["e2e-3"]["outcome"] == "failed"
+    # A crash: the case errors with the agent's traceback, redacted.
+    assert cases["e2e-4"]["outcome"] == "error"
+    assert "agent error" in cases["e2e-4"]["message"]
+    assert "raised RuntimeError: agent broke" in cases["e2e-4"]["message"]
+    # No answer in time: the case errors, the run goes on.
+    assert cases["e2e-5"]["outcome"] == "error"
+    assert "no answer within 3 s" in cases["e2e-5"]["message"]
+    # No text at all.
+    assert cases["e2e-6"]["outcome"] == "error"
+    assert "returned NoneType" in cases["e2e-6"]["message"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie waiting for a parent that is gone counts as gone.
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.is_file() and stat.read_text().split(") ")[-1].startswith("Z"))
+
+
+@pytest.mark.parametrize("xdist", [(), XDIST], ids=["serial", "xdist"])
+def test_hostile_command_agents(pytester, agent_env, monkeypatch, xdist):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    work = pytester.path / "work"
+    work.mkdir()
+    started = time.monotonic()
+    run = gta(
+        pytester,
+        *RUN,
+        "--gta-ids=0,1,2,3,4,5,6,7,8,9",
+        "--gta-max-turns=5",
+        "--gta-agent-timeout=4",
+        command("hostile", work),
+        "--gta-agent-env=PYTHONPATH",
+        "--junitxml=junit.xml",
+        *xdist,
+        fresh_process=True,
+    )
+    assert time.monotonic() - started < 180
+    cases = by_id(run.report)
+    # The victim's calls are its own; the thief, given its URL after it ended, was refused.
+    assert len(cases["e2e-0"]["tool_log"]) == 2
+    assert cases["e2e-9"]["agent"]["answer"].startswith("refused")
+    assert cases["e2e-9"]["tool_log"] == []
+    assert cases["e2e-1"]["tool_log"][0]["name"] == "DeleteEverything"
+    assert cases["e2e-1"]["tool_log"][0]["error"] is not None
+    assert all(c["error"]["type"] == "ARGS_ERROR" for c in cases["e2e-2"]["tool_log"])
+    assert len(cases["e2e-3"]["tool_log"]) == 5
+    assert cases["e2e-3"]["outcome"] == "failed"
+    assert cases["e2e-4"]["outcome"] == "error"
+    assert "exited with status 3" in cases["e2e-4"]["message"]
+    assert "its stderr ends: ValueError: the agent broke" in cases["e2e-4"]["message"]
+    assert cases["e2e-5"]["outcome"] == "error"
+    assert "no answer within 4 s" in cases["e2e-5"]["message"]
+    # Binary output is an answer of replacement characters: a scored mistake.
+    assert cases["e2e-6"]["outcome"] == "failed"
+    assert "\ufffd" in cases["e2e-6"]["agent"]["answer"]
+    # The child left behind is gone with its agent's process group.
+    pid = int((work / "e2e-7.pid").read_text())
+    assert not _alive(pid)
+    # The environment: an allow-list, no key of ours.
+    environment = cases["e2e-8"]["agent"]["answer"]
+    assert "OPENAI_API_KEY" not in environment
+    assert '"HOME"' in environment
+    assert "GTA_MCP_URL" in environment
+    leaks = [
+        str(path)
+        for path in pytester.path.rglob("*")
+        if path.is_file() and SECRET.encode() in path.read_bytes()
+    ]
+    assert leaks == []
+    assert 'name="gta_agent"' in (pytester.path / "junit.xml").read_text()
+
+
+def test_secret_of_a_crashing_python_agent_is_redacted(pytester, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    run = gta(
+        pytester,
+        *RUN,
+        "--gta-ids=0",
+        f"--gta-agent={AGENTS}:crash",
+        "--junitxml=junit.xml",
+    )
+    case = run.report["cases"][0]
+    assert case["outcome"] == "error"
+    assert "[redacted $OPENAI_API_KEY]" in case["message"]
+    for path in pytester.path.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    assert SECRET not in run.output
+
+
+# -- usage errors ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            [f"--gta-agent={AGENTS}:replay", "--gta-mode=step"],
+            "*--gta-agent runs in end-to-end mode only: step mode replays the reference prefix*"
+            "--gta-mode=e2e*",
+        ),
+        (
+            [command("replay"), "--gta-mode=step,e2e"],
+            "*--gta-agent-command runs in end-to-end mode only*",
+        ),
+        (
+            [f"--gta-agent={AGENTS}:replay", command("replay")],
+            "*--gta-agent and --gta-agent-command both name the agent under test; give one*",
+        ),
+        (["--gta-agent=nope"], "*--gta-agent=nope: give MODULE:CALLABLE*"),
+        (
+            ["--gta-agent=no_such_module_xyz:run"],
+            "*--gta-agent=no_such_module_xyz:run: cannot import no_such_module_xyz: "
+            "ModuleNotFoundError*",
+        ),
+        ([f"--gta-agent={AGENTS}:missing"], "*has no attribute 'missing'*"),
+        ([f"--gta-agent={AGENTS}:NOT_CALLABLE"], "*is a str, not callable*"),
+        (
+            ["--gta-agent-command=run {query}"],
+            "*unknown placeholder {query}*the template may use {mcp_url}*",
+        ),
+        (
+            [command("replay") + " {model_url}"],
+            "*--gta-agent-command names {model_url}, but the model oracle has no HTTP endpoint*",
+        ),
+        (["--gta-agent-env=A,B-C"], "*--gta-agent-env=A,B-C: give environment variable names*"),
+        (["--gta-agent-timeout=0"], "*--gta-agent-timeout*"),
+    ],
+)
+def test_usage_errors(pytester, args, expected):
+    run = gta(pytester, *RUN, *args, report=None)
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, run.output[-2000:]
+    run.result.stderr.fnmatch_lines([expected])
+
+
+# -- units ------------------------------------------------------------------------------------
+
+
+class _NoTools:
+    def schemas(self) -> list[dict[str, Any]]:
+        return []
+
+
+def test_agent_environment_is_an_allow_list(tmp_path):
+    task = AgentTask(
+        case_id="e2e-0",
+        query_id="0",
+        text="q",
+        image_paths=(),
+        tool_schemas=(),
+        mcp_url="http://127.0.0.1:1/s/mcp",
+        tools=ToolClient(_NoTools()),  # type: ignore[arg-type]
+        model="m",
+        model_url="http://127.0.0.1:2/s/v1",
+    )
+    files = {"query_file": tmp_path / "q.json", "answer_file": tmp_path / "a.txt"}
+    environ = {
+        "PATH": "/bin",
+        "OPENAI_API_KEY": SECRET,
+        "AWS_SECRET_ACCESS_KEY": "x" * 20,
+        "LANG": "C",
+        "MINE": "1",
+    }
+    env = agent_environment(task, tmp_path, files, ("MINE",), environ)
+    assert env["OPENAI_API_KEY"] == "gta-proxy"
+    assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:2/s/v1"
+    assert "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["MINE"] == "1"
+    assert env["HOME"] == str(tmp_path)
+    assert env["GTA_MCP_URL"] == task.mcp_url
+    assert "ANTHROPIC_BASE_URL" not in env
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_no_agent_outlives_pytest(tmp_path, signum, monkeypatch):
+    """Stopping pytest (SIGTERM, Ctrl-C, or a kill it cannot handle) stops the agent's group."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    work = tmp_path / "work"
+    work.mkdir()
+    args = [
+        *RUN,
+        "--gta-ids=0",
+        "--gta-agent-env=PYTHONPATH",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, command("hang", work)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pid_file = work / "e2e-0.pid"
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.is_file() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline, "the agent never started"
+            time.sleep(0.1)
+        pids = [int(p) for p in pid_file.read_text().split()]
+        assert all(_alive(p) for p in pids)
+        process.send_signal(signum)
+        process.wait(30)
+    finally:
+        process.kill()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if _alive(p)]

@@ -1,0 +1,298 @@
+"""The agent examples (``examples/``) run through pytest-gta and score exactly what the oracle does.
+
+Each example is a real agent framework's loop (the OpenAI Agents SDK, smolagents, LangGraph, and a
+plain-Python agent CLI) over the case's MCP endpoint, driven by the perfect function-calling
+model of ``tests/agent_model_server.py`` through the recording proxy, on the bundled sample with
+the replay tools. A perfect model makes the reference calls and gives the reference answers, so
+the run must reproduce the ``oracle`` model's end-to-end numbers, case for case: proof that the
+whole tool path (MCP schemas, arguments, image paths, results, the answer) works in each framework.
+
+smolagents' and LangGraph's MCP adapters need mcp<2, so those two run as commands with the
+python of a virtualenv of their own (``.ci/run`` makes them and names them in
+``GTA_SMOLAGENTS_PYTHON`` and ``GTA_LANGGRAPH_PYTHON``; by default ``.venv-smolagents`` and
+``.venv-langgraph`` beside the checkout). Where one is missing the test skips, or fails under
+``PYTEST_GTA_REQUIRE_EXAMPLES=1`` (``.ci/run`` sets it), as the other required tools do.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from pytest_gta.dataset import Dataset
+from pytest_gta.options import agent_words
+from tests.agent_model_server import AgentModelServer, Conversation, FunctionCallingModel
+from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, GtaRun, gta_process
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+E2E_REPLAY = ("--gta-mode=e2e", "--gta-tools=replay")
+SERVED = "agent-fc"
+REQUIRE_ENV = "PYTEST_GTA_REQUIRE_EXAMPLES"
+#: The framework of each example, the virtualenv its command runs in (None: this one), and the
+#: API its requests use.
+VENVS = {"langgraph": "GTA_LANGGRAPH_PYTHON", "smolagents": "GTA_SMOLAGENTS_PYTHON"}
+
+
+def missing(reason: str) -> None:
+    """Skip, or fail where the examples are required (CI)."""
+    if os.environ.get(REQUIRE_ENV):
+        pytest.fail(f"{REQUIRE_ENV} is set but {reason}")
+    pytest.skip(reason)
+
+
+def venv_python(framework: str) -> str:
+    """The python of the framework's own virtualenv (``$GTA_<NAME>_PYTHON`` or the default)."""
+    variable = VENVS[framework]
+    python = os.environ.get(variable) or str(ROOT / f".venv-{framework}" / "bin" / "python")
+    if not Path(python).is_file():
+        missing(f"{python} is missing; make the virtualenv (docs/agents.md) or set ${variable}")
+    return python
+
+
+def agent_option(example: str) -> str:
+    """The ``--gta-agent`` or ``--gta-agent-command`` option that runs ``example``."""
+    if example == "openai_agents":
+        if importlib.util.find_spec("agents") is None:
+            missing("openai-agents is not installed (pip install 'pytest-gta[examples]')")
+        return f"--gta-agent={EXAMPLES / 'openai_agents_agent.py'}:agent"
+    python = sys.executable if example == "cli" else venv_python(example)
+    script = EXAMPLES / f"{example}_agent.py"
+    words = [python, str(script), "{mcp_url}", "{query_file}", "{model_url}", "{model}"]
+    return "--gta-agent-command=" + shlex.join(words)
+
+
+def comparable(case: dict[str, Any]) -> tuple[Any, ...]:
+    """What a perfect agent's case must share with the oracle's.
+
+    The steps too, but for the answer's leading space: the ``oracle`` writes ReAct text and its
+    answer is Lagent's raw text after ``Final Answer:`` (`` The answer...``), while an agent's
+    is its framework's text (and a command's stdout is stripped). The scores are the same.
+    """
+    steps = [dict(s) for s in case["steps"]]
+    if steps and steps[-1].get("role") == "assistant" and "content" in steps[-1]:
+        steps[-1]["content"] = str(steps[-1]["content"]).strip()
+    return case["outcome"], case["score"], steps
+
+
+def assert_oracle_numbers(run: GtaRun, oracle: dict[str, Any]) -> None:
+    """The run's end-to-end metrics and its cases are the oracle's."""
+    assert run.ret == 0, run.output[-3000:]
+    assert run.report["metrics"] == oracle["metrics"]
+    cases = {case["id"]: comparable(case) for case in run.report["cases"]}
+    assert cases == {case["id"]: comparable(case) for case in oracle["cases"]}
+    for case in run.report["cases"]:
+        assert len(case["tool_log"]) == sum(s["role"] == "tool" for s in case["steps"])
+
+
+@pytest.fixture(scope="module")
+def oracle_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The oracle's end-to-end run on the sample: what each example must reproduce."""
+    cwd = tmp_path_factory.mktemp("oracle")
+    return gta_process(cwd, ORACLE, SAMPLE_DATA, FAST_SIM, *E2E_REPLAY).report
+
+
+@pytest.fixture(scope="module")
+def model_server(sample_dataset: Dataset) -> Iterator[AgentModelServer]:
+    with AgentModelServer(sample_dataset, served=SERVED) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("example", "api"),
+    [
+        ("openai_agents", "responses"),
+        ("cli", "chat.completions"),
+        ("langgraph", "chat.completions"),
+        ("smolagents", "chat.completions"),
+    ],
+)
+def test_example_gets_the_oracle_numbers(
+    example: str,
+    api: str,
+    oracle_report: dict[str, Any],
+    model_server: AgentModelServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    option = agent_option(example)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-unused-by-the-fake-model")
+    model_server.model.reset()
+    run = gta_process(
+        tmp_path,
+        f"--gta-model=openai/{SERVED}",
+        f"--gta-base-url={model_server.url}",
+        "--gta-cache=off",
+        SAMPLE_DATA,
+        FAST_SIM,
+        *E2E_REPLAY,
+        option,
+        check=False,
+    )
+    assert_oracle_numbers(run, oracle_report)
+    assert model_server.model.unknown == 0
+    # Every model request went through the recording proxy, one per turn of the agent's loop.
+    report = run.report
+    assert report["usage"]["calls"] == model_server.model.calls
+    for case in report["cases"]:
+        exchanges = case["exchanges"]
+        assert len(exchanges) == len(case["tool_log"]) + 1, case["id"]
+        assert {e["api"] for e in exchanges} == {api}
+        assert all(e["status"] == 200 for e in exchanges)
+
+
+DOCUMENTED = [
+    EXAMPLES / "cli_agent.py",
+    EXAMPLES / "langgraph_agent.py",
+    EXAMPLES / "smolagents_agent.py",
+    ROOT / "docs" / "agents.md",
+]
+
+
+@pytest.mark.parametrize("page", DOCUMENTED, ids=lambda p: p.name)
+def test_documented_commands_reach_the_agent_as_its_words(page: Path) -> None:
+    """Each ``--gta-agent-command='...'`` shown, as bash hands it over, splits into the program,
+    its script and the four placeholders: a line break inside the quotes is a space, but a
+    backslash there would reach the agent as a word of its own."""
+    shown = re.findall(r"--gta-agent-command='[^']*examples/[^']*'", page.read_text())
+    assert shown
+    for snippet in shown:
+        argv = subprocess.run(
+            ["bash", "-c", f"printf '%s\\0' {snippet}"], capture_output=True, check=True
+        ).stdout.decode()
+        option, rest = argv.split("\0", 1)
+        assert rest == "", snippet  # one word for bash
+        words = agent_words(option.removeprefix("--gta-agent-command="))
+        assert words[2:] == ["{mcp_url}", "{query_file}", "{model_url}", "{model}"], snippet
+        assert words[1].startswith("examples/")
+        assert words[1].endswith("_agent.py")
+
+
+# -- the model itself, through the official SDK --------------------------------------------------
+
+
+@pytest.fixture
+def fc_model(sample_dataset: Dataset) -> FunctionCallingModel:
+    return FunctionCallingModel(sample_dataset)
+
+
+def first_turn(dataset: Dataset, qid: str) -> str:
+    """The user's text the examples send: the query, then its images' absolute paths."""
+    query = dataset[qid]
+    return f"{query.text}\n\nInput images: {', '.join(dataset.abs_files(query))}"
+
+
+def test_streamed_chat_and_responses_give_the_reference_call(sample_dataset: Dataset) -> None:
+    prompt = first_turn(sample_dataset, "0")
+    tool = {"type": "function", "function": {"name": "OCR", "parameters": {"type": "object"}}}
+    with AgentModelServer(sample_dataset) as server:
+        client = openai.OpenAI(base_url=server.url, api_key="unused")
+        chunks = client.chat.completions.create(
+            model=SERVED,
+            messages=[{"role": "user", "content": prompt}],
+            tools=[tool],  # type: ignore[list-item]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        calls = [c for chunk in chunks for ch in chunk.choices for c in ch.delta.tool_calls or ()]
+        assert [(c.function.name, c.function.arguments) for c in calls if c.function] == [
+            ("OCR", json.dumps({"image": sample_dataset.abs_files(sample_dataset["0"])[0]}))
+        ]
+        events = client.responses.create(
+            model=SERVED,
+            input=[
+                {"role": "user", "content": prompt},
+                {"type": "function_call", "call_id": "c0", "name": "OCR", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c0", "output": "receipt text"},
+            ],
+            tools=[{"type": "function", "name": "Calculator", "parameters": {}, "strict": False}],
+            stream=True,
+        )
+        done = [e for e in events if e.type == "response.completed"]
+        item = done[0].response.output[0]
+        assert (item.type, item.name, json.loads(item.arguments)) == (
+            "function_call",
+            "Calculator",
+            {"expression": "1.29+3.45+4.50"},
+        )
+        final = client.responses.create(
+            model=SERVED,
+            input=[
+                {"role": "user", "content": prompt},
+                *[
+                    {"type": "function_call_output", "call_id": f"c{i}", "output": ""}
+                    for i in (0, 1)
+                ],
+            ],
+        )
+        expected = sample_dataset.reference_dialogs(sample_dataset["0"])[-1]["content"]
+        assert final.output_text == expected
+
+
+def test_every_release_query_is_found_by_its_text_and_images(release_dataset: Dataset) -> None:
+    """The release has queries alike but for their images ("Can you explain this meme?" ten
+    times) and texts inside others' ("What is x in the equation?"): each is found all the same."""
+    model = FunctionCallingModel(release_dataset)
+    found = {q.qid: model.locate((first_turn(release_dataset, q.qid),)) for q in release_dataset}
+    assert found == {q.qid: q.qid for q in release_dataset}
+    assert model.locate(("What is the weather like?",)) is None
+
+
+def test_smolagents_results_and_final_answer_tool(fc_model: FunctionCallingModel) -> None:
+    """smolagents sends tool results as user text and ends through its final_answer tool."""
+    prompt = first_turn(fc_model.dataset, "0")
+    body = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": f"New task:\n{prompt}"}]},
+            {"role": "assistant", "content": "Calling tools:\n[...]"},
+            {"role": "user", "content": [{"type": "text", "text": "Observation:\nFRESHMART"}]},
+            {"role": "assistant", "content": "Calling tools:\n[...]"},
+            {"role": "user", "content": "Call id: call_1\nError:\nno such file"},
+        ],
+        "tools": [{"type": "function", "function": {"name": n}} for n in ("OCR", "final_answer")],
+    }
+    move = fc_model.move(Conversation.of_chat(body))
+    assert move is not None
+    assert move.name == "final_answer"
+    answer = fc_model.dataset.reference_dialogs(fc_model.dataset["0"])[-1]["content"]
+    assert json.loads(move.arguments) == {"answer": answer}
+
+
+@pytest.mark.slow
+def test_agent_concurrency_benchmark_prints_its_row_and_matches_the_oracle(tmp_path: Path) -> None:
+    if importlib.util.find_spec("agents") is None:
+        missing("openai-agents is not installed (pip install 'pytest-gta[examples]')")
+    command = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "agent_concurrency.py"),
+        "--agent=openai-agents",
+        f"--data={ROOT / 'fixtures' / 'gta_sample'}",
+        "--queries=4",
+        "--latency=0.01",
+        "--concurrency=4",
+        "--sim-model=all-MiniLM-L6-v2",
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| openai-agents"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    # The first 4 sample chains take 3+3+3+6 model calls (their turns and answers).
+    assert cells[1] == "15"
+    assert 1 <= int(cells[2]) <= 4
+    assert float(cells[3]) > float(cells[4]) > 0
+    assert "metrics and per-case outcomes equal the oracle's (4)" in done.stdout
+    assert "PROBLEM" not in done.stdout
