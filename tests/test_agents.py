@@ -87,7 +87,27 @@ def test_python_agent_gets_the_oracle_numbers(pytester, oracle_report):
     assert case["agent"]["answer"] == case["steps"][-1]["content"]
     assert case["properties"]["gta_agent"] == f"{AGENTS}:replay"
     assert case["exchanges"] == []  # the oracle has no HTTP endpoint: no proxy
-    run.result.stdout.fnmatch_lines([f"gta: agent under test (callable): {AGENTS}:replay*"])
+    run.result.stdout.fnmatch_lines(
+        [
+            f"gta: agent under test (callable): {AGENTS}:replay*",
+            f"agent under test: {AGENTS}:replay (python)",
+        ]
+    )
+
+
+def test_agent_file_in_the_ini_is_relative_to_it(pytester):
+    (pytester.path / "agents").mkdir()
+    (pytester.path / "agents" / "mine.py").write_text(AGENTS.read_text())
+    pytester.makefile(".ini", pytest="[pytest]\ngta_agent = agents/mine.py:replay\n")
+    sub = pytester.mkdir("sub")
+    sub.joinpath("test_nothing.py").write_text("")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(sub)
+        run = gta(
+            pytester, *RUN, "--gta-ids=0", f"--rootdir={pytester.path}", "-c", "../pytest.ini"
+        )
+    assert run.ret == 0, run.output[-3000:]
+    assert run.report["settings"]["agent"]["name"] == f"{pytester.path}/agents/mine.py:replay"
 
 
 def test_async_agent_in_the_pool(pytester, oracle_report):
