@@ -1539,6 +1539,11 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         fields["baseline"] = str(resolve_path(config, baseline.value, baseline.source))
     data_dir, data_dir_source = resolve_data_dir(config)
     data, data_source = _resolve_data(config, fields["model"], data_dir, data_dir_source)
+    agent = resolve_option(config, "gta_agent")
+    target, _, name = (agent.value or "").rpartition(":")
+    if agent.source == "ini" and (target.endswith(".py") or "/" in target):
+        # A file named in the ini file is the project's: relative to the ini file, as paths are.
+        fields["agent"] = f"{resolve_path(config, target, agent.source)}:{name}"
     check_agent(fields)
     return GtaSettings(
         **fields,

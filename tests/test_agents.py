@@ -19,9 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from pytest_gta.run.agent_command import agent_environment
+from pytest_gta.options import agent_words, parse_agent_env
+from pytest_gta.run.agent_command import agent_environment, decode_output
 from pytest_gta.run.agents import AgentTask, ToolClient
+from pytest_gta.vocabulary import AGENT_PLACEHOLDERS
 from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
 from tests.oracle_server import OracleServer
 
@@ -87,7 +91,27 @@ def test_python_agent_gets_the_oracle_numbers(pytester, oracle_report):
     assert case["agent"]["answer"] == case["steps"][-1]["content"]
     assert case["properties"]["gta_agent"] == f"{AGENTS}:replay"
     assert case["exchanges"] == []  # the oracle has no HTTP endpoint: no proxy
-    run.result.stdout.fnmatch_lines([f"gta: agent under test (callable): {AGENTS}:replay*"])
+    run.result.stdout.fnmatch_lines(
+        [
+            f"gta: agent under test (callable): {AGENTS}:replay*",
+            f"agent under test: {AGENTS}:replay (python)",
+        ]
+    )
+
+
+def test_agent_file_in_the_ini_is_relative_to_it(pytester):
+    (pytester.path / "agents").mkdir()
+    (pytester.path / "agents" / "mine.py").write_text(AGENTS.read_text())
+    pytester.makefile(".ini", pytest="[pytest]\ngta_agent = agents/mine.py:replay\n")
+    sub = pytester.mkdir("sub")
+    sub.joinpath("test_nothing.py").write_text("")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(sub)
+        run = gta(
+            pytester, *RUN, "--gta-ids=0", f"--rootdir={pytester.path}", "-c", "../pytest.ini"
+        )
+    assert run.ret == 0, run.output[-3000:]
+    assert run.report["settings"]["agent"]["name"] == f"{pytester.path}/agents/mine.py:replay"
 
 
 def test_async_agent_in_the_pool(pytester, oracle_report):
@@ -397,3 +421,31 @@ def test_no_agent_outlives_pytest(tmp_path, signum, monkeypatch):
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in pids if _alive(p)]
+
+
+@given(st.binary(max_size=4096))
+def test_any_output_decodes_to_writable_text(data):
+    text = decode_output(data)
+    assert "\x00" not in text
+    text.encode("utf-8")  # no lone surrogate: every writer accepts it
+    if b"\x00" not in data:
+        assert text == data.decode("utf-8", errors="replace")
+
+
+@given(st.lists(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True), min_size=1))
+def test_agent_env_names_round_trip(names):
+    assert parse_agent_env(" , ".join(names)) == tuple(dict.fromkeys(names))
+
+
+@given(st.text(max_size=60))
+def test_agent_templates_are_checked_or_refused(template):
+    refused: list[str] = []
+    try:
+        words = agent_words(template)
+    except pytest.UsageError as exc:
+        refused.append(str(exc))
+    if refused:
+        assert refused[0].startswith("pytest-gta: --gta-agent-command=")
+    else:
+        values = dict.fromkeys(AGENT_PLACEHOLDERS, "x")
+        assert [w.format(**values) for w in words]  # what the runner does cannot fail

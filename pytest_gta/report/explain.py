@@ -47,6 +47,11 @@ def facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     settings = report.get("settings") or {}
     out = [
         ("model", f"{report.get('model')} (protocol {report.get('protocol')})"),
+    ]
+    agent = settings.get("agent")
+    if isinstance(agent, Mapping) and agent.get("name"):
+        out.append(("agent under test", f"{agent['name']} ({agent.get('kind')})"))
+    out += [
         ("modes", ", ".join(settings.get("modes") or [])),
         (
             "dataset",

@@ -303,6 +303,11 @@ def header_lines(report: Mapping[str, Any]) -> list[str]:
     lines += [
         f"model: {report['model']}  protocol: {report['protocol']}  "
         f"modes: {','.join(settings.get('modes', []))}",
+    ]
+    agent = settings.get("agent")
+    if isinstance(agent, Mapping) and agent.get("name"):
+        lines.append(f"agent under test: {agent['name']} ({agent.get('kind')})")
+    lines += [
         f"dataset: {dataset['path']} ({dataset.get('source', '')}; {dataset['queries']} queries, "
         f"{dataset.get('selected', dataset['queries'])} selected; sha256 {dataset['sha256'][:16]})",
     ]

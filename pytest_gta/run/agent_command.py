@@ -139,7 +139,7 @@ class _Reader(threading.Thread):
             self._pipe.close()
 
 
-def _decode(data: bytes) -> str:
+def decode_output(data: bytes) -> str:
     """Output as text: undecodable bytes (a binary dump) become U+FFFD, NULs dropped."""
     return data.decode("utf-8", errors="replace").replace("\x00", "")
 
@@ -233,7 +233,7 @@ class CommandAgent:
         outcome = AgentOutcome(
             self.name,
             exit_status=None if timed_out else status,
-            stderr_tail=tail(_decode(bytes(err.data))),
+            stderr_tail=tail(decode_output(bytes(err.data))),
             timed_out=timed_out,
             duration=duration,
         )
@@ -253,9 +253,9 @@ class CommandAgent:
         answer_file = files["answer_file"]
         if answer_file.is_file():
             with open(answer_file, "rb") as handle:
-                outcome.answer = _decode(handle.read(MAX_ANSWER_BYTES)).strip()
+                outcome.answer = decode_output(handle.read(MAX_ANSWER_BYTES)).strip()
         else:
-            outcome.answer = _decode(bytes(out.data)).strip()
+            outcome.answer = decode_output(bytes(out.data)).strip()
         return outcome
 
 
