@@ -11,7 +11,9 @@ own thread pool, never on the event loop, and the pool is shut down with the gat
 thread outlives it. :func:`serve_stdio` serves one case on stdin/stdout for agents that spawn
 their tools as a subprocess.
 
-The MCP SDK, Starlette and uvicorn are imported here only, off the plugin's import path.
+The MCP SDK, Starlette and uvicorn are imported here only, and only inside the functions that
+serve (about 0.7 s of imports): the session layer imports this module in every GTA run, and a
+run without an agent neither pays for them nor needs the ``agents`` extra installed.
 """
 
 from __future__ import annotations
@@ -28,15 +30,7 @@ import socket
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import anyio
-import mcp_types as types
-import uvicorn
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from typing import TYPE_CHECKING, Any
 
 from pytest_gta import outward
 from pytest_gta.agent import protocol as p
@@ -45,6 +39,12 @@ from pytest_gta.mcp.calls import CallLimitReached, CaseTools, LoggedCall
 from pytest_gta.types import ToolResult
 from pytest_gta.version import __version__
 from pytest_gta.vocabulary import INVALID_ACTION
+
+if TYPE_CHECKING:
+    import mcp_types as types
+    import uvicorn
+    from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 #: Threads that run tool calls for all cases of a gateway (a run's ``--gta-concurrency`` is
 #: far below this; calls past it wait for a free thread).
@@ -81,6 +81,9 @@ def _mime_type(path: str, data: bytes) -> str:
 
 def _image(path: str) -> types.ImageContent | None:
     """A generated image as MCP image content, or ``None`` when it cannot be read."""
+    # the MCP SDK: heavy, loaded only where tools are served (see the module's docstring)
+    import mcp_types as types
+
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -97,6 +100,8 @@ def result_of(logged: LoggedCall) -> types.CallToolResult:
     with an absolute path the agent can pass to the next tool); each image output also as image
     content. A failed call is an error result whose text is the official error message.
     """
+    import mcp_types as types  # see _image
+
     record = logged.record
     if record.type == INVALID_ACTION:
         # Lagent shows the raw input as the message of an unknown action (the log keeps that
@@ -117,6 +122,8 @@ def result_of(logged: LoggedCall) -> types.CallToolResult:
 
 
 def _error(text: str) -> types.CallToolResult:
+    import mcp_types as types  # see _image
+
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
@@ -145,6 +152,9 @@ def case_server(
 
     ``run`` runs a blocking call off the event loop (a thread pool).
     """
+    import mcp_types as types  # see _image
+    from mcp.server.lowlevel import Server
+
     schemas = tools.schemas()
     listed = [
         types.Tool(name=s["name"], description=s["description"], input_schema=s["inputSchema"])
@@ -273,6 +283,8 @@ class McpGateway:
 
     def _begin(self) -> threading.Event:
         """Listen and start the server thread (under the lock); its event is set when it serves."""
+        import uvicorn  # see _image
+
         try:
             sock = _listen(self.host, self.port)
         except OSError as exc:
@@ -323,6 +335,10 @@ class McpGateway:
 
     def open(self, tools: CaseTools) -> CaseEndpoint:
         """Serve ``tools`` at a new secret path (starts the gateway if needed)."""
+        # the MCP SDK, see _image
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from mcp.server.transport_security import TransportSecuritySettings
+
         self.start()
         loop = self._loop
         if loop is None or self._closed:
@@ -420,6 +436,9 @@ class McpGateway:
 
 def serve_stdio(tools: CaseTools) -> None:
     """Serve ``tools`` as MCP over stdin/stdout until the client closes stdin."""
+    import anyio  # see _image
+    from mcp.server.stdio import stdio_server
+
     pool = concurrent.futures.ThreadPoolExecutor(CALL_THREADS, thread_name_prefix="gta-mcp-call")
 
     async def run(call: Callable[[], types.CallToolResult]) -> types.CallToolResult:

@@ -10,6 +10,7 @@ with the message and exit status 4.
 
 from __future__ import annotations
 
+import importlib.util
 import tempfile
 import threading
 from collections.abc import Callable
@@ -21,6 +22,7 @@ import pytest
 from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.errors import DatasetError, GtaUsageError
 from pytest_gta.install.installer import how_to_get
+from pytest_gta.mcp.server import McpGateway
 from pytest_gta.models import base
 from pytest_gta.models.base import ModelContext, adopt
 from pytest_gta.models.cache import ResponseCache
@@ -43,13 +45,8 @@ from pytest_gta.session.serve import describe as describe_server
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
 from pytest_gta.validation import load_dataset
 
-try:  # the ``agents`` extra (mcp, uvicorn, starlette): a run without an agent does without it
-    from pytest_gta.mcp.server import McpGateway
-except ImportError as missing:  # pragma: no cover - CI installs the extra
-    McpGateway = None  # type: ignore[assignment,misc]
-    MCP_MISSING: str | None = f"{type(missing).__name__}: {missing}"
-else:
-    MCP_MISSING = None
+#: What an agent run imports (the ``agents`` extra): the MCP SDK and the server under it.
+AGENT_EXTRA = ("mcp", "uvicorn", "starlette")
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -338,11 +335,12 @@ class GtaState:
                 f"--gta-model={settings.model} replays recorded predictions: there is no model "
                 "for an agent to call; give an agent a model that generates (e.g. openai/...)"
             )
-        if MCP_MISSING is not None:
+        missing = [name for name in AGENT_EXTRA if importlib.util.find_spec(name) is None]
+        if missing:
             raise GtaUsageError(
                 f"{'--gta-agent' if settings.agent else '--gta-agent-command'} serves the tools "
                 f"over MCP, which needs the agents extra: pip install 'pytest-gta[agents]' "
-                f"({MCP_MISSING})"
+                f"(missing: {', '.join(missing)})"
             )
         if settings.agent is not None:
             function = load_callable(settings.agent, settings.invocation_dir)
