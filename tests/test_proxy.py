@@ -395,6 +395,30 @@ def test_two_cases_at_once_never_mix(server, proxy):
         assert case.usage().calls == 5
 
 
+def test_cases_opened_from_many_threads_at_once_share_one_server(server):
+    """The pool's threads open their cases together; one of them starts the only server."""
+    proxy = ModelProxy(upstream(server))
+    try:
+        gate = threading.Barrier(8)
+        urls: list[str] = []
+
+        def open_one(n: int) -> None:
+            gate.wait()
+            urls.append(proxy.open(f"e2e-{n}").openai_base_url)
+
+        threads = [threading.Thread(target=open_one, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert len(urls) == 8
+        assert {urlsplit(url).netloc for url in urls} == {urlsplit(proxy.url).netloc}
+        assert len(set(urls)) == 8
+        assert [t.name for t in threading.enumerate()].count("pytest-gta-model-proxy") == 1
+    finally:
+        proxy.close()
+
+
 def test_unknown_and_closed_secrets_are_refused(server, proxy):
     case = proxy.open("closing")
     guessed = case.openai_base_url.replace(case.root.rsplit("/", 1)[1], "guessed-secret")

@@ -186,6 +186,8 @@ class ModelProxy:
         self._host, self._port = host, port
         self._cases: dict[str, ProxyCase] = {}
         self._lock = threading.Lock()
+        # Cases open from the pool's threads at once: one of them starts the server.
+        self._start_lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._client = bound_client(
@@ -202,18 +204,20 @@ class ModelProxy:
         return f"http://{host!s}:{port}"
 
     def start(self) -> None:
-        """Listen and serve in a background thread; idempotent."""
-        if self._server is not None:
-            return
-        self._server = _Server((self._host, self._port), _Handler, self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            # How often the loop looks for a shutdown: close() waits up to this long.
-            args=(0.05,),
-            name="pytest-gta-model-proxy",
-            daemon=True,
-        )
-        self._thread.start()
+        """Listen and serve in a background thread; idempotent and safe from several threads."""
+        with self._start_lock:
+            if self._server is not None:
+                return
+            server = _Server((self._host, self._port), _Handler, self)
+            self._thread = threading.Thread(
+                target=server.serve_forever,
+                # How often the loop looks for a shutdown: close() waits up to this long.
+                args=(0.05,),
+                name="pytest-gta-model-proxy",
+                daemon=True,
+            )
+            self._thread.start()
+            self._server = server
 
     def open(self, label: str, *, epoch: int = 0) -> ProxyCase:
         """A new case with its own secret URLs.
