@@ -296,3 +296,52 @@ def test_agent_concurrency_benchmark_prints_its_row_and_matches_the_oracle(tmp_p
     assert float(cells[3]) > float(cells[4]) > 0
     assert "metrics and per-case outcomes equal the oracle's (4)" in done.stdout
     assert "PROBLEM" not in done.stdout
+
+
+#: A third-party MCP client (langchain-mcp-adapters over mcp 1.x, in the LangGraph example's
+#: virtualenv) lists the standalone server's tools and calls one.
+THIRD_PARTY_CLIENT = """
+import asyncio, sys
+from langchain_mcp_adapters.client import MultiServerMCPClient
+
+async def main(url):
+    client = MultiServerMCPClient({"gta": {"url": url, "transport": "streamable_http"}})
+    tools = {tool.name: tool for tool in await client.get_tools()}
+    print(" ".join(sorted(tools)))
+    print(await tools["Calculator"].ainvoke({"expression": "6*7"}))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+def test_the_standalone_server_serves_a_third_party_client(tmp_path):
+    """``python -m pytest_gta.mcp`` as the docs show it, called by another MCP implementation."""
+    python = venv_python("langgraph")
+    served = subprocess.Popen(
+        [sys.executable, "-m", "pytest_gta.mcp", "--gta-data=sample", "--gta-tools=local,replay"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert served.stdout is not None
+        first = served.stdout.readline()
+        url = re.search(r"(http://127\.0\.0\.1:\d+/[\w-]+/mcp)", first)
+        assert url, first + served.stdout.read(2000)
+        client = subprocess.run(
+            [python, "-c", THIRD_PARTY_CLIENT, url.group(1)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert client.returncode == 0, client.stderr[-2000:]
+        names, answer = client.stdout.strip().splitlines()[-2:]
+        assert {"Calculator", "OCR", "DrawBox", "ImageDescription"} <= set(names.split())
+        assert "42" in answer
+    finally:
+        os.killpg(served.pid, 2)  # Ctrl-C, as a user stops it
+        served.communicate(timeout=30)
+    assert served.returncode == 0
