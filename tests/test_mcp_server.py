@@ -453,6 +453,9 @@ def _children_gone(pgid: int) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_the_module_prints_a_url_serves_and_stops_on_a_signal(tmp_path, stop):
+    # Started in a project whose warnings are errors: pytest's note that it cannot rewrite the
+    # already imported plugin once stopped the server there.
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
     process = subprocess.Popen(
         [*SERVE, "--gta-tools=local"],
         cwd=tmp_path,
@@ -485,6 +488,7 @@ def test_the_module_prints_a_url_serves_and_stops_on_a_signal(tmp_path, stop):
     assert process.returncode == 0, out
     assert "stopped after 1 tool call" in out
     assert _children_gone(process.pid)
+    assert not (tmp_path / ".pytest_cache").exists()
 
 
 @pytest.mark.slow

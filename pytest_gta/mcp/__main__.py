@@ -15,12 +15,17 @@ import pytest
 
 #: What makes pytest serve the tools instead of running tests.
 SERVE_FLAG = "--gta-mcp-serve"
+#: No test runs, so nothing is rewritten: pytest would otherwise warn that ``pytest_gta`` (its
+#: plugin, imported here already) cannot be rewritten, and under a project's
+#: ``filterwarnings = error`` that warning stops the server before it starts. Nor does serving
+#: leave a ``.pytest_cache`` in the directory it was started from.
+QUIET = ("--assert=plain", "-p", "no:cacheprovider")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Serve the tools with ``argv`` (default: the command line) as pytest's arguments."""
     args = list(sys.argv[1:] if argv is None else argv)
-    return int(pytest.main([SERVE_FLAG, *args]))
+    return int(pytest.main([SERVE_FLAG, *QUIET, *args]))
 
 
 if __name__ == "__main__":
