@@ -521,6 +521,10 @@ def test_a_zip_bomb_is_refused_from_its_sizes(tmp_path: Path) -> None:
 # -- concurrency and interruption ----------------------------------------------------------------
 
 
+#: What a process says while another holds the installer lock.
+WAITING = "to finish installing gta_dataset"
+
+
 def _spawn(cwd: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
@@ -547,7 +551,9 @@ def test_two_concurrent_downloads_fetch_once_and_both_succeed(project: pytest.Py
         for reader in readers:
             reader.start()
         deadline = time.monotonic() + 120
-        while not any("waiting for pid" in line for out in lines for line in list(out)):
+        # "waiting for pid N ...", or "waiting for another process ..." when the second process
+        # reads the lock file between the first one's flock and its writing its pid there.
+        while not any(WAITING in line for out in lines for line in list(out)):
             assert time.monotonic() < deadline, lines
             assert all(p.poll() is None for p in procs), lines
             time.sleep(0.05)
@@ -567,8 +573,8 @@ def test_two_concurrent_downloads_fetch_once_and_both_succeed(project: pytest.Py
     assert [p.returncode for p in procs] == [0, 0], errors
     assert len(gets) == 1
     texts = ["".join(out) for out in lines]
-    downloader = next(t for t in texts if "waiting for pid" not in t)
-    waiter = next(t for t in texts if "waiting for pid" in t)
+    downloader = next(t for t in texts if WAITING not in t)
+    waiter = next(t for t in texts if WAITING in t)
     assert "installed " in downloader
     assert "already installed" not in downloader
     assert "already installed:" in waiter

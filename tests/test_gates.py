@@ -98,7 +98,10 @@ def test_every_run_has_intervals(pytester, models):
     assert "95% CI" in result.stdout.str()
     # Same run, same interval (the bootstrap is seeded).
     run(pytester, models["good"], "again")
-    assert report_of(pytester, "again")["metrics_ci"] == report["metrics_ci"]
+    again = report_of(pytester, "again")
+    outcomes = {c["id"]: (c["outcome"], c["message"]) for c in again["cases"]}
+    assert outcomes == {c["id"]: (c["outcome"], c["message"]) for c in report["cases"]}
+    assert again["metrics_ci"] == report["metrics_ci"]
 
 
 def test_the_gate_fails_a_regression_and_names_it(pytester, models, good_report, dist_args):
