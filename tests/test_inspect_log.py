@@ -151,6 +151,43 @@ def test_inspect_cli_dumps_the_log(oracle_run):
     assert len(dumped["samples"]) == report["outcomes_by_mode"]["e2e"]["passed"]
 
 
+def test_status_identity_and_errored_cases_come_from_the_report(oracle_run, sample_dataset):
+    _, report = oracle_run
+    report = copy.deepcopy(report)
+    assert [log.status for log in eval_logs(report, sample_dataset)] == ["success", "success"]
+    report["label"] = "nightly [react]"
+    report["identity"] = {
+        "label": "nightly [react]",
+        "started_at": "2026-02-03T10:00:00Z",
+        "finished_at": "2026-02-03T10:05:30+00:00",
+    }
+    errored = next(c for c in report["cases"] if c["id"] == "e2e-5")
+    errored.update(outcome="error", score=0.0, message="ConnectError: the model went away")
+    report["interrupted"], report["interrupted_by"] = True, "SIGTERM"
+    step, e2e = eval_logs(report, sample_dataset)
+    assert (e2e.status, e2e.error.message) == ("cancelled", "interrupted by SIGTERM")
+    assert step.status == "cancelled"
+    assert step.eval.run_id == e2e.eval.run_id
+    assert e2e.eval.created == "2026-02-03T10:00:00+00:00"
+    assert (e2e.stats.started_at, e2e.stats.completed_at) == (
+        "2026-02-03T10:00:00+00:00",
+        "2026-02-03T10:05:30+00:00",
+    )
+    assert e2e.eval.metadata["label"] == "nightly [react]"
+    assert "nightly [react]" in e2e.eval.tags
+    assert log_file_name(e2e.eval.created, "e2e", e2e.eval.task_id).startswith(
+        "2026-02-03T10-00-00-00-00_gta-e2e_"
+    )
+    sample = next(s for s in e2e.samples if s.id == "e2e-5")
+    assert sample.error.message == "ConnectError: the model went away"
+    assert sample.scores["gta"].value == 0.0
+    assert e2e.results.completed_samples == 16
+    report["interrupted"], report["stopped"] = False, "--gta-max-cost=0.5 reached"
+    assert eval_logs(report, sample_dataset)[0].status == "error"
+    # Written twice, the same report gives the same ids (a file is replaced, not duplicated).
+    assert eval_logs(report, sample_dataset)[1].eval.task_id == e2e.eval.task_id
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
