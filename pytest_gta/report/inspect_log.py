@@ -192,7 +192,7 @@ def _error_text(error: Any) -> str:
 
 def _aligned_replies(entry: CaseEntry, steps: Sequence[Any]) -> list[str | None]:
     """Each step's raw model reply, where the replies are one per assistant step (our loops)."""
-    assistant = [s for s in steps if not isinstance(s, Mapping) or s.get("role") != "tool"]
+    assistant = [s for s in steps if isinstance(s, Mapping) and s.get("role") != "tool"]
     replies = entry.get("replies") or []
     if len(replies) == len(assistant) and all(isinstance(r, str) for r in replies):
         return list(replies)
@@ -258,14 +258,13 @@ def _step_messages(
     from inspect_ai.model import ChatMessageSystem  # a heavy optional dependency
 
     steps = list(entry.get("steps") or [])
-    replies = _aligned_replies(entry, steps)
+    replies = iter(_aligned_replies(entry, steps))
     dialogs = dataset.reference_dialogs(query) if query is not None else []
     gold = [i for i, m in enumerate(dialogs) if m.get("role") == "assistant"]
     messages: list[ChatMessage] = []
     for n, step in enumerate(steps):
-        reply = replies[n] if n < len(replies) else None
         if isinstance(step, Mapping):
-            messages.append(_assistant(step, n, reply, model, step=n + 1))
+            messages.append(_assistant(step, n, next(replies, None), model, step=n + 1))
         else:
             messages.append(ChatMessageSystem(content=_text(step), metadata={"recorded": True}))
         if n < len(gold):
