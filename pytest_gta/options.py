@@ -15,6 +15,7 @@ resolves to. Splitting the rows from their parsers would put one option in two p
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -77,6 +78,9 @@ OPT_REPORT = "--gta-report"
 OPT_REPORT_MD = "--gta-report-md"
 OPT_REPORT_HTML = "--gta-report-html"
 OPT_REPORT_HTML_MAX_MB = "--gta-report-html-max-mb"
+OPT_INSPECT_LOG = "--gta-inspect-log"
+#: What brings ``inspect_ai`` for ``--gta-inspect-log`` (pytest_gta.report.inspect_log).
+INSPECT_EXTRA = 'pip install "pytest-gta[inspect]"'
 OPT_LIMIT = "--gta-limit"
 OPT_IDS = "--gta-ids"
 OPT_RECORDED_ROOT = "--gta-recorded-root"
@@ -926,6 +930,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
         default=DEFAULT_REPORT_HTML_MAX_MB,
         setting="report_html_max_mb",
     ),
+    OptionSpec(
+        OPT_INSPECT_LOG,
+        "DIR",
+        "write the run as Inspect AI eval logs into this directory, one per mode, for "
+        f"'inspect view' (needs {INSPECT_EXTRA})",
+        kind="path",
+        setting="inspect_log",
+    ),
     OptionSpec(OPT_LIMIT, "N", "run only the first N queries", parse=parse_limit, setting="limit"),
     OptionSpec(
         OPT_IDS, "IDS", "run only these query ids, e.g. 3,17,42", parse=parse_ids, setting="ids"
@@ -1374,6 +1386,8 @@ class GtaSettings:
     #: ``--gta-report-html`` and its size limit in MB.
     report_html: Path | None = None
     report_html_max_mb: float = DEFAULT_REPORT_HTML_MAX_MB
+    #: ``--gta-inspect-log``: the directory of the run's Inspect AI logs.
+    inspect_log: Path | None = None
     #: ``--gta-agent`` (``MODULE:CALLABLE``) or ``--gta-agent-command`` (a checked template);
     #: at most one is set. ``None`` and ``None``: the project's own loop.
     agent: str | None = None
@@ -1523,6 +1537,21 @@ def check_agent(fields: dict[str, Any]) -> None:
         )
 
 
+def check_inspect_log(fields: dict[str, Any]) -> None:
+    """``--gta-inspect-log`` needs ``inspect_ai``: say so now, not after the run.
+
+    Asked without importing it (a heavy package the plugin never loads unless it writes a log).
+
+    Raises:
+        pytest.UsageError: it is not installed, with the install that brings it.
+    """
+    if fields["inspect_log"] is not None and importlib.util.find_spec("inspect_ai") is None:
+        raise usage_error(
+            f"{OPT_INSPECT_LOG} writes Inspect AI logs through the inspect_ai package, which is "
+            f"not installed; {INSPECT_EXTRA}"
+        )
+
+
 def resolve_settings(config: pytest.Config) -> GtaSettings:
     """CLI > ini > default, parsed and checked once, for every option the table maps to a field."""
     fields: dict[str, Any] = {}
@@ -1545,6 +1574,7 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         # A file named in the ini file is the project's: relative to the ini file, as paths are.
         fields["agent"] = f"{resolve_path(config, target, agent.source)}:{name}"
     check_agent(fields)
+    check_inspect_log(fields)
     return GtaSettings(
         **fields,
         data=data,

@@ -251,7 +251,13 @@ class GtaCollector:
         terminalreporter.write_sep("=", "GTA results")
         for line in render_text(self.report):
             terminalreporter.write_line(line)
-        for path in (self.settings.report, self.settings.report_md, self.settings.report_html):
+        settings = self.settings
+        for path in (
+            settings.report,
+            settings.report_md,
+            settings.report_html,
+            settings.inspect_log,
+        ):
             if path is not None and str(path) not in self.unwritten:
                 terminalreporter.write_line(f"report written to {path}")
         for error in self.write_errors:

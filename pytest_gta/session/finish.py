@@ -4,7 +4,8 @@ A session's collector (:mod:`pytest_gta.session.collector`) and ``pytest --gta-m
 same way, through a :class:`Finisher`: the comparison with ``--gta-baseline`` and the gates, the
 ``pytest_gta_update_report`` hook, secrets and non-finite numbers cleaned from what leaves, the
 gated exit status, and the files (``--gta-report``, ``--gta-report-md``, the GitHub job summary,
-``--gta-report-html``, and for a merge the JUnit XML that pytest writes for a session).
+``--gta-report-html``, ``--gta-inspect-log``, and for a merge the JUnit XML that pytest writes
+for a session).
 
 ``--gta-merge`` (:func:`merge_command`): the shards' reports are read and merged by the pure
 :mod:`pytest_gta.report.merge`; here the command finds the dataset the shards ran on, prints the
@@ -41,6 +42,7 @@ from pytest_gta.outward import Cleaner
 from pytest_gta.report.compare import Baseline, comparable_run, conclude, read_baseline
 from pytest_gta.report.html import render_html
 from pytest_gta.report.images import ImageStore, store_case_images
+from pytest_gta.report.inspect_log import write_inspect_logs
 from pytest_gta.report.junit import junit_xml
 from pytest_gta.report.merge import check_same_run, coverage_warnings, merge_reports
 from pytest_gta.report.schema import CaseRecord, ReportFile, RunReport, dump_report, load_report
@@ -62,6 +64,9 @@ class Output:
     append: bool = False
     #: What named the path (``--gta-report``), for a message that says which file failed.
     option: str = ""
+    #: Writes the output itself instead of ``render``'s text, and returns the files it wrote:
+    #: ``--gta-inspect-log``, a directory of logs in another library's format.
+    save: Callable[[], list[Path]] | None = None
 
     @property
     def label(self) -> str:
@@ -115,6 +120,16 @@ def html_output(
     return Output(path, render, option="--gta-report-html")
 
 
+def inspect_output(directory: Path, report: RunReport, dataset: Dataset) -> Output:
+    """``--gta-inspect-log``: the run as Inspect AI logs in ``directory``, one file per mode."""
+    return Output(
+        directory,
+        lambda: "",
+        option="--gta-inspect-log",
+        save=lambda: write_inspect_logs(report, dataset, directory),
+    )
+
+
 def write_outputs(outputs: Sequence[Output]) -> list[tuple[Output, str | None]]:
     """Write each output; per output ``None`` or why it could not be written (a full disk).
 
@@ -124,7 +139,9 @@ def write_outputs(outputs: Sequence[Output]) -> list[tuple[Output, str | None]]:
     results: list[tuple[Output, str | None]] = []
     for output in outputs:
         try:
-            if output.append:
+            if output.save is not None:
+                output.save()
+            elif output.append:
                 with output.path.open("a", encoding="utf-8") as fh:
                     fh.write(output.render())
             else:
@@ -216,6 +233,8 @@ class Finisher:
                     settings.report_html_max_mb,
                 )
             )
+        if settings.inspect_log is not None:
+            outputs.append(inspect_output(settings.inspect_log, report, self.dataset))
         xmlpath = self.config.getoption("xmlpath", None) if junit else None
         if xmlpath:
             suite = str(self.config.getini("junit_suite_name") or "pytest")

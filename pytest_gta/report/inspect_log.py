@@ -1,0 +1,636 @@
+"""A run as Inspect AI eval logs (``--gta-inspect-log=DIR``), built with ``inspect_ai``'s own types.
+
+A team that evaluates with `Inspect <https://inspect.aisi.org.uk/>`_ browses its runs in
+``inspect view``; a GTA run written here opens there beside them. The log is made from the
+finished report (already cleaned of secrets and non-finite numbers, see
+:mod:`pytest_gta.outward`) and the dataset, through Inspect's pydantic models and its
+``write_eval_log``, so the file is whatever Inspect itself would write and read.
+
+One log per mode: Inspect's results, its headline metric and its sample list are per task, and
+GTA's two modes are two tasks with different metrics (Table 4's two halves), so each is a task
+``gta_step`` / ``gta_e2e`` of one run (the logs share the ``run_id``). A sample is a case;
+Inspect identifies a sample by its id *and* epoch and groups a sample's epochs by id, so with
+``--gta-epochs`` the id is the case id without its epoch (``e2e-17``) and the epoch is Inspect's
+(1-based, in the order of the run's epochs); the case's own id (``e2e-17@epoch1``) is in the
+sample's metadata.
+
+``inspect_ai`` is imported inside the functions only: a heavy optional dependency (pydantic
+models, fsspec, botocore) that must never be on the plugin's import path; the session checks
+it is installed when the option is given (:func:`pytest_gta.options.check_inspect_log`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pytest_gta.case import Case
+from pytest_gta.dataset import Dataset, Query
+from pytest_gta.files import write_output
+from pytest_gta.report.schema import CaseEntry, RunReport
+from pytest_gta.scoring.metrics import E2E_METRICS, STEP_METRICS
+from pytest_gta.version import __version__
+from pytest_gta.vocabulary import ERROR_KINDS, MODES, Mode
+
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalLog, EvalSample
+    from inspect_ai.model import ChatMessage, ChatMessageAssistant
+    from inspect_ai.tool import ToolCall
+
+#: The scorer's name in the logs (each sample's ``scores`` key, the results' score).
+SCORER = "gta"
+#: Inspect's task per mode.
+TASKS: dict[str, str] = {"step": "gta_step", "e2e": "gta_e2e"}
+TASK_TITLES: dict[str, str] = {"step": "GTA step-by-step", "e2e": "GTA end-to-end"}
+#: Table 4's metrics per mode, in the order Inspect shows them: its headline is the first
+#: (InstAcc for step mode, AnsAcc end to end, the paper's lead numbers).
+MODE_METRICS: dict[str, tuple[str, ...]] = {"step": STEP_METRICS, "e2e": E2E_METRICS}
+#: Base62, as Inspect's own ids (shortuuid) look: no ``_`` or ``-``, which its file names split on.
+_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+#: Outcomes of a case that was scored (Inspect's "completed" samples).
+_SCORED = ("passed", "failed")
+
+
+# --------------------------------------------------------------------------------------------
+# Text and ids
+
+
+def _text(value: Any) -> str:
+    """Any recorded value as text: a string as it is, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _short_id(*parts: Any) -> str:
+    """A 22-character base62 id derived from ``parts`` (writing a report twice: the same id)."""
+    number = int.from_bytes(hashlib.sha256(_text(list(parts)).encode()).digest()[:16], "big")
+    out = []
+    for _ in range(22):
+        number, digit = divmod(number, 62)
+        out.append(_ALPHABET[digit])
+    return "".join(out)
+
+
+def _utc(value: Any) -> str | None:
+    """An ISO-8601 time as Inspect writes it (UTC, ``+00:00``, seconds); ``None`` if unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds")
+
+
+def log_file_name(created: str, mode: str, task_id: str) -> str:
+    """Inspect's ``{created}_{task}_{id}.eval``, each part cleaned as Inspect cleans them.
+
+    ``inspect view`` and ``list_eval_logs`` read the task and id from the name; Inspect writes
+    ``_``, ``/``, ``:`` and ``+`` in a part as ``-`` so that ``_`` separates the parts.
+    """
+
+    def clean(part: str) -> str:
+        for char in "_/:+":
+            part = part.replace(char, "-")
+        return part
+
+    return f"{clean(created)}_{clean(TASKS[mode])}_{clean(task_id)}.eval"
+
+
+# --------------------------------------------------------------------------------------------
+# A case's transcript
+
+
+def _arguments(value: Any) -> tuple[dict[str, Any], str | None]:
+    """A recorded call's arguments as Inspect holds them, and why they are not an object.
+
+    The official records keep what the model wrote; arguments that are not a JSON object (a
+    raw string the model could not format) are an argument error there, and a parse error here.
+    """
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items()}, None
+    return {}, f"arguments as written: {_text(value)}"
+
+
+def _tool_calls(step: Mapping[str, Any], turn: int) -> list[ToolCall]:
+    """The calls of an assistant step (``{"type": "function", "function": {...}}`` each)."""
+    from inspect_ai.tool import ToolCall  # a heavy optional dependency (see the module doc)
+
+    calls = step.get("tool_calls")
+    if not isinstance(calls, list):
+        return []
+    out = []
+    for n, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            function = {"name": None, "arguments": call}
+        arguments, problem = _arguments(function.get("arguments"))
+        name = function.get("name")
+        out.append(
+            ToolCall(
+                id=f"call_{turn}_{n}",
+                function=name if isinstance(name, str) else _text(name),
+                arguments=arguments,
+                parse_error=problem,
+            )
+        )
+    return out
+
+
+def _tool_output(content: Any) -> str:
+    """A tool step's content (``[{"type": "text", "content": ...}]``) as the text it showed."""
+    if content is None:
+        return ""
+    if not isinstance(content, list):
+        return _text(content)
+    parts = []
+    for item in content:
+        if isinstance(item, Mapping) and item.get("type") == "text":
+            parts.append(_text(item.get("content")))
+        elif isinstance(item, Mapping) and "content" in item:
+            # An image or file the tool made: its path (the viewer cannot open local files).
+            parts.append(f"[{_text(item.get('type'))}] {_text(item.get('content'))}")
+        else:
+            parts.append(_text(item))
+    return "\n".join(parts)
+
+
+def _assistant(
+    recorded: Mapping[str, Any], turn: int, reply: str | None, model: str, **metadata: Any
+) -> ChatMessageAssistant:
+    """An assistant step: the raw reply when there is one (its Thought), the parsed calls."""
+    from inspect_ai.model import ChatMessageAssistant  # a heavy optional dependency
+
+    content = recorded.get("content")
+    text = reply if reply is not None else ("" if content is None else _text(content))
+    error = recorded.get("error")
+    if error is not None:
+        metadata["error"] = error
+    return ChatMessageAssistant(
+        content=text,
+        tool_calls=_tool_calls(recorded, turn) or None,
+        model=model,
+        source="generate",
+        metadata=metadata or None,
+    )
+
+
+def _error_text(error: Any) -> str:
+    """An errored step's ``{"type": state, "msg": ...}`` as one line."""
+    if isinstance(error, Mapping):
+        return f"{_text(error.get('type'))}: {_text(error.get('msg'))}"
+    return _text(error)
+
+
+def _aligned_replies(entry: CaseEntry, steps: Sequence[Any]) -> list[str | None]:
+    """Each step's raw model reply, where the replies are one per assistant step (our loops)."""
+    assistant = [s for s in steps if isinstance(s, Mapping) and s.get("role") != "tool"]
+    replies = entry.get("replies") or []
+    if len(replies) == len(assistant) and all(isinstance(r, str) for r in replies):
+        return list(replies)
+    return [None] * len(assistant)
+
+
+def _e2e_messages(entry: CaseEntry, model: str) -> list[ChatMessage]:
+    """An end-to-end episode: each turn's reply and calls, each call's tool reply."""
+    from inspect_ai.model import (  # a heavy optional dependency (see the module doc)
+        ChatMessageSystem,
+        ChatMessageTool,
+    )
+    from inspect_ai.tool import ToolCallError
+
+    steps = list(entry.get("steps") or [])
+    replies = iter(_aligned_replies(entry, steps))
+    messages: list[ChatMessage] = []
+    last: ChatMessageAssistant | None = None
+    for turn, step in enumerate(steps):
+        if not isinstance(step, Mapping):
+            messages.append(ChatMessageSystem(content=_text(step), metadata={"recorded": True}))
+            continue
+        if step.get("role") == "tool":
+            call = last.tool_calls[0] if last is not None and last.tool_calls else None
+            error = last.metadata.get("error") if last is not None and last.metadata else None
+            text = _tool_output(step.get("content"))
+            messages.append(
+                ChatMessageTool(
+                    content=text or (_error_text(error) if error is not None else ""),
+                    tool_call_id=call.id if call else None,
+                    function=call.function if call else None,
+                    error=ToolCallError("unknown", _error_text(error)) if error else None,
+                )
+            )
+            last = None
+            continue
+        last = _assistant(step, turn, next(replies, None), model)
+        messages.append(last)
+    return messages
+
+
+def _reference_line(gold: Mapping[str, Any], output: Mapping[str, Any] | None) -> str:
+    """A reference step as the next step-mode request saw it: the call and its output."""
+    calls = gold.get("tool_calls")
+    if isinstance(calls, list) and calls and isinstance(calls[0], Mapping):
+        function = calls[0].get("function") or {}
+        line = f"called {_text(function.get('name'))} with {_text(function.get('arguments'))}"
+        if output is not None:
+            line += f" and got: {_tool_output(output.get('content'))}"
+        return line
+    return f"answered: {_text(gold.get('content'))}"
+
+
+def _step_messages(
+    entry: CaseEntry, dataset: Dataset, query: Query | None, model: str
+) -> list[ChatMessage]:
+    """Step mode: each step's prediction, then the reference step the next one was given.
+
+    Every prediction is its own request on the reference prefix (OpenCompass
+    ``infer_every_with_gt``): the model's calls were checked, never run, and the history each
+    request saw is the reference chain's, shown between the predictions as system messages.
+    """
+    from inspect_ai.model import ChatMessageSystem  # a heavy optional dependency
+
+    steps = list(entry.get("steps") or [])
+    replies = iter(_aligned_replies(entry, steps))
+    dialogs = dataset.reference_dialogs(query) if query is not None else []
+    gold = [i for i, m in enumerate(dialogs) if m.get("role") == "assistant"]
+    messages: list[ChatMessage] = []
+    for n, step in enumerate(steps):
+        if isinstance(step, Mapping):
+            messages.append(_assistant(step, n, next(replies, None), model, step=n + 1))
+        else:
+            messages.append(ChatMessageSystem(content=_text(step), metadata={"recorded": True}))
+        if n < len(gold):
+            index = gold[n]
+            after = dialogs[index + 1] if index + 1 < len(dialogs) else None
+            output = after if after is not None and after.get("role") == "tool" else None
+            messages.append(
+                ChatMessageSystem(
+                    content=f"Reference step {n + 1}: " + _reference_line(dialogs[index], output),
+                    source="input",
+                    metadata={"reference_step": n + 1},
+                )
+            )
+    return messages
+
+
+def _final_answer(entry: CaseEntry) -> str:
+    """The case's answer: the last assistant step without calls (an agent's own answer)."""
+    agent = entry.get("agent")
+    if isinstance(agent, Mapping) and isinstance(agent.get("answer"), str):
+        return str(agent["answer"])
+    for step in reversed(entry.get("steps") or []):
+        if (
+            isinstance(step, Mapping)
+            and step.get("role") == "assistant"
+            and not step.get("tool_calls")
+            and step.get("content") is not None
+        ):
+            return _text(step["content"])
+    return ""
+
+
+# --------------------------------------------------------------------------------------------
+# Samples
+
+
+def _target(query: Query | None) -> str | list[str]:
+    """The reference answer as Inspect's target (the full one is in the sample's metadata).
+
+    Objective queries: one entry per whitelist group, its alternatives joined by `` / `` (the
+    official match needs every group, any one of its alternatives); subjective queries: the
+    reference texts; image queries (no reference answer) and unknown shapes: empty.
+    """
+    answer = query.gt_answer if query is not None else None
+    if isinstance(answer, Mapping):
+        groups = answer.get("whitelist")
+        if isinstance(groups, list):
+            return [
+                " / ".join(_text(a) for a in g) if isinstance(g, list) else _text(g) for g in groups
+            ]
+        return ""
+    if isinstance(answer, list):
+        return [_text(a) for a in answer]
+    return "" if answer is None else _text(answer)
+
+
+def _sample(
+    entry: CaseEntry, dataset: Dataset, epochs: Mapping[int, int], model: str
+) -> EvalSample:
+    """One case as an Inspect sample: input, target, transcript, output, score, metadata."""
+    from inspect_ai.log import EvalError, EvalSample  # a heavy optional dependency
+    from inspect_ai.model import (
+        ChatCompletionChoice,
+        ChatMessageAssistant,
+        ChatMessageUser,
+        ModelOutput,
+        ModelUsage,
+    )
+    from inspect_ai.scorer import Score
+
+    mode, qid = entry["mode"], entry["query_id"]
+    query = dataset.queries.get(qid)
+    text = query.text if query is not None else ""
+    properties = dict(entry.get("properties") or {})
+    answer = _final_answer(entry)
+    transcript = (
+        _step_messages(entry, dataset, query, model)
+        if mode == "step"
+        else _e2e_messages(entry, model)
+    )
+    outcome = entry["outcome"]
+    message = entry.get("message") or ""
+    tokens_in = properties.get("gta_tokens_in")
+    tokens_out = properties.get("gta_tokens_out")
+    usage = {}
+    if isinstance(tokens_in, int) or isinstance(tokens_out, int):
+        used_in, used_out = int(tokens_in or 0), int(tokens_out or 0)
+        usage[model] = ModelUsage(
+            input_tokens=used_in, output_tokens=used_out, total_tokens=used_in + used_out
+        )
+    files = dataset.abs_files(query) if query is not None else []
+    metadata: dict[str, Any] = {
+        "case_id": entry["id"],
+        "query_id": qid,
+        "mode": mode,
+        "type": entry.get("type"),
+        "epoch": entry.get("epoch"),
+        "outcome": outcome,
+        "nodeid": entry.get("nodeid"),
+        "files": files,
+        "tools": list(query.tool_names) if query is not None else [],
+        "categories": list(query.categories) if query is not None else [],
+        "reference": query.gt_answer if query is not None else None,
+        "backends": entry.get("backends") or {},
+        "errors": {k: properties.get(f"gta_errors_{k}") for k in ERROR_KINDS},
+        "error_kind": "harness" if outcome == "error" else None,
+    }
+    if "agent" in entry:
+        metadata["agent"] = entry["agent"]
+    return EvalSample(
+        id=Case.format_id(mode, qid),
+        epoch=epochs.get(entry.get("epoch") or 0, 1),
+        input=text,
+        target=_target(query),
+        messages=[ChatMessageUser(content=text, source="input"), *transcript],
+        output=ModelOutput(
+            model=model,
+            choices=[
+                ChatCompletionChoice(
+                    message=ChatMessageAssistant(content=answer, model=model, source="generate"),
+                    stop_reason="stop",
+                )
+            ],
+            completion=answer,
+        ),
+        scores={
+            SCORER: Score(
+                value=float(entry.get("score") or 0.0),
+                answer=answer,
+                explanation=message or None,
+                metadata={"outcome": outcome, "properties": properties},
+            )
+        },
+        metadata=metadata,
+        model_usage=usage,
+        total_time=entry.get("duration"),
+        uuid=_short_id("sample", model, entry["id"], entry.get("nodeid")),
+        error=(
+            EvalError(message=message or "error", traceback=message, traceback_ansi=message)
+            if outcome == "error"
+            else None
+        ),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The log of one mode
+
+
+def _results(report: RunReport, mode: str, cases: Sequence[CaseEntry]) -> Any:
+    """Inspect's results: every Table 4 metric and the pass rate, each with its interval."""
+    from inspect_ai.log import EvalMetric, EvalResults, EvalScore  # a heavy optional dependency
+
+    values = dict(report.get("metrics", {}).get(mode, {}))
+    pass_rate = report.get("pass_rate", {}).get(mode)
+    if pass_rate is not None:
+        values["pass_rate"] = pass_rate
+    intervals = report.get("metrics_ci", {}).get(mode, {})
+    metrics = {}
+    for name in (*MODE_METRICS[mode], "pass_rate"):
+        value = values.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue  # undefined here (no answer queries): Inspect's metrics are numbers
+        interval = intervals.get(name)
+        metrics[name] = EvalMetric(
+            name=name, value=value, metadata=dict(interval) if interval else None
+        )
+    scored = sum(1 for c in cases if c["outcome"] in _SCORED)
+    return EvalResults(
+        total_samples=len(cases),
+        completed_samples=scored,
+        scores=[
+            EvalScore(
+                name=SCORER,
+                scorer=SCORER,
+                scored_samples=scored,
+                unscored_samples=len(cases) - scored,
+                metrics=metrics,
+                metadata={
+                    "percent": True,
+                    "outcomes": report.get("outcomes_by_mode", {}).get(mode),
+                    "errors": report.get("errors", {}).get(mode),
+                    "tool_calls": report.get("tool_calls", {}).get(mode),
+                    "denominators": report.get("denominators", {}).get(mode),
+                    "by_type": report.get("by_type", {}).get(mode),
+                },
+            )
+        ],
+        metadata=_by_mode(
+            report, mode, "metrics_excluding_errors", "metrics_spread", "metrics_by_epoch"
+        )
+        or None,
+    )
+
+
+def _by_mode(report: RunReport, mode: str, *keys: str) -> dict[str, Any]:
+    """The report's per-mode sections ``keys``, this mode's part of each that has one."""
+    data: Mapping[str, Any] = report
+    found = {key: (data.get(key) or {}).get(mode) for key in keys}
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def _status(report: RunReport) -> tuple[Literal["success", "cancelled", "error"], str | None]:
+    """Inspect's status: ``cancelled`` after Ctrl-C/SIGTERM, ``error`` when the run stopped."""
+    if report.get("interrupted"):
+        how = report.get("interrupted_by")
+        return "cancelled", f"interrupted{f' by {how}' if how else ''}"
+    if report.get("stopped"):
+        return "error", str(report["stopped"])
+    return "success", None
+
+
+def _identity(report: RunReport) -> dict[str, Any]:
+    """The run's identity where the report records it (``identity``, ``label``), else ``{}``."""
+    found = report.get("identity")
+    return dict(found) if isinstance(found, Mapping) else {}
+
+
+def mode_log(report: RunReport, dataset: Dataset, mode: str, created: str) -> EvalLog:
+    """The Inspect log of one mode of the run."""
+    from inspect_ai.log import (  # a heavy optional dependency (see the module doc)
+        EvalConfig,
+        EvalDataset,
+        EvalError,
+        EvalLog,
+        EvalPlan,
+        EvalPlanStep,
+        EvalSpec,
+        EvalStats,
+    )
+    from inspect_ai.model import ModelUsage
+
+    settings = dict(report.get("settings") or {})
+    identity = _identity(report)
+    model = str(report.get("model") or "unknown")
+    cases = [c for c in report.get("cases", []) if c.get("mode") == mode]
+    epochs = {e: n + 1 for n, e in enumerate(sorted({c.get("epoch") or 0 for c in cases}))}
+    run_key = (created, model, report.get("label"), report["dataset"].get("sha256"))
+    task_id = _short_id("task", *run_key, mode)
+    samples = [_sample(c, dataset, epochs, model) for c in cases]
+    agent = settings.get("agent")
+    protocol = report.get("protocol")
+    solver = f"agent {agent}" if agent else f"gta_{mode}_{protocol}"
+    generation = settings.get("generation") or {}
+    status, why = _status(report)
+    used_in = sum(int(c.get("properties", {}).get("gta_tokens_in") or 0) for c in cases)
+    used_out = sum(int(c.get("properties", {}).get("gta_tokens_out") or 0) for c in cases)
+    task_args = {
+        key: settings.get(key)
+        for key in ("tools", "sim_model", "sim_threshold", "max_turns", "limit", "ids", "shard")
+        if settings.get(key) is not None
+    }
+    metadata = {
+        "pytest_gta": settings.get("pytest_gta", __version__),
+        "dataset_sha256": report["dataset"].get("sha256"),
+        "dataset_source": report["dataset"].get("source"),
+        "protocol": protocol,
+        "agent": agent,
+        "settings": settings,
+        "usage": report.get("usage"),
+        "leaderboard": report.get("leaderboard"),
+        "notes": report.get("notes", []),
+    }
+    for key in ("label", "identity", "shard", "merged", "gates", "duration_s"):
+        if report.get(key) is not None:
+            metadata[key] = report.get(key)
+    return EvalLog(
+        status=status,
+        eval=EvalSpec(
+            eval_id=_short_id("eval", *run_key, mode),
+            run_id=_short_id("run", *run_key),
+            created=created,
+            task=TASKS[mode],
+            task_id=task_id,
+            task_version=str(settings.get("pytest_gta", __version__)),
+            task_display_name=TASK_TITLES[mode],
+            task_args={"mode": mode, "protocol": protocol, **task_args},
+            solver=solver,
+            tags=[t for t in ("gta", mode, report.get("label")) if isinstance(t, str)],
+            dataset=EvalDataset(
+                name="gta",
+                location=str(report["dataset"].get("path")),
+                samples=len({c["query_id"] for c in cases}),
+                sample_ids=list(dict.fromkeys(Case.format_id(mode, c["query_id"]) for c in cases)),
+                shuffled=False,
+            ),
+            model=model,
+            model_base_url=generation.get("base_url"),
+            config=EvalConfig(
+                epochs=max(int(report.get("epochs") or 1), 1),
+                limit=settings.get("limit"),
+                sample_id=settings.get("ids"),
+            ),
+            packages={"pytest-gta": str(metadata["pytest_gta"])},
+            metadata=metadata,
+        ),
+        plan=EvalPlan(
+            name="gta",
+            steps=[
+                EvalPlanStep(
+                    solver=solver,
+                    params={
+                        "mode": mode,
+                        "protocol": protocol,
+                        "agent": agent,
+                        "max_turns": settings.get("max_turns"),
+                        "tool_routes": settings.get("tool_routes"),
+                    },
+                )
+            ],
+        ),
+        results=_results(report, mode, cases),
+        stats=EvalStats(
+            started_at=_utc(identity.get("started_at")) or created,
+            completed_at=_utc(identity.get("finished_at")) or "",
+            model_usage=(
+                {
+                    model: ModelUsage(
+                        input_tokens=used_in,
+                        output_tokens=used_out,
+                        total_tokens=used_in + used_out,
+                    )
+                }
+                if used_in or used_out
+                else {}
+            ),
+        ),
+        error=EvalError(message=why, traceback=why, traceback_ansi=why) if why else None,
+        samples=samples,
+    )
+
+
+def eval_logs(report: RunReport, dataset: Dataset, now: datetime | None = None) -> list[EvalLog]:
+    """The run's Inspect logs, one per mode it ran (in Table 4's order).
+
+    ``created`` is when the run started (the report's ``identity.started_at``), else ``now``.
+    """
+    identity = _identity(report)
+    moment = now or datetime.now(timezone.utc)
+    created = _utc(identity.get("started_at")) or moment.astimezone(timezone.utc).isoformat(
+        timespec="seconds"
+    )
+    ran = report.get("settings", {}).get("modes") or []
+    modes: list[Mode] = [m for m in MODES if m in ran]
+    return [mode_log(report, dataset, mode, created) for mode in modes]
+
+
+def write_inspect_logs(report: RunReport, dataset: Dataset, directory: Path) -> list[Path]:
+    """Write the run's logs into ``directory`` (made if missing); the files written.
+
+    Each is written by Inspect's ``write_eval_log`` into a private temporary directory, then
+    put in place as every report file is (:func:`~pytest_gta.files.write_output`: whole or not
+    at all, following the umask), so ``inspect view`` never lists a half-written log.
+
+    Raises:
+        OSError: ``directory`` or a file in it cannot be written.
+    """
+    from inspect_ai.log import write_eval_log  # a heavy optional dependency
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    with tempfile.TemporaryDirectory(prefix="gta-inspect-") as scratch:
+        for log in eval_logs(report, dataset):
+            name = log_file_name(log.eval.created, log.eval.task_args["mode"], log.eval.task_id)
+            staged = Path(scratch) / name
+            write_eval_log(log, str(staged), format="eval")
+            write_output(directory / name, staged.read_bytes())
+            written.append(directory / name)
+    return written
