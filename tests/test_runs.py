@@ -40,7 +40,7 @@ from pytest_gta.report.runs import (
 )
 from pytest_gta.report.runs_text import render_markdown, render_text
 from pytest_gta.report.schema import CaseRecord, load_report
-from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, GtaRun
+from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, XDIST, GtaRun
 from tests.oracle_server import OracleServer
 from tests.test_gates import sampled_wrong, write_predictions
 from tests.test_shard import SCRIPT as MIXED_SCRIPT
@@ -501,12 +501,20 @@ def test_labels_must_be_unique(sample_runs, sample_dataset):
 # -- the real release --------------------------------------------------------------------------
 
 
-@pytest.mark.slow  # the 458 cases of the release take most of a minute
+# (slow: two xdist workers; the 458 cases take most of a minute)
 def test_the_oracle_on_the_release_against_itself_in_both_modes(
     pytester, release_root, release_dataset
 ):
     dataset = release_dataset
-    run = run_in_process(pytester, ORACLE, f"--gta-data={release_root}", BOTH_MODES, FAST_SIM)
+    run = run_in_process(
+        pytester,
+        ORACLE,
+        f"--gta-data={release_root}",
+        BOTH_MODES,
+        FAST_SIM,
+        *XDIST,
+        report="gta.json",
+    )
     first = _load(run.report_path, "first")
     second = RunInput("second", first.sources, first.report, first.records)
     comparison = build_comparison([first, second], dataset, leaderboard=["2026-02"], samples=200)
