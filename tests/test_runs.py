@@ -39,7 +39,7 @@ from pytest_gta.report.runs import (
     reliability_of,
 )
 from pytest_gta.report.runs_text import render_markdown, render_text
-from pytest_gta.report.schema import CaseRecord, load_report
+from pytest_gta.report.schema import CaseRecord, identity_of, load_report
 from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, XDIST, GtaRun
 from tests.oracle_server import OracleServer
 from tests.test_gates import sampled_wrong, write_predictions
@@ -130,6 +130,8 @@ def test_every_run_shows_its_own_reports_numbers(sample_runs, sample_dataset):
         assert entry["outcomes"] == report["outcomes"]
         assert entry["cases"] == len(report["cases"])
         assert entry["modes"] == list(report["metrics"])
+        assert entry["identity"] == identity_of(report)
+        assert entry["model"] == report["model"]
         for mode, table in comparison["tables"]["table4"].items():
             rows = [row for row in table["rows"] if row["label"] == run.label]
             if mode not in report["metrics"]:
@@ -479,18 +481,27 @@ def test_cost_and_time_come_from_the_report(sample_runs, sample_dataset):
 
 def test_model_time_is_the_reports_or_the_cases_sum(sample_runs, sample_dataset):
     oracle = sample_runs[0]
+    usage = {k: v for k, v in oracle.report["usage"].items() if k != "model_s"}
+    older = dict(oracle.report, usage=usage)  # a report from before usage.model_s
     records = tuple(
         CaseRecord(r.mode, r.qid, r.nodeid, r.outcome, {**r.properties, "gta_model_s": 0.5})
         for r in oracle.records
     )
-    timed = RunInput("timed", (), oracle.report, records)
-    given_total = dict(oracle.report, usage={**oracle.report["usage"], "model_s": 3.0})
-    totalled = RunInput("totalled", (), given_total, oracle.records)  # type: ignore[arg-type]
-    runs = build_comparison([oracle, timed, totalled], sample_dataset, samples=SAMPLES)["runs"]
-    assert runs[0]["cost"]["model_s"] is None
-    assert runs[1]["cost"]["model_s"] == pytest.approx(0.5 * len(records))
-    assert runs[1]["cost"]["model_per_case_s"] == pytest.approx(0.5)
-    assert runs[2]["cost"]["model_s"] == 3.0
+    untimed = tuple(
+        CaseRecord(r.mode, r.qid, r.nodeid, r.outcome, {"gta_score": 1.0}) for r in oracle.records
+    )
+    runs = [
+        RunInput("timed", (), older, records),  # type: ignore[arg-type]
+        RunInput("untimed", (), older, untimed),  # type: ignore[arg-type]
+        RunInput("given", (), dict(oracle.report, usage={**usage, "model_s": 3.0}), records),  # type: ignore[arg-type]
+    ]
+    entries = build_comparison(runs, sample_dataset, samples=SAMPLES)["runs"]
+    assert entries[0]["cost"]["model_s"] == pytest.approx(0.5 * len(records))
+    assert entries[0]["cost"]["model_per_case_s"] == pytest.approx(0.5)
+    assert entries[1]["cost"]["model_s"] is None
+    assert entries[1]["cost"]["model_per_case_s"] is None
+    assert entries[2]["cost"]["model_s"] == 3.0
+    assert entries[2]["cost"]["model_per_case_s"] == pytest.approx(3.0 / len(records))
 
 
 def test_labels_must_be_unique(sample_runs, sample_dataset):

@@ -27,7 +27,7 @@ from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.catalog import leaderboard_boards, leaderboard_numbers, leaderboard_rows
 from pytest_gta.report.build import ordered
 from pytest_gta.report.compare import Baseline, compare
-from pytest_gta.report.schema import CaseRecord, RunReport
+from pytest_gta.report.schema import CaseRecord, RunReport, identity_of
 from pytest_gta.report.table import MODE_COLUMNS
 from pytest_gta.version import __version__
 from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, MODES, QUERY_TYPES
@@ -185,44 +185,17 @@ def leaderboard_label(row: Mapping[str, Any]) -> str:
 # One run
 
 
-def _identity(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's identity: the report's own, or what an older report says of its run."""
-    identity = report.get("identity")
-    if isinstance(identity, Mapping):
-        return dict(identity)
-    settings = report.get("settings", {})
-    agent = settings.get("agent")
-    agent_name = agent.get("name") if isinstance(agent, Mapping) else agent
-    protocol = report.get("protocol")
-    model = str(report.get("model"))
-    label = report.get("label")
-    if not isinstance(label, str):
-        label = f"{model} [agent {agent_name}]" if agent_name else f"{model} [{protocol}]"
-    return {
-        "label": label,
-        "label_given": False,
-        "model": model,
-        "protocol": protocol,
-        "agent": agent_name if isinstance(agent_name, str) else None,
-        "git": None,
-        "started_at": None,
-        "finished_at": None,
-        "dataset_sha256": report.get("dataset", {}).get("sha256"),
-        "pytest_gta": settings.get("pytest_gta"),
-    }
-
-
 def _run_entry(
     run: RunInput, records: Sequence[CaseRecord], dataset: Dataset, notes: list[str]
 ) -> dict[str, Any]:
     report = run.report
-    identity = _identity(report)
+    identity = dict(identity_of(report))
     modes = [m for m in MODES if m in report["metrics"]]
     return {
         "label": run.label,
         "model": report["model"],
-        "protocol": identity.get("protocol", report["protocol"]),
-        "agent": identity.get("agent"),
+        "protocol": identity["protocol"],
+        "agent": identity["agent"],
         "identity": identity,
         "sources": list(run.sources),
         "html": run.html,
