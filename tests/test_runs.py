@@ -45,17 +45,17 @@ from tests.oracle_server import OracleServer
 from tests.test_gates import sampled_wrong, write_predictions
 from tests.test_shard import SCRIPT as MIXED_SCRIPT
 
-#: A second scripted model: right on two queries end to end and one step by step, without
-#: the first's errors, so the two mock models flip against each other.
+#: A second scripted model: right on the first query step by step only, a wrong reading end to
+#: end, a call to a file the dataset lacks; no endpoint errors. It flips against the first.
 TERSE_SCRIPT = {
     "default": "Final Answer: I do not know",
     "responses": {
         "e2e-0": [
             'Thought: read it\nAction: OCR\nAction Input: {"image": "{data}/image/image_0.jpg"}',
-            "Final Answer: 9.24",
+            "Final Answer: 7.00",
         ],
         "e2e-1": [
-            'Thought: read it\nAction: OCR\nAction Input: {"image": "{data}/image/image_1.jpg"}',
+            'Thought: read it\nAction: OCR\nAction Input: {"image": "{data}/image/nothere.jpg"}',
             "Final Answer: 9.24",
         ],
         "step-0": [
@@ -298,7 +298,12 @@ def test_the_matrix_flips_exactly_where_outcomes_differ(sample_runs, sample_data
             now, before = outcomes[label][0], outcomes["oracle"][0]
             assert verdict == ("same" if now == before else "fixed" if now else "regressed")
         assert "predictions" not in query["versus_reference"] or mode == "e2e"
-    assert flips > 0
+    # The two scripted models differ on the first query end to end (one answers it right).
+    first = next(q for q in matrix["queries"] if (q["mode"], q["query_id"]) == ("e2e", "0"))
+    assert first["cells"]["mixed"]["outcome"] == "passed"
+    assert first["cells"]["terse"]["outcome"] == "failed"
+    assert first["flip"]
+    assert flips > 1
     for group in matrix["groups"]:
         members = [
             q

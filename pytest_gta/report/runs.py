@@ -576,7 +576,8 @@ def _selection_notes(
         missing = [run.label for run in runs if run.label not in having]
         if missing:
             notes.append(
-                f"{', '.join(missing)} did not run the {mode} mode: its tables leave them out"
+                f"{', '.join(missing)} did not run the {mode} mode: the {mode} tables leave "
+                f"{'it' if len(missing) == 1 else 'them'} out"
             )
         selections = {frozenset(q) for q in having.values()}
         if len(selections) > 1:
