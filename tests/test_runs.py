@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.models.catalog import leaderboard_boards, leaderboard_rows
+from pytest_gta.models.catalog import LEADERBOARD_METRICS, leaderboard_boards, leaderboard_rows
 from pytest_gta.report.build import ordered
 from pytest_gta.report.compare import Baseline, compare
 from pytest_gta.report.runs import (
@@ -116,8 +116,11 @@ def _passed(cases: list[dict[str, Any]], mode: str, qid: str) -> list[bool]:
 
 
 def test_every_run_shows_its_own_reports_numbers(sample_runs, sample_dataset):
-    comparison = build_comparison(sample_runs, sample_dataset, samples=SAMPLES)
+    given = "settings.max_turns differs: 10 (oracle) vs 5 (mixed)"
+    comparison = build_comparison(sample_runs, sample_dataset, samples=SAMPLES, notes=[given])
     assert comparison["schema"] == COMPARISON_SCHEMA
+    assert comparison["notes"][0] == given
+    assert f"note: {given}" in render_text(comparison)
     assert comparison["reference"] == "oracle"
     assert [r["label"] for r in comparison["runs"]] == list(LABELS)
     for run, entry in zip(sample_runs, comparison["runs"], strict=True):
@@ -215,18 +218,7 @@ def test_leaderboard_names_mix_and_repeat():
     assert rows[0]["model"] == "gpt-4o"
     assert [(r["model"], r["board"]) for r in rows].count(("gpt-4o", "2025-03")) == 1
     assert len(rows) == len(leaderboard_boards()["2025-03"])
-    assert set(rows[0]["values"]) == {
-        "inst_acc",
-        "tool_acc",
-        "arg_acc",
-        "summ_acc",
-        "p_f1",
-        "o_f1",
-        "l_f1",
-        "c_f1",
-        "ans_acc",
-        "ans_acc_img",
-    }
+    assert tuple(rows[0]["values"]) == LEADERBOARD_METRICS
 
 
 def test_an_unknown_leaderboard_name_lists_the_boards_and_close_models():

@@ -289,7 +289,6 @@ def reliability_of(
     is counted with its own number of epochs (and a note says so).
     """
     out: dict[str, Any] = {}
-    epochs = max(int(report.get("epochs", 1)), 1)
     for mode in modes:
         counts: dict[str, list[int]] = {}
         for record in records:
@@ -298,6 +297,9 @@ def reliability_of(
                 slot[0] += 1
                 slot[1] += record.outcome == "passed"
         pairs = [(n, c) for n, c in counts.values()]
+        # The report's epochs count those in which some case ran; an epoch whose cases were
+        # all skipped (a session stopped early) still counts here, as not passed.
+        epochs = max([int(report.get("epochs", 1)), *(n for n, _c in pairs)])
         short = [qid for qid, (n, _c) in counts.items() if n < epochs]
         if short:
             notes.append(
