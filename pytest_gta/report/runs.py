@@ -102,7 +102,7 @@ def build_comparison(
     published = leaderboard_selection(leaderboard)
     out_notes = list(notes)
     in_order = {run.label: ordered(run.records, dataset) for run in runs}
-    entries = [_run_entry(run, in_order[run.label], dataset, out_notes) for run in runs]
+    entries = [_run_entry(run, in_order[run.label], out_notes) for run in runs]
     out_notes += _selection_notes(runs, in_order, published, dataset)
     return {
         "schema": COMPARISON_SCHEMA,
@@ -185,9 +185,8 @@ def leaderboard_label(row: Mapping[str, Any]) -> str:
 # One run
 
 
-def _run_entry(
-    run: RunInput, records: Sequence[CaseRecord], dataset: Dataset, notes: list[str]
-) -> dict[str, Any]:
+def _run_entry(run: RunInput, records: Sequence[CaseRecord], notes: list[str]) -> dict[str, Any]:
+    """The run's entry: its report's own numbers, its cost, its reliability over epochs."""
     report = run.report
     identity = dict(identity_of(report))
     modes = [m for m in MODES if m in report["metrics"]]
