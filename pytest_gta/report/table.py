@@ -56,7 +56,8 @@ def fmt(value: Any, percent: bool = True) -> str:
     return str(value)
 
 
-def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A table as terminal lines: the first column left-aligned, the others right-aligned."""
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
     lines = []
     for row in (headers, *rows):
@@ -68,7 +69,8 @@ def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
     return lines
 
 
-def _markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A table as markdown lines, the numbers' columns right-aligned."""
     lines = ["| " + " | ".join(headers) + " |"]
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|")
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -149,7 +151,8 @@ def sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
     return sections
 
 
-def _interval_text(interval: Any) -> str:
+def interval_text(interval: Any) -> str:
+    """An interval as the tables show it, ``[low, high]`` to one decimal (``n/a``: none)."""
     if not isinstance(interval, Mapping) or interval.get("low") is None:
         return "n/a"
     return f"[{float(interval['low']):.1f}, {float(interval['high']):.1f}]"
@@ -166,7 +169,7 @@ def _uncertainty_rows(
         rows.append(
             [
                 f"  {float(level) * 100:g}% CI",
-                *(_interval_text(intervals.get(c.key)) if c.percent else "" for c in columns),
+                *(interval_text(intervals.get(c.key)) if c.percent else "" for c in columns),
             ]
         )
     spread = report.get("metrics_spread", {}).get(mode, {})
@@ -222,7 +225,7 @@ def _comparison_sections(comparison: Any) -> list[tuple[str, list[str], list[lis
                 fmt(row.get("baseline")),
                 fmt(row.get("this")),
                 "n/a" if row.get("difference") is None else f"{float(row['difference']):+.2f}",
-                _interval_text(row.get("ci")),
+                interval_text(row.get("ci")),
             ]
             cells += (
                 [_p(row.get("p_value")), _p(row.get("p_drop"))]
@@ -380,7 +383,7 @@ def render_text(report: Mapping[str, Any]) -> list[str]:
     """The terminal summary, line by line."""
     lines = header_lines(report)
     for title, headers, rows in sections(report):
-        lines += ["", title, *_aligned(headers, rows)]
+        lines += ["", title, *aligned(headers, rows)]
     gates = gate_lines(report)
     if gates:
         lines += ["", *gates]
@@ -396,7 +399,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     """The same tables as markdown, for CI job summaries and pull requests."""
     lines = ["# GTA results", "", *[f"- {line}" for line in header_lines(report)]]
     for title, headers, rows in sections(report):
-        lines += ["", f"## {title}", "", *_markdown(headers, rows)]
+        lines += ["", f"## {title}", "", *markdown_table(headers, rows)]
     gates = gate_lines(report)
     if gates:
         lines += ["", "## Gates", "", *[f"- {line}" for line in gates]]
