@@ -100,19 +100,19 @@ def href(target: Any) -> str | None:
     A path is percent-encoded (spaces, ``#``); a URL keeps its own encoding but only with a
     scheme in :data:`LINK_SCHEMES`, so a ``javascript:`` or ``data:`` value is never a link.
     """
-    if not isinstance(target, str) or not target.strip():
+    text = target.strip() if isinstance(target, str) else ""
+    if not text:
         return None
-    target = target.strip()
     try:
-        scheme = urlsplit(target).scheme.lower()
+        scheme = urlsplit(text).scheme.lower()
     except ValueError:
         return None
     if scheme in LINK_SCHEMES:
-        return target
+        return text
     if len(scheme) > 1:
         return None
     # A plain path (a one-letter "scheme" is a Windows drive).
-    return quote(target.replace("\\", "/"), safe="/:~._-")
+    return quote(text.replace("\\", "/"), safe="/:~._-")
 
 
 class _Runs:
@@ -354,6 +354,8 @@ def paired_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
         for label, result in against.items():
             result = as_map(result)
             table = as_map(as_map(result.get("metrics")).get(mode))
+            if not table:
+                continue
             flipped = as_map(result.get("flipped"))
             counts = {
                 k: sum(1 for e in as_list(flipped.get(k)) if as_map(e).get("mode") == mode)
@@ -424,6 +426,9 @@ def reliability_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
     ]
     for mode, entries in by_mode.items():
         top = max(int(as_number(rel.get("epochs")) or 1) for _, rel in entries)
+        if top < 2:
+            parts.append(_muted(f"Every run has one epoch in {mode_title(mode)}."))
+            continue
         ks = [str(k) for k in range(1, min(top, 50) + 1)]
         rows = []
         for label, rel in entries:
@@ -530,11 +535,19 @@ def _cell(cell: Mapping[str, Any], versus: Any) -> str:
 
 
 def _group_row(group: Mapping[str, Any], labels: Sequence[str], cls: str) -> str:
-    passed = as_map(group.get("passed"))
+    """A group's summary: each run's passed cases, ``passed/cases`` where epochs multiply them."""
+    passed, cases = as_map(group.get("passed")), as_map(group.get("cases"))
     queries = group.get("queries", "n/a")
-    cells = "".join(f"<td>{esc(passed.get(label, ''))}</td>" for label in labels)
+    cells = []
+    for label in labels:
+        count, total = passed.get(label, ""), cases.get(label)
+        if total == 0:
+            shown = ""  # the run did not run this mode
+        else:
+            shown = f"{count}/{total}" if total not in (None, queries) else f"{count}"
+        cells.append(f"<td>{esc(shown)}</td>")
     name = f"{group.get('name')} ({queries} queries; passed per run)"
-    return f'<tr class="{cls}"><th scope="row" colspan="2">{esc(name)}</th>{cells}</tr>'
+    return f'<tr class="{cls}"><th scope="row" colspan="2">{esc(name)}</th>{"".join(cells)}</tr>'
 
 
 def matrix_html(comparison: Mapping[str, Any], runs: _Runs) -> str:

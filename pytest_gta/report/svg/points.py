@@ -188,8 +188,11 @@ def _y_axis(
     return out
 
 
-def _pct_bounds(unit: str) -> tuple[float | None, float | None]:
-    return (0.0, 100.0) if unit == "%" else (None, None)
+def _pct_bounds(unit: str, values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Percentages within 0..100, unless a value is beyond (InstAcc can be: docs/dataset.md)."""
+    if unit != "%":
+        return None, None
+    return min(0.0, *values), max(100.0, *values)
 
 
 def interval_dots(
@@ -255,7 +258,7 @@ def interval_dots(
     if not ends:
         parts.append(draw.text(width / 2, y0 + 14, "no values", anchor="middle", fill=draw.MUTED))
         return draw.close(parts)
-    span = _span(ends, *_pct_bounds(unit))
+    span = _span(ends, *_pct_bounds(unit, ends))
     low, high = span
 
     def x_of(value: float) -> float:
@@ -374,7 +377,7 @@ def curves(
     x_span = (
         (min(all_x), max(all_x)) if max(all_x) > min(all_x) else (min(all_x) - 1, max(all_x) + 1)
     )
-    y_span = _span(all_y, *_pct_bounds(unit))
+    y_span = _span(all_y, *_pct_bounds(unit, all_y))
     legend_h = draw.legend_height(names, width)
     y0 = draw.TITLE_H + legend_h + 8
     left = draw.PAD + Y_AXIS_W
@@ -466,7 +469,8 @@ def scatter(
         return draw.no_data(title, description, width)
     # From zero: a cost or a time is read against nothing spent.
     x_span = _span([x for _, x, _ in shown] + [0.0], 0.0, None)
-    y_span = _span([y for _, _, y in shown], *_pct_bounds(y_unit))
+    ys = [y for _, _, y in shown]
+    y_span = _span(ys, *_pct_bounds(y_unit, ys))
     y0 = draw.TITLE_H + (18 if y_label else 4)
     left = draw.PAD + Y_AXIS_W
     plot_w = width - left - draw.PAD * 2
