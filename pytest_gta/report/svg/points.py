@@ -79,7 +79,10 @@ def _span(
 ) -> tuple[float, float]:
     """A padded, rounded axis range covering ``values``, kept within ``[floor, ceiling]``."""
     low, high = min(values), max(values)
-    pad = (high - low) * 0.08 if high > low else (abs(high) * 0.1 or 1.0)
+    if high - low > 1e-9 * max(1.0, abs(low), abs(high)):
+        pad = (high - low) * 0.08
+    else:  # one value (or values too close to tell apart): a range around it
+        pad = abs(high) * 0.1 if abs(high) > 1e-300 else 1.0
     low, high = low - pad, high + pad
     step = _step(high - low)
     low, high = math.floor(low / step) * step, math.ceil(high / step) * step
@@ -94,9 +97,9 @@ def _span(
 
 def _step(extent: float, wanted: int = 5) -> float:
     """A round tick step giving about ``wanted`` ticks over ``extent``."""
-    if not math.isfinite(extent) or extent <= 0:
-        return 1.0
     raw = extent / wanted
+    if not math.isfinite(raw) or raw <= 0:
+        return 1.0
     unit = 10.0 ** math.floor(math.log10(raw))
     fraction = raw / unit
     nice = 1.0 if fraction <= 1 else 2.0 if fraction <= 2 else 5.0 if fraction <= 5 else 10.0
@@ -142,22 +145,21 @@ def _x_axis(
     grid, labels = [], []
     for tick in _ticks(low, high, step):
         x = left + plot_w * (tick - low) / (high - low)
-        grid.append(
-            f'<line class="grid" x1="{draw.coord(x)}" y1="{draw.coord(y0)}" x2="{draw.coord(x)}" '
-            f'y2="{draw.coord(y1)}" stroke="{draw.GRID}" stroke-width="1"/>'
-        )
-        labels.append(
-            draw.text(
-                x,
-                y1 + 14,
-                _label(tick, step, unit),
-                size=draw.TICK_SIZE,
-                anchor="middle",
-                cls="tick",
-                fill=draw.MUTED,
-            )
-        )
+        grid.append(_grid_line(x, y0, x, y1))
+        labels.append(_tick(x, y1 + 14, _label(tick, step, unit), "middle"))
     return grid, labels
+
+
+def _grid_line(x1: float, y1: float, x2: float, y2: float) -> str:
+    c = draw.coord
+    return (
+        f'<line class="grid" x1="{c(x1)}" y1="{c(y1)}" x2="{c(x2)}" y2="{c(y2)}" '
+        f'stroke="{draw.GRID}" stroke-width="1"/>'
+    )
+
+
+def _tick(x: float, y: float, text: str, anchor: str) -> str:
+    return draw.text(x, y, text, size=draw.TICK_SIZE, anchor=anchor, cls="tick", fill=draw.MUTED)
 
 
 def _y_axis(
@@ -169,22 +171,8 @@ def _y_axis(
     out = []
     for tick in _ticks(low, high, step):
         y = y0 + plot_h - plot_h * (tick - low) / (high - low)
-        out.append(
-            f'<line class="grid" x1="{draw.coord(left)}" y1="{draw.coord(y)}" '
-            f'x2="{draw.coord(left + width)}" y2="{draw.coord(y)}" stroke="{draw.GRID}" '
-            'stroke-width="1"/>'
-        )
-        out.append(
-            draw.text(
-                left - 4,
-                y + 4,
-                _label(tick, step, unit),
-                size=draw.TICK_SIZE,
-                anchor="end",
-                cls="tick",
-                fill=draw.MUTED,
-            )
-        )
+        out.append(_grid_line(left, y, left + width, y))
+        out.append(_tick(left - 4, y + 4, _label(tick, step, unit), "end"))
     return out
 
 
