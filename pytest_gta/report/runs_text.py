@@ -417,16 +417,25 @@ def matrix_markdown(comparison: Mapping[str, Any]) -> list[str]:
             "",
             f"### {MODE_TITLES.get(mode, mode)}, {kind} queries",
             "",
-            *markdown_table(["query", "tool categories", *labels], rows),
+            *_table(["query", "tool categories", *labels], rows),
         ]
     return lines
+
+
+def _cells(cells: Sequence[str]) -> list[str]:
+    """Cells a markdown table can hold: a label's ``|`` would start a new column."""
+    return [str(c).replace("|", "\\|") for c in cells]
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return markdown_table(_cells(headers), [_cells(row) for row in rows])
 
 
 def render_markdown(comparison: Mapping[str, Any]) -> str:
     """The same tables as markdown (best in bold), plus the whole per-query matrix."""
     lines = ["# GTA comparison", "", *[f"- {line}" for line in header_lines(comparison)]]
     for title, headers, rows in sections(comparison, _bold):
-        lines += ["", f"## {title}", "", *markdown_table(headers, rows)]
+        lines += ["", f"## {title}", "", *_table(headers, rows)]
     flaky = flaky_lines(comparison)
     if flaky:
         lines += ["", "## Flaky queries", "", *[f"- {line}" for line in flaky]]

@@ -294,6 +294,33 @@ def gate_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def identity_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run's label (when one was given), commit and dates, as (name, value) pairs.
+
+    What tells this run from the others a team keeps; an older report (or a hook's) without an
+    identity has none of it, and nothing is shown.
+    """
+    found = report.get("identity")
+    identity: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    out = []
+    label = report.get("label")
+    # Shown when chosen: by --gta-label, or by a hook that renamed the run.
+    if isinstance(label, str) and (identity.get("label_given") or label != identity.get("label")):
+        out.append(("label", label))
+    git = identity.get("git")
+    if isinstance(git, Mapping) and git.get("short"):
+        commit = str(git["short"])
+        if git.get("branch"):
+            commit += f" on {git['branch']}"
+        if git.get("dirty"):
+            commit += ", dirty (tracked files differ from it)"
+        out.append(("commit", commit))
+    for key, name in (("started_at", "started"), ("finished_at", "finished")):
+        if isinstance(identity.get(key), str):
+            out.append((name, identity[key]))
+    return out
+
+
 def header_lines(report: Mapping[str, Any]) -> list[str]:
     """The lines above the tables: what ran on what, how, and at what cost."""
     dataset = report["dataset"]
@@ -310,6 +337,9 @@ def header_lines(report: Mapping[str, Any]) -> list[str]:
     agent = settings.get("agent")
     if isinstance(agent, Mapping) and agent.get("name"):
         lines.append(f"agent under test: {agent['name']} ({agent.get('kind')})")
+    run = [f"{name}: {value}" for name, value in identity_facts(report) if name != "finished"]
+    if run:
+        lines.append("  ".join(run))
     lines += [
         f"dataset: {dataset['path']} ({dataset.get('source', '')}; {dataset['queries']} queries, "
         f"{dataset.get('selected', dataset['queries'])} selected; sha256 {dataset['sha256'][:16]})",
@@ -375,8 +405,17 @@ def header_lines(report: Mapping[str, Any]) -> list[str]:
             f"usage: {usage['calls']} model calls ({usage['cached_calls']} more from the cache), "
             f"{usage['input_tokens']} tokens in, {usage['output_tokens']} out"
             + ("" if cost is None else f", about ${cost:.4f}")
+            + model_time(usage)
         )
     return lines
+
+
+def model_time(usage: Mapping[str, Any]) -> str:
+    """``, 12.3 s waiting on the model`` when the report has the cases' model time."""
+    seconds = usage.get("model_s")
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+        return f", {seconds:.1f} s waiting on the model"
+    return ""
 
 
 def render_text(report: Mapping[str, Any]) -> list[str]:
