@@ -464,10 +464,9 @@ def test_cost_and_time_come_from_the_report(sample_runs, sample_dataset):
     for run, entry in zip(sample_runs, comparison["runs"], strict=True):
         cost = entry["cost"]
         ran = [c for c in run.report["cases"] if c["outcome"] != "skipped"]
-        durations = [c["duration"] for c in ran if c["duration"] is not None]
         assert cost["cases"] == len(ran)
         assert cost["wall_s"] == run.report["duration_s"]
-        assert cost["wall_per_case_s"] == pytest.approx(sum(durations) / len(durations))
+        assert cost["wall_per_case_s"] == pytest.approx(run.report["duration_s"] / len(ran))
         assert cost["cost_usd"] is None  # no prices for these models
     time_front = comparison["front"]["time"]
     assert set(time_front["front"]) <= {"oracle", "mixed", "terse", "predictions"}
@@ -533,3 +532,14 @@ def test_the_oracle_on_the_release_against_itself_in_both_modes(
     for mode in ("step", "e2e"):
         assert comparison["paired"]["runs"]["second"]["cases"][mode]["matched"] == 229
     assert not any("published rows" in n for n in comparison["notes"])
+
+
+def test_a_merged_run_times_its_cases_by_their_own_durations(sample_runs, sample_dataset):
+    """A merged report has no session wall time: its cases' own durations stand in."""
+    run = sample_runs[0]
+    merged = {k: v for k, v in run.report.items() if k != "duration_s"}
+    single = RunInput("merged", run.sources, merged, run.records)  # type: ignore[arg-type]
+    cost = build_comparison([single], sample_dataset, samples=SAMPLES)["runs"][0]["cost"]
+    durations = [c["duration"] for c in run.report["cases"] if c["outcome"] != "skipped"]
+    assert cost["wall_s"] is None
+    assert cost["wall_per_case_s"] == pytest.approx(sum(durations) / len(durations))

@@ -216,10 +216,12 @@ def _run_entry(run: RunInput, records: Sequence[CaseRecord], notes: list[str]) -
 def cost_of(report: Mapping[str, Any], records: Sequence[CaseRecord]) -> dict[str, Any]:
     """The run's tokens, cost and times, in total and per case that ran (skipped ones not).
 
-    Tokens and cost are the report's ``usage``; the wall time its ``duration_s`` (a merged
-    report has none); the time per case the mean of the cases' own durations, so that runs
-    with different parallelism compare per case; the model time ``usage.model_s``, else the
-    sum of the cases' ``gta_model_s`` properties (``None`` where no case has one).
+    Tokens and cost are the report's ``usage``; the wall time its ``duration_s``. The wall time
+    per case is that over the cases that ran: what the configuration (concurrency, workers
+    included) costs in time, which is what the time front weighs. A merged report has no
+    ``duration_s`` (its shards ran apart): there it is the mean of the cases' own durations
+    (an episode played ahead counts its time in the pool). The model time is ``usage.model_s``,
+    else the sum of the cases' ``gta_model_s`` properties (``None`` where no case has one).
     """
     ran = [r for r in records if r.outcome != "skipped"]
     cases = len(ran)
@@ -253,7 +255,9 @@ def cost_of(report: Mapping[str, Any], records: Sequence[CaseRecord]) -> dict[st
         "cost_usd": None if cost is None else float(cost),
         "cost_per_case": per_case(cost),
         "wall_s": None if wall is None else float(wall),
-        "wall_per_case_s": sum(durations) / len(durations) if durations else None,
+        "wall_per_case_s": per_case(wall)
+        if wall is not None
+        else (sum(durations) / len(durations) if durations else None),
         "model_s": None if model_s is None else float(model_s),
         "model_per_case_s": per_case(model_s),
     }

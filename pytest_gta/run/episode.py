@@ -89,6 +89,9 @@ class Ahead:
     #: The case's (score, verdict) when the episode was scored where it ended, in a pool
     #: thread (:mod:`pytest_gta.run.pipeline`); ``None``: the case scores it.
     scored: tuple[Any, Any] | None = None
+    #: Seconds the episode (and its scoring) took where it ran ahead, which the case adds to its
+    #: own duration; ``None`` where that time is not the episode's alone (a lockstep batch).
+    seconds: float | None = None
 
 
 def open_episode(case: Case, ctx: RunContext, protocol: ProtocolName) -> Opened:

@@ -27,6 +27,7 @@ requests already sent (bounded by ``--gta-timeout``) so no thread outlives the s
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
@@ -123,11 +124,12 @@ class Pipeline:
 
     def _episode(self, case: Case) -> Ahead:
         """One end-to-end episode, in a pool thread; its failure is kept for its case."""
+        start = time.perf_counter()
         try:
             self.check()
             played = play(case, self.ctx, self._model)
         except Exception as exc:  # a tool server down, no backend for a tool, the model
-            return Ahead(exc)
+            return Ahead(exc, seconds=time.perf_counter() - start)
         # Scored here, as the episode ends: the similarity model's encodings (Ans+I, subjective
         # answers) then overlap the other episodes' model calls instead of all queueing behind
         # the last one in pytest's loop (measured on the release: a 10 s tail after the calls).
@@ -136,8 +138,8 @@ class Pipeline:
             episode = played.episode
             scored = self.ctx.scorer.score("e2e", case.query, episode.predictions, episode.gold)
         except Exception:  # scored again in the case, which reports the failure
-            return Ahead(played)
-        return Ahead(played, scored)
+            return Ahead(played, seconds=time.perf_counter() - start)
+        return Ahead(played, scored, seconds=time.perf_counter() - start)
 
     # -- taking ------------------------------------------------------------------------------
     def take(self, case: Case) -> Ahead | None:

@@ -278,7 +278,8 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
         verdict=verdict,
         replies=replies,
         usage=usage,
-        duration=time.perf_counter() - start,
+        # An episode played ahead took its time in the pool, before the case began.
+        duration=time.perf_counter() - start + ((ahead.seconds or 0.0) if ahead is not None else 0.0),
         backends=backends,
         agent=agent,
         model_s=model_s,
