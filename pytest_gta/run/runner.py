@@ -269,6 +269,7 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
     if scored is None:
         scored = ctx.scorer.score(case.mode, query, predictions, gold)
     score, verdict = scored
+    ahead_s = ahead.seconds if ahead is not None else None
     return CaseResult(
         case=case,
         model=model.name,
@@ -279,7 +280,7 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
         replies=replies,
         usage=usage,
         # An episode played ahead took its time in the pool, before the case began.
-        duration=time.perf_counter() - start + ((ahead.seconds or 0.0) if ahead is not None else 0.0),
+        duration=time.perf_counter() - start + (ahead_s or 0.0),
         backends=backends,
         agent=agent,
         model_s=model_s,
