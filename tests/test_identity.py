@@ -28,7 +28,7 @@ from pytest_gta.provenance import git_state, label_problem, parse_utc
 from pytest_gta.report.schema import default_label, identity_of, parse_report
 from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
 from tests.oracle_server import OracleServer
-from tests.test_gates import write_predictions
+from tests.test_gates import JSON, write_predictions
 
 TESTS = Path(__file__).parent
 AGENTS = TESTS / "gta_agents.py"
@@ -443,13 +443,6 @@ def test_identity_errors_name_the_field(written):
         parse_report("run.json", bad_seconds)
 
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=50),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
 IDENTITY_FIELDS = st.sampled_from(
     sorted(IDENTITY_KEYS | {"git.commit", "git.short", "git.dirty", "git.branch"})
 )
