@@ -35,6 +35,7 @@ TWINS = {
     "--gta-report-html": "gta_report_html",
     "--gta-report-html-max-mb": "gta_report_html_max_mb",
     "--gta-inspect-log": "gta_inspect_log",
+    "--gta-label": "gta_label",
     "--gta-limit": "gta_limit",
     "--gta-ids": "gta_ids",
     "--gta-recorded-root": "gta_recorded_root",
