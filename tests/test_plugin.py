@@ -436,6 +436,7 @@ def test_help_pins_the_options(pytester):
         "--gta-report-html=PATH",
         "--gta-report-html-max-mb=MB",
         "--gta-inspect-log=DIR",
+        "--gta-label=TEXT",
         "--gta-limit=N",
         "--gta-ids=IDS",
         "--gta-recorded-root=DIR",
