@@ -55,6 +55,7 @@ from pytest_gta.models.generation import (
     CacheMode,
     GenerationSettings,
 )
+from pytest_gta.provenance import label_problem
 from pytest_gta.shard import Shard
 from pytest_gta.urls import check_url
 from pytest_gta.vocabulary import (
@@ -126,6 +127,7 @@ OPT_AGENT = "--gta-agent"
 OPT_AGENT_COMMAND = "--gta-agent-command"
 OPT_AGENT_ENV = "--gta-agent-env"
 OPT_AGENT_TIMEOUT = "--gta-agent-timeout"
+OPT_LABEL = "--gta-label"
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_BOOTSTRAP_SAMPLES = 2000
 ENV_DATA_DIR = "GTA_DATA_DIR"
@@ -722,6 +724,16 @@ def parse_text(value: str) -> str:
     return value.strip()
 
 
+def parse_label(value: str) -> str:
+    """A run's name in reports and comparisons: one visible line (surrounding spaces dropped)."""
+    problem = label_problem(value)
+    if problem is not None:
+        raise pytest.UsageError(
+            f"{OPT_LABEL}={shown(value)!r}: {problem} (a label names the run on one visible line)"
+        )
+    return value.strip()
+
+
 #: ``value``: text parsed by ``parse``; ``path``: the same, then made absolute (see
 #: :func:`option_base`); ``flag``: a command on the command line only (``--gta-download``), no
 #: ini twin; ``bool``: an on switch with a boolean ini twin (``--gta-allow-unverified``);
@@ -943,6 +955,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
         parse=parse_report_html_max_mb,
         default=DEFAULT_REPORT_HTML_MAX_MB,
         setting="report_html_max_mb",
+    ),
+    OptionSpec(
+        OPT_LABEL,
+        "TEXT",
+        "name this run in its report and in --gta-compare tables (default: 'MODEL [PROTOCOL]', "
+        "or 'MODEL [agent AGENT]')",
+        parse=parse_label,
+        setting="label",
     ),
     OptionSpec(OPT_LIMIT, "N", "run only the first N queries", parse=parse_limit, setting="limit"),
     OptionSpec(
@@ -1429,6 +1449,8 @@ class GtaSettings:
     compare_ref: str | None = None
     #: ``--gta-leaderboard-rows``: boards and model names, as given.
     leaderboard_rows: tuple[str, ...] = ()
+    #: ``--gta-label``: the run's name in its report (``None``: the default label).
+    label: str | None = None
 
     @property
     def gates(self) -> GateSettings:

@@ -143,6 +143,11 @@ class ModelOutput:
     text: str
     usage: Usage | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    #: Seconds the caller waited on the model for this output (a batch's time split evenly
+    #: over its requests), stamped by the loop that asked (:mod:`pytest_gta.run.loops`), not
+    #: by the adapter; ``None`` until then. Not part of the output's value: two outputs with
+    #: the same reply are equal however long each took.
+    model_s: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

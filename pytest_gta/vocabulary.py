@@ -53,6 +53,10 @@ Outcome = Literal["passed", "failed", "error", "skipped"]
 #: How a case can end (SPEC section 6), in the order reports list them.
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped")
 
+#: The per-case property with the seconds a case waited on the model (the report's
+#: ``usage.model_s`` sums it); absent where no model was called (replayed predictions).
+MODEL_S_PROPERTY = "gta_model_s"
+
 
 def tool_category(name: str) -> str:
     """Return the tool's category, or ``"none"`` for tools outside the 14 (official ``gettype``)."""

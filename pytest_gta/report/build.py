@@ -24,8 +24,10 @@ from pytest_gta.report.schema import (
     USAGE_PROPERTIES,
     CaseEntry,
     CaseRecord,
+    Identity,
     Interval,
     RunReport,
+    make_identity,
 )
 from pytest_gta.scoring.metrics import (
     E2ECaseScore,
@@ -35,7 +37,7 @@ from pytest_gta.scoring.metrics import (
     unanswered_e2e_case,
     unanswered_step_case,
 )
-from pytest_gta.vocabulary import ERROR_KINDS, MODES, OUTCOMES
+from pytest_gta.vocabulary import ERROR_KINDS, MODEL_S_PROPERTY, MODES, OUTCOMES
 
 TABLE5_NOTE = (
     "Table 5 error types are our mapping (the official repository has no code for it): "
@@ -194,11 +196,17 @@ def usage_totals(
 
     A case's cached calls are a share of its calls; its paid tokens are estimated by that share
     when the case mixes both (the exact paid total is in each worker's ledger, not per case).
+    ``model_s`` is the seconds the cases waited on the model (their ``gta_model_s``; 0.0 when
+    none was called), so a run's model time adds up the same with and without xdist or shards.
     """
     totals: dict[str, Any] = dict.fromkeys(USAGE_PROPERTIES.values(), 0)
     paid_in = paid_out = 0.0
+    model_s = 0.0
     for record in records:
         props = record.properties
+        seconds = props.get(MODEL_S_PROPERTY)
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+            model_s += float(seconds)
         values = {key: int(props.get(prop, 0) or 0) for prop, key in USAGE_PROPERTIES.items()}
         for key, value in values.items():
             totals[key] += value
@@ -209,6 +217,7 @@ def usage_totals(
     totals["cost_usd"] = (
         None if prices is None else (paid_in * prices[0] + paid_out * prices[1]) / 1_000_000
     )
+    totals["model_s"] = round(model_s, 6)
     return totals
 
 
@@ -272,11 +281,25 @@ def build_report(
     shard: Mapping[str, Any] | None = None,
     confidence: float = 0.95,
     samples: int = 2000,
+    identity: Identity | None = None,
 ) -> RunReport:
     """The run's report dict (see module docstring).
 
     ``confidence`` and ``samples`` set the metrics' bootstrap intervals (``metrics_ci``).
+    ``identity`` is what identifies the run (the session's label, commit and dates); without
+    one, the run is identified by its model, protocol or agent and dataset alone.
     """
+    if identity is None:
+        agent = settings.get("agent")
+        name = agent.get("name") if isinstance(agent, Mapping) else None
+        version = settings.get("pytest_gta")
+        identity = make_identity(
+            model=model,
+            protocol=protocol,
+            agent=name if isinstance(name, str) else None,
+            dataset_sha256=dataset.sha256,
+            version=version if isinstance(version, str) else None,
+        )
     by_key: dict[tuple[str, str, int | None], CaseRecord] = {}
     duplicates = []
     for record in records:
@@ -357,6 +380,8 @@ def build_report(
         "schema": SCHEMA,
         "model": model,
         "protocol": protocol,
+        "label": identity["label"],
+        "identity": identity,
         "leaderboard": None if leaderboard is None else dict(leaderboard),
         "usage": usage_totals(in_order, prices),
         "stopped": stopped,

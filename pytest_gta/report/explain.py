@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gta.dataset import Dataset, Query, call_function
-from pytest_gta.report.table import header_lines
+from pytest_gta.report.table import header_lines, identity_facts, model_time
 from pytest_gta.scoring.answer import blacklist_hit, whitelist_hits
 from pytest_gta.scoring.metrics import StepCaseScore
 from pytest_gta.scoring.verdict import first_divergence
@@ -51,6 +51,7 @@ def facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     agent = settings.get("agent")
     if isinstance(agent, Mapping) and agent.get("name"):
         out.append(("agent under test", f"{agent['name']} ({agent.get('kind')})"))
+    out += identity_facts(report)
     out += [
         ("modes", ", ".join(settings.get("modes") or [])),
         (
@@ -94,7 +95,8 @@ def facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
                 "usage",
                 f"{usage.get('calls')} model calls ({usage.get('cached_calls')} from the cache), "
                 f"{usage.get('input_tokens')} tokens in, {usage.get('output_tokens')} out"
-                + ("" if cost is None else f", about ${float(cost):.4f}"),
+                + ("" if cost is None else f", about ${float(cost):.4f}")
+                + model_time(usage),
             )
         )
     out.append(("duration", duration_text(report.get("duration_s"))))

@@ -41,7 +41,7 @@ from pytest_gta.report.explain import (
 )
 from pytest_gta.report.images import ImageStore, StoredImage
 from pytest_gta.report.plots import Plot, all_plots
-from pytest_gta.report.table import gate_lines, sections
+from pytest_gta.report.table import gate_lines, identity_facts, sections
 from pytest_gta.vocabulary import CATEGORY_NAMES, OUTCOMES
 
 #: Text of a tool output or reply beyond this many characters is cut, saying so.
@@ -626,6 +626,8 @@ def render_html(
         f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
     )
     title = f"GTA report: {report.get('model')} [{report.get('protocol')}]"
+    if any(name == "label" for name, _ in identity_facts(report)):
+        title = f"GTA report: {report.get('label')}"
     data = json.dumps(entries, separators=(",", ":")).replace("</", "<\\/")
     page = (
         "<!DOCTYPE html>\n"

@@ -35,8 +35,21 @@ def junit_names(nodeid: str) -> tuple[str, str]:
 
 
 def suite_properties(report: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """``gta_<mode>_<metric>`` with ``_ci_low``/``_ci_high``, and ``gta_gates_passed``."""
+    """``gta_<mode>_<metric>`` with ``_ci_low``/``_ci_high``, and ``gta_gates_passed``.
+
+    First what identifies the run: ``gta_label`` and, inside a git repository, ``gta_commit``
+    (with ``gta_commit_dirty``), so a dashboard that keeps the XML of every nightly run can
+    tell them apart; the cases' own properties stay as pytest writes them.
+    """
     out: list[tuple[str, Any]] = []
+    if isinstance(report.get("label"), str):
+        out.append(("gta_label", report["label"]))
+    identity = report.get("identity")
+    git = identity.get("git") if isinstance(identity, Mapping) else None
+    if isinstance(git, Mapping) and isinstance(git.get("commit"), str):
+        out.append(("gta_commit", git["commit"]))
+        if isinstance(git.get("dirty"), bool):
+            out.append(("gta_commit_dirty", str(git["dirty"]).lower()))
     for mode, metrics in report.get("metrics", {}).items():
         intervals = report.get("metrics_ci", {}).get(mode, {})
         for metric, value in metrics.items():

@@ -15,13 +15,22 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.provenance import parse_utc
 from pytest_gta.report.build import TABLE5_NOTE, build_report
-from pytest_gta.report.schema import ABSENT, ReportFile, RunReport, show_value
+from pytest_gta.report.schema import (
+    ABSENT,
+    Identity,
+    ReportFile,
+    RunReport,
+    identity_of,
+    show_value,
+)
 
 #: Settings that say which cases a job ran, not how it ran and scored them.
 SELECTION_SETTINGS = frozenset({"shard", "ids", "limit"})
@@ -162,6 +171,37 @@ def _merged_selection(reports: Sequence[ReportFile], dataset: Dataset) -> dict[s
     return out
 
 
+def merged_identity(reports: Sequence[ReportFile]) -> tuple[Identity, list[str]]:
+    """The run's identity: the first shard's, from the earliest start to the latest finish.
+
+    Shards of one run share their label and commit; where they do not (a job re-run on a later
+    commit), the first shard's are kept and a note says what differed.
+    """
+    identities = [identity_of(r.data) for r in reports]
+    merged = identities[0].copy()
+    starts = [t for i in identities if (t := i["started_at"]) and parse_utc(t) is not None]
+    ends = [t for i in identities if (t := i["finished_at"]) and parse_utc(t) is not None]
+    merged["started_at"] = min(starts, key=_when, default=None)
+    merged["finished_at"] = max(ends, key=_when, default=None)
+    notes = []
+    for what, values in (
+        ("labels", [i["label"] for i in identities]),
+        ("commits", [git["commit"] if (git := i["git"]) else None for i in identities]),
+    ):
+        distinct = list(dict.fromkeys(str(v) for v in values))
+        if len(distinct) > 1:
+            notes.append(
+                f"the merged reports have different {what} ({', '.join(distinct[:5])}): the "
+                f"merged report keeps {reports[0].label}'s"
+            )
+    return merged, notes
+
+
+def _when(text: str) -> datetime:
+    """A checked date's moment (the reader refused a report with an unreadable one)."""
+    return parse_utc(text) or datetime.min.replace(tzinfo=timezone.utc)
+
+
 def merge_reports(
     reports: Sequence[ReportFile],
     dataset: Dataset,
@@ -186,6 +226,8 @@ def merge_reports(
         for note in report.data["notes"]:
             if not note.startswith(REGENERATED_NOTES):
                 notes.append(note)
+    identity, identity_notes = merged_identity(reports)
+    notes += identity_notes
     stopped = [f"{r.name}: {r.data['stopped']}" for r in reports if r.data["stopped"]]
     timings = {
         f"{r.name}: {process}": values
@@ -206,6 +248,7 @@ def merge_reports(
         timings=timings or None,
         confidence=confidence,
         samples=samples,
+        identity=identity,
     )
     merged["notes"] = list(dict.fromkeys(merged["notes"]))
     costs = [r.data["usage"]["cost_usd"] for r in reports]

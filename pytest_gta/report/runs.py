@@ -27,7 +27,7 @@ from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.catalog import leaderboard_boards, leaderboard_numbers, leaderboard_rows
 from pytest_gta.report.build import ordered
 from pytest_gta.report.compare import Baseline, compare
-from pytest_gta.report.schema import CaseRecord, RunReport
+from pytest_gta.report.schema import CaseRecord, RunReport, identity_of
 from pytest_gta.report.table import MODE_COLUMNS
 from pytest_gta.version import __version__
 from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, MODES, QUERY_TYPES
@@ -102,7 +102,7 @@ def build_comparison(
     published = leaderboard_selection(leaderboard)
     out_notes = list(notes)
     in_order = {run.label: ordered(run.records, dataset) for run in runs}
-    entries = [_run_entry(run, in_order[run.label], dataset, out_notes) for run in runs]
+    entries = [_run_entry(run, in_order[run.label], out_notes) for run in runs]
     out_notes += _selection_notes(runs, in_order, published, dataset)
     return {
         "schema": COMPARISON_SCHEMA,
@@ -185,44 +185,16 @@ def leaderboard_label(row: Mapping[str, Any]) -> str:
 # One run
 
 
-def _identity(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's identity: the report's own, or what an older report says of its run."""
-    identity = report.get("identity")
-    if isinstance(identity, Mapping):
-        return dict(identity)
-    settings = report.get("settings", {})
-    agent = settings.get("agent")
-    agent_name = agent.get("name") if isinstance(agent, Mapping) else agent
-    protocol = report.get("protocol")
-    model = str(report.get("model"))
-    label = report.get("label")
-    if not isinstance(label, str):
-        label = f"{model} [agent {agent_name}]" if agent_name else f"{model} [{protocol}]"
-    return {
-        "label": label,
-        "label_given": False,
-        "model": model,
-        "protocol": protocol,
-        "agent": agent_name if isinstance(agent_name, str) else None,
-        "git": None,
-        "started_at": None,
-        "finished_at": None,
-        "dataset_sha256": report.get("dataset", {}).get("sha256"),
-        "pytest_gta": settings.get("pytest_gta"),
-    }
-
-
-def _run_entry(
-    run: RunInput, records: Sequence[CaseRecord], dataset: Dataset, notes: list[str]
-) -> dict[str, Any]:
+def _run_entry(run: RunInput, records: Sequence[CaseRecord], notes: list[str]) -> dict[str, Any]:
+    """The run's entry: its report's own numbers, its cost, its reliability over epochs."""
     report = run.report
-    identity = _identity(report)
+    identity = dict(identity_of(report))
     modes = [m for m in MODES if m in report["metrics"]]
     return {
         "label": run.label,
         "model": report["model"],
-        "protocol": identity.get("protocol", report["protocol"]),
-        "agent": identity.get("agent"),
+        "protocol": identity["protocol"],
+        "agent": identity["agent"],
         "identity": identity,
         "sources": list(run.sources),
         "html": run.html,
@@ -316,7 +288,6 @@ def reliability_of(
     is counted with its own number of epochs (and a note says so).
     """
     out: dict[str, Any] = {}
-    epochs = max(int(report.get("epochs", 1)), 1)
     for mode in modes:
         counts: dict[str, list[int]] = {}
         for record in records:
@@ -325,6 +296,9 @@ def reliability_of(
                 slot[0] += 1
                 slot[1] += record.outcome == "passed"
         pairs = [(n, c) for n, c in counts.values()]
+        # The report's epochs count those in which some case ran; an epoch whose cases were
+        # all skipped (a session stopped early) still counts here, as not passed.
+        epochs = max([int(report.get("epochs", 1)), *(n for n, _c in pairs)])
         short = [qid for qid, (n, _c) in counts.items() if n < epochs]
         if short:
             notes.append(
@@ -603,7 +577,8 @@ def _selection_notes(
         missing = [run.label for run in runs if run.label not in having]
         if missing:
             notes.append(
-                f"{', '.join(missing)} did not run the {mode} mode: its tables leave them out"
+                f"{', '.join(missing)} did not run the {mode} mode: the {mode} tables leave "
+                f"{'it' if len(missing) == 1 else 'them'} out"
             )
         selections = {frozenset(q) for q in having.values()}
         if len(selections) > 1:

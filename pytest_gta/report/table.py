@@ -56,7 +56,8 @@ def fmt(value: Any, percent: bool = True) -> str:
     return str(value)
 
 
-def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A table as terminal lines: the first column left-aligned, the others right-aligned."""
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
     lines = []
     for row in (headers, *rows):
@@ -68,7 +69,8 @@ def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
     return lines
 
 
-def _markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A table as markdown lines, the numbers' columns right-aligned."""
     lines = ["| " + " | ".join(headers) + " |"]
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|")
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -149,7 +151,8 @@ def sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
     return sections
 
 
-def _interval_text(interval: Any) -> str:
+def interval_text(interval: Any) -> str:
+    """An interval as the tables show it, ``[low, high]`` to one decimal (``n/a``: none)."""
     if not isinstance(interval, Mapping) or interval.get("low") is None:
         return "n/a"
     return f"[{float(interval['low']):.1f}, {float(interval['high']):.1f}]"
@@ -166,7 +169,7 @@ def _uncertainty_rows(
         rows.append(
             [
                 f"  {float(level) * 100:g}% CI",
-                *(_interval_text(intervals.get(c.key)) if c.percent else "" for c in columns),
+                *(interval_text(intervals.get(c.key)) if c.percent else "" for c in columns),
             ]
         )
     spread = report.get("metrics_spread", {}).get(mode, {})
@@ -222,7 +225,7 @@ def _comparison_sections(comparison: Any) -> list[tuple[str, list[str], list[lis
                 fmt(row.get("baseline")),
                 fmt(row.get("this")),
                 "n/a" if row.get("difference") is None else f"{float(row['difference']):+.2f}",
-                _interval_text(row.get("ci")),
+                interval_text(row.get("ci")),
             ]
             cells += (
                 [_p(row.get("p_value")), _p(row.get("p_drop"))]
@@ -291,6 +294,33 @@ def gate_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def identity_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run's label (when one was given), commit and dates, as (name, value) pairs.
+
+    What tells this run from the others a team keeps; an older report (or a hook's) without an
+    identity has none of it, and nothing is shown.
+    """
+    found = report.get("identity")
+    identity: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    out = []
+    label = report.get("label")
+    # Shown when chosen: by --gta-label, or by a hook that renamed the run.
+    if isinstance(label, str) and (identity.get("label_given") or label != identity.get("label")):
+        out.append(("label", label))
+    git = identity.get("git")
+    if isinstance(git, Mapping) and git.get("short"):
+        commit = str(git["short"])
+        if git.get("branch"):
+            commit += f" on {git['branch']}"
+        if git.get("dirty"):
+            commit += ", dirty (tracked files differ from it)"
+        out.append(("commit", commit))
+    for key, name in (("started_at", "started"), ("finished_at", "finished")):
+        if isinstance(identity.get(key), str):
+            out.append((name, identity[key]))
+    return out
+
+
 def header_lines(report: Mapping[str, Any]) -> list[str]:
     """The lines above the tables: what ran on what, how, and at what cost."""
     dataset = report["dataset"]
@@ -307,6 +337,9 @@ def header_lines(report: Mapping[str, Any]) -> list[str]:
     agent = settings.get("agent")
     if isinstance(agent, Mapping) and agent.get("name"):
         lines.append(f"agent under test: {agent['name']} ({agent.get('kind')})")
+    run = [f"{name}: {value}" for name, value in identity_facts(report) if name != "finished"]
+    if run:
+        lines.append("  ".join(run))
     lines += [
         f"dataset: {dataset['path']} ({dataset.get('source', '')}; {dataset['queries']} queries, "
         f"{dataset.get('selected', dataset['queries'])} selected; sha256 {dataset['sha256'][:16]})",
@@ -372,15 +405,24 @@ def header_lines(report: Mapping[str, Any]) -> list[str]:
             f"usage: {usage['calls']} model calls ({usage['cached_calls']} more from the cache), "
             f"{usage['input_tokens']} tokens in, {usage['output_tokens']} out"
             + ("" if cost is None else f", about ${cost:.4f}")
+            + model_time(usage)
         )
     return lines
+
+
+def model_time(usage: Mapping[str, Any]) -> str:
+    """``, 12.3 s waiting on the model`` when the report has the cases' model time."""
+    seconds = usage.get("model_s")
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+        return f", {seconds:.1f} s waiting on the model"
+    return ""
 
 
 def render_text(report: Mapping[str, Any]) -> list[str]:
     """The terminal summary, line by line."""
     lines = header_lines(report)
     for title, headers, rows in sections(report):
-        lines += ["", title, *_aligned(headers, rows)]
+        lines += ["", title, *aligned(headers, rows)]
     gates = gate_lines(report)
     if gates:
         lines += ["", *gates]
@@ -396,7 +438,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     """The same tables as markdown, for CI job summaries and pull requests."""
     lines = ["# GTA results", "", *[f"- {line}" for line in header_lines(report)]]
     for title, headers, rows in sections(report):
-        lines += ["", f"## {title}", "", *_markdown(headers, rows)]
+        lines += ["", f"## {title}", "", *markdown_table(headers, rows)]
     gates = gate_lines(report)
     if gates:
         lines += ["", "## Gates", "", *[f"- {line}" for line in gates]]

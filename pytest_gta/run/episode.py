@@ -55,6 +55,9 @@ class AgentRun:
     #: The proxy's transcript (``Exchange.to_json``), in order; empty without a proxy.
     exchanges: list[dict[str, Any]]
     usage: Usage
+    #: Seconds the agent waited on the model through the proxy: its exchanges' durations
+    #: (``None``: no request went through the proxy, so the harness saw none).
+    model_s: float | None = None
 
 
 @dataclass
@@ -70,6 +73,11 @@ class Played:
     def usage(self) -> Usage:
         """Tokens of the episode: the model's turns, or the agent's traffic."""
         return self.agent.usage if self.agent is not None else self.episode.usage
+
+    @property
+    def model_s(self) -> float | None:
+        """Seconds the episode waited on the model: the loop's turns, or the agent's traffic."""
+        return self.agent.model_s if self.agent is not None else self.episode.model_s
 
 
 @dataclass
@@ -185,8 +193,20 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
     answer = outcome.answer or ""
     predictions = [*tools.predictions(), {"role": "assistant", "content": answer}]
     gold = dataset.reference_dialogs(query)[1:]
-    run = AgentRun(outcome, [clip_strings(c.to_json()) for c in tools.log()], exchanges, usage)
+    log = [clip_strings(c.to_json()) for c in tools.log()]
+    run = AgentRun(outcome, log, exchanges, usage, exchange_seconds(exchanges))
     return Played(loops.Episode("e2e", predictions, gold), tools.backends, run)
+
+
+def exchange_seconds(exchanges: list[dict[str, Any]]) -> float | None:
+    """The agent's time on the model: the sum of its proxy exchanges' ``duration``.
+
+    Each runs from the agent's request to the end of the answer it got, a cached one included
+    (its time is the cache's); ``None`` without exchanges, where the agent's model, if it used
+    one, was not reached through the harness.
+    """
+    seconds = [e["duration"] for e in exchanges if isinstance(e.get("duration"), int | float)]
+    return float(sum(seconds)) if seconds else None
 
 
 def served_model(ctx: RunContext, proxy: object) -> str:

@@ -11,7 +11,9 @@ re-scored OpenCompass prediction files alike.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 from collections.abc import Callable, Sequence
 from collections.abc import Generator as Generator_
 from concurrent.futures import CancelledError, Future
@@ -38,19 +40,45 @@ from pytest_gta.vocabulary import ProtocolName
 MAX_TURNS = 10
 
 
+def stamped(output: ModelOutput, seconds: float) -> ModelOutput:
+    """``output`` with the seconds its caller waited on the model (:attr:`ModelOutput.model_s`).
+
+    An output already stamped keeps its time: it was generated earlier by another call (the
+    batch before the loop, a pool thread) and the call that returned it only handed it over.
+    The time is the caller's wall clock around the model call, so a reply from the response
+    cache counts the (tiny) time the cache took, and a retried request its retries.
+    """
+    if not isinstance(output, ModelOutput) or output.model_s is not None:
+        return output  # a third-party adapter's duck-typed output is left as it is
+    return dataclasses.replace(output, model_s=seconds)
+
+
+def timed_generate(model: BaseModelAdapter, request: ModelRequest) -> ModelOutput:
+    """``model.generate(request)``, its output stamped with the seconds the call took."""
+    start = time.perf_counter()
+    output = model.generate(request)
+    return stamped(output, time.perf_counter() - start)
+
+
 def generate_all(model: BaseModelAdapter, requests: Sequence[ModelRequest]) -> list[ModelOutput]:
     """Answer independent requests with the adapter's :meth:`~BaseModelAdapter.generate_batch`.
+
+    Each output is stamped with its share of the call's time (:func:`stamped`): a batch engine
+    answers the requests together, so no request has a time of its own, and an even split keeps
+    a case's model time the sum of its requests' whatever else shared the batch.
 
     Raises:
         RuntimeError: when the adapter answers a different number of requests than it was asked.
     """
+    start = time.perf_counter()
     outputs = list(model.generate_batch(requests))
     if len(outputs) != len(requests):
         raise RuntimeError(
             f"{type(model).__name__}.generate_batch returned {len(outputs)} outputs for "
             f"{len(requests)} requests"
         )
-    return outputs
+    share = (time.perf_counter() - start) / max(1, len(outputs))
+    return [stamped(output, share) for output in outputs]
 
 
 class Prefetched(BaseModelAdapter):
@@ -117,6 +145,8 @@ class Turn:
     reply: str
     record: p.ActionRecord
     usage: Usage | None = None
+    #: Seconds the turn waited on the model (:attr:`ModelOutput.model_s`); ``None``: unknown.
+    model_s: float | None = None
 
 
 @dataclass
@@ -138,6 +168,12 @@ class Episode:
             if turn.usage is not None:
                 total += turn.usage
         return total
+
+    @property
+    def model_s(self) -> float | None:
+        """Seconds the episode waited on the model, over its turns (``None``: none was timed)."""
+        timed = [turn.model_s for turn in self.turns if turn.model_s is not None]
+        return sum(timed) if timed else None
 
 
 def system_message(metas: Sequence[ToolMeta], protocol: ProtocolName) -> ChatMessage:
@@ -178,6 +214,12 @@ def step_requests(
     return out
 
 
+def _seconds(output: ModelOutput) -> float | None:
+    """The output's stamped model time (a duck-typed output has none)."""
+    seconds = getattr(output, "model_s", None)
+    return float(seconds) if isinstance(seconds, int | float) else None
+
+
 def _parse(
     output: ModelOutput, protocol: ProtocolName
 ) -> tuple[str, p.ParsedReply, ToolCall | None]:
@@ -203,7 +245,7 @@ def run_step(dataset: Dataset, query: Query, model: BaseModelAdapter, *, epoch: 
         record = p.execute(parsed, tools, p.validate_only, visible=visible)
         episode.predictions.append(record.to_step())
         episode.gold.append(gold)
-        episode.turns.append(Turn(request.messages, reply, record, output.usage))
+        episode.turns.append(Turn(request.messages, reply, record, output.usage, _seconds(output)))
     return episode
 
 
@@ -268,7 +310,7 @@ def e2e_episode(
         else:
             history.append(ChatMessage("assistant", output.text.strip(), tool_calls=(call,)))
         record = p.execute(parsed, tools, run_tool, base_dir, visible)
-        episode.turns.append(Turn(request.messages, reply, record, output.usage))
+        episode.turns.append(Turn(request.messages, reply, record, output.usage, _seconds(output)))
         episode.predictions.append(record.to_step())
         if record.is_finish:
             break
@@ -310,7 +352,7 @@ def drive(steps: EpisodeSteps, model: BaseModelAdapter) -> Episode:
     try:
         request = next(steps)
         while True:
-            request = steps.send(model.generate(request))
+            request = steps.send(timed_generate(model, request))
     except StopIteration as done:
         episode: Episode = done.value
         return episode
@@ -350,10 +392,14 @@ def run_lockstep(
         if progress is not None:
             progress(rounds, len(pending))
         order = sorted(pending)
+        start = time.perf_counter()
         try:
             answers = model.generate_each([pending[i] for i in order])
         except Exception as exc:  # the whole round failed (the budget ran out, say)
             answers = [exc] * len(order)
+        # The round is one batch: each live episode's turn gets an even share of its time.
+        share = (time.perf_counter() - start) / len(order)
+        answers = [a if isinstance(a, BaseException) else stamped(a, share) for a in answers]
         for index, answer in zip(order, answers, strict=True):
             if isinstance(answer, BaseException):
                 results[index] = answer

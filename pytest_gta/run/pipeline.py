@@ -114,7 +114,8 @@ class Pipeline:
                 if case.mode == "step":
                     requests = loops.step_requests(dataset, case.query, protocol, epoch=case.epoch)
                     for request, _ in requests:
-                        future = self._pool.submit(self._model.generate, request)
+                        # Stamped with its own call's time: the case only waits for it.
+                        future = self._pool.submit(loops.timed_generate, self._model, request)
                         self._answers[request.case] = (request.messages, future)
                 else:
                     self._episodes[case.id] = self._pool.submit(self._episode, case)

@@ -31,7 +31,7 @@ from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore, score_e2e_ca
 from pytest_gta.scoring.similarity import Similarity
 from pytest_gta.scoring.verdict import Verdict, judge_e2e, judge_step
 from pytest_gta.types import Usage
-from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, Mode
+from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, MODEL_S_PROPERTY, Mode
 
 #: Characters of a model's reply shown in a failed case's message.
 REPLY_SHOWN = 300
@@ -91,6 +91,9 @@ class CaseResult:
     backends: dict[str, str] = field(default_factory=dict)
     #: The agent under test's run, tool log and model traffic (``None``: the project's loop).
     agent: AgentRun | None = None
+    #: Seconds the case waited on the model (``None``: no model was called, as for replayed
+    #: predictions, or the agent's model was not reached through the proxy).
+    model_s: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -171,6 +174,8 @@ class CaseResult:
                 ("gta_model_calls", usage.calls),
                 ("gta_cached_calls", usage.cached_calls),
             ]
+        if self.model_s is not None:
+            props.append((MODEL_S_PROPERTY, round(float(self.model_s), 6)))
         # JUnit writes every property as text: leave undefined values out rather than "None".
         return [(name, value) for name, value in props if value is not None]
 
@@ -246,6 +251,7 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
     backends: dict[str, str] = {}
     scored = None
     agent = None
+    model_s = None
     if base.replays(model) and ctx.agent is None:
         recorded = model.recorded(query, case.mode)
         if recorded is None:
@@ -259,6 +265,7 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
         episode, backends, agent = played.episode, played.backends, played.agent
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], played.usage
+        model_s = played.model_s
     if scored is None:
         scored = ctx.scorer.score(case.mode, query, predictions, gold)
     score, verdict = scored
@@ -274,6 +281,7 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
         duration=time.perf_counter() - start,
         backends=backends,
         agent=agent,
+        model_s=model_s,
     )
 
 

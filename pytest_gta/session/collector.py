@@ -20,11 +20,12 @@ from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.detail import DETAIL_KEY, STOPPED_KEY, CaseDetail
 from pytest_gta.options import GtaSettings
+from pytest_gta.provenance import GitProbe, utc_now
 from pytest_gta.report.build import build_report
 from pytest_gta.report.compare import Baseline, regressed_nodeids
 from pytest_gta.report.images import ImageStore
 from pytest_gta.report.junit import suite_properties
-from pytest_gta.report.schema import CaseRecord, RunReport
+from pytest_gta.report.schema import CaseRecord, GitInfo, Identity, RunReport, make_identity
 from pytest_gta.report.table import render_text
 from pytest_gta.session.finish import Finisher
 from pytest_gta.signals import INTERRUPTS, cause_of
@@ -91,6 +92,11 @@ class GtaCollector:
         self.unwritten: set[str] = set()
         #: When the session started (the report's ``duration_s``).
         self.started = time.monotonic()
+        #: The same, as the report's ``identity.started_at`` says it.
+        self.started_at = utc_now()
+        #: The git state of the project under test (the repository around the rootdir), read
+        #: while the session runs (:class:`~pytest_gta.provenance.GitProbe`).
+        self._git = GitProbe(config.rootpath)
         #: ``--gta-shard``'s selection (:meth:`pytest_gta.shard.ShardSelection.to_json`), from
         #: this process's collection or, with xdist, from a worker's.
         self.shard: dict[str, Any] | None = None
@@ -147,6 +153,29 @@ class GtaCollector:
             record.outcome = "skipped"
             record.message = _message(report)
 
+    def identity(self, info: RunInfo) -> Identity:
+        """What identifies this run in the report: label, model, agent, commit, dates."""
+        state = self._git.result()
+        git: GitInfo | None = None
+        if state is not None:
+            git = {
+                "commit": state.commit,
+                "short": state.short,
+                "dirty": state.dirty,
+                "branch": state.branch,
+            }
+        return make_identity(
+            model=info.model,
+            protocol=info.protocol,
+            agent=self.settings.agent_spec,
+            dataset_sha256=self._dataset().sha256,
+            label=self.settings.label,
+            git=git,
+            started_at=self.started_at,
+            finished_at=utc_now(),
+            version=__version__,
+        )
+
     def build(self) -> RunReport:
         """Aggregate everything collected so far into the report, concluded and cleaned."""
         info = self._run_info()
@@ -188,6 +217,7 @@ class GtaCollector:
             shard=self.shard,
             confidence=settings.confidence,
             samples=settings.bootstrap_samples,
+            identity=self.identity(info),
         )
         baseline, differences = self._baseline()
         return self._finisher().conclude(
