@@ -23,8 +23,9 @@ the GitHub job summary, and exits 0; anything it cannot compare is exit status 4
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,8 +36,16 @@ import pytest
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.jsonsafe import JsonInputError, read_json
-from pytest_gta.options import OPT_COMPARE, GtaSettings, resolve_option, resolve_settings
+from pytest_gta.options import (
+    OPT_COMPARE,
+    OPT_EPOCHS,
+    RANGES,
+    GtaSettings,
+    resolve_option,
+    resolve_settings,
+)
 from pytest_gta.outward import Cleaner
+from pytest_gta.provenance import parse_utc
 from pytest_gta.report.merge import (
     SELECTION_SETTINGS,
     check_same_run,
@@ -46,10 +55,12 @@ from pytest_gta.report.merge import (
 from pytest_gta.report.runs import RunInput, build_comparison
 from pytest_gta.report.runs_text import render_markdown, render_text
 from pytest_gta.report.schema import (
+    ABSENT,
     MAX_REPORT_BYTES,
     SCHEMA_FAMILY,
     ReportFile,
     RunReport,
+    identity_of,
     load_report,
     parse_report,
     show_value,
@@ -104,60 +115,122 @@ class Run:
 
 
 # --------------------------------------------------------------------------------------------
-# What the reports say about their run (contract A's label and identity; older reports lack them)
-
-
-def _text(value: Any) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
-
-
-def identity(report: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The report's ``identity`` object, or an empty one (older reports have none)."""
-    found = report.get("identity")
-    return found if isinstance(found, Mapping) else {}
-
-
-def default_label(report: Mapping[str, Any]) -> str:
-    """``model [protocol]``, or ``model [agent NAME]`` with an agent under test.
-
-    What a run is called when ``--gta-label`` was not given (and what reports written before it
-    existed are called).
-    """
-    agent = report.get("settings", {}).get("agent")
-    name = _text(agent.get("name")) if isinstance(agent, Mapping) else _text(agent)
-    if name is not None:
-        return f"{report['model']} [agent {name}]"
-    return f"{report['model']} [{report['protocol']}]"
+# What the reports say about their run (checked by the reader; older reports' filled in)
 
 
 def run_label(report: Mapping[str, Any]) -> str:
-    """The run's label: the report's ``label``, its identity's, else :func:`default_label`."""
-    return (
-        _text(report.get("label")) or _text(identity(report).get("label")) or default_label(report)
-    )
+    """The run's label: ``--gta-label``'s, else ``model [protocol]`` or ``model [agent X]``."""
+    return identity_of(report)["label"]
 
 
 def started_at(report: Mapping[str, Any]) -> datetime | None:
-    """When the run started (``identity.started_at``), as an aware time; ``None``: unknown."""
-    text = _text(identity(report).get("started_at"))
-    if text is None:
-        return None
-    try:
-        # Python 3.10's fromisoformat does not read the "Z" that ISO-8601 writers use for UTC.
-        when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    """When the run started (``identity.started_at``); ``None``: a report without dates."""
+    text = identity_of(report)["started_at"]
+    return None if text is None else parse_utc(text)
 
 
 def commit(report: Mapping[str, Any]) -> str | None:
     """The git commit of the project under test, when the run recorded one."""
-    git = identity(report).get("git")
-    return _text(git.get("commit")) if isinstance(git, Mapping) else None
+    git = identity_of(report)["git"]
+    return None if git is None else git["commit"]
 
 
 # --------------------------------------------------------------------------------------------
 # Finding the reports
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _number_or_null(value: Any) -> bool:
+    return value is None or _is_number(value)
+
+
+def _count_or_null(value: Any) -> bool:
+    return value is None or _is_count(value)
+
+
+def _seconds_or_null(value: Any) -> bool:
+    return value is None or (_is_number(value) and value >= 0)
+
+
+def _epochs(value: Any) -> bool:
+    low, high = RANGES[OPT_EPOCHS]
+    return _is_count(value) and low <= value <= high
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _refuse(report: ReportFile, where: str, value: Any, wanted: str) -> GtaUsageError:
+    shown = "absent" if value is ABSENT else show_value(value)
+    return GtaUsageError(f"{report.label}: {where} is {shown}, not {wanted}; {COMPARE_HOW}")
+
+
+def _check_nested(
+    report: ReportFile, value: Any, where: str, depth: int, test: Callable[[Any], bool], wanted: str
+) -> None:
+    """``value`` is objects ``depth`` deep whose leaves pass ``test``; else a usage error."""
+    if depth:
+        if not isinstance(value, dict):
+            raise _refuse(report, where, value, "an object")
+        for key, inner in value.items():
+            _check_nested(report, inner, f"{where}.{key}", depth - 1, test, wanted)
+    elif not test(value):
+        raise _refuse(report, where, value, wanted)
+
+
+#: What :func:`check_copied` checks: (field, depth of objects, test of the leaves, their kind).
+COPIED_FIELDS: tuple[tuple[str, int, Callable[[Any], bool], str], ...] = (
+    ("metrics", 2, _number_or_null, "a number or null"),
+    ("metrics_ci", 2, _is_object, "an object"),
+    ("pass_rate", 1, _is_number, "a number"),
+    ("errors", 2, _is_count, "a count"),
+    ("tool_calls", 2, _is_count, "a count"),
+    ("outcomes", 1, _is_count, "a count"),
+)
+
+
+def check_copied(report: ReportFile) -> None:
+    """The run's numbers that the comparison copies from its report have the right kinds.
+
+    The report's reader (:func:`~pytest_gta.report.schema.parse_report`) checks what
+    ``--gta-merge`` reads, the cases; a merge computes the tables again, a comparison copies
+    them (so that a run's numbers are its report's), so they are checked here.
+
+    Raises:
+        GtaUsageError: naming the file and the field.
+    """
+    data: Mapping[str, Any] = report.data
+    for name, depth, test, wanted in COPIED_FIELDS:
+        _check_nested(report, data.get(name, ABSENT), name, depth, test, wanted)
+    for mode, intervals in data["metrics_ci"].items():
+        for metric, interval in intervals.items():
+            ends = [interval.get(end, ABSENT) for end in ("low", "high")]
+            for end, value in zip(("low", "high"), ends, strict=True):
+                if not _number_or_null(value):
+                    where = f"metrics_ci.{mode}.{metric}.{end}"
+                    raise _refuse(report, where, value, "a number or null")
+            if (ends[0] is None) != (ends[1] is None):
+                where = f"metrics_ci.{mode}.{metric}"
+                raise _refuse(report, where, interval, "an interval (both ends, or neither)")
+    low, high = RANGES[OPT_EPOCHS]
+    usage = data["usage"]
+    for where, value, test, wanted in (
+        ("epochs", data.get("epochs", 1), _epochs, f"a number of epochs ({low:g} to {high:g})"),
+        ("duration_s", data.get("duration_s"), _seconds_or_null, "seconds"),
+        ("usage.input_tokens", usage.get("input_tokens"), _count_or_null, "a count"),
+        ("usage.output_tokens", usage.get("output_tokens"), _count_or_null, "a count"),
+        ("usage.model_s", usage.get("model_s"), _seconds_or_null, "seconds"),
+    ):
+        if not test(value):
+            raise _refuse(report, where, value, wanted)
 
 
 def _read_candidate(path: Path, label: str, found: Found) -> None:
@@ -176,6 +249,7 @@ def _read_candidate(path: Path, label: str, found: Found) -> None:
         return
     # A report of ours: a bad field is the user's to fix, not something to skip quietly.
     found.reports.append(parse_report(label, data, COMPARE_HOW))
+    check_copied(found.reports[-1])
 
 
 def _in_directory(directory: Path, given: str) -> Found:
@@ -213,6 +287,7 @@ def find_reports(paths: Sequence[Path], given: Sequence[str]) -> Found:
             found.notes.extend(inner.notes)
         else:
             found.reports.append(load_report(path, label, COMPARE_HOW))
+            check_copied(found.reports[-1])
     return found
 
 
@@ -303,13 +378,6 @@ def make_run(
         confidence=level,
         samples=samples,
     )
-    # The merge keeps the first shard's label and identity (issue 26); reports of a version
-    # that does not are given them here.
-    first: Mapping[str, Any] = parts[0].data
-    kept = cast(dict[str, Any], merged)
-    for key in ("label", "identity"):
-        if key in first and key not in kept:
-            kept[key] = first[key]
     return Run(parts, merged), warnings
 
 
@@ -359,9 +427,11 @@ def html_beside(run: Run, page: Path | None) -> str | None:
     """
     if len(run.parts) != 1:
         return None
-    recorded = _text(run.report.get("settings", {}).get("report_html"))
+    recorded = run.report.get("settings", {}).get("report_html")
     source = Path(run.parts[0].label).absolute()
-    candidate = Path(recorded) if recorded else source.with_suffix(".html")
+    candidate = (
+        Path(recorded) if isinstance(recorded, str) and recorded else source.with_suffix(".html")
+    )
     if not candidate.is_absolute():
         candidate = source.parent / candidate
     if not candidate.is_file():
@@ -407,12 +477,13 @@ class CompareSettings:
         )
 
 
-def comparison_of(found: Found, dataset: Dataset, settings: CompareSettings) -> dict[str, Any]:
-    """The comparison of the reports found, on ``dataset`` (the one they all ran on).
+def run_inputs(
+    found: Found, dataset: Dataset, settings: CompareSettings
+) -> tuple[list[RunInput], list[str]]:
+    """The runs the reports found are (shards merged, labels unique), and the notes on them.
 
     Raises:
-        GtaUsageError: shards that are not of one run, an unknown reference or leaderboard
-            name.
+        GtaUsageError: reports on another dataset, shards that are not of one run.
     """
     check_one_dataset(found.reports)
     runs: list[Run] = []
@@ -433,6 +504,17 @@ def comparison_of(found: Found, dataset: Dataset, settings: CompareSettings) -> 
         )
         for run in runs
     ]
+    return inputs, notes
+
+
+def comparison_of(found: Found, dataset: Dataset, settings: CompareSettings) -> dict[str, Any]:
+    """The comparison of the reports found, on ``dataset`` (the one they all ran on).
+
+    Raises:
+        GtaUsageError: anything :func:`run_inputs` refuses, an unknown reference or
+            leaderboard name.
+    """
+    inputs, notes = run_inputs(found, dataset, settings)
     return build_comparison(
         inputs,
         dataset,
