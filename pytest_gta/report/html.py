@@ -65,7 +65,8 @@ def _clip(text: str, limit: int = MAX_TEXT) -> str:
     return text[:limit] + f"\n... ({len(text) - limit} more characters)"
 
 
-def _asset(name: str) -> str:
+def asset(name: str) -> str:
+    """The text of one of the report's packaged assets (``report/assets/NAME``)."""
     return resources.files("pytest_gta.report").joinpath("assets").joinpath(name).read_text("utf-8")
 
 
@@ -619,7 +620,7 @@ def render_html(
     if store is None:
         notes.append("No images: this report was rendered without the run's image store.")
     note_html = "".join(f'<p class="warn">{esc(n)}</p>' for n in notes)
-    script = _asset("report.js")
+    script = asset("report.js")
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     csp = (
         "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
@@ -635,7 +636,7 @@ def render_html(
         f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<link rel="icon" href="data:,">'
-        f"<title>{esc(title)}</title><style>{_asset('report.css')}</style></head>"
+        f"<title>{esc(title)}</title><style>{asset('report.css')}</style></head>"
         f'<body><header><h1>{esc(title)}</h1><nav><a href="#tables">tables</a> '
         '<a href="#plots">plots</a> <a href="#cases">cases</a></nav></header><main>'
         f'{note_html}<section id="run">{head_parts[0]}</section>'

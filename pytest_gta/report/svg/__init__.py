@@ -6,7 +6,7 @@ extras, where they are shown on their own. So the plots are drawn here, on the c
 SVG strings with nothing to fetch: no scripts, fonts, images, ``href`` or ``url()``, colours as
 ``fill`` attributes (right standalone) plus a ``series-N`` class per series (a page can
 restyle). Pure stdlib, because a plotting library would be a heavy dependency of every
-``pip install pytest-gta`` for three kinds of bar chart, and string building is fast: a
+``pip install pytest-gta`` for a few kinds of chart, and string building is fast: a
 229-query run's plots take a few milliseconds.
 
 Everything drawn comes from a run report, which is outside data: labels are cleaned (lone
@@ -20,13 +20,20 @@ same string, so a report can be diffed and cached.
 from pytest_gta.report.svg.bars import grouped_bars, stacked_bars
 from pytest_gta.report.svg.draw import MAX_WIDTH, MIN_WIDTH, PALETTE, Series
 from pytest_gta.report.svg.histogram import histograms
+from pytest_gta.report.svg.points import Curve, Estimate, Spot, curves, interval_dots, scatter
 
 __all__ = [
     "MAX_WIDTH",
     "MIN_WIDTH",
     "PALETTE",
+    "Curve",
+    "Estimate",
     "Series",
+    "Spot",
+    "curves",
     "grouped_bars",
     "histograms",
+    "interval_dots",
+    "scatter",
     "stacked_bars",
 ]

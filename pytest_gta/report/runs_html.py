@@ -1,0 +1,679 @@
+"""The HTML page of a comparison of runs (``--gta-compare`` with ``--gta-report-html``).
+
+One self-contained file in the run report's own look (its stylesheet, plus a few rules for
+the matrix): the header, the paper's Table 4 per mode with one row per run and the chosen
+leaderboard rows marked as published, the best value per column in bold as the paper does,
+each run's interval under its value; Table 5; a plot per Table-4 metric; the paired tests
+against the reference run; reliability over epochs; cost and latency with their fronts; the
+per-query matrix. Each run's label links to its own HTML report where the comparison knows one.
+
+The page reads the comparison dict (``pytest-gta-comparison/1``, :mod:`pytest_gta.report.runs`)
+and nothing else, so it can be rendered again from the JSON. That dict may have been edited or
+written by another version: every read is defensive (:func:`~pytest_gta.report.runs_plots.as_map`
+and friends), a missing piece is said in a sentence, never an exception. Labels, query ids and
+notes are user data and only ever written escaped.
+
+No script at all: the Content-Security-Policy allows none, and the one interaction the matrix
+needs (show only the queries that flip) is a checkbox and a CSS rule. 20 runs of 458 cases stay
+well under a megabyte (the matrix cells are a class and one character each; the run labels are
+in the column heads only).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from pytest_gta.report.html import asset, esc
+from pytest_gta.report.plots import Plot
+from pytest_gta.report.runs_plots import (
+    as_list,
+    as_map,
+    as_number,
+    as_pair,
+    front_plots,
+    metric_plots,
+    mode_title,
+    reliability_plots,
+)
+from pytest_gta.report.table import METRIC_LABELS
+from pytest_gta.vocabulary import CATEGORY_NAMES, MODES, QUERY_TYPES
+
+CSP = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
+    "form-action 'none'"
+)
+_SURROGATES = re.compile("[\ud800-\udfff]")
+#: Schemes a run's ``html`` may link with; anything else (``javascript:``) is shown as text.
+LINK_SCHEMES = ("http", "https", "file")
+#: A matrix cell's class and text per outcome (one epoch).
+CELLS = {
+    "passed": ("P", "\u2713"),
+    "failed": ("F", "\u2717"),
+    "error": ("E", "E"),
+    "skipped": ("S", "s"),
+}
+TABLE5_LABELS = {
+    "errored_calls": "errored calls",
+    "format": "format",
+    "args": "argument format",
+    "other": "N/A",
+}
+COST_COLUMNS = (
+    ("cases", "cases", 0),
+    ("input_tokens", "input tokens", 0),
+    ("output_tokens", "output tokens", 0),
+    ("tokens_per_case", "tokens / case", 1),
+    ("cost_usd", "cost (USD)", 4),
+    ("cost_per_case", "cost / case (USD)", 5),
+    ("wall_s", "wall (s)", 1),
+    ("wall_per_case_s", "wall / case (s)", 2),
+    ("model_s", "model (s)", 1),
+    ("model_per_case_s", "model / case (s)", 2),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Small pieces
+
+
+def _num(value: Any, decimals: int = 2, signed: bool = False) -> str:
+    number = as_number(value)
+    if number is None:
+        return "n/a"
+    return f"{number:+.{decimals}f}" if signed else f"{number:.{decimals}f}"
+
+
+def _span(pair: tuple[float, float] | None) -> str:
+    return "" if pair is None else f"[{pair[0]:.2f}, {pair[1]:.2f}]"
+
+
+def _muted(text: str) -> str:
+    return f'<p class="muted">{esc(text)}</p>'
+
+
+def href(target: Any) -> str | None:
+    """A run report's path or URL as a link target, or ``None`` when it cannot be one.
+
+    A path is percent-encoded (spaces, ``#``); a URL keeps its own encoding but only with a
+    scheme in :data:`LINK_SCHEMES`, so a ``javascript:`` or ``data:`` value is never a link.
+    """
+    text = target.strip() if isinstance(target, str) else ""
+    if not text:
+        return None
+    try:
+        scheme = urlsplit(text).scheme.lower()
+    except ValueError:
+        return None
+    if scheme in LINK_SCHEMES:
+        return text
+    if len(scheme) > 1:
+        return None
+    # A plain path (a one-letter "scheme" is a Windows drive).
+    return quote(text.replace("\\", "/"), safe="/:~._-")
+
+
+class _Runs:
+    """The comparison's runs by label: their index (for colours and matrix columns) and link."""
+
+    def __init__(self, comparison: Mapping[str, Any]) -> None:
+        self.runs = [as_map(r) for r in as_list(comparison.get("runs"))]
+        self.labels = [str(r.get("label")) for r in self.runs]
+        self.index = {label: i for i, label in reversed(list(enumerate(self.labels)))}
+        self.reference = str(comparison.get("reference"))
+
+    def link(self, label: str) -> str:
+        """The label as HTML, linked to the run's own report when there is one."""
+        text = esc(label)
+        index = self.index.get(label)
+        target = href(self.runs[index].get("html")) if index is not None else None
+        if target is None:
+            return text
+        return f'<a class="run-link" href="{esc(target)}">{text}</a>'
+
+    def badge(self, label: str) -> str:
+        """The run's number (its matrix column), and ``reference`` for the reference run."""
+        index = self.index.get(label)
+        parts = [] if index is None else [f'<span class="run-no">{index + 1}</span>']
+        if label == self.reference:
+            parts.append('<span class="ref">reference</span>')
+        return " ".join(parts)
+
+
+def _table(
+    caption: str, headers: Sequence[str], rows: Sequence[str], cls: str = "cmp-table"
+) -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    return (
+        f'<table class="{cls}"><caption>{esc(caption)}</caption>'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+
+
+def header_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+    """The comparison's facts, its notes and the list of runs."""
+    dataset = as_map(comparison.get("dataset"))
+    facts = [
+        ("dataset", dataset.get("path", "n/a")),
+        ("dataset sha256", dataset.get("sha256", "n/a")),
+        ("queries", dataset.get("queries", "n/a")),
+        ("runs", len(runs.runs)),
+        ("reference", comparison.get("reference", "n/a")),
+        ("interval level", comparison.get("level", "n/a")),
+        ("bootstrap samples", comparison.get("samples", "n/a")),
+        ("created", comparison.get("created_at", "n/a")),
+        ("pytest-gta", comparison.get("pytest_gta", "n/a")),
+    ]
+    dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
+    notes = [str(n) for n in as_list(comparison.get("notes"))]
+    notes_html = (
+        '<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"
+        if notes
+        else ""
+    )
+    rows = []
+    for i, run in enumerate(runs.runs):
+        label = runs.labels[i]
+        identity = as_map(run.get("identity"))
+        git = as_map(identity.get("git"))
+        commit = str(git.get("short") or "") + (" (dirty)" if git.get("dirty") else "")
+        how = f"agent {run['agent']}" if run.get("agent") else run.get("protocol")
+        rows.append(
+            f'<tr><td>{i + 1}</td><td class="text">{runs.link(label)} '
+            f"{runs.badge(label) if label == runs.reference else ''}</td>"
+            f'<td class="text">{esc(run.get("model", "n/a"))}</td>'
+            f'<td class="text">{esc(how or "n/a")}</td>'
+            f'<td class="text">{esc(", ".join(str(m) for m in as_list(run.get("modes"))))}</td>'
+            f"<td>{esc(run.get('epochs', 'n/a'))}</td><td>{esc(run.get('cases', 'n/a'))}</td>"
+            f'<td class="text">{esc(commit)}</td>'
+            f'<td class="text">{esc(identity.get("started_at") or "")}</td>'
+            f'<td class="src">{esc(", ".join(str(s) for s in as_list(run.get("sources"))))}</td>'
+            "</tr>"
+        )
+    table = (
+        _table(
+            "Runs (the number is the run's column in the per-query matrix)",
+            [
+                "#",
+                "label",
+                "model",
+                "protocol / agent",
+                "modes",
+                "epochs",
+                "cases",
+                "commit",
+                "started",
+                "report file(s)",
+            ],
+            rows,
+        )
+        if rows
+        else _muted("The comparison has no runs.")
+    )
+    return f'<dl class="facts">{dl}</dl>{notes_html}{table}'
+
+
+def table4_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+    """Table 4 per mode: one row per run, then the leaderboard rows; the best in bold."""
+    table4 = as_map(as_map(comparison.get("tables")).get("table4"))
+    parts = []
+    for mode, table in table4.items():
+        table = as_map(table)
+        columns = [str(c) for c in as_list(table.get("columns"))]
+        best = {m: {str(x) for x in as_list(v)} for m, v in as_map(table.get("best")).items()}
+        rows = []
+        for row in (as_map(r) for r in as_list(table.get("rows"))):
+            label = str(row.get("label"))
+            published = row.get("kind") == "leaderboard"
+            values, ci = as_map(row.get("values")), as_map(row.get("ci"))
+            if published:
+                board = row.get("board")
+                name = (
+                    f'{esc(label)} <span class="pub">published'
+                    f"{esc(' ' + str(board)) if board else ''}</span>"
+                )
+            else:
+                name = f"{runs.link(label)} {runs.badge(label)}"
+            cells = []
+            for metric in columns:
+                text = _num(values.get(metric))
+                interval = _span(as_pair(ci.get(metric)))
+                is_best = label in best.get(metric, ()) and text != "n/a"
+                shown = f"<b>{text}</b>" if is_best else text
+                extra = f'<span class="ci">{interval}</span>' if interval else ""
+                cls = ' class="best"' if is_best else ""
+                cells.append(f"<td{cls}>{shown}{extra}</td>")
+            kind = "leaderboard" if published else "run"
+            rows.append(
+                f'<tr class="{kind}" data-label="{esc(label)}"><th scope="row">{name}</th>'
+                f"{''.join(cells)}</tr>"
+            )
+        parts.append(
+            _table(
+                f"Table 4, {mode_title(str(mode))} (percent; best per column in bold; "
+                f"each run's {_level(comparison)} interval below its value)",
+                ["run", *(METRIC_LABELS.get(c, c) for c in columns)],
+                rows,
+                "cmp-table table4",
+            )
+        )
+    if not parts:
+        return _muted("No Table 4: the comparison has no metrics of any mode.")
+    missing = [m for m in MODES if m not in table4]
+    if missing:
+        parts.append(
+            _muted(
+                "No run has "
+                + " or ".join(mode_title(m) for m in missing)
+                + " (--gta-mode="
+                + ",".join(MODES)
+                + " runs both), so its table is left out."
+            )
+        )
+    return "".join(parts)
+
+
+def _level(comparison: Mapping[str, Any]) -> str:
+    level = as_number(comparison.get("level"))
+    return "confidence" if level is None else f"{level * 100:g}%"
+
+
+def table5_html(comparison: Mapping[str, Any]) -> str:
+    """Table 5: the errored calls of each run and mode by type."""
+    table = as_map(as_map(comparison.get("tables")).get("table5"))
+    columns = [str(c) for c in as_list(table.get("columns"))] or list(TABLE5_LABELS)
+    rows = []
+    for row in (as_map(r) for r in as_list(table.get("rows"))):
+        cells = "".join(
+            f"<td>{esc(row.get(c, 'n/a')) if c == 'errored_calls' else _num(row.get(c))}</td>"
+            for c in columns
+        )
+        rows.append(
+            f'<tr><th scope="row">{esc(row.get("label"))}</th>'
+            f'<td class="text">{esc(row.get("mode"))}</td>{cells}</tr>'
+        )
+    if not rows:
+        return _muted("No Table 5: the comparison lists no errored calls.")
+    return _table(
+        "Table 5, error types (percent of errored tool calls)",
+        ["run", "mode", *(TABLE5_LABELS.get(c, c) for c in columns)],
+        rows,
+        "cmp-table table5",
+    )
+
+
+def plots_html(plots: Sequence[Plot], empty: str) -> str:
+    """Figures in the run report's grid, or a sentence when there are none."""
+    if not plots:
+        return _muted(empty)
+    figures = "".join(
+        f'<figure id="{esc(p.slug)}">{p.svg}<figcaption>{esc(p.caption)}</figcaption></figure>'
+        for p in plots
+    )
+    return f'<div class="plots">{figures}</div>'
+
+
+def paired_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+    """Per mode, each run against the reference: difference, interval, p-value, significance."""
+    paired = as_map(comparison.get("paired"))
+    against = as_map(paired.get("runs"))
+    reference = str(paired.get("reference", runs.reference))
+    level = as_number(comparison.get("level"))
+    alpha = 1 - level if level is not None and 0 < level < 1 else 0.05
+    if not against:
+        return _muted(
+            "No paired tests: the comparison has a single run, or none shares queries with "
+            "the reference."
+        )
+    modes: list[str] = []
+    for result in against.values():
+        for mode in as_map(as_map(result).get("metrics")):
+            if mode not in modes:
+                modes.append(str(mode))
+    parts = [
+        _muted(
+            f"Each run against the reference {reference} on the queries both ran: the paired "
+            f"difference (run minus reference) with its {_level(comparison)} bootstrap "
+            f"interval and the p-value of a paired test; significant at p < {alpha:g} in "
+            "colour (green better, red worse)."
+        )
+    ]
+    for mode in modes:
+        metrics: list[str] = []
+        for result in against.values():
+            for metric in as_map(as_map(as_map(result).get("metrics")).get(mode)):
+                if metric not in metrics:
+                    metrics.append(str(metric))
+        rows = []
+        for label, result in against.items():
+            result = as_map(result)
+            table = as_map(as_map(result.get("metrics")).get(mode))
+            if not table:
+                continue
+            flipped = as_map(result.get("flipped"))
+            counts = {
+                k: sum(1 for e in as_list(flipped.get(k)) if as_map(e).get("mode") == mode)
+                for k in ("regressed", "fixed")
+            }
+            matched = as_map(as_map(result.get("cases")).get(mode)).get("matched", "n/a")
+            cells = "".join(_paired_cell(as_map(table.get(m)), alpha) for m in metrics)
+            rows.append(
+                f'<tr><th scope="row">{runs.link(str(label))} {runs.badge(str(label))}</th>'
+                f"<td>{esc(matched)}</td><td>{counts['regressed']}</td><td>{counts['fixed']}</td>"
+                f"{cells}</tr>"
+            )
+        parts.append(
+            _table(
+                f"Paired against {reference}, {mode_title(mode)}",
+                [
+                    "run",
+                    "matched queries",
+                    "regressed",
+                    "fixed",
+                    *(METRIC_LABELS.get(m, m) for m in metrics),
+                ],
+                rows,
+                "cmp-table paired",
+            )
+        )
+    return "".join(parts)
+
+
+def _paired_cell(row: Mapping[str, Any], alpha: float) -> str:
+    difference = as_number(row.get("difference"))
+    if difference is None:
+        return '<td class="na">n/a</td>'
+    p = as_number(row.get("p_value"))
+    significant = p is not None and p < alpha
+    cls = ("sig better" if difference > 0 else "sig worse") if significant else ""
+    interval = _span(as_pair(row.get("ci")))
+    p_text = "p n/a" if p is None else f"p={p:.3g}"
+    mark = ' <span class="sig-mark">significant</span>' if significant else ""
+    return (
+        f'<td class="{cls}" data-p="{esc(p_text)}">{difference:+.2f}'
+        f'<span class="ci">{interval}</span><span class="p">{esc(p_text)}</span>{mark}</td>'
+    )
+
+
+def reliability_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+    """pass^k and pass@k per run and mode, with its flaky queries; or why there are none."""
+    by_mode: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for label, run in zip(runs.labels, runs.runs, strict=True):
+        for mode, rel in as_map(run.get("reliability")).items():
+            by_mode.setdefault(str(mode), []).append((label, as_map(rel)))
+    several = any(
+        (as_number(rel.get("epochs")) or 0) > 1
+        for entries in by_mode.values()
+        for _, rel in entries
+    )
+    if not several:
+        return _muted(
+            "Every run has one epoch: pass^k and pass@k need several samples of each query "
+            "(run with --gta-epochs=N), so there is no reliability to show and no flaky case."
+        )
+    parts = [
+        _muted(
+            "pass^k: the share of queries a run passes in all of k epochs drawn from its "
+            "epochs (tau-bench); pass@k: in at least one (MCPMark). Flaky: queries passed in "
+            "some epochs and failed in others. Percent."
+        )
+    ]
+    for mode, entries in by_mode.items():
+        top = max(int(as_number(rel.get("epochs")) or 1) for _, rel in entries)
+        if top < 2:
+            parts.append(_muted(f"Every run has one epoch in {mode_title(mode)}."))
+            continue
+        ks = [str(k) for k in range(1, min(top, 50) + 1)]
+        rows = []
+        for label, rel in entries:
+            hats, ats = as_map(rel.get("pass_hat_k")), as_map(rel.get("pass_at_k"))
+            flaky = [str(q) for q in as_list(rel.get("flaky"))]
+            cells = "".join(f"<td>{_num(hats.get(k))}</td>" for k in ks)
+            cells += "".join(f"<td>{_num(ats.get(k))}</td>" for k in ks)
+            listed = (
+                f"<details><summary>{len(flaky)}</summary>"
+                f'<span class="ids">{esc(", ".join(flaky))}</span></details>'
+                if flaky
+                else "0"
+            )
+            rows.append(
+                f'<tr><th scope="row">{runs.link(label)} {runs.badge(label)}</th>'
+                f"<td>{esc(rel.get('epochs', 'n/a'))}</td>{cells}<td>{listed}</td></tr>"
+            )
+        parts.append(
+            _table(
+                f"Reliability, {mode_title(mode)}",
+                [
+                    "run",
+                    "epochs",
+                    *(f"pass^{k}" for k in ks),
+                    *(f"pass@{k}" for k in ks),
+                    "flaky queries",
+                ],
+                rows,
+                "cmp-table reliability",
+            )
+        )
+    parts.append(
+        plots_html(reliability_plots(comparison), "No run has several epochs in any mode.")
+    )
+    return "".join(parts)
+
+
+def cost_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+    """Each run's tokens, cost and time per case, the fronts as plots, what was left out."""
+    fronts = as_map(comparison.get("front"))
+    on_front = {
+        kind: {str(x) for x in as_list(as_map(fronts.get(kind)).get("front"))}
+        for kind in ("cost", "time")
+    }
+    rows = []
+    for label, run in zip(runs.labels, runs.runs, strict=True):
+        cost = as_map(run.get("cost"))
+        cells = "".join(
+            f"<td>{_num(cost.get(key), decimals)}</td>" for key, _, decimals in COST_COLUMNS
+        )
+        marks = ", ".join(kind for kind in ("cost", "time") if label in on_front[kind])
+        rows.append(
+            f'<tr><th scope="row">{runs.link(label)} {runs.badge(label)}</th>{cells}'
+            f"<td>{esc(marks)}</td></tr>"
+        )
+    parts = []
+    if rows:
+        parts.append(
+            _table(
+                "Cost and latency (per case: over the run's cases, every mode and epoch)",
+                ["run", *(name for _, name, _ in COST_COLUMNS), "on the front"],
+                rows,
+                "cmp-table cost",
+            )
+        )
+    left_out = []
+    for kind in ("cost", "time"):
+        for label, reason in as_map(as_map(fronts.get(kind)).get("left_out")).items():
+            left_out.append(f"{label}: left out of the {kind} front: {reason}")
+    if left_out:
+        parts.append('<ul class="left-out">' + "".join(f"<li>{esc(t)}</li>" for t in left_out))
+        parts.append("</ul>")
+    parts.append(
+        plots_html(
+            front_plots(comparison),
+            "No front to draw: no run has both an end-to-end AnsAcc and a known cost or time "
+            "per case (a cost needs prices: the model catalog's or --gta-price).",
+        )
+    )
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# The per-query matrix
+
+
+def _cell(cell: Mapping[str, Any], versus: Any) -> str:
+    """One run's result on one query: outcome (one epoch) or passed/epochs; flips outlined."""
+    epochs = as_number(cell.get("epochs"))
+    passed = as_number(cell.get("passed"))
+    outcome = cell.get("outcome")
+    if epochs is not None and epochs > 1 and passed is not None:
+        cls = "P" if passed >= epochs else "F" if passed <= 0 else "M"
+        text = f"{passed:g}/{epochs:g}"
+    elif isinstance(outcome, str) and outcome in CELLS:
+        cls, text = CELLS[outcome]
+    else:
+        cls, text = "N", ""
+    if versus == "regressed":
+        cls += " rg"
+    elif versus == "fixed":
+        cls += " fx"
+    return f'<td class="{cls}">{text}</td>'
+
+
+def _group_row(group: Mapping[str, Any], labels: Sequence[str], cls: str) -> str:
+    """A group's summary: each run's passed cases, ``passed/cases`` where epochs multiply them."""
+    passed, cases = as_map(group.get("passed")), as_map(group.get("cases"))
+    queries = group.get("queries", "n/a")
+    cells = []
+    for label in labels:
+        count, total = passed.get(label, ""), cases.get(label)
+        if total == 0:
+            shown = ""  # the run did not run this mode
+        else:
+            shown = f"{count}/{total}" if total not in (None, queries) else f"{count}"
+        cells.append(f"<td>{esc(shown)}</td>")
+    name = f"{group.get('name')} ({queries} queries; passed per run)"
+    return f'<tr class="{cls}"><th scope="row" colspan="2">{esc(name)}</th>{"".join(cells)}</tr>'
+
+
+def matrix_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+    """Per mode, a row per query grouped by query type, a column per run; category totals."""
+    matrix = as_map(comparison.get("matrix"))
+    labels = [str(x) for x in as_list(matrix.get("runs"))] or runs.labels
+    queries = [as_map(q) for q in as_list(matrix.get("queries"))]
+    if not queries:
+        return _muted("No per-query matrix: the comparison lists no query.")
+    groups = [as_map(g) for g in as_list(matrix.get("groups"))]
+    modes = list(dict.fromkeys(str(q.get("mode")) for q in queries))
+    head = "".join(
+        f'<th class="run" title="{esc(label)}">{runs.index.get(label, i) + 1}</th>'
+        for i, label in enumerate(labels)
+    )
+    tags = {c: c[0].upper() for c in CATEGORY_NAMES}
+    flips = sum(bool(q.get("flip")) for q in queries)
+    parts = [
+        _muted(
+            "One row per query and mode, one column per run (numbered as in the runs table; "
+            "hover for the label). \u2713 passed, \u2717 failed, E error, s skipped, blank not "
+            "run; with epochs, passed/epochs. Rows whose pass/fail differs across runs are "
+            "flips (marked); a cell outlined red regressed against the reference, green was "
+            "fixed. Categories: P perception, O operation, L logic, C creativity."
+        ),
+        '<input type="checkbox" id="only-flips" class="only-flips">'
+        f'<label for="only-flips">show only the {flips} flipped rows</label>',
+    ]
+    for mode in modes:
+        rows = []
+        in_mode = [q for q in queries if str(q.get("mode")) == mode]
+        types = list(dict.fromkeys([*QUERY_TYPES, *(str(q.get("type")) for q in in_mode)]))
+        for qtype in types:
+            members = [q for q in in_mode if str(q.get("type")) == qtype]
+            if not members:
+                continue
+            summary = next(
+                (
+                    g
+                    for g in groups
+                    if str(g.get("mode")) == mode
+                    and g.get("by") == "type"
+                    and str(g.get("name")) == qtype
+                ),
+                {"name": qtype, "queries": len(members), "passed": {}},
+            )
+            rows.append(_group_row(summary, labels, "group"))
+            for query in members:
+                cells = as_map(query.get("cells"))
+                versus = as_map(query.get("versus_reference"))
+                cats = [str(c) for c in as_list(query.get("categories"))]
+                tag = "".join(tags.get(c, "?") for c in cats)
+                qid = str(query.get("query_id"))
+                flip = " flipped" if query.get("flip") else ""
+                row_cells = "".join(
+                    _cell(as_map(cells.get(label)), versus.get(label)) for label in labels
+                )
+                rows.append(
+                    f'<tr class="q{flip}" data-q="{esc(qid)}"><th scope="row">{esc(qid)}</th>'
+                    f'<td class="cats" title="{esc(", ".join(cats))}">{esc(tag)}</td>'
+                    f"{row_cells}</tr>"
+                )
+        by_category = [
+            g for g in groups if str(g.get("mode")) == mode and g.get("by") == "category"
+        ]
+        category_rows = "".join(_group_row(g, labels, "group") for g in by_category)
+        parts.append(
+            f'<div class="matrix-wrap"><table class="matrix" data-mode="{esc(mode)}">'
+            f"<caption>Per-query results, {esc(mode_title(mode))} "
+            f"({len(in_mode)} queries)</caption>"
+            f'<thead><tr><th class="qid">query</th><th>cat.</th>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>"
+        )
+        if category_rows:
+            parts.append(
+                f'<table class="matrix by-category"><caption>By tool category, '
+                f"{esc(mode_title(mode))} (a query counts in each category it calls)</caption>"
+                f'<thead><tr><th colspan="2">category</th>{head}</tr></thead>'
+                f"<tbody>{category_rows}</tbody></table>"
+            )
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# The page
+
+
+def render_comparison_html(comparison: Mapping[str, Any]) -> str:
+    """The whole page (see the module docstring)."""
+    if not isinstance(comparison, Mapping):
+        comparison = {}
+    runs = _Runs(comparison)
+    sections = [
+        ("runs", "Runs", header_html(comparison, runs)),
+        (
+            "tables",
+            "Tables",
+            table4_html(comparison, runs) + table5_html(comparison),
+        ),
+        (
+            "plots",
+            "Metrics per run",
+            plots_html(metric_plots(comparison), "No metric to plot."),
+        ),
+        ("paired", "Paired tests against the reference", paired_html(comparison, runs)),
+        ("reliability", "Reliability across epochs", reliability_html(comparison, runs)),
+        ("cost", "Cost and latency", cost_html(comparison, runs)),
+        ("matrix", "Per-query matrix", matrix_html(comparison, runs)),
+    ]
+    nav = " ".join(
+        f'<a href="#{key}">{esc(title.split()[0].lower())}</a>' for key, title, _ in sections
+    )
+    body = "".join(
+        f'<section id="{key}"><h2>{esc(title)}</h2>{html}</section>'
+        for key, title, html in sections
+    )
+    title = f"GTA comparison: {len(runs.runs)} run(s)"
+    page = (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'
+        f"<title>{esc(title)}</title>"
+        f"<style>{asset('report.css')}{asset('runs.css')}</style></head>"
+        f"<body><header><h1>{esc(title)}</h1><nav>{nav}</nav></header>"
+        f"<main>{body}</main></body></html>\n"
+    )
+    return _SURROGATES.sub("\ufffd", page)
