@@ -102,7 +102,11 @@ def refused(pytester: pytest.Pytester, *args: str) -> str:
 def test_one_row_per_run_with_each_reports_numbers_and_leaderboard_rows(pytester, made):
     names = place(pytester, made, "oracle", "mock_a", "mock_b", "opencompass")
     result, comparison = compare(
-        pytester, *names, "--gta-leaderboard-rows=2026-02", "--gta-report-md=cmp.md"
+        pytester,
+        *names,
+        "--gta-leaderboard-rows=2026-02",
+        "--gta-report-md=cmp.md",
+        "--gta-report-html=cmp.html",
     )
     labels = [
         "oracle [react]",
@@ -140,6 +144,11 @@ def test_one_row_per_run_with_each_reports_numbers_and_leaderboard_rows(pytester
     for label in labels:
         assert label in markdown
     assert f"written to {pytester.path / 'cmp.md'}" in text
+    page = (pytester.path / "cmp.html").read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    for label in labels:
+        assert label in page
+    assert 'href="oracle.html"' in page  # the oracle's own page, beside its report
 
 
 def test_a_directory_is_ordered_by_the_runs_dates_and_skips_other_json(pytester, made):
@@ -245,6 +254,10 @@ def test_a_run_html_report_beside_its_json_is_linked(pytester, made):
     names = place(pytester, made, "oracle", "mock_a")
     _, comparison = compare(pytester, *names)
     assert [run["html"] for run in comparison["runs"]] == [str(pytester.path / "oracle.html"), None]
+    # from the comparison's page: relative to where it is written
+    _, comparison = compare(pytester, *names, "--gta-report-html=pages/cmp.html")
+    assert [run["html"] for run in comparison["runs"]] == ["../oracle.html", None]
+    assert 'href="../oracle.html"' in (pytester.path / "pages" / "cmp.html").read_text()
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,7 @@ from pytest_gta.report.merge import (
     merge_reports,
 )
 from pytest_gta.report.runs import RunInput, build_comparison
+from pytest_gta.report.runs_html import render_comparison_html
 from pytest_gta.report.runs_text import render_markdown, render_text
 from pytest_gta.report.schema import (
     ABSENT,
@@ -556,6 +557,14 @@ def comparison_outputs(comparison: Mapping[str, Any], settings: GtaSettings) -> 
         outputs.append(
             Output(
                 settings.report_md, lambda: render_markdown(comparison), option="--gta-report-md"
+            )
+        )
+    if settings.report_html is not None:
+        outputs.append(
+            Output(
+                settings.report_html,
+                lambda: render_comparison_html(comparison),
+                option="--gta-report-html",
             )
         )
     summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
