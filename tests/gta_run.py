@@ -43,6 +43,25 @@ REPORT = "gta.json"
 ISOLATED = ("-p", "no:cacheprovider", "-p", "no:randomly")
 
 
+#: Report keys whose values are clock readings: two runs of the same cases differ only there.
+TIMED_KEYS = frozenset(
+    {"duration", "duration_s", "timings", "model_s", "gta_model_s", "started_at", "finished_at"}
+)
+
+
+def untimed(value: Any) -> Any:
+    """``value`` (a report or a part of one) without :data:`TIMED_KEYS`, at any depth.
+
+    For tests that compare two runs of the same cases (serial and xdist, shards and their
+    merge): the numbers must be equal, the seconds cannot be.
+    """
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k not in TIMED_KEYS}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
 def read_report(path: Path) -> dict[str, Any]:
     """A JSON report as written by ``--gta-report`` (or ``--gta-merge``)."""
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))

@@ -161,6 +161,8 @@ def test_model_traffic_goes_through_the_proxy(pytester, sample_dataset):
         assert "Thought" in exchange["reply"]
         assert case["properties"]["gta_model_calls"] == 1
         assert case["properties"]["gta_tokens_in"] > 0
+        # The agent's model time is its requests' through the proxy.
+        assert case["properties"]["gta_model_s"] == pytest.approx(exchange["duration"], abs=1e-6)
 
 
 def test_command_agent_answer_file(pytester, agent_env):

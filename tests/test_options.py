@@ -34,6 +34,7 @@ TWINS = {
     "--gta-report-md": "gta_report_md",
     "--gta-report-html": "gta_report_html",
     "--gta-report-html-max-mb": "gta_report_html_max_mb",
+    "--gta-label": "gta_label",
     "--gta-limit": "gta_limit",
     "--gta-ids": "gta_ids",
     "--gta-recorded-root": "gta_recorded_root",

@@ -30,6 +30,7 @@ from pytest_gta.run.context import RunContext
 from pytest_gta.run.pipeline import Pipeline, Stopped
 from pytest_gta.session.xdist import ahead_scheduling
 from pytest_gta.types import ModelOutput, ModelRequest
+from tests.gta_run import untimed
 from tests.oracle_server import OracleServer
 from tests.run_context import run_context
 
@@ -75,7 +76,7 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
         {k: case[k] for k in ("id", "outcome", "score", "steps", "replies", "properties")}
         for case in report["cases"]
     ]
-    return {"cases": cases, **{k: report[k] for k in keys}}
+    return untimed({"cases": cases, **{k: report[k] for k in keys}})
 
 
 def test_results_do_not_depend_on_concurrency_or_xdist(pytester, oracle):

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import FAST_SIM, SAMPLE
 from pytest_gta import hookspecs
-from tests.gta_run import REPORT, SAMPLE_DATA, gta, read_report
+from tests.gta_run import REPORT, SAMPLE_DATA, gta, read_report, untimed
 
 OBJECTIVE = 9  # queries 0-6, 15 and 16 of the sample
 ALL = 17
@@ -98,10 +98,7 @@ def test_same_numbers_with_and_without_xdist(pytester):
     assert a["metrics"] == b["metrics"]
     assert a["errors"] == b["errors"]
 
-    def strip(cases):
-        return [{k: v for k, v in c.items() if k != "duration"} for c in cases]
-
-    assert strip(a["cases"]) == strip(b["cases"])
+    assert untimed(a["cases"]) == untimed(b["cases"])
 
 
 def test_collects_stable_ids_without_a_test_file(pytester):

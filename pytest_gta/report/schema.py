@@ -554,7 +554,7 @@ class _Reader:
             raise self.fail(f"{name} is {_kind(value)}, not a text{self.hint}")
         problem = label_problem(value)
         if problem is not None:
-            raise self.fail(f"{name} is {show_value(value)}: {problem}{self.hint}")
+            raise self.fail(f"{name} is {show_value(repr(value))}: {problem}{self.hint}")
         return value
 
     def date(self, obj: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -562,7 +562,7 @@ class _Reader:
         value: str | None = self.text(obj, key, where, null=True)
         if value is not None and parse_utc(value) is None:
             raise self.fail(
-                f"{where}{key} is {show_value(value)}, not an ISO 8601 date with a time zone"
+                f"{where}{key} is {show_value(repr(value))}, not an ISO 8601 date with a time zone"
                 f"{self.hint}"
             )
         return value
@@ -576,10 +576,13 @@ class _Reader:
         short = self.text(raw, "short", where)
         hexdigits = "0123456789abcdef"
         if len(commit) not in (40, 64) or not all(c in hexdigits for c in commit):
-            raise self.fail(f"{where}commit is {show_value(commit)}, not a git commit{self.hint}")
+            raise self.fail(
+                f"{where}commit is {show_value(repr(commit))}, not a git commit{self.hint}"
+            )
         if not short or not commit.startswith(short):
             raise self.fail(
-                f"{where}short is {show_value(short)}, not an abbreviation of the commit{self.hint}"
+                f"{where}short is {show_value(repr(short))}, not an abbreviation of the commit"
+                f"{self.hint}"
             )
         return {
             "commit": commit,
