@@ -243,6 +243,18 @@ def test_an_unknown_reference_lists_the_labels(pytester, made):
     assert list(comparison["paired"]["runs"]) == ["oracle [react]"]
 
 
+def test_the_tables_are_appended_to_the_github_job_summary(pytester, made, monkeypatch):
+    summary = pytester.path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    names = place(pytester, made, "oracle", "mock_b")
+    compare(pytester, *names)
+    text = summary.read_text()
+    assert text.startswith("earlier step\n")
+    assert "oracle [react]" in text
+    assert "mock:script_b.json [react]" in text
+
+
 def test_an_unknown_leaderboard_name_is_a_usage_error(pytester, made):
     names = place(pytester, made, "oracle")
     message = refused(pytester, *names, "--gta-leaderboard-rows=2026-02,gtp-4o")

@@ -66,7 +66,12 @@ from pytest_gta.report.schema import (
     parse_report,
     show_value,
 )
-from pytest_gta.session.finish import STEP_SUMMARY_ENV, Output, find_dataset, write_outputs
+from pytest_gta.session.finish import (
+    Output,
+    find_dataset,
+    step_summary_output,
+    write_outputs,
+)
 
 #: How the reader's messages say where compared reports come from.
 COMPARE_HOW = "--gta-compare reads the --gta-report files of the runs it compares"
@@ -567,16 +572,9 @@ def comparison_outputs(comparison: Mapping[str, Any], settings: GtaSettings) -> 
                 option="--gta-report-html",
             )
         )
-    summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
-    if summary:
-        outputs.append(
-            Output(
-                Path(summary),
-                lambda: render_markdown(comparison) + "\n",
-                append=True,
-                option=f"${STEP_SUMMARY_ENV}",
-            )
-        )
+    summary = step_summary_output(lambda: render_markdown(comparison))
+    if summary is not None:
+        outputs.append(summary)
     return outputs
 
 

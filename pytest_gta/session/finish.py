@@ -76,17 +76,20 @@ def report_outputs(report: RunReport, json_path: Path | None, md_path: Path | No
         outputs.append(Output(json_path, lambda: dump_report(report), option="--gta-report"))
     if md_path is not None:
         outputs.append(Output(md_path, lambda: render_markdown(report), option="--gta-report-md"))
-    summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
-    if summary:
-        outputs.append(
-            Output(
-                Path(summary),
-                lambda: render_markdown(report) + "\n",
-                append=True,
-                option=f"${STEP_SUMMARY_ENV}",
-            )
-        )
+    summary = step_summary_output(lambda: render_markdown(report))
+    if summary is not None:
+        outputs.append(summary)
     return outputs
+
+
+def step_summary_output(markdown: Callable[[], str]) -> Output | None:
+    """GitHub Actions' job summary (``$GITHUB_STEP_SUMMARY``), appended to, when it is set."""
+    summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
+    if not summary:
+        return None
+    return Output(
+        Path(summary), lambda: markdown() + "\n", append=True, option=f"${STEP_SUMMARY_ENV}"
+    )
 
 
 def html_output(
