@@ -53,7 +53,12 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory, sample_dataset: Any) -> P
     """Four real runs of the sample, each with its JSON report (the oracle's with its page)."""
     where = tmp_path_factory.mktemp("runs")
     gta_process(
-        where, SAMPLE_DATA, ORACLE, BOTH_MODES, FAST_SIM, "--gta-report-html=oracle.html",
+        where,
+        SAMPLE_DATA,
+        ORACLE,
+        BOTH_MODES,
+        FAST_SIM,
+        "--gta-report-html=oracle.html",
         report="oracle.json",
     )
     script = {
