@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.outward import Cleaner
 from pytest_gta.session.compare_cli import CompareSettings, comparison_of, find_reports
 from tests.gta_run import (
     BOTH_MODES,
@@ -174,6 +175,7 @@ def test_a_directory_is_ordered_by_the_runs_dates_and_skips_other_json(pytester,
     undated = read_report(made / "mock_a.json")
     del undated["label"], undated["identity"]  # a report from before identities: first
     (history / "undated.json").write_text(json.dumps(undated))
+    shutil.copy(made / "oracle.html", history / "y.html")  # the oracle's page, beside y.json
     (history / "cmp.json").write_text(json.dumps({"schema": "pytest-gta-comparison/1"}))
     (history / "notes.json").write_text("not json")
     (history / "readme.txt").write_text("not a report")
@@ -188,6 +190,7 @@ def test_a_directory_is_ordered_by_the_runs_dates_and_skips_other_json(pytester,
         ["history/z.json"],
         ["history/y.json"],
     ]
+    assert [run["html"] for run in comparison["runs"]] == [None, None, str(history / "y.html")]
     notes = comparison["notes"]
     assert (
         "history/cmp.json: skipped, not a pytest-gta report (schema pytest-gta-comparison/1)"
@@ -358,7 +361,9 @@ def test_property_a_mutated_report_is_compared_or_a_usage_error(
     except GtaUsageError as exc:
         message = str(exc)
     else:
-        json.dumps(comparison, allow_nan=False)
+        # what the command writes: cleaned as every file that leaves is (a hand-made setting of
+        # Infinity is copied with the settings, and written as null)
+        json.dumps(Cleaner().value(comparison), allow_nan=False)
         return
     # names the file (a dataset that differs: both files), or the option
     assert str(bad) in message or message.startswith("--gta-compare"), message

@@ -98,6 +98,8 @@ class Found:
     """The reports the paths hold, in comparison order, and what was skipped on the way."""
 
     reports: list[ReportFile] = field(default_factory=list)
+    #: Each report's file, absolute, by its label (where a run's own page is looked for).
+    files: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -255,6 +257,7 @@ def _read_candidate(path: Path, label: str, found: Found) -> None:
         return
     # A report of ours: a bad field is the user's to fix, not something to skip quietly.
     found.reports.append(parse_report(label, data, COMPARE_HOW))
+    found.files[label] = path
     check_copied(found.reports[-1])
 
 
@@ -291,8 +294,10 @@ def find_reports(paths: Sequence[Path], given: Sequence[str]) -> Found:
             inner = _in_directory(path, label)
             found.reports.extend(inner.reports)
             found.notes.extend(inner.notes)
+            found.files.update(inner.files)
         else:
             found.reports.append(load_report(path, label, COMPARE_HOW))
+            found.files[label] = path
             check_copied(found.reports[-1])
     return found
 
@@ -425,16 +430,15 @@ def setting_notes(runs: Sequence[Run]) -> list[str]:
     return notes
 
 
-def html_beside(run: Run, page: Path | None) -> str | None:
+def html_beside(run: Run, source: Path | None, page: Path | None) -> str | None:
     """The run's own HTML report, as a link from the comparison page (absolute without one).
 
     The path the report recorded (``settings.report_html``), else the report's file with
     ``.html`` for ``.json``; a merged run's shards have none of their own worth linking.
     """
-    if len(run.parts) != 1:
+    if len(run.parts) != 1 or source is None:
         return None
     recorded = run.report.get("settings", {}).get("report_html")
-    source = Path(run.parts[0].label).absolute()
     candidate = (
         Path(recorded) if isinstance(recorded, str) and recorded else source.with_suffix(".html")
     )
@@ -506,7 +510,7 @@ def run_inputs(
             sources=run.sources,
             report=run.report,
             records=run.records,
-            html=html_beside(run, settings.page),
+            html=html_beside(run, found.files.get(run.parts[0].label), settings.page),
         )
         for run in runs
     ]
