@@ -118,6 +118,9 @@ OPT_DATA_INFO = "--gta-data-info"
 OPT_SANDBOX = "--gta-sandbox"
 OPT_SHARD = "--gta-shard"
 OPT_MERGE = "--gta-merge"
+OPT_COMPARE = "--gta-compare"
+OPT_COMPARE_REF = "--gta-compare-ref"
+OPT_LEADERBOARD_ROWS = "--gta-leaderboard-rows"
 OPT_EPOCHS = "--gta-epochs"
 OPT_BASELINE = "--gta-baseline"
 OPT_BASELINE_LENIENT = "--gta-baseline-lenient"
@@ -703,6 +706,21 @@ def parse_agent_timeout(value: str) -> float:
     return _number(value, OPT_AGENT_TIMEOUT, hint, minimum=low, maximum=high)
 
 
+def parse_leaderboard_rows(value: str) -> tuple[str, ...]:
+    """``BOARD|NAME[,...]``: the leaderboard rows set below ``--gta-compare``'s runs.
+
+    Only split here: whether a name is a board or a model is the leaderboard's to say, and
+    the comparison names the boards and close model names when one is neither.
+    """
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    if not names:
+        raise usage_error(
+            f"{OPT_LEADERBOARD_ROWS}={shown(value)}: give leaderboard boards (every row of "
+            "one, e.g. 2026-02) or model names, separated by commas"
+        )
+    return names
+
+
 def parse_text(value: str) -> str:
     """Any non-empty text."""
     if not value.strip():
@@ -1156,6 +1174,31 @@ OPTIONS: tuple[OptionSpec, ...] = (
         kind="paths",
     ),
     OptionSpec(
+        OPT_COMPARE,
+        "REPORT",
+        "set runs side by side from their --gta-report files or directories of them (the "
+        "paper's tables with one row per run, paired tests, the per-query matrix, "
+        "reliability, cost and time; --gta-report, --gta-report-md, --gta-report-html), then "
+        "exit",
+        kind="paths",
+    ),
+    OptionSpec(
+        OPT_COMPARE_REF,
+        "LABEL",
+        "the run of --gta-compare that the others are tested against, by label (default: the "
+        "first)",
+        setting="compare_ref",
+    ),
+    OptionSpec(
+        OPT_LEADERBOARD_ROWS,
+        "BOARD|NAME,...",
+        "published leaderboard rows below --gta-compare's runs: a board (e.g. 2026-02, every "
+        "row) or model names (each one's newest row)",
+        parse=parse_leaderboard_rows,
+        default=(),
+        setting="leaderboard_rows",
+    ),
+    OptionSpec(
         OPT_CONFIDENCE,
         "LEVEL",
         f"confidence level of the metrics' intervals (default: {DEFAULT_CONFIDENCE:g})",
@@ -1416,6 +1459,10 @@ class GtaSettings:
     agent_env: tuple[str, ...] = ()
     #: ``--gta-agent-timeout``: seconds one case's agent may run.
     agent_timeout: float = DEFAULT_AGENT_TIMEOUT
+    #: ``--gta-compare-ref``: the reference run's label (``None``: the first run).
+    compare_ref: str | None = None
+    #: ``--gta-leaderboard-rows``: boards and model names, as given.
+    leaderboard_rows: tuple[str, ...] = ()
     #: ``--gta-label``: the run's name in its report (``None``: the default label).
     label: str | None = None
 

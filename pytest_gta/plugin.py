@@ -113,13 +113,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    """Commands that run instead of a session: data, ``--gta-merge``, ``--gta-mcp-serve``."""
+    """Commands that run instead of a session: data, ``--gta-merge``, ``--gta-compare``, MCP."""
     if config.getoption("gta_mcp_serve"):
         served: int = _mcp_command().run(config)
         return served
     if config.getoption("gta_merge"):
         merged: int = _session_layer().merge(config)
         return merged
+    if config.getoption("gta_compare"):
+        compared: int = _session_layer().compare(config)
+        return compared
     if not any(
         config.getoption(name) for name in ("gta_download", "gta_data_info", "gta_record_manifest")
     ):

@@ -120,8 +120,11 @@ def check_same_run(reports: Sequence[ReportFile]) -> None:
             seen_cases[case_id] = report.label
 
 
-def coverage_warnings(reports: Sequence[ReportFile]) -> list[str]:
-    """Shards missing from a split, and shards' cases without a result."""
+def coverage_warnings(reports: Sequence[ReportFile], command: str = "--gta-merge") -> list[str]:
+    """Shards missing from a split, and shards' cases without a result.
+
+    ``command`` is the option the shards were given to (``--gta-compare`` merges them too).
+    """
     warnings = []
     shards = [s for r in reports if (s := r.shard) is not None]
     if shards:
@@ -134,7 +137,7 @@ def coverage_warnings(reports: Sequence[ReportFile]) -> list[str]:
             if total - len(given) > len(missing):
                 names += f" and {total - len(given) - len(missing):,} more"
             warnings.append(
-                f"shard(s) {names} not given to --gta-merge: the merged report covers only the "
+                f"shard(s) {names} not given to {command}: the merged report covers only the "
                 "cases of the shards given"
             )
     for report in reports:

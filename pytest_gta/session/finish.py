@@ -81,17 +81,20 @@ def report_outputs(report: RunReport, json_path: Path | None, md_path: Path | No
         outputs.append(Output(json_path, lambda: dump_report(report), option="--gta-report"))
     if md_path is not None:
         outputs.append(Output(md_path, lambda: render_markdown(report), option="--gta-report-md"))
-    summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
-    if summary:
-        outputs.append(
-            Output(
-                Path(summary),
-                lambda: render_markdown(report) + "\n",
-                append=True,
-                option=f"${STEP_SUMMARY_ENV}",
-            )
-        )
+    summary = step_summary_output(lambda: render_markdown(report))
+    if summary is not None:
+        outputs.append(summary)
     return outputs
+
+
+def step_summary_output(markdown: Callable[[], str]) -> Output | None:
+    """GitHub Actions' job summary (``$GITHUB_STEP_SUMMARY``), appended to, when it is set."""
+    summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
+    if not summary:
+        return None
+    return Output(
+        Path(summary), lambda: markdown() + "\n", append=True, option=f"${STEP_SUMMARY_ENV}"
+    )
 
 
 def html_output(
@@ -266,8 +269,17 @@ class Finisher:
 # --gta-merge
 
 
-def find_dataset(config: pytest.Config, reports: Sequence[ReportFile]) -> Dataset:
+def find_dataset(
+    config: pytest.Config,
+    reports: Sequence[ReportFile],
+    *,
+    ran: str = "the shards",
+    command: str = "--gta-merge",
+) -> Dataset:
     """The dataset the shards ran on: ``--gta-data``, else where the report says, else installed.
+
+    ``ran`` and ``command`` are what messages call the reports and the command (``--gta-compare``
+    finds its runs' dataset here too).
 
     Raises:
         GtaUsageError: it is not here (saying how to point at it), or it is another version.
@@ -295,14 +307,14 @@ def find_dataset(config: pytest.Config, reports: Sequence[ReportFile]) -> Datase
             if named.value is not None:
                 raise GtaUsageError(
                     f"{named.origin}={named.value}: no dataset.json in {path}; point it at the "
-                    "dataset the shards ran on"
+                    f"dataset {ran} ran on"
                 ) from None
             continue
         if found != sha:
             if named.value is not None:
                 raise GtaUsageError(
-                    f"{named.origin}={named.value}: its dataset.json has sha256 {found[:16]}, the "
-                    f"shards ran on {sha[:16]}; point it at the dataset the shards ran on"
+                    f"{named.origin}={named.value}: its dataset.json has sha256 {found[:16]}, "
+                    f"{ran} ran on {sha[:16]}; point it at the dataset {ran} ran on"
                 )
             continue
         try:
@@ -310,9 +322,9 @@ def find_dataset(config: pytest.Config, reports: Sequence[ReportFile]) -> Datase
         except DatasetError as exc:
             raise GtaUsageError(f"{exc}\n(dataset from {origin})") from None
     raise GtaUsageError(
-        f"the shards ran on the dataset at {recorded['path']} (dataset.json sha256 {sha[:16]}), "
-        "which is not on this machine: the merge needs it for the cases' order and "
-        "denominators; pass --gta-merge ... --gta-data=DIR with a copy of it"
+        f"{ran} ran on the dataset at {recorded['path']} (dataset.json sha256 {sha[:16]}), "
+        f"which is not on this machine: {command} needs it for the cases' order and "
+        f"denominators; pass {command} ... --gta-data=DIR with a copy of it"
     )
 
 

@@ -44,6 +44,7 @@ from pytest_gta.run.runner import (
 )
 from pytest_gta.session import serve, xdist
 from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, GtaCollector
+from pytest_gta.session.compare_cli import compare_command
 from pytest_gta.session.finish import merge_command
 from pytest_gta.session.html_hooks import PLUGIN_NAME as HTML_PLUGIN
 from pytest_gta.session.html_hooks import GtaHtmlHooks, case_extras
@@ -60,6 +61,11 @@ XDIST_BRIDGE = "gta-xdist"
 def merge(config: pytest.Config) -> int:
     """``pytest --gta-merge REPORT ...``: one report from shards, instead of a session."""
     return merge_command(config)
+
+
+def compare(config: pytest.Config) -> int:
+    """``pytest --gta-compare REPORT_OR_DIR ...``: runs side by side, instead of a session."""
+    return compare_command(config)
 
 
 def make_model_builtin(spec: str, context: ModelContext) -> ModelAdapter | RecordedSource:

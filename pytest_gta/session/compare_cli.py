@@ -1,0 +1,617 @@
+"""``pytest --gta-compare REPORT_OR_DIR ...``: runs side by side, instead of a session.
+
+The comparison itself is pure (:func:`pytest_gta.report.runs.build_comparison`); this command
+finds what it compares. Each path is a ``--gta-report`` file, or a directory whose ``*.json``
+reports are taken oldest first (``identity.started_at``, then the file name), so that a nightly
+job that keeps its reports in one directory shows its trend; other JSON there (the comparison's
+own file, a tool's output) is skipped with a note. Files given one by one keep their order.
+
+Every report is read through the report's one reader
+(:func:`~pytest_gta.report.schema.load_report`), so a bad field is a usage error naming the
+file and the field. Reports on another dataset cannot be compared (a usage error naming both
+files and ``dataset.sha256``); settings that differ between runs (protocol, scoring, turns,
+tools, sampling, epochs, selection) can, and are noted once each, naming the runs. The reports
+of one sharded run (``--gta-shard=K/N``: same model, settings, label and commit) are grouped and
+merged as ``--gta-merge`` merges them (:mod:`pytest_gta.report.merge`) into one run; a missing
+shard is a note. Labels come from the reports (``--gta-label``) and are made unique (``#2``).
+
+The command prints the tables under a ``GTA comparison`` rule, writes ``--gta-report`` (the
+comparison JSON, ``pytest-gta-comparison/1``), ``--gta-report-md``, ``--gta-report-html`` and
+the GitHub job summary, and exits 0; anything it cannot compare is exit status 4.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from pytest_gta.dataset import Dataset
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.jsonsafe import JsonInputError, read_json
+from pytest_gta.options import (
+    OPT_COMPARE,
+    OPT_EPOCHS,
+    RANGES,
+    GtaSettings,
+    resolve_option,
+    resolve_settings,
+)
+from pytest_gta.outward import Cleaner
+from pytest_gta.provenance import parse_utc
+from pytest_gta.report.merge import (
+    SELECTION_SETTINGS,
+    check_same_run,
+    coverage_warnings,
+    merge_reports,
+)
+from pytest_gta.report.runs import RunInput, build_comparison
+from pytest_gta.report.runs_html import render_comparison_html
+from pytest_gta.report.runs_text import render_markdown, render_text
+from pytest_gta.report.schema import (
+    ABSENT,
+    MAX_REPORT_BYTES,
+    SCHEMA_FAMILY,
+    ReportFile,
+    RunReport,
+    identity_of,
+    load_report,
+    parse_report,
+    show_value,
+)
+from pytest_gta.session.finish import (
+    Output,
+    find_dataset,
+    step_summary_output,
+    write_outputs,
+)
+
+#: How the reader's messages say where compared reports come from.
+COMPARE_HOW = "--gta-compare reads the --gta-report files of the runs it compares"
+#: The settings whose differences between runs are noted: (the field as a note names it, its
+#: section: the report's top level, ``settings`` or ``generation``, its key).
+#: Sampling is compared only between runs that generated (the oracle and replays have none).
+NOTED_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("protocol", "", "protocol"),
+    ("settings.sim_model", "settings", "sim_model"),
+    ("settings.sim_threshold", "settings", "sim_threshold"),
+    ("settings.max_turns", "settings", "max_turns"),
+    ("settings.tools", "settings", "tools"),
+    ("settings.generation.temperature", "generation", "temperature"),
+    ("settings.generation.max_tokens", "generation", "max_tokens"),
+    ("settings.generation.seed", "generation", "seed"),
+    ("epochs", "", "epochs"),
+    ("settings.ids", "settings", "ids"),
+    ("settings.limit", "settings", "limit"),
+)
+
+
+@dataclass
+class Found:
+    """The reports the paths hold, in comparison order, and what was skipped on the way."""
+
+    reports: list[ReportFile] = field(default_factory=list)
+    #: Each report's file, absolute, by its label (where a run's own page is looked for).
+    files: dict[str, Path] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Run:
+    """One run to compare: its report (merged from shards) and the files it came from."""
+
+    parts: list[ReportFile]
+    report: RunReport
+    label: str = ""
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The report files as the user named them."""
+        return tuple(part.label for part in self.parts)
+
+    @property
+    def records(self) -> tuple[Any, ...]:
+        """Every case's record, over all the run's shards."""
+        return tuple(record for part in self.parts for record in part.records)
+
+
+# --------------------------------------------------------------------------------------------
+# What the reports say about their run (checked by the reader; older reports' filled in)
+
+
+def run_label(report: Mapping[str, Any]) -> str:
+    """The run's label: ``--gta-label``'s, else ``model [protocol]`` or ``model [agent X]``."""
+    return identity_of(report)["label"]
+
+
+def started_at(report: Mapping[str, Any]) -> datetime | None:
+    """When the run started (``identity.started_at``); ``None``: a report without dates."""
+    text = identity_of(report)["started_at"]
+    return None if text is None else parse_utc(text)
+
+
+def commit(report: Mapping[str, Any]) -> str | None:
+    """The git commit of the project under test, when the run recorded one."""
+    git = identity_of(report)["git"]
+    return None if git is None else git["commit"]
+
+
+# --------------------------------------------------------------------------------------------
+# Finding the reports
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _number_or_null(value: Any) -> bool:
+    return value is None or _is_number(value)
+
+
+def _count_or_null(value: Any) -> bool:
+    return value is None or _is_count(value)
+
+
+def _seconds_or_null(value: Any) -> bool:
+    return value is None or (_is_number(value) and value >= 0)
+
+
+def _epochs(value: Any) -> bool:
+    low, high = RANGES[OPT_EPOCHS]
+    return _is_count(value) and low <= value <= high
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _refuse(report: ReportFile, where: str, value: Any, wanted: str) -> GtaUsageError:
+    shown = "absent" if value is ABSENT else show_value(value)
+    return GtaUsageError(f"{report.label}: {where} is {shown}, not {wanted}; {COMPARE_HOW}")
+
+
+def _check_nested(
+    report: ReportFile, value: Any, where: str, depth: int, test: Callable[[Any], bool], wanted: str
+) -> None:
+    """``value`` is objects ``depth`` deep whose leaves pass ``test``; else a usage error."""
+    if depth:
+        if not isinstance(value, dict):
+            raise _refuse(report, where, value, "an object")
+        for key, inner in value.items():
+            _check_nested(report, inner, f"{where}.{key}", depth - 1, test, wanted)
+    elif not test(value):
+        raise _refuse(report, where, value, wanted)
+
+
+#: What :func:`check_copied` checks: (field, depth of objects, test of the leaves, their kind).
+COPIED_FIELDS: tuple[tuple[str, int, Callable[[Any], bool], str], ...] = (
+    ("metrics", 2, _number_or_null, "a number or null"),
+    ("metrics_ci", 2, _is_object, "an object"),
+    ("pass_rate", 1, _is_number, "a number"),
+    ("errors", 2, _is_count, "a count"),
+    ("tool_calls", 2, _is_count, "a count"),
+    ("outcomes", 1, _is_count, "a count"),
+)
+
+
+def check_copied(report: ReportFile) -> None:
+    """The run's numbers that the comparison copies from its report have the right kinds.
+
+    The report's reader (:func:`~pytest_gta.report.schema.parse_report`) checks what
+    ``--gta-merge`` reads, the cases; a merge computes the tables again, a comparison copies
+    them (so that a run's numbers are its report's), so they are checked here.
+
+    Raises:
+        GtaUsageError: naming the file and the field.
+    """
+    data: Mapping[str, Any] = report.data
+    for name, depth, test, wanted in COPIED_FIELDS:
+        _check_nested(report, data.get(name, ABSENT), name, depth, test, wanted)
+    for mode, intervals in data["metrics_ci"].items():
+        for metric, interval in intervals.items():
+            ends = [interval.get(end, ABSENT) for end in ("low", "high")]
+            for end, value in zip(("low", "high"), ends, strict=True):
+                if not _number_or_null(value):
+                    where = f"metrics_ci.{mode}.{metric}.{end}"
+                    raise _refuse(report, where, value, "a number or null")
+            if (ends[0] is None) != (ends[1] is None):
+                where = f"metrics_ci.{mode}.{metric}"
+                raise _refuse(report, where, interval, "an interval (both ends, or neither)")
+    low, high = RANGES[OPT_EPOCHS]
+    usage = data["usage"]
+    for where, value, test, wanted in (
+        ("epochs", data.get("epochs", 1), _epochs, f"a number of epochs ({low:g} to {high:g})"),
+        ("duration_s", data.get("duration_s"), _seconds_or_null, "seconds"),
+        ("usage.input_tokens", usage.get("input_tokens"), _count_or_null, "a count"),
+        ("usage.output_tokens", usage.get("output_tokens"), _count_or_null, "a count"),
+        ("usage.model_s", usage.get("model_s"), _seconds_or_null, "seconds"),
+    ):
+        if not test(value):
+            raise _refuse(report, where, value, wanted)
+
+
+def _read_candidate(path: Path, label: str, found: Found) -> None:
+    """A directory's ``*.json`` file: a report is read and checked, other JSON skipped."""
+    try:
+        size = path.stat().st_size
+        data = None if size > MAX_REPORT_BYTES else read_json(path)
+    except (OSError, JsonInputError) as exc:
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        found.notes.append(f"{label}: skipped, not readable as JSON ({text})")
+        return
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if data is None or not (isinstance(schema, str) and schema.startswith(SCHEMA_FAMILY)):
+        what = "too large for a report" if data is None else f"schema {show_value(schema)}"
+        found.notes.append(f"{label}: skipped, not a pytest-gta report ({what})")
+        return
+    # A report of ours: a bad field is the user's to fix, not something to skip quietly.
+    found.reports.append(parse_report(label, data, COMPARE_HOW))
+    found.files[label] = path
+    check_copied(found.reports[-1])
+
+
+def _in_directory(directory: Path, given: str) -> Found:
+    """A directory's reports, oldest run first (undated ones, older versions', lead)."""
+    found = Found()
+    try:
+        names = sorted(
+            p.name for p in directory.iterdir() if p.suffix == ".json" and not p.is_dir()
+        )
+    except OSError as exc:
+        raise GtaUsageError(f"{given}: {exc.strerror or exc}; {COMPARE_HOW}") from None
+    for name in names:
+        _read_candidate(directory / name, os.path.join(given, name), found)
+    if not found.reports:
+        raise GtaUsageError(
+            f"{given}: no pytest-gta reports in this directory (its *.json files are read, "
+            f"not its subdirectories); {COMPARE_HOW}"
+        )
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    found.reports.sort(key=lambda r: (started_at(r.data) or epoch, Path(r.label).name))
+    return found
+
+
+def find_reports(paths: Sequence[Path], given: Sequence[str]) -> Found:
+    """Every report the paths name, in comparison order (see the module docstring).
+
+    Raises:
+        GtaUsageError: a file that is not a report, a bad field, an empty directory.
+    """
+    found = Found()
+    for path, label in zip(paths, given, strict=True):
+        if path.is_dir():
+            inner = _in_directory(path, label)
+            found.reports.extend(inner.reports)
+            found.notes.extend(inner.notes)
+            found.files.update(inner.files)
+        else:
+            found.reports.append(load_report(path, label, COMPARE_HOW))
+            found.files[label] = path
+            check_copied(found.reports[-1])
+    return found
+
+
+def check_one_dataset(reports: Sequence[ReportFile]) -> None:
+    """Refuse runs on different datasets: their numbers are not of the same questions.
+
+    Raises:
+        GtaUsageError: naming both files, the field and both values.
+    """
+    first = reports[0]
+    sha = first.data["dataset"]["sha256"]
+    for report in reports[1:]:
+        theirs = report.data["dataset"]["sha256"]
+        if theirs != sha:
+            raise GtaUsageError(
+                f"{report.label}: dataset.sha256 is {show_value(theirs)}, {first.label} has "
+                f"{show_value(sha)}: runs on different datasets cannot be compared; compare "
+                "reports of runs on one dataset (--gta-data)"
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Runs: one per report, or one per sharded run
+
+
+def _shard_key(report: ReportFile) -> str:
+    """What the shards of one run share: model, protocol, dataset, settings, label, commit."""
+    data = report.data
+    shard = report.shard or {}
+    settings = {k: v for k, v in data["settings"].items() if k not in SELECTION_SETTINGS}
+    return json.dumps(
+        [
+            data["model"],
+            data["protocol"],
+            data["dataset"]["sha256"],
+            settings,
+            run_label(data),
+            commit(data),
+            shard.get("total"),
+        ],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def group_runs(reports: Sequence[ReportFile]) -> list[list[ReportFile]]:
+    """The reports grouped into runs, in the order of each run's first report.
+
+    A report without ``shard`` is a run. Shard reports with the same :func:`_shard_key` are one
+    run until a shard index repeats, which starts the next run (last night's 1/2 and 2/2, then
+    tonight's, under one default label).
+    """
+    groups: list[list[ReportFile]] = []
+    open_runs: dict[str, list[ReportFile]] = {}
+    for report in reports:
+        shard = report.shard
+        if shard is None:
+            groups.append([report])
+            continue
+        key = _shard_key(report)
+        group = open_runs.get(key)
+        if group is None or any(
+            (part.shard or {}).get("index") == shard["index"] for part in group
+        ):
+            group = []
+            groups.append(group)
+            open_runs[key] = group
+        group.append(report)
+    return groups
+
+
+def make_run(
+    parts: list[ReportFile], dataset: Dataset, level: float, samples: int
+) -> tuple[Run, list[str]]:
+    """One run from its reports: a shard group merged as ``--gta-merge`` does; its warnings.
+
+    Raises:
+        GtaUsageError: the shards are not of one run (as ``--gta-merge`` refuses them).
+    """
+    if parts[0].shard is None:
+        return Run(parts, parts[0].data), []
+    warnings = coverage_warnings(parts, command=OPT_COMPARE)
+    check_same_run(parts)
+    merged = merge_reports(
+        parts,
+        dataset,
+        warnings,
+        confidence=level,
+        samples=samples,
+    )
+    return Run(parts, merged), warnings
+
+
+def unique_labels(runs: Sequence[Run]) -> None:
+    """Each run's label, the second and later of a name suffixed `` #2``, `` #3``, ..."""
+    taken: set[str] = set()
+    counts: dict[str, int] = {}
+    for run in runs:
+        base = run_label(run.report)
+        label = base
+        while label in taken:
+            counts[base] = counts.get(base, 1) + 1
+            label = f"{base} #{counts[base]}"
+        taken.add(label)
+        run.label = label
+
+
+def setting_notes(runs: Sequence[Run]) -> list[str]:
+    """One note per setting that differs between runs, naming the runs with each value."""
+    notes = []
+    for name, section, key in NOTED_SETTINGS:
+        values: dict[str, list[str]] = {}
+        for run in runs:
+            report = run.report
+            if section == "generation":
+                generation = report.get("settings", {}).get("generation")
+                if not isinstance(generation, Mapping) or key not in generation:
+                    continue
+                value = generation[key]
+            elif section == "settings":
+                value = report.get("settings", {}).get(key)
+            else:
+                value = cast(Mapping[str, Any], report).get(key)
+            shown = show_value(value if value is not None else "none")
+            values.setdefault(shown, []).append(run.label)
+        if len(values) > 1:
+            each = "; ".join(f"{value} ({', '.join(labels)})" for value, labels in values.items())
+            notes.append(f"the runs differ in {name}: {each}")
+    return notes
+
+
+def html_beside(run: Run, source: Path | None, page: Path | None) -> str | None:
+    """The run's own HTML report, as a link from the comparison page (absolute without one).
+
+    The path the report recorded (``settings.report_html``), else the report's file with
+    ``.html`` for ``.json``; a merged run's shards have none of their own worth linking.
+    """
+    if len(run.parts) != 1 or source is None:
+        return None
+    recorded = run.report.get("settings", {}).get("report_html")
+    candidate = (
+        Path(recorded) if isinstance(recorded, str) and recorded else source.with_suffix(".html")
+    )
+    if not candidate.is_absolute():
+        candidate = source.parent / candidate
+    if not candidate.is_file():
+        return None
+    if page is None:
+        return str(candidate)
+    return Path(os.path.relpath(candidate, page.absolute().parent)).as_posix()
+
+
+# --------------------------------------------------------------------------------------------
+# The command
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What :func:`compare` made: the comparison, and how many reports it read."""
+
+    comparison: dict[str, Any]
+    reports: int
+    dataset_root: Path
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """What the comparison takes from the settings (:meth:`of`)."""
+
+    reference: str | None = None
+    leaderboard: tuple[str, ...] = ()
+    level: float = 0.95
+    samples: int = 2000
+    #: ``--gta-report-html``: where the page goes, which its links into runs' pages start from.
+    page: Path | None = None
+
+    @classmethod
+    def of(cls, settings: GtaSettings) -> CompareSettings:
+        """From the resolved ``--gta-*`` settings."""
+        return cls(
+            settings.compare_ref,
+            settings.leaderboard_rows,
+            settings.confidence,
+            settings.bootstrap_samples,
+            settings.report_html,
+        )
+
+
+def run_inputs(
+    found: Found, dataset: Dataset, settings: CompareSettings
+) -> tuple[list[RunInput], list[str]]:
+    """The runs the reports found are (shards merged, labels unique), and the notes on them.
+
+    Raises:
+        GtaUsageError: reports on another dataset, shards that are not of one run.
+    """
+    check_one_dataset(found.reports)
+    runs: list[Run] = []
+    notes = list(found.notes)
+    for parts in group_runs(found.reports):
+        run, warnings = make_run(parts, dataset, settings.level, settings.samples)
+        runs.append(run)
+        notes.extend(warnings)
+    unique_labels(runs)
+    notes.extend(setting_notes(runs))
+    inputs = [
+        RunInput(
+            label=run.label,
+            sources=run.sources,
+            report=run.report,
+            records=run.records,
+            html=html_beside(run, found.files.get(run.parts[0].label), settings.page),
+        )
+        for run in runs
+    ]
+    return inputs, notes
+
+
+def comparison_of(found: Found, dataset: Dataset, settings: CompareSettings) -> dict[str, Any]:
+    """The comparison of the reports found, on ``dataset`` (the one they all ran on).
+
+    Raises:
+        GtaUsageError: anything :func:`run_inputs` refuses, an unknown reference or
+            leaderboard name.
+    """
+    inputs, notes = run_inputs(found, dataset, settings)
+    return build_comparison(
+        inputs,
+        dataset,
+        reference=settings.reference,
+        leaderboard=settings.leaderboard,
+        level=settings.level,
+        samples=settings.samples,
+        notes=notes,
+    )
+
+
+def compare(config: pytest.Config, settings: GtaSettings) -> Compared:
+    """Find, check, group and compare the reports ``--gta-compare`` names.
+
+    Raises:
+        GtaUsageError: anything that cannot be compared, naming the file and the field.
+    """
+    given: list[str] = config.getoption("gta_compare")
+    paths: list[Path] = resolve_option(config, "gta_compare").value
+    found = find_reports(paths, given)
+    check_one_dataset(found.reports)
+    dataset = find_dataset(config, found.reports, ran="the runs", command=OPT_COMPARE)
+    comparison = comparison_of(found, dataset, CompareSettings.of(settings))
+    return Compared(comparison, len(found.reports), dataset.root)
+
+
+def comparison_outputs(comparison: Mapping[str, Any], settings: GtaSettings) -> list[Output]:
+    """``--gta-report`` (the JSON), ``--gta-report-md``, ``--gta-report-html``, the job summary."""
+    outputs = []
+    if settings.report is not None:
+        outputs.append(
+            Output(
+                settings.report,
+                lambda: json.dumps(comparison, indent=2, allow_nan=False) + "\n",
+                option="--gta-report",
+            )
+        )
+    if settings.report_md is not None:
+        outputs.append(
+            Output(
+                settings.report_md, lambda: render_markdown(comparison), option="--gta-report-md"
+            )
+        )
+    if settings.report_html is not None:
+        outputs.append(
+            Output(
+                settings.report_html,
+                lambda: render_comparison_html(comparison),
+                option="--gta-report-html",
+            )
+        )
+    summary = step_summary_output(lambda: render_markdown(comparison))
+    if summary is not None:
+        outputs.append(summary)
+    return outputs
+
+
+def _say(line: str) -> None:
+    print(f"pytest-gta: {line}", flush=True)
+
+
+def compare_command(config: pytest.Config) -> int:
+    """The ``--gta-compare`` command: compare, print, write the files; 0 when compared.
+
+    Raises:
+        pytest.UsageError: reports that cannot be compared (exit status 4).
+    """
+    settings = resolve_settings(config)
+    try:
+        compared = compare(config, settings)
+    except GtaUsageError as exc:
+        raise pytest.UsageError(f"pytest-gta: {exc}") from None
+    # Reports were cleaned when written; a hand-edited one may still hold a secret or a NaN.
+    comparison: dict[str, Any] = Cleaner().value(compared.comparison)
+    runs = comparison["runs"]
+    _say(
+        f"compared {len(runs)} runs from {compared.reports} reports on the dataset at "
+        f"{compared.dataset_root}"
+    )
+    print(" GTA comparison ".center(80, "="), flush=True)
+    for line in render_text(comparison):
+        print(line, flush=True)
+    status = int(pytest.ExitCode.OK)
+    for output, error in write_outputs(comparison_outputs(comparison, settings)):
+        if error is None:
+            _say(f"written to {output.path}")
+        else:
+            _say(f"could not write {output.label}: {error}")
+            status = int(pytest.ExitCode.TESTS_FAILED)
+    return status
