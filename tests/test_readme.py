@@ -49,6 +49,7 @@ def test_option_table_lists_every_option(pytester):
         "--gta-data-info",
         "--gta-mcp-serve",
         "--gta-merge",
+        "--gta-compare",
         "--gta-rerun-regressions",
     }
     for option in options - commands:
