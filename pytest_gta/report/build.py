@@ -50,14 +50,24 @@ CaseScore = StepCaseScore | E2ECaseScore
 
 def case_score(record: CaseRecord, dataset: Dataset) -> CaseScore:
     """The case's metric primitives; an errored case without them scores as unanswered."""
+    if record.detail is not None:
+        score = record.detail["score"]
+        cached = record.parsed_score
+        # Parsed once per payload: a detail replaced later is parsed anew.
+        if cached is not None and cached[0] is score:
+            parsed: CaseScore = cached[1]
+            return parsed
+        parsed = (
+            StepCaseScore.from_json(score)
+            if record.mode == "step"
+            else E2ECaseScore.from_json(score)
+        )
+        record.parsed_score = (score, parsed)
+        return parsed
     if record.mode == "step":
-        if record.detail is not None:
-            return StepCaseScore.from_json(record.detail["score"])
         query = dataset[record.qid]
         steps = [query.dialogs[i] for i in query.assistant_indices]
         return unanswered_step_case(steps, query.gt_answer)
-    if record.detail is not None:
-        return E2ECaseScore.from_json(record.detail["score"])
     query = dataset[record.qid]
     return unanswered_e2e_case(list(query.dialogs[1:]), query.gt_answer)
 

@@ -23,13 +23,12 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.provenance import parse_utc
 from pytest_gta.report.build import TABLE5_NOTE, build_report
+from pytest_gta.report.fields import ABSENT, show_value
 from pytest_gta.report.schema import (
-    ABSENT,
     Identity,
     ReportFile,
     RunReport,
     identity_of,
-    show_value,
 )
 
 #: Settings that say which cases a job ran, not how it ran and scored them.

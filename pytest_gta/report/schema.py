@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict, cast
@@ -32,7 +32,13 @@ from pytest_gta.detail import CaseDetail
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.gates import GatesVerdict
 from pytest_gta.jsonsafe import JsonInputError, read_json
-from pytest_gta.provenance import label_problem, parse_utc
+from pytest_gta.report.fields import kind_of, show_value
+from pytest_gta.report.identity import GitInfo as GitInfo
+from pytest_gta.report.identity import Identity as Identity
+from pytest_gta.report.identity import IdentityReader
+from pytest_gta.report.identity import default_label as default_label
+from pytest_gta.report.identity import identity_of as identity_of
+from pytest_gta.report.identity import make_identity as make_identity
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore, aggregate_e2e, aggregate_step
 from pytest_gta.vocabulary import MODEL_S_PROPERTY, MODES, OUTCOMES
 
@@ -145,44 +151,6 @@ class Comparison(_ComparisonBase, total=False):
 Gates = GatesVerdict
 
 
-class GitInfo(TypedDict):
-    """The report's ``identity.git``: the commit of the project under test."""
-
-    #: 40 hex digits (64 in a SHA-256 repository).
-    commit: str
-    short: str
-    #: Tracked files differed from the commit (``None``: ``git status`` did not answer in time).
-    dirty: bool | None
-    #: ``None``: a detached HEAD.
-    branch: str | None
-
-
-class Identity(TypedDict):
-    """The report's ``identity``: what tells this run from the others a team keeps.
-
-    ``started_at``/``finished_at`` are ISO 8601 UTC (``2026-02-01T03:04:05Z``); ``None`` only in
-    the identity :func:`identity_of` fills in for a report written before identities, as is
-    ``git`` outside a repository.
-    """
-
-    #: ``--gta-label``, else :func:`default_label`.
-    label: str
-    #: Whether the label was given (``--gta-label``) rather than made up.
-    label_given: bool
-    model: str
-    #: The model's protocol (``react``, ``native``); ``None`` with an agent under test, which
-    #: talks to its model its own way.
-    protocol: str | None
-    #: The agent under test (its callable or command), ``None``: the project's own loop.
-    agent: str | None
-    git: GitInfo | None
-    started_at: str | None
-    finished_at: str | None
-    dataset_sha256: str
-    #: The pytest-gta version that ran (``None``: an old report that did not say).
-    pytest_gta: str | None
-
-
 class _RunReportBase(TypedDict):
     schema: str
     model: str
@@ -247,6 +215,10 @@ class CaseRecord:
     message: str = ""
     #: The sampling epoch in a repeated run (``--gta-epochs``); ``None`` in a single run.
     epoch: int | None = None
+    #: ``(payload, parsed)``: the detail's metric primitives once parsed
+    #: (:func:`pytest_gta.report.build.case_score`); ``--gta-compare`` reads the reference run's
+    #: cases once for every other run.
+    parsed_score: tuple[Any, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def case_id(self) -> str:
@@ -350,33 +322,6 @@ class ReportFile:
         return f"shard {self.shard['spec']}" if self.shard else self.label
 
 
-#: A field that is not there (``None`` is JSON null); messages show it as ``absent``.
-ABSENT = object()
-_KIND_NAMES: dict[type | None, str] = {
-    None: "null",
-    dict: "an object",
-    list: "a list",
-    str: "a string",
-    int: "a number",
-    float: "a number",
-    bool: "true/false",
-}
-
-
-def show_value(value: Any) -> str:
-    """A value as a message shows it: JSON, cut to 200 characters (``absent`` for none)."""
-    if value is ABSENT:
-        return "absent"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _kind(value: Any) -> str:
-    """How a message names the JSON kind of ``value``."""
-    kind = None if value is None else type(value)
-    return _KIND_NAMES.get(kind, type(value).__name__)
-
-
 def _is_scalar(value: Any) -> bool:
     return (
         value is None
@@ -402,66 +347,11 @@ _SETTING_KINDS: dict[str, tuple[type | None, ...]] = {
 }
 
 
-class _Reader:
+class _Reader(IdentityReader):
     """Checks one loaded report.
 
     Each message names the file, the field and where such reports come from (``how``).
     """
-
-    def __init__(self, label: str, how: str) -> None:
-        self.label = label
-        self.how = how
-
-    @property
-    def hint(self) -> str:
-        """What ends a message: where such reports come from (nothing where none is said)."""
-        return f"; {self.how}" if self.how else ""
-
-    def fail(self, text: str) -> GtaUsageError:
-        return GtaUsageError(f"{self.label}: {text}" if self.label else text)
-
-    def get(self, obj: Mapping[str, Any], key: str, where: str, *kinds: type | None) -> Any:
-        """``obj[key]``, which must be one of ``kinds`` (``None``: null); else a usage error."""
-        value = obj.get(key, ABSENT)
-        name = f"{where}{key}"
-        if value is ABSENT:
-            raise self.fail(f"{name} is missing{self.hint}")
-        for kind in kinds:
-            if kind is None and value is None:
-                return value
-            if kind is not None and isinstance(value, kind):
-                if isinstance(value, bool) and kind in (int, float):
-                    continue
-                return value
-        wanted = " or ".join(dict.fromkeys(_KIND_NAMES[k] for k in kinds))
-        raise self.fail(f"{name} is {_kind(value)}, not {wanted}{self.hint}")
-
-    def number(self, obj: Mapping[str, Any], key: str, where: str, *kinds: type | None) -> Any:
-        """:meth:`get` for a number that must also be finite (a report never holds NaN)."""
-        value = self.get(obj, key, where, *kinds)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise self.fail(f"{where}{key} is {value}, not a finite number{self.hint}")
-        return value
-
-    def count(self, obj: Mapping[str, Any], key: str, where: str) -> None:
-        """A count (tokens, calls): a whole number from 0, or null."""
-        value = self.get(obj, key, where, int, None)
-        if value is not None and value < 0:
-            raise self.fail(f"{where}{key} is {value}, not a count{self.hint}")
-
-    def seconds(self, obj: Mapping[str, Any], key: str, where: str) -> None:
-        """A duration: a finite number of seconds from 0."""
-        value = self.number(obj, key, where, int, float)
-        if value < 0:
-            raise self.fail(f"{where}{key} is {value}, not a number of seconds{self.hint}")
-
-    def each(self, values: Any, name: str, test: Callable[[Any], bool], what: str) -> None:
-        """Every item of a list (or value of an object) passes ``test``; else a usage error."""
-        items = values.values() if isinstance(values, dict) else values
-        for item in items:
-            if not test(item):
-                shown = show_value(repr(item) if isinstance(item, str) else item)
-                raise self.fail(f"{name} holds {_kind(item)} {shown}, not {what}{self.hint}")
 
     def settings(self, settings: dict[str, Any]) -> None:
         """The settings a merged run and its renderers read have the kinds a session writes."""
@@ -510,7 +400,7 @@ class _Reader:
         if shard is None:
             return
         if not isinstance(shard, dict):
-            raise self.fail(f"shard is {_kind(shard)}, not an object or null{self.hint}")
+            raise self.fail(f"shard is {kind_of(shard)}, not an object or null{self.hint}")
         index = self.get(shard, "index", "shard.", int)
         total = self.get(shard, "total", "shard.", int)
         if not 1 <= index <= total:
@@ -544,105 +434,11 @@ class _Reader:
                 f"({type(exc).__name__}: {str(exc)[:200]})"
             ) from None
 
-    def text(self, obj: Mapping[str, Any], key: str, where: str, *, null: bool = False) -> Any:
-        """A text field (or null, if ``null``)."""
-        return self.get(obj, key, where, str, None) if null else self.get(obj, key, where, str)
-
-    def run_label(self, value: Any, name: str) -> str:
-        """A run's label: a text that names it on one visible line."""
-        if not isinstance(value, str):
-            raise self.fail(f"{name} is {_kind(value)}, not a text{self.hint}")
-        problem = label_problem(value)
-        if problem is not None:
-            raise self.fail(f"{name} is {show_value(repr(value))}: {problem}{self.hint}")
-        return value
-
-    def date(self, obj: Mapping[str, Any], key: str, where: str) -> str | None:
-        """An ISO 8601 date with its time zone, or null."""
-        value: str | None = self.text(obj, key, where, null=True)
-        if value is not None and parse_utc(value) is None:
-            raise self.fail(
-                f"{where}{key} is {show_value(repr(value))}, not an ISO 8601 date with a time zone"
-                f"{self.hint}"
-            )
-        return value
-
-    def git(self, raw: dict[str, Any] | None) -> GitInfo | None:
-        """``identity.git``: a commit, its abbreviation, the dirty flag, the branch; or null."""
-        where = "identity.git."
-        if raw is None:
-            return None
-        commit = self.text(raw, "commit", where)
-        short = self.text(raw, "short", where)
-        hexdigits = "0123456789abcdef"
-        if len(commit) not in (40, 64) or not all(c in hexdigits for c in commit):
-            raise self.fail(
-                f"{where}commit is {show_value(repr(commit))}, not a git commit{self.hint}"
-            )
-        if not short or not commit.startswith(short):
-            raise self.fail(
-                f"{where}short is {show_value(repr(short))}, not an abbreviation of the commit"
-                f"{self.hint}"
-            )
-        return {
-            "commit": commit,
-            "short": short,
-            "dirty": self.get(raw, "dirty", where, bool, None),
-            "branch": self.text(raw, "branch", where, null=True),
-        }
-
-    def identity(self, report: Mapping[str, Any]) -> Identity:
-        """The report's ``identity``, checked; filled in from older reports' fields."""
-        label = report.get("label", ABSENT)
-        if label is not ABSENT:
-            label = self.run_label(label, "label")
-        raw = report.get("identity", ABSENT)
-        if raw is ABSENT:
-            return self.old_identity(report, None if label is ABSENT else label)
-        if not isinstance(raw, dict):
-            raise self.fail(f"identity is {_kind(raw)}, not an object{self.hint}")
-        where = "identity."
-        own = self.run_label(self.get(raw, "label", where, str), "identity.label")
-        return {
-            # A hook may have renamed the run through the top-level label: that one is shown.
-            "label": own if label is ABSENT else label,
-            "label_given": self.get(raw, "label_given", where, bool),
-            "model": self.text(raw, "model", where),
-            "protocol": self.text(raw, "protocol", where, null=True),
-            "agent": self.text(raw, "agent", where, null=True),
-            "git": self.git(self.get(raw, "git", where, dict, None)),
-            "started_at": self.date(raw, "started_at", where),
-            "finished_at": self.date(raw, "finished_at", where),
-            "dataset_sha256": self.text(raw, "dataset_sha256", where),
-            "pytest_gta": self.text(raw, "pytest_gta", where, null=True),
-        }
-
-    def old_identity(self, report: Mapping[str, Any], label: str | None) -> Identity:
-        """The identity of a report written before identities: no commit, no dates."""
-        model = self.text(report, "model", "")
-        settings = report.get("settings")
-        settings = settings if isinstance(settings, dict) else {}
-        agent_setting = settings.get("agent")
-        name = agent_setting.get("name") if isinstance(agent_setting, dict) else None
-        agent = name if isinstance(name, str) else None
-        protocol = None if agent is not None else self.text(report, "protocol", "", null=True)
-        dataset = self.get(report, "dataset", "", dict)
-        version = settings.get("pytest_gta")
-        return make_identity(
-            model=model,
-            protocol=protocol,
-            agent=agent,
-            dataset_sha256=self.text(dataset, "sha256", "dataset."),
-            # A report labelled by a hook but without an identity: its label, as given.
-            label=None if label == default_label(model, protocol, agent) else label,
-            version=version if isinstance(version, str) else None,
-        )
-
     def record(self, index: int, raw: Any) -> CaseRecord:
         """The controller's record of one case entry, as the run's collector had it."""
         where = f"cases[{index}]"
         if not isinstance(raw, dict):
-            raise self.fail(f"{where} is {_kind(raw)}, not an object{self.hint}")
+            raise self.fail(f"{where} is {kind_of(raw)}, not an object{self.hint}")
         where += "."
         mode = self.get(raw, "mode", where, str)
         outcome = self.get(raw, "outcome", where, str)
@@ -748,7 +544,7 @@ class _Reader:
             raise self.fail(f"notes holds something other than text{self.hint}")
         for process, values in (timings or {}).items():
             if not isinstance(values, dict):
-                raise self.fail(f"timings.{process} is {_kind(values)}, not an object")
+                raise self.fail(f"timings.{process} is {kind_of(values)}, not an object")
             for key in values:
                 self.number(values, key, f"timings.{process}.", int, float)
         self.shard(data.get("shard"))
@@ -756,63 +552,6 @@ class _Reader:
         records = [self.record(i, raw) for i, raw in enumerate(cases)]
         # Checked above: the fields the merge, the comparison and the renderers read.
         return ReportFile(self.label, cast(RunReport, data), records)
-
-
-def default_label(model: str, protocol: str | None, agent: str | None = None) -> str:
-    """A run's label when ``--gta-label`` gave none: ``model [protocol]``, ``model [agent X]``.
-
-    The model and how it was asked are what tell most runs apart; a team that runs one model
-    twice (two checkpoints behind one name, two prompts) names its runs with ``--gta-label``.
-    """
-    return f"{model} [agent {agent}]" if agent is not None else f"{model} [{protocol}]"
-
-
-def make_identity(
-    *,
-    model: str,
-    protocol: str | None,
-    agent: str | None,
-    dataset_sha256: str,
-    label: str | None = None,
-    git: GitInfo | None = None,
-    started_at: str | None = None,
-    finished_at: str | None = None,
-    version: str | None = None,
-) -> Identity:
-    """A run's identity; ``label`` ``None``: :func:`default_label`'s (``label_given`` false).
-
-    With an agent under test the protocol is ``None``: the agent talks to its model its own way.
-    """
-    protocol = None if agent is not None else protocol
-    return {
-        "label": default_label(model, protocol, agent) if label is None else label,
-        "label_given": label is not None,
-        "model": model,
-        "protocol": protocol,
-        "agent": agent,
-        "git": git,
-        "started_at": started_at,
-        "finished_at": finished_at,
-        "dataset_sha256": dataset_sha256,
-        "pytest_gta": version,
-    }
-
-
-def identity_of(report: Mapping[str, Any]) -> Identity:
-    """What identifies the run of ``report``: its ``identity``, checked, as a new dict.
-
-    A report written before reports had identities gets one from its ``model``, ``protocol``,
-    ``settings.agent`` and ``dataset.sha256``, with no commit and no dates (``None``); its label
-    is :func:`default_label`'s. A top-level ``label`` (a hook may rename a run) wins over the
-    identity's own.
-
-    Raises:
-        GtaUsageError: a field is missing or of the wrong kind, named by its path in the report
-            (``identity.git.commit``), never by a file: callers that read files say which.
-    """
-    if not isinstance(report, Mapping):
-        raise GtaUsageError(f"the report is {_kind(report)}, not an object")
-    return _Reader("", "").identity(report)
 
 
 def parse_report(label: str, data: Any, how: str = MERGE_HOW) -> ReportFile:

@@ -46,6 +46,7 @@ from pytest_gta.options import (
 )
 from pytest_gta.outward import Cleaner
 from pytest_gta.provenance import parse_utc
+from pytest_gta.report.fields import ABSENT, show_value
 from pytest_gta.report.merge import (
     SELECTION_SETTINGS,
     check_same_run,
@@ -56,7 +57,6 @@ from pytest_gta.report.runs import RunInput, build_comparison
 from pytest_gta.report.runs_html import render_comparison_html
 from pytest_gta.report.runs_text import render_markdown, render_text
 from pytest_gta.report.schema import (
-    ABSENT,
     MAX_REPORT_BYTES,
     SCHEMA_FAMILY,
     ReportFile,
@@ -64,7 +64,6 @@ from pytest_gta.report.schema import (
     identity_of,
     load_report,
     parse_report,
-    show_value,
 )
 from pytest_gta.session.finish import (
     Output,
