@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.release import release_path  # noqa: E402
+from benchmarks.release import oracle_command, release_path  # noqa: E402
 from pytest_gta.report.merge import merge_reports  # noqa: E402
 from pytest_gta.report.runs import build_comparison  # noqa: E402
 from pytest_gta.report.schema import dump_report, load_report, parse_report  # noqa: E402
@@ -94,21 +94,7 @@ def median_seconds(repeat: int, work: Callable[[], Any], *, children: bool = Fal
 def oracle_report(data: Path, where: Path) -> Path:
     """The oracle's report on ``data``, both modes, two xdist workers."""
     run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--gta-model=oracle",
-            f"--gta-data={data}",
-            "--gta-sim-model=all-MiniLM-L6-v2",
-            "--gta-mode=step,e2e",
-            "--gta-report=oracle.json",
-            "-n",
-            "2",
-        ],
+        oracle_command(data, "--gta-report=oracle.json"),
         cwd=where,
         capture_output=True,
         text=True,

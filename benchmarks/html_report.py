@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.release import release_path  # noqa: E402
+from benchmarks.release import oracle_command, release_path  # noqa: E402
 from pytest_gta.options import DEFAULT_REPORT_HTML_MAX_MB  # noqa: E402
 from pytest_gta.outward import Cleaner  # noqa: E402
 from pytest_gta.report.html import render_html  # noqa: E402
@@ -114,24 +114,13 @@ def main() -> None:
             source = f"the GTA release at {data}"
         started = time.perf_counter()
         run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-p",
-                "no:cacheprovider",
-                "-q",
-                "--gta-model=oracle",
-                f"--gta-data={data}",
+            oracle_command(
+                data,
                 "--gta-tools=replay",
-                "--gta-sim-model=all-MiniLM-L6-v2",
-                "--gta-mode=step,e2e",
                 "--gta-report=r.json",
                 "--gta-report-html=r.html",
                 f"--basetemp={where / 'basetemp'}",
-                "-n",
-                "2",
-            ],
+            ),
             cwd=where,
             capture_output=True,
             text=True,

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT))
 
 from conftest import RELEASE_ENV, find_release  # noqa: E402
 
-__all__ = ["RELEASE_ENV", "release_path"]
+__all__ = ["RELEASE_ENV", "oracle_command", "release_path"]
 
 
 def release_path(given: str | None) -> Path:
@@ -41,3 +41,23 @@ def release_path(given: str | None) -> Path:
             "the bundled sample with --generated"
         )
     return found
+
+
+def oracle_command(data: Path, *extra: str) -> list[str]:
+    """``python -m pytest`` of the oracle on ``data`` in both modes, with the fast similarity
+    model and two xdist workers (``extra``: the reports to write and the like)."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--gta-model=oracle",
+        f"--gta-data={data}",
+        "--gta-sim-model=all-MiniLM-L6-v2",
+        "--gta-mode=step,e2e",
+        *extra,
+        "-n",
+        "2",
+    ]

@@ -318,17 +318,24 @@ def sampled_wrong(qid: str, seed: Any) -> bool:
     return (qid == "1" and seed % 2 == 1) or (qid == "4" and seed == 8)
 
 
+def sampling(url: str) -> tuple[str, ...]:
+    """A sampling model over three epochs: the :class:`OracleServer` at ``url``, uncached."""
+    return (
+        "--gta-model=openai/oracle-http",
+        f"--gta-base-url={url}",
+        "--gta-cache=off",
+        "--gta-temperature=0.7",
+        "--gta-seed=6",
+        "--gta-epochs=3",
+    )
+
+
 def test_epochs_give_the_spread_and_pass_rates(pytester, sample_dataset, monkeypatch, dist_args):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-epochs-test")
     with OracleServer(sample_dataset, sampled=sampled_wrong) as server:
         result = pytester.runpytest(
             SAMPLE_DATA,
-            "--gta-model=openai/oracle-http",
-            f"--gta-base-url={server.url}",
-            "--gta-cache=off",
-            "--gta-temperature=0.7",
-            "--gta-seed=6",
-            "--gta-epochs=3",
+            *sampling(server.url),
             "--gta-ids=0,1,4",
             FAST_SIM,
             f"--gta-report={pytester.path / 'epochs.json'}",

@@ -42,7 +42,7 @@ from pytest_gta.report.runs_text import render_markdown, render_text
 from pytest_gta.report.schema import CaseRecord, identity_of, load_report
 from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, XDIST, GtaRun
 from tests.oracle_server import OracleServer
-from tests.test_gates import sampled_wrong, write_predictions
+from tests.test_gates import sampled_wrong, sampling, write_predictions
 from tests.test_shard import SCRIPT as MIXED_SCRIPT
 
 #: A second scripted model: right on the first query step by step only, a wrong reading end to
@@ -334,12 +334,7 @@ def test_reliability_over_epochs_of_a_sampling_model(
         run = run_in_process(
             pytester,
             SAMPLE_DATA,
-            "--gta-model=openai/oracle-http",
-            f"--gta-base-url={server.url}",
-            "--gta-cache=off",
-            "--gta-temperature=0.7",
-            "--gta-seed=6",
-            "--gta-epochs=3",
+            *sampling(server.url),
             "--gta-ids=0,1,4,7",
             "--gta-price=1,2",
             FAST_SIM,

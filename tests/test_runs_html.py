@@ -34,7 +34,7 @@ from pytest_gta.vocabulary import QUERY_TYPES
 from tests.browser import serve_directory
 from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, gta_process
 from tests.oracle_server import OracleServer
-from tests.test_gates import sampled_wrong, write_predictions
+from tests.test_gates import sampled_wrong, sampling, write_predictions
 from tests.test_svg import parse
 
 HOSTILE = '<script>alert("x")</script> & "q"'
@@ -78,12 +78,7 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory, sample_dataset: Any) -> P
         gta_process(
             where,
             SAMPLE_DATA,
-            "--gta-model=openai/oracle-http",
-            f"--gta-base-url={server.url}",
-            "--gta-cache=off",
-            "--gta-temperature=0.7",
-            "--gta-seed=6",
-            "--gta-epochs=3",
+            *sampling(server.url),
             f"--gta-ids={','.join(SAMPLED_IDS)}",
             "--gta-price=2,8",
             FAST_SIM,
