@@ -34,6 +34,7 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.options import agent_words
 from tests.agent_model_server import AgentModelServer, Conversation, FunctionCallingModel
 from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, GtaRun, gta_process
+from tests.test_mcp_server import URL, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -318,18 +319,11 @@ asyncio.run(main(sys.argv[1]))
 def test_the_standalone_server_serves_a_third_party_client(tmp_path):
     """``python -m pytest_gta.mcp`` as the docs show it, called by another MCP implementation."""
     python = venv_python("langgraph")
-    served = subprocess.Popen(
-        [sys.executable, "-m", "pytest_gta.mcp", "--gta-data=sample", "--gta-tools=local,replay"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    served = serve(tmp_path, "--gta-tools=local,replay")
     try:
         assert served.stdout is not None
         first = served.stdout.readline()
-        url = re.search(r"(http://127\.0\.0\.1:\d+/[\w-]+/mcp)", first)
+        url = URL.search(first)
         assert url, first + served.stdout.read(2000)
         client = subprocess.run(
             [python, "-c", THIRD_PARTY_CLIENT, url.group(1)],

@@ -423,6 +423,18 @@ SERVE = [sys.executable, "-m", "pytest_gta.mcp", "--gta-data=sample", "-p", "no:
 URL = re.compile(r"(http://127\.0\.0\.1:\d+/[\w-]+/mcp)")
 
 
+def serve(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """``python -m pytest_gta.mcp`` on the sample in ``cwd``, in its own session, output piped."""
+    return subprocess.Popen(
+        [*SERVE, *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
 @pytest.mark.slow
 def test_stdio_transport_in_a_subprocess(tmp_path):
     params = StdioServerParameters(
@@ -456,14 +468,7 @@ def test_the_module_prints_a_url_serves_and_stops_on_a_signal(tmp_path, stop):
     # Started in a project whose warnings are errors: pytest's note that it cannot rewrite the
     # already imported plugin once stopped the server there.
     (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
-    process = subprocess.Popen(
-        [*SERVE, "--gta-tools=local"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    process = serve(tmp_path, "--gta-tools=local")
     try:
         lines = []
         assert process.stdout is not None
