@@ -48,7 +48,7 @@ from benchmarks.release import oracle_command, release_path  # noqa: E402
 from pytest_gta.report.merge import merge_reports  # noqa: E402
 from pytest_gta.report.runs import build_comparison  # noqa: E402
 from pytest_gta.report.schema import dump_report, load_report, parse_report  # noqa: E402
-from pytest_gta.session.compare_cli import (  # noqa: E402
+from pytest_gta.session.compare_command import (  # noqa: E402
     CompareSettings,
     Found,
     comparison_of,

@@ -1,6 +1,6 @@
 """Per-call overhead of GTA's tools over MCP against calling the backend directly (issue 25).
 
-An agent under test calls tools through :class:`pytest_gta.mcp.server.McpGateway`: a real
+An agent under test calls tools through :class:`pytest_gta.mcp.gateway.McpGateway`: a real
 ``mcp.Client`` over streamable HTTP on 127.0.0.1, the case's secret path, the SDK's server,
 :class:`pytest_gta.mcp.calls.CaseTools` (validation as an end-to-end turn, the log) and then the
 backend. This script times the same calls three ways, interleaved call by call in one process so
@@ -38,7 +38,7 @@ import mcp
 
 from pytest_gta.dataset import Dataset, bundled_sample_path
 from pytest_gta.mcp.calls import CaseTools
-from pytest_gta.mcp.server import McpGateway
+from pytest_gta.mcp.gateway import McpGateway
 from pytest_gta.tools import (
     ToolBackendContext,
     ToolContext,

@@ -58,13 +58,7 @@ class Case:
         return base if epoch is None else f"{base}{EPOCH_TAG}{epoch}"
 
     @staticmethod
-    def find_in_nodeid(nodeid: str) -> tuple[Mode, str] | None:
-        """``(mode, qid)`` of the case a node id runs (``gta::test_query[e2e-17]``), if any."""
-        found = Case.find_epoch_in_nodeid(nodeid)
-        return None if found is None else (found[0], found[1])
-
-    @staticmethod
-    def find_epoch_in_nodeid(nodeid: str) -> tuple[Mode, str, int | None] | None:
+    def find_in_nodeid(nodeid: str) -> tuple[Mode, str, int | None] | None:
         """``(mode, qid, epoch)`` of a node id's case; the epoch is ``None`` unless repeated."""
         match = _IN_NODEID.search(nodeid)
         if match is None:

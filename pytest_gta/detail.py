@@ -54,7 +54,7 @@ class CaseDetail(_CaseDetailBase, total=False):
     #: Non-finite numbers the payload's cleaning replaced (the report's notes count them).
     nonfinite: int
     #: With an agent under test: its name, answer, exit status and stderr's tail, duration
-    #: (:meth:`pytest_gta.run.agents.AgentOutcome.to_json`).
+    #: (:meth:`pytest_gta.run.agent_under_test.AgentOutcome.to_json`).
     agent: dict[str, Any]
     #: With an agent under test: every tool call as the server logged it (name, arguments,
     #: output, error, duration).

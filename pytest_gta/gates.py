@@ -9,7 +9,7 @@ terminal and JUnit XML as they are.
 
 This module parses the options and judges a finished report (a plain dict, so the merged report
 of ``--gta-merge`` is judged the same way); the numbers it reads are computed by
-:mod:`pytest_gta.report.compare`. Standard library only: the options are parsed in every
+:mod:`pytest_gta.report.baseline`. Standard library only: the options are parsed in every
 session.
 """
 

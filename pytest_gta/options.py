@@ -138,7 +138,7 @@ ENV_DATA_DIR = "GTA_DATA_DIR"
 #: One word of a vocabulary (a literal type) that a ``choose ...`` option takes.
 Word = TypeVar("Word", bound=str)
 TOOL_RECORD_MODES = ("none", "new", "all")
-#: ``--gta-serve``: whether one model server is started for the session (session/serve.py).
+#: ``--gta-serve``: whether one model server is started for the session (session/model_server.py).
 ServeMode = Literal["auto", "vllm", "none"]
 SERVE_MODES: tuple[ServeMode, ...] = ("auto", "vllm", "none")
 #: A 72B model's weights take minutes to load from a network disk.
@@ -789,7 +789,7 @@ class OptionSpec:
         return self.default_factory() if self.default_factory else self.default
 
 
-# -- GTA's tools over MCP (``python -m pytest_gta.mcp``; pytest_gta.session.mcp_serve) ----------
+# -- GTA's tools over MCP (``python -m pytest_gta.mcp``; pytest_gta.session.mcp_command) ----------
 OPT_MCP_SERVE = "--gta-mcp-serve"
 OPT_MCP_TRANSPORT = "--gta-mcp-transport"
 OPT_MCP_QUERY = "--gta-mcp-query"
@@ -1426,7 +1426,7 @@ class GtaSettings:
     concurrency: int | None = None
     #: ``--gta-shard``: which part of the selected cases this job runs (``None``: all).
     shard: Shard | None = None
-    #: ``--gta-serve``: auto, vllm or none (see pytest_gta.session.serve).
+    #: ``--gta-serve``: auto, vllm or none (see pytest_gta.session.model_server).
     serve: ServeMode = "auto"
     #: ``--gta-serve-command``: the server template, checked; ``None``: vllm serve.
     serve_command: str | None = None

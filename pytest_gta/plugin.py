@@ -2,7 +2,7 @@
 
 It must cost nothing in a project that does not use GTA: it registers options, markers, hooks
 and fixtures, and every hook returns at once when no ``--gta-*`` option is in use. In a GTA run
-each hook hands over to the run's :class:`~pytest_gta.session.hooks.GtaSession` (the session
+each hook hands over to the run's :class:`~pytest_gta.session.gta_session.GtaSession` (the session
 layer, see docs/development.md), which :func:`_session_layer` imports on first need: with
 :func:`_data_commands` and :func:`_mcp_command`, the only first-party imports deferred into a
 function in the package, because the session layer brings NumPy, httpx and every model
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         RecordedSource,
     )
     from pytest_gta.run.runner import CaseResult, Scorer
-    from pytest_gta.session.hooks import GtaSession
+    from pytest_gta.session.gta_session import GtaSession
     from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSet, ToolSpec
 
 SUITE = Path(__file__).with_name("suite.py")
@@ -52,14 +52,14 @@ SESSION = pytest.StashKey["GtaSession"]()
 
 
 def _session_layer() -> ModuleType:
-    """:mod:`pytest_gta.session.hooks`, imported only when a GTA run or fixture needs it.
+    """:mod:`pytest_gta.session.gta_session`, imported only when a GTA run or fixture needs it.
 
     Deferred on purpose (see the module's docstring): it keeps NumPy, httpx and the model
     adapters off the import path of every project that does not use GTA.
     """
-    from pytest_gta.session import hooks
+    from pytest_gta.session import gta_session
 
-    return hooks
+    return gta_session
 
 
 def _data_commands() -> ModuleType:
@@ -74,14 +74,14 @@ def _data_commands() -> ModuleType:
 
 
 def _mcp_command() -> ModuleType:
-    """:mod:`pytest_gta.session.mcp_serve`, for ``--gta-mcp-serve`` (``python -m pytest_gta.mcp``).
+    """:mod:`pytest_gta.session.mcp_command`: ``--gta-mcp-serve`` (``python -m pytest_gta.mcp``).
 
     Deferred like :func:`_session_layer`: the MCP SDK, Starlette and uvicorn load only when
     the tools are served.
     """
-    from pytest_gta.session import mcp_serve
+    from pytest_gta.session import mcp_command
 
-    return mcp_serve
+    return mcp_command
 
 
 def _session(config: pytest.Config) -> GtaSession:

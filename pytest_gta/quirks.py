@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_gta.agent.protocol import ArgumentError, convert_arguments, parse_action_input
 from pytest_gta.dataset import Dataset, Query
+from pytest_gta.protocol.react import ArgumentError, convert_arguments, parse_action_input
 from pytest_gta.scoring.answer import iscorrect
 from pytest_gta.vocabulary import IMAGEGEN_TOOLS, MODES, Mode
 

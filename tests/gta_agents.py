@@ -16,7 +16,7 @@ import urllib.request
 from typing import Any
 
 from pytest_gta.dataset import bundled_sample_path
-from pytest_gta.run.agents import AgentResult, AgentTask
+from pytest_gta.run.agent_under_test import AgentResult, AgentTask
 from pytest_gta.validation import load_dataset
 
 #: Not an agent (``--gta-agent=tests/gta_agents.py:NOT_CALLABLE`` is a usage error).

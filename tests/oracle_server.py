@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pytest_gta.agent.protocol import files_message
 from pytest_gta.dataset import Dataset
 from pytest_gta.models.oracle import end_to_end_turn, render_reference
+from pytest_gta.protocol.react import files_message
 from pytest_gta.types import CaseContext, ModelRequest
 from tests.scripted_server import Recorded, ScriptedServer, Step, chat_completion
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pytest_gta.run import loops
 from pytest_gta.run.context import RunContext
 from pytest_gta.run.runner import Scorer
 from pytest_gta.tools import ToolBackendContext, ToolSet, ToolSpec, make_backend
@@ -24,3 +25,9 @@ def run_context(dataset: Any, tmp_path: Path, model: Any, **settings: Any) -> Ru
         output_dir=tmp_path,
         **settings,
     )
+
+
+def play_e2e(dataset: Any, query: Any, model: Any, run_tool: Any, **options: Any) -> loops.Episode:
+    """One end-to-end episode of ``model``, one request at a time, as the serial path plays it."""
+    steps = loops.e2e_episode(dataset, query, model.protocol, run_tool, **options)
+    return loops.drive(steps, model)

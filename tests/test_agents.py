@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from pytest_gta.options import agent_words, parse_agent_env
 from pytest_gta.run.agent_command import agent_environment, decode_output
-from pytest_gta.run.agents import AgentTask, ToolClient
+from pytest_gta.run.agent_under_test import AgentTask, ToolClient
 from pytest_gta.vocabulary import AGENT_PLACEHOLDERS
 from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
 from tests.oracle_server import OracleServer

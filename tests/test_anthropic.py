@@ -19,8 +19,6 @@ import pytest
 from anthropic.resources.messages.messages import DEPRECATED_MODELS
 
 from conftest import FAST_SIM, SAMPLE
-from pytest_gta.agent import protocol as p
-from pytest_gta.agent.native import NATIVE_SYSTEM_PROMPT, json_schema
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models import chat
 from pytest_gta.models.anthropic_chat import (
@@ -33,6 +31,8 @@ from pytest_gta.models.anthropic_chat import (
 from pytest_gta.models.base import BaseModelAdapter, ModelContext, resolve_spec
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.generation import GenerationSettings, react_max_tokens
+from pytest_gta.protocol import react as p
+from pytest_gta.protocol.native import NATIVE_SYSTEM_PROMPT, json_schema
 from pytest_gta.run import loops
 from pytest_gta.types import (
     CaseContext,
@@ -45,6 +45,7 @@ from pytest_gta.types import (
     Usage,
 )
 from tests.gta_run import SAMPLE_DATA
+from tests.run_context import play_e2e
 from tests.scripted_server import ScriptedServer, Step, anthropic_message
 
 KEY = "sk-ant-test-secret-0123456789"
@@ -176,7 +177,7 @@ def test_e2e_pattern_files_and_query_merged_observations_as_user(sample_dataset,
     """e2e: system, user, user, (assistant, system)*, and the force-stop system last."""
     query = sample_dataset["0"]
     model = Recorder([ocr_call(sample_dataset, query)])
-    loops.run_e2e(sample_dataset, query, model, ocr_runner(), max_turns=max_turns)
+    play_e2e(sample_dataset, query, model, ocr_runner(), max_turns=max_turns)
     files = p.files_message(sample_dataset.abs_files(query))
     for n, request in enumerate(model.requests):
         m = request.messages
@@ -274,7 +275,7 @@ def test_e2e_requests_on_the_wire(sample_dataset, server):
     query = sample_dataset["0"]
     server.then(text_reply(ocr_call(sample_dataset, query)))
     model = adapter(sample_dataset, server.url)  # an OpenAI-style /v1 base URL works too
-    episode = loops.run_e2e(sample_dataset, query, model, ocr_runner())
+    episode = play_e2e(sample_dataset, query, model, ocr_runner())
     assert [t.reply for t in episode.turns] == [ocr_call(sample_dataset, query), FINAL]
     first, second = server.posted()
     assert [s.path for s in server.requests] == ["/v1/messages"] * 2
@@ -367,7 +368,7 @@ def test_native_tools_tool_use_and_tool_result_round_trip(sample_dataset, server
         return ToolResult((ResultItem("image", str(chart)),))
 
     model = adapter(sample_dataset, server.base, protocol="native", model_args={"vision": True})
-    episode = loops.run_e2e(sample_dataset, query, model, run)
+    episode = play_e2e(sample_dataset, query, model, run)
     assert len(episode.turns) == 3
     first, second, third = server.posted()
     metas = sample_dataset.tool_metas(query)

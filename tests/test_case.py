@@ -18,12 +18,12 @@ def test_the_id_is_mode_then_query_id(sample_dataset):
     case = Case("e2e", sample_dataset["3"])
     assert case.id == f"e2e-{case.query.qid}"
     assert repr(case) == f"Case(e2e-{case.query.qid})"
-    assert Case.find_in_nodeid(f"gta::test_query[{case.id}]") == ("e2e", case.query.qid)
+    assert Case.find_in_nodeid(f"gta::test_query[{case.id}]") == ("e2e", case.query.qid, None)
 
 
 @given(mode=modes, qid=qids, test=st.sampled_from(["gta::test_query", "tests/t.py::test_x"]))
 def test_a_node_id_names_its_case(mode, qid, test):
-    assert Case.find_in_nodeid(f"{test}[{Case.format_id(mode, qid)}]") == (mode, qid)
+    assert Case.find_in_nodeid(f"{test}[{Case.format_id(mode, qid)}]") == (mode, qid, None)
 
 
 @given(text=st.text().filter(lambda t: "[" not in t))
@@ -39,14 +39,14 @@ def test_text_without_a_bracket_is_not_a_case(text):
 )
 def test_the_first_bracketed_case_id_is_found_wherever_it_sits(before, mode, qid, after):
     """Every example asserts (no ``if found``): the id is found exactly, whatever surrounds it."""
-    assert Case.find_in_nodeid(f"{before}[{mode}-{qid}]{after}") == (mode, qid)
+    assert Case.find_in_nodeid(f"{before}[{mode}-{qid}]{after}") == (mode, qid, None)
 
 
 def test_not_cases():
     assert Case.find_in_nodeid("t.py::test[train-3]") is None
     assert Case.find_in_nodeid("t.py::test[e2e-]") is None
     assert Case.find_in_nodeid("tests/test_x.py::test_plain") is None
-    assert Case.find_in_nodeid("t.py::test[step-1-extra]") == ("step", "1-extra")
+    assert Case.find_in_nodeid("t.py::test[step-1-extra]") == ("step", "1-extra", None)
 
 
 def test_marks_come_from_the_data(sample_dataset):

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gta.agent.protocol import ACTION, ACTION_INPUT, FINISH
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.models.oracle import OracleModel
+from pytest_gta.protocol.react import ACTION, ACTION_INPUT, FINISH
 from pytest_gta.report import explain
 from pytest_gta.report import html as page
 from pytest_gta.report.schema import CaseRecord

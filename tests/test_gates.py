@@ -32,7 +32,7 @@ from pytest_gta.gates import (
     parse_fail_under,
     parse_min_drop,
 )
-from pytest_gta.report.compare import load_baseline
+from pytest_gta.report.baseline import load_baseline
 from tests.gta_run import SAMPLE_DATA, gta, read_report
 from tests.oracle_server import OracleServer
 from tests.test_opencompass import answer, foreign_dialogs, perfect_episode

@@ -727,7 +727,7 @@ def merge_and_render(shard: Path, baseline: Path | None, dataset: Any) -> str:
     from pytest_gta.gates import GateSettings
     from pytest_gta.outward import Cleaner
     from pytest_gta.report import merge
-    from pytest_gta.report.compare import comparable_run, conclude, read_baseline
+    from pytest_gta.report.baseline import comparable_run, conclude, read_baseline
     from pytest_gta.report.html import render_html
     from pytest_gta.report.junit import junit_xml
     from pytest_gta.report.schema import load_report

@@ -27,8 +27,6 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from conftest import SAMPLE
-from pytest_gta.agent import native
-from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import DatasetError, GtaToolError, GtaUsageError
 from pytest_gta.jsonsafe import MAX_DEPTH
@@ -37,6 +35,8 @@ from pytest_gta.models.anthropic_chat import parse_message
 from pytest_gta.models.cache import CacheEntryWarning, ResponseCache
 from pytest_gta.models.mock import load_script
 from pytest_gta.models.openai_convert import parse_arguments
+from pytest_gta.protocol import native
+from pytest_gta.protocol import react as p
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.types import (
     ChatMessage,

@@ -22,7 +22,7 @@ from pytest_gta.errors import GtaDataError, GtaUsageError
 from pytest_gta.models import catalog
 from pytest_gta.models.base import resolve_spec
 from pytest_gta.models.generation import GenerationSettings
-from pytest_gta.report.compare import leaderboard_baseline
+from pytest_gta.report.baseline import leaderboard_baseline
 from tests.gta_run import SAMPLE_DATA, gta
 from tests.scripted_server import ScriptedServer
 from tests.test_gates import report_of, write_predictions

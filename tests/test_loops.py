@@ -9,16 +9,17 @@ from typing import Any
 import pytest
 
 from conftest import SAMPLE
-from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.models.oracle import CLOSING_ANSWER, OracleModel
+from pytest_gta.protocol import react as p
 from pytest_gta.quirks import GENERATED_IMAGE
 from pytest_gta.run import loops
 from pytest_gta.tools import ToolContext, ToolSet
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ResultItem, Usage
 from pytest_gta.validation import load_dataset
+from tests.run_context import play_e2e
 from tool_backends.replay import ReplayBackend
 
 #: Every query of the sample, the release's irregular chain shapes (13-16) included.
@@ -352,11 +353,11 @@ def test_run_step_generate_batch_wrong_count_raises(sample_dataset):
 
 
 @pytest.mark.parametrize("qid", SAMPLE_IDS)
-def test_run_e2e_oracle_with_replay(sample_dataset, sample_root, tmp_path, qid):
+def test_e2e_episode_oracle_with_replay(sample_dataset, sample_root, tmp_path, qid):
     query = sample_dataset[qid]
     raw = raw_data(sample_root)[qid]["dialogs"]
     runner = replay_runner(sample_dataset, query, tmp_path)
-    episode = loops.run_e2e(sample_dataset, query, OracleModel(sample_dataset), runner)
+    episode = play_e2e(sample_dataset, query, OracleModel(sample_dataset), runner)
     reference = sample_dataset.reference_dialogs(query)
     assert episode.mode == "e2e"
     assert episode.gold == reference[1:]
@@ -394,16 +395,16 @@ def test_run_e2e_oracle_with_replay(sample_dataset, sample_root, tmp_path, qid):
 
 
 @pytest.mark.parametrize("qid", SAMPLE_IDS)
-def test_run_e2e_role_pattern(sample_dataset, tmp_path, qid):
+def test_e2e_episode_role_pattern(sample_dataset, tmp_path, qid):
     query = sample_dataset[qid]
     runner = replay_runner(sample_dataset, query, tmp_path)
-    episode = loops.run_e2e(sample_dataset, query, OracleModel(sample_dataset), runner)
+    episode = play_e2e(sample_dataset, query, OracleModel(sample_dataset), runner)
     for n, turn in enumerate(episode.turns):
         assert roles(turn.messages) == ["system", "user", "user"] + ["assistant", "system"] * n
         assert turn.messages[0].content == p.render_system_prompt(sample_dataset.tool_metas(query))
 
 
-def test_run_e2e_exact_history(sample_dataset, sample_root, tmp_path):
+def test_e2e_episode_exact_history(sample_dataset, sample_root, tmp_path):
     query = sample_dataset["0"]
     raw = raw_data(sample_root)["0"]["dialogs"]
     receipt = abs_image(sample_dataset, "image_0.jpg")
@@ -414,7 +415,7 @@ def test_run_e2e_exact_history(sample_dataset, sample_root, tmp_path):
     ]
     model = Scripted(replies)
     runner = replay_runner(sample_dataset, query, tmp_path)
-    episode = loops.run_e2e(sample_dataset, query, model, runner)
+    episode = play_e2e(sample_dataset, query, model, runner)
     system = ChatMessage("system", p.render_system_prompt(sample_dataset.tool_metas(query)))
     opening = [
         system,
@@ -441,21 +442,21 @@ def test_run_e2e_exact_history(sample_dataset, sample_root, tmp_path):
     assert episode.usage == Usage(30, 6)
 
 
-def test_run_e2e_image_observation_is_absolute(sample_dataset, tmp_path):
+def test_e2e_episode_image_observation_is_absolute(sample_dataset, tmp_path):
     query = sample_dataset["11"]
     runner = replay_runner(sample_dataset, query, tmp_path)
-    episode = loops.run_e2e(sample_dataset, query, OracleModel(sample_dataset), runner)
+    episode = play_e2e(sample_dataset, query, OracleModel(sample_dataset), runner)
     dummy = abs_image(sample_dataset, "dummy_generated_image.jpg")
     assert episode.turns[2].messages[-1] == ChatMessage("system", f"Response:[image]({dummy})\n")
     assert episode.turns[3].messages[-1] == ChatMessage("system", f"Response:[image]({dummy})\n")
 
 
 @pytest.mark.parametrize("max_turns", [1, 3])
-def test_run_e2e_force_stop_only_on_last_turn_request(sample_dataset, tmp_path, max_turns):
+def test_e2e_episode_force_stop_only_on_last_turn_request(sample_dataset, tmp_path, max_turns):
     query = sample_dataset["0"]
     model = Scripted(["I keep thinking."])
     runner = replay_runner(sample_dataset, query, tmp_path)
-    episode = loops.run_e2e(sample_dataset, query, model, runner, max_turns=max_turns)
+    episode = play_e2e(sample_dataset, query, model, runner, max_turns=max_turns)
     assert len(model.requests) == max_turns
     for n, request in enumerate(model.requests):
         pattern = ["system", "user", "user"] + ["assistant", "system"] * n
@@ -479,12 +480,12 @@ def test_run_e2e_force_stop_only_on_last_turn_request(sample_dataset, tmp_path, 
     )
 
 
-def test_run_e2e_default_is_ten_turns_and_ends_on_a_tool_step(sample_dataset, tmp_path):
+def test_e2e_episode_default_is_ten_turns_and_ends_on_a_tool_step(sample_dataset, tmp_path):
     query = sample_dataset["0"]
     receipt = abs_image(sample_dataset, "image_0.jpg")
     model = Scripted([call("OCR", {"image": receipt})])
     runner = replay_runner(sample_dataset, query, tmp_path)
-    episode = loops.run_e2e(sample_dataset, query, model, runner)
+    episode = play_e2e(sample_dataset, query, model, runner)
     assert loops.MAX_TURNS == 10
     assert len(model.requests) == 10
     assert len(episode.predictions) == 20
@@ -501,7 +502,7 @@ def test_run_e2e_default_is_ten_turns_and_ends_on_a_tool_step(sample_dataset, tm
     assert [r.messages[-1].content == FORCE_STOP for r in model.requests] == [False] * 9 + [True]
 
 
-def test_run_e2e_error_observations(sample_dataset, tmp_path):
+def test_e2e_episode_error_observations(sample_dataset, tmp_path):
     query = sample_dataset["0"]
     other = abs_image(sample_dataset, "image_9.jpg")
     replies = [
@@ -512,7 +513,7 @@ def test_run_e2e_error_observations(sample_dataset, tmp_path):
     ]
     model = Scripted(replies)
     runner = replay_runner(sample_dataset, query, tmp_path)
-    episode = loops.run_e2e(sample_dataset, query, model, runner)
+    episode = play_e2e(sample_dataset, query, model, runner)
     observations = [m.content for m in model.requests[-1].messages[4::2]]
     assert observations[:2] == [
         'Response:{"command": "x"}\n',
@@ -532,33 +533,33 @@ def test_run_e2e_error_observations(sample_dataset, tmp_path):
     assert episode.predictions[4]["tool_calls"][0]["function"]["arguments"] == {"image": other}
 
 
-def test_run_e2e_finish_first_turn(sample_dataset, tmp_path):
+def test_e2e_episode_finish_first_turn(sample_dataset, tmp_path):
     query = sample_dataset["0"]
     model = Scripted(["Thought: easy\nAction:OCR\nAction Input:{}\nFinal Answer: 9.24"])
     runner = replay_runner(sample_dataset, query, tmp_path)
-    episode = loops.run_e2e(sample_dataset, query, model, runner)
+    episode = play_e2e(sample_dataset, query, model, runner)
     assert episode.predictions == [{"role": "assistant", "content": " 9.24"}]
     assert len(model.requests) == 1
 
 
-def test_run_e2e_finish_action(sample_dataset, tmp_path):
+def test_e2e_episode_finish_action(sample_dataset, tmp_path):
     query = sample_dataset["0"]
     model = Scripted(['Action: FinishAction\nAction Input: "$9.24"'])
     runner = replay_runner(sample_dataset, query, tmp_path)
-    episode = loops.run_e2e(sample_dataset, query, model, runner)
+    episode = play_e2e(sample_dataset, query, model, runner)
     assert episode.predictions == [{"role": "assistant", "content": "$9.24"}]
 
 
-def test_run_e2e_relative_path_needs_base_dir(sample_dataset, tmp_path):
+def test_e2e_episode_relative_path_needs_base_dir(sample_dataset, tmp_path):
     query = sample_dataset["0"]
     replies = [call("OCR", {"image": "image/image_0.jpg"}), "Final Answer:x"]
     runner = replay_runner(sample_dataset, query, tmp_path)
-    without = loops.run_e2e(sample_dataset, query, Scripted(replies), runner)
+    without = play_e2e(sample_dataset, query, Scripted(replies), runner)
     assert without.turns[0].record.state == "API_ERROR"
     assert without.turns[0].record.errmsg == (
         "FileNotFoundError(\"No such file: 'image/image_0.jpg'\")"
     )
-    with_base = loops.run_e2e(
+    with_base = play_e2e(
         sample_dataset, query, Scripted(replies), runner, base_dir=sample_dataset.root
     )
     assert with_base.turns[0].record.state == "SUCCESS"
@@ -568,7 +569,7 @@ def test_run_e2e_relative_path_needs_base_dir(sample_dataset, tmp_path):
     assert with_base.predictions[1]["content"][0]["content"].startswith("(127, 44, 313, 67)")
 
 
-def test_run_e2e_infrastructure_error_propagates(sample_dataset):
+def test_e2e_episode_infrastructure_error_propagates(sample_dataset):
     query = sample_dataset["0"]
     receipt = abs_image(sample_dataset, "image_0.jpg")
 
@@ -577,7 +578,7 @@ def test_run_e2e_infrastructure_error_propagates(sample_dataset):
 
     model = Scripted([call("OCR", {"image": receipt})])
     with pytest.raises(GtaInfrastructureError, match="tool server unreachable"):
-        loops.run_e2e(sample_dataset, query, model, down)
+        play_e2e(sample_dataset, query, model, down)
     assert len(model.requests) == 1
 
 
@@ -644,7 +645,7 @@ def test_no_files_e2e(no_files_dataset, tmp_path):
     query = no_files_dataset["q"]
     runner = replay_runner(no_files_dataset, query, tmp_path)
     model = Scripted([call("Calculator", {"expression": "2+3"}), "Final Answer:5"])
-    episode = loops.run_e2e(no_files_dataset, query, model, runner)
+    episode = play_e2e(no_files_dataset, query, model, runner)
     assert loops.e2e_opening(no_files_dataset, query) == [ChatMessage("user", "What is 2+3?")]
     assert roles(model.requests[1].messages) == ["system", "user", "assistant", "system"]
     assert model.requests[1].messages[-1] == ChatMessage("system", "Response:5\n")

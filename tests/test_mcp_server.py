@@ -33,7 +33,7 @@ from pytest_gta.vocabulary import INVALID_ACTION
 mcp = pytest.importorskip("mcp")
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
-from pytest_gta.mcp.server import McpGateway  # noqa: E402
+from pytest_gta.mcp.gateway import McpGateway  # noqa: E402
 
 TIMEOUT = 60
 

@@ -23,6 +23,7 @@ from pytest_gta.models.generation import GenerationSettings, official_body, reac
 from pytest_gta.run import loops
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
 from tests.gta_run import BOTH_MODES, SAMPLE_DATA, gta
+from tests.run_context import play_e2e
 from tests.scripted_server import ScriptedServer, Step, chat_completion
 
 SECRET = "sk-test-secret-0123456789"
@@ -133,7 +134,7 @@ def test_native_protocol_sends_tools_and_images(server, sample_dataset, sample_r
 
         return ToolResult.text("(10, 10, 50, 20) TOTAL 9.24")
 
-    episode = loops.run_e2e(sample_dataset, query, model, run_tool)
+    episode = play_e2e(sample_dataset, query, model, run_tool)
     first, second = server.posted()
     assert [t["function"]["name"] for t in first["tools"]] == [
         t.name for t in sample_dataset.tool_metas(query)
@@ -163,7 +164,7 @@ def test_native_bad_json_arguments_are_an_argument_error(server, sample_dataset)
     bad = {"id": "c", "type": "function", "function": {"name": "OCR", "arguments": "{oops"}}
     server.then(Step(chat_completion("", tool_calls=[bad])), Step(chat_completion("done")))
     model = adapter(sample_dataset, base_url=server.url, protocol="native")
-    episode = loops.run_e2e(sample_dataset, sample_dataset["0"], model, lambda *a: None)
+    episode = play_e2e(sample_dataset, sample_dataset["0"], model, lambda *a: None)
     assert episode.predictions[0]["error"]["type"] == "ARGS_ERROR"
     assert episode.predictions[0]["tool_calls"][0]["function"]["arguments"] == "{oops"
 

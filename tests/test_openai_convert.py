@@ -13,7 +13,6 @@ import re
 import pytest
 
 from conftest import SAMPLE
-from pytest_gta.agent.native import INVALID_JSON
 from pytest_gta.models.chat import MalformedReply
 from pytest_gta.models.generation import GenerationSettings, official_body
 from pytest_gta.models.openai_convert import (
@@ -26,6 +25,7 @@ from pytest_gta.models.openai_convert import (
     parse_arguments,
     request_body,
 )
+from pytest_gta.protocol.native import INVALID_JSON
 from pytest_gta.types import (
     CaseContext,
     ChatMessage,

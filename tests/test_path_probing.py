@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FAST_SIM
-from pytest_gta.agent import protocol as p
+from pytest_gta.protocol import react as p
 from pytest_gta.tools import ToolContext
 from pytest_gta.types import ToolResult
 from pytest_gta.validation import load_dataset

@@ -548,7 +548,7 @@ def test_entry_module_import_is_light():
         "mcp_types",
         "uvicorn",
         "starlette",
-        "pytest_gta.mcp.server",
+        "pytest_gta.mcp.gateway",
     }
     assert not heavy & imported
     assert "pytest_gta.plugin" in imported

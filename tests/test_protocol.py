@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gta.agent import protocol as p
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError
+from pytest_gta.protocol import react as p
 from pytest_gta.types import ChatMessage, ResultItem, ToolMeta, ToolParam, ToolResult
 
 PARAM_DESC = (

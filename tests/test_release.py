@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import Dataset
+from pytest_gta.protocol import react as p
 from pytest_gta.quirks import find_quirks, summarize
 from pytest_gta.run import loops
 from pytest_gta.tools import ToolContext, ToolInvocation

@@ -2,7 +2,7 @@
 
 Each call runs the way ``--gta-tools=local`` runs it in an end-to-end episode: the reference
 arguments made absolute as the official loader does (``Dataset.reference_dialogs``), written as
-the ``Action Input:`` JSON, checked and converted by :func:`pytest_gta.agent.protocol.execute`
+the ``Action Input:`` JSON, checked and converted by :func:`pytest_gta.protocol.react.execute`
 and served by the local backend through :meth:`ToolSet.runner`, on the release's own images
 (``image/dummy_generated_image.jpg`` included, the file the release ships for generated
 images). Its record is then compared with the official tool's answer to the same call:
@@ -41,8 +41,8 @@ import pytest
 from PIL import Image
 
 from conftest import ROOT
-from pytest_gta.agent import protocol
 from pytest_gta.dataset import Dataset, Query, call_function
+from pytest_gta.protocol import react
 from pytest_gta.tools import ToolContext, ToolInvocation, ToolSet
 from tool_backends.local import LOCAL_TOOLS, LocalBackend
 from tool_backends.paths import open_rgb, resolve_image
@@ -104,7 +104,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run(
     dataset: Dataset, call: ReleaseCall, backend: LocalBackend, outputs: Path
-) -> protocol.ActionRecord:
+) -> react.ActionRecord:
     """The call as an end-to-end episode makes it with ``--gta-tools=local``.
 
     The reply is the call written as the reference chain writes it (``Action:`` and the JSON
@@ -115,9 +115,9 @@ def run(
     runner = ToolSet([backend]).runner(
         {call.name: backend}, ToolContext(dataset, call.query, outputs)
     )
-    reply = protocol.parse_reply(protocol.format_reference_call(call.name, call.arguments) + "\n")
+    reply = react.parse_reply(react.format_reference_call(call.name, call.arguments) + "\n")
     assert reply.action == call.name
-    return protocol.execute(reply, metas, runner)
+    return react.execute(reply, metas, runner)
 
 
 def exception_class(errmsg: str) -> str:
@@ -137,7 +137,7 @@ def same_python() -> bool:
     return [str(n) for n in sys.version_info[:2]] == recorded
 
 
-def differences(ours: protocol.ActionRecord, official: dict[str, Any]) -> list[str]:
+def differences(ours: react.ActionRecord, official: dict[str, Any]) -> list[str]:
     """How our record of a call differs from the official answer (empty when it does not)."""
     where = f"query {official['qid']} {official['tool']}"
     if ours.state != official["state"]:
@@ -259,8 +259,8 @@ def test_ocr_reads_every_reference_image(release_dataset: Dataset, outputs: Path
     calls = release_calls(release_dataset, "OCR")
     for call in calls:
         (meta,) = [m for m in release_dataset.tool_metas(call.query) if m.name == "OCR"]
-        arguments = protocol.parse_action_input(json.dumps(call.arguments), meta)
-        converted = protocol.convert_arguments(meta, arguments)
+        arguments = react.parse_action_input(json.dumps(call.arguments), meta)
+        converted = react.convert_arguments(meta, arguments)
         context = ToolContext(release_dataset, call.query, outputs)
         invocation = ToolInvocation(meta, arguments, converted)
         image = open_rgb(resolve_image(invocation.converted["image"], context))

@@ -25,6 +25,7 @@ from conftest import FAST_SIM
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.outward import Cleaner
 from tests.gta_run import SAMPLE_DATA
+from tests.run_context import play_e2e
 from tests.scripted_server import ScriptedServer, Step, chat_completion
 
 SURROGATE = "\ud83d"
@@ -288,7 +289,7 @@ def test_any_reply_is_scored_as_the_models_answer(sample_dataset, tmp_path_facto
         if mode == "step":
             episode = loops.run_step(sample_dataset, query, Replies())
         else:
-            episode = loops.run_e2e(sample_dataset, query, Replies(), runner, max_turns=3)
+            episode = play_e2e(sample_dataset, query, Replies(), runner, max_turns=3)
         score, verdict = scorer.score(mode, query, episode.predictions, episode.gold)
         result = CaseResult(
             Case(mode, query),

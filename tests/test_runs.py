@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.catalog import LEADERBOARD_METRICS, leaderboard_boards, leaderboard_rows
+from pytest_gta.report.baseline import Baseline, compare
 from pytest_gta.report.build import ordered
-from pytest_gta.report.compare import Baseline, compare
 from pytest_gta.report.runs import (
     COMPARISON_SCHEMA,
     RunInput,

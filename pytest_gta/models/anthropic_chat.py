@@ -37,7 +37,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_gta.agent.native import json_schema, object_arguments
 from pytest_gta.endpoint import bound_client
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.base import ModelContext, ModelSpec, display_name
@@ -55,6 +54,7 @@ from pytest_gta.models.chat import (
 from pytest_gta.models.generation import react_max_tokens
 from pytest_gta.models.openai_convert import image_data_url
 from pytest_gta.outward import mask_url, register_secret
+from pytest_gta.protocol.native import json_schema, object_arguments
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
 from pytest_gta.urls import env_base_url
 

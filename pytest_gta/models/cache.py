@@ -13,7 +13,7 @@ entry is only ever read whole or written by rename, and the hit and miss counter
 a lock. Identical requests in flight at once are each sent (the cache does not hold one back to
 wait for the other's answer); they leave one entry.
 
-The key's canonical JSON and the entry's text follow :mod:`pytest_gta.records`, as the tool
+The key's canonical JSON and the entry's text follow :mod:`pytest_gta.disk_records`, as the tool
 cassettes do.
 """
 
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gta import jsonsafe
+from pytest_gta.disk_records import digest, dump_entry
 from pytest_gta.files import write_atomic
 from pytest_gta.models.generation import CacheMode
-from pytest_gta.records import digest, dump_entry
 from pytest_gta.types import ModelOutput, ToolCall, Usage
 
 SCHEMA = "pytest-gta-response/1"

@@ -411,7 +411,7 @@ def endpoint_limit(endpoint: str, max_concurrency: int) -> threading.BoundedSema
 
 #: ``--gta-model-args`` keys the HTTP adapters (OpenAI, Anthropic) consume themselves; the rest
 #: go into the request body. ``endpoint_id`` names the endpoint for the response cache instead
-#: of its URL (a managed server's port changes every run: :mod:`pytest_gta.session.serve`).
+#: of its URL (a managed server's port changes every run: :mod:`pytest_gta.session.model_server`).
 ADAPTER_ARGS = frozenset({"vision", "stop", "api_key_env", "headers", "endpoint_id"})
 
 

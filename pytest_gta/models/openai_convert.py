@@ -18,9 +18,9 @@ from pathlib import Path
 from types import NoneType
 from typing import Any
 
-from pytest_gta.agent.native import decode_arguments, json_schema
 from pytest_gta.models.chat import expect, member, reply_usage
 from pytest_gta.models.generation import GenerationSettings, official_body, react_max_tokens
+from pytest_gta.protocol.native import decode_arguments, json_schema
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ToolCall
 
 #: The user message that carries a tool's image output (a tool message cannot carry pictures).

@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import Dataset, call_function
 from pytest_gta.models.base import BaseModelAdapter, ModelContext, ModelSpec
+from pytest_gta.protocol import react as p
 from pytest_gta.types import ModelOutput, ModelRequest
 from pytest_gta.vocabulary import ProtocolName
 

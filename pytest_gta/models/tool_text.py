@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gta import jsonsafe
-from pytest_gta.agent.native import INVALID_JSON, object_arguments
 from pytest_gta.models.openai_convert import native_messages, parse_arguments
+from pytest_gta.protocol.native import INVALID_JSON, object_arguments
 from pytest_gta.types import ChatMessage, ToolCall
 
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)

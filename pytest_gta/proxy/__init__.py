@@ -6,7 +6,7 @@ agent under test; every request becomes an :class:`Exchange` of the case's trans
 """
 
 from pytest_gta.proxy.exchange import Exchange
-from pytest_gta.proxy.server import MAX_REQUEST_BYTES, ModelProxy, ProxyCase
+from pytest_gta.proxy.model_proxy import MAX_REQUEST_BYTES, ModelProxy, ProxyCase
 from pytest_gta.proxy.upstream import Upstream, no_upstream_reason, upstream_of
 
 __all__ = [

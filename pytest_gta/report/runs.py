@@ -25,8 +25,8 @@ from typing import Any
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.catalog import leaderboard_boards, leaderboard_numbers, leaderboard_rows
+from pytest_gta.report.baseline import Baseline, compare
 from pytest_gta.report.build import ordered
-from pytest_gta.report.compare import Baseline, compare
 from pytest_gta.report.schema import CaseRecord, RunReport, identity_of
 from pytest_gta.report.table import MODE_COLUMNS
 from pytest_gta.version import __version__

@@ -141,7 +141,7 @@ class _ComparisonBase(TypedDict):
 
 
 class Comparison(_ComparisonBase, total=False):
-    """The report's ``comparison`` with ``--gta-baseline`` (:mod:`pytest_gta.report.compare`)."""
+    """The report's ``comparison`` with ``--gta-baseline`` (:mod:`pytest_gta.report.baseline`)."""
 
     #: The leaderboard board of a ``leaderboard`` comparison.
     board: str | None

@@ -2,7 +2,7 @@
 
 The template is split like a shell would (``shlex``) but run without one, each placeholder
 (:data:`~pytest_gta.vocabulary.AGENT_PLACEHOLDERS`) filled in one word, so a query text or a
-URL never becomes syntax. The program starts under :mod:`pytest_gta.serve_guard` as the
+URL never becomes syntax. The program starts under :mod:`pytest_gta.process_guard` as the
 leader of a new process group: the whole group (the agent and every process it started, a
 ``sleep 1000 &`` included) is stopped with SIGTERM then SIGKILL on timeout, and SIGKILLed
 whenever the case ends, however it ends (an answer, a crash, Ctrl-C or SIGTERM of pytest:
@@ -35,8 +35,8 @@ from io import BufferedReader
 from pathlib import Path
 from typing import cast
 
-from pytest_gta import serve_guard
-from pytest_gta.run.agents import AgentFailed, AgentOutcome, AgentTask, tail
+from pytest_gta import process_guard
+from pytest_gta.run.agent_under_test import AgentFailed, AgentOutcome, AgentTask, tail
 
 #: Variables of the user's environment every agent program gets: none holds a credential.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME")
@@ -191,7 +191,7 @@ class CommandAgent:
             )
         words = [word.format(**values) for word in self._words]
         env = agent_environment(task, workdir, files, self._passed)
-        guard = [sys.executable, "-I", serve_guard.__file__, str(os.getpid()), str(GRACE_S)]
+        guard = [sys.executable, "-I", process_guard.__file__, str(os.getpid()), str(GRACE_S)]
         started = time.monotonic()
         process = subprocess.Popen(
             [*guard, "--", *words],

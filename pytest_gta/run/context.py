@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
 from pytest_gta.models.generation import GenerationSettings
-from pytest_gta.run.agents import DEFAULT_AGENT_TIMEOUT, Agent, Gateway, Proxy
+from pytest_gta.run.agent_under_test import DEFAULT_AGENT_TIMEOUT, Agent, Gateway, Proxy
 from pytest_gta.run.loops import MAX_TURNS
 from pytest_gta.tools import ToolSet
 from pytest_gta.vocabulary import Mode

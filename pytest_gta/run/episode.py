@@ -23,7 +23,7 @@ from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.mcp.calls import CaseTools
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.run import loops
-from pytest_gta.run.agents import (
+from pytest_gta.run.agent_under_test import (
     Agent,
     AgentOutcome,
     AgentTask,
@@ -125,7 +125,7 @@ def play(case: Case, ctx: RunContext, model: BaseModelAdapter) -> Played:
     Raises:
         GtaUnavailableError: nothing to run it with (see :func:`open_episode`).
         GtaInfrastructureError: the model or a tool backend broke (an agent's failure too:
-            :class:`~pytest_gta.run.agents.AgentFailed`).
+            :class:`~pytest_gta.run.agent_under_test.AgentFailed`).
     """
     if ctx.agent is not None:
         return play_agent(case, ctx, ctx.agent)

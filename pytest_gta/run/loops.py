@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_gta.agent import native
-from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.models.base import BaseModelAdapter
+from pytest_gta.protocol import native
+from pytest_gta.protocol import react as p
 from pytest_gta.types import (
     CaseContext,
     ChatMessage,
@@ -189,7 +189,7 @@ def step_requests(
     """Every step-mode request of a query with the reference message it is scored against.
 
     The prompt is the protocol system message followed by the reference prefix rendered by
-    :func:`~pytest_gta.agent.protocol.react_style_history`; the last call also gets the
+    :func:`~pytest_gta.protocol.react.react_style_history`; the last call also gets the
     "summarize" user message. Messages are never merged, so a request opens with two system
     messages when the query has files.
     """
@@ -279,7 +279,7 @@ def e2e_episode(
     """End-to-end mode as a generator: the Lagent ReAct loop against real tool backends.
 
     The loop is written once and driven two ways: one request at a time
-    (:func:`run_e2e`), or many episodes in lockstep so that a batch engine answers every live
+    (:func:`drive`), or many episodes in lockstep so that a batch engine answers every live
     episode's turn in one batch (:func:`run_lockstep`). Without a finish within ``max_turns``
     the episode ends on the last tool step, as the official harness records it (the default
     answer is never written as a step).
@@ -320,31 +320,6 @@ def e2e_episode(
         else:
             history.append(native.tool_message(record, call))
     return episode
-
-
-def run_e2e(
-    dataset: Dataset,
-    query: Query,
-    model: BaseModelAdapter,
-    run_tool: p.ToolRunner,
-    *,
-    max_turns: int = MAX_TURNS,
-    base_dir: Path | None = None,
-    epoch: int = 0,
-    visible: Sequence[str] | None = None,
-) -> Episode:
-    """End-to-end mode, one model call at a time (see :func:`e2e_episode`)."""
-    steps = e2e_episode(
-        dataset,
-        query,
-        model.protocol,
-        run_tool,
-        max_turns=max_turns,
-        base_dir=base_dir,
-        epoch=epoch,
-        visible=visible,
-    )
-    return drive(steps, model)
 
 
 def drive(steps: EpisodeSteps, model: BaseModelAdapter) -> Episode:

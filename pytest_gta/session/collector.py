@@ -21,8 +21,8 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.detail import DETAIL_KEY, STOPPED_KEY, CaseDetail
 from pytest_gta.options import GtaSettings
 from pytest_gta.provenance import GitProbe, utc_now
+from pytest_gta.report.baseline import Baseline, regressed_nodeids
 from pytest_gta.report.build import build_report
-from pytest_gta.report.compare import Baseline, regressed_nodeids
 from pytest_gta.report.images import ImageStore
 from pytest_gta.report.junit import suite_properties
 from pytest_gta.report.schema import CaseRecord, GitInfo, Identity, RunReport, make_identity
@@ -112,7 +112,7 @@ class GtaCollector:
                 epoch if isinstance(epoch, int) else None,
             )
         # A crashed xdist worker's report carries no properties: recover the case from the id.
-        found = Case.find_epoch_in_nodeid(report.nodeid)
+        found = Case.find_in_nodeid(report.nodeid)
         if found is not None and found[1] in self._dataset().queries:
             return found
         return None

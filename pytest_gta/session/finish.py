@@ -39,7 +39,7 @@ from pytest_gta.options import (
     resolve_settings,
 )
 from pytest_gta.outward import Cleaner
-from pytest_gta.report.compare import Baseline, comparable_run, conclude, read_baseline
+from pytest_gta.report.baseline import Baseline, comparable_run, conclude, read_baseline
 from pytest_gta.report.html import render_html
 from pytest_gta.report.images import ImageStore, store_case_images
 from pytest_gta.report.inspect_log import write_inspect_logs

@@ -22,7 +22,7 @@ import pytest
 from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.errors import DatasetError, GtaUsageError
 from pytest_gta.install.installer import how_to_get
-from pytest_gta.mcp.server import McpGateway
+from pytest_gta.mcp.gateway import McpGateway
 from pytest_gta.models import base
 from pytest_gta.models.base import ModelContext, adopt
 from pytest_gta.models.cache import ResponseCache
@@ -30,10 +30,10 @@ from pytest_gta.models.catalog import leaderboard_row
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.options import DATASET_NAME, GtaSettings
 from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
-from pytest_gta.report.compare import comparable_run, read_baseline
+from pytest_gta.report.baseline import comparable_run, read_baseline
 from pytest_gta.report.images import ImageStore
 from pytest_gta.run.agent_command import CommandAgent, template_placeholders
-from pytest_gta.run.agents import Agent, PythonAgent, load_callable
+from pytest_gta.run.agent_under_test import Agent, PythonAgent, load_callable
 from pytest_gta.run.ahead import AheadWork, strategy
 from pytest_gta.run.context import RunContext, needs_similarity
 from pytest_gta.run.runner import Scorer
@@ -41,7 +41,7 @@ from pytest_gta.scoring.service import RemoteSimilarity, SimilarityService
 from pytest_gta.scoring.similarity import SentenceSimilarity, resolve_sim_model
 from pytest_gta.session import xdist
 from pytest_gta.session.collector import RunInfo
-from pytest_gta.session.serve import describe as describe_server
+from pytest_gta.session.model_server import describe as describe_server
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
 from pytest_gta.validation import load_dataset
 
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource, ModelInfo
     from pytest_gta.models.cache import ResponseCache
     from pytest_gta.models.usage import Budget, Prices
-    from pytest_gta.report.compare import Baseline, ComparableRun
+    from pytest_gta.report.baseline import Baseline, ComparableRun
     from pytest_gta.report.images import ImageStore
     from pytest_gta.run.runner import Scorer
     from pytest_gta.scoring.service import SimilarityService
@@ -547,11 +547,3 @@ class GtaState:
             sim_model=self.settings.sim_model,
             sim_threshold=self.settings.sim_threshold,
         )
-
-
-STATE = pytest.StashKey[GtaState]()
-
-
-def state_of(config: pytest.Config) -> GtaState:
-    """The session's :class:`GtaState`."""
-    return config.stash[STATE]

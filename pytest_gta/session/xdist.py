@@ -33,7 +33,8 @@ LEDGER_INPUT = "gta_ledger"
 IMAGES_INPUT = "gta_images"
 #: ``workerinput``: the controller's similarity service, ``[url, token]``.
 SIMILARITY_INPUT = "gta_similarity"
-#: ``workerinput``: the managed model server (:class:`pytest_gta.session.serve.Served` fields).
+#: ``workerinput``: the managed model server
+#: (:class:`pytest_gta.session.model_server.Served` fields).
 SERVED_INPUT = "gta_serve"
 #: ``workeroutput``: the worker's loading and generation times (``{name: seconds}``).
 TIMINGS_OUTPUT = "gta_timings"

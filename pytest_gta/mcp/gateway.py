@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_gta import outward
-from pytest_gta.agent import protocol as p
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.mcp.calls import CallLimitReached, CaseTools, LoggedCall
+from pytest_gta.protocol import react as p
 from pytest_gta.types import ToolResult
 from pytest_gta.version import __version__
 from pytest_gta.vocabulary import INVALID_ACTION

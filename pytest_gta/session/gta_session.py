@@ -35,16 +35,16 @@ from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings
 from pytest_gta.outward import clean_text, install_log_filter, mask_url
 from pytest_gta.progress import say
 from pytest_gta.report.images import store_case_images
-from pytest_gta.run.agents import AgentFailed
+from pytest_gta.run.agent_under_test import AgentFailed
 from pytest_gta.run.ahead import runs_cases
 from pytest_gta.run.runner import (
     CaseResult,
     identity_properties,
     run_case,
 )
-from pytest_gta.session import serve, xdist
+from pytest_gta.session import model_server, xdist
 from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, GtaCollector
-from pytest_gta.session.compare_cli import compare_command
+from pytest_gta.session.compare_command import compare_command
 from pytest_gta.session.finish import merge_command
 from pytest_gta.session.html_hooks import PLUGIN_NAME as HTML_PLUGIN
 from pytest_gta.session.html_hooks import GtaHtmlHooks, case_extras
@@ -98,16 +98,18 @@ class GtaSession:
         server = None
         workerinput = xdist.worker_input(config)
         if workerinput is not None:
-            state.settings = serve.for_worker(state.settings, workerinput.get(xdist.SERVED_INPUT))
+            state.settings = model_server.for_worker(
+                state.settings, workerinput.get(xdist.SERVED_INPUT)
+            )
         else:
-            server = serve.plan(config, state.settings)
+            server = model_server.plan(config, state.settings)
             if server is not None:
                 state.settings = server.served.settings(state.settings)
         settings = state.settings
         state.validate()
         if server is not None and not config.option.collectonly:
             # After validation (a typo never waits for weights to load), before any case runs.
-            serve.start(config, settings, server)
+            model_server.start(config, settings, server)
         if workerinput is not None:
             return
         self.collector = GtaCollector(
@@ -134,7 +136,7 @@ class GtaSession:
         store = state.image_store()
         if store is not None:
             sent[xdist.IMAGES_INPUT] = str(store.root)
-        server = self.config.stash.get(serve.SERVER, None)
+        server = self.config.stash.get(model_server.SERVER, None)
         if server is not None:
             sent[xdist.SERVED_INPUT] = dataclasses.asdict(server.plan.served)
         if state.needs_similarity() and not self.config.option.collectonly:
@@ -177,7 +179,7 @@ class GtaSession:
         interrupts.restore()
 
     def _teardown(self) -> None:
-        serve.stop(self.config)
+        model_server.stop(self.config)
         state = self.state
         service = state.built("similarity_service")
         if service is not None:
@@ -207,7 +209,7 @@ class GtaSession:
                 f"gta: shard {settings.shard}: the selected cases split {settings.shard.total} "
                 "ways, balanced by reference steps"
             )
-        server = serve.describe(config)
+        server = model_server.describe(config)
         if server is not None:
             lines.append(
                 f"gta: model server {' '.join(server['command'])} at {server['url']} (ready in "

@@ -1,6 +1,6 @@
 """Runs a model server and takes it down when the pytest process that started it is gone.
 
-``python -m pytest_gta.serve_guard PARENT_PID GRACE -- COMMAND...``: pytest starts it as the
+``python -m pytest_gta.process_guard PARENT_PID GRACE -- COMMAND...``: pytest starts it as the
 leader of a new process group; the guard starts the server in that group and watches. pytest
 stops the server by signalling the group, and the guard passes the exit on. If pytest itself
 dies without stopping it (``kill -9``, an out-of-memory kill, a crashed CI runner), the guard is
@@ -43,7 +43,9 @@ def main(argv: list[str]) -> int:
     """Start ``COMMAND`` and watch it and the parent; see the module docstring."""
     parent, grace, sep, *command = argv
     if sep != "--" or not command:
-        sys.stderr.write("usage: python -m pytest_gta.serve_guard PARENT_PID GRACE -- COMMAND...\n")
+        sys.stderr.write(
+            "usage: python -m pytest_gta.process_guard PARENT_PID GRACE -- COMMAND...\n"
+        )
         return 2
     stopping: list[int] = []
 

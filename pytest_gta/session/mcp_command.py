@@ -26,7 +26,7 @@ import pytest
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaError, GtaUsageError
 from pytest_gta.mcp.calls import CaseTools
-from pytest_gta.mcp.server import McpGateway, serve_stdio
+from pytest_gta.mcp.gateway import McpGateway, serve_stdio
 from pytest_gta.options import resolve_option, resolve_settings
 from pytest_gta.session.state import GtaState
 
