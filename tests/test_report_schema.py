@@ -32,9 +32,10 @@ from pytest_gta.report.schema import (
     load_report,
     parse_report,
 )
+from pytest_gta.results.case import Verdict
 from pytest_gta.run.runner import CaseResult
 from pytest_gta.scoring.metrics import score_e2e_case, unanswered_step_case
-from pytest_gta.scoring.verdict import Verdict, judge_e2e
+from pytest_gta.scoring.verdict import judge_e2e
 from tests.test_hostile_files import EDITS, _edited
 
 SETTINGS = {"modes": ["step", "e2e"], "sim_model": "m", "sim_threshold": 0.5, "pytest_gta": "x"}
@@ -51,7 +52,7 @@ def scored_record(dataset: Any, qid: str, mode: str, nodeid: str) -> CaseRecord:
     else:
         gold = [query.dialogs[i] for i in query.assistant_indices]
         score = unanswered_step_case(gold, query.gt_answer)
-        verdict = Verdict(False, 0.0, "no step was answered", turn=0)
+        verdict = Verdict.of(False, 0.0, "no step was answered", turn=0)
     result = CaseResult(
         case=Case(mode, query),  # type: ignore[arg-type]
         model="m",

@@ -220,13 +220,13 @@ def test_reports_follow_the_umask(pytester):
 
 def test_reported_score_is_clamped_but_metrics_are_exact(sample_dataset):
     from pytest_gta.case import Case
+    from pytest_gta.results.case import Verdict
     from pytest_gta.run.runner import CaseResult
     from pytest_gta.scoring.metrics import E2ECaseScore, Score
-    from pytest_gta.scoring.verdict import Verdict
 
     score = E2ECaseScore(True, answer=Score("f32", 1.0000003576278687))
     result = CaseResult(
-        Case("e2e", sample_dataset["7"]), "m", [], [], score, Verdict(True, 1.0000003576278687)
+        Case("e2e", sample_dataset["7"]), "m", [], [], score, Verdict.of(True, 1.0000003576278687)
     )
     properties = dict(result.properties())
     assert properties["gta_score"] == 1.0

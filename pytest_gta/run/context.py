@@ -22,9 +22,9 @@ from pytest_gta.tools import ToolSet
 from pytest_gta.vocabulary import Mode
 
 if TYPE_CHECKING:
+    from pytest_gta.results.case import Verdict
     from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore
     from pytest_gta.scoring.similarity import Similarity
-    from pytest_gta.scoring.verdict import Verdict
 
 
 def needs_similarity(query: Query, mode: Mode) -> bool:

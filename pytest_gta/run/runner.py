@@ -23,13 +23,14 @@ from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.models import base
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.outward import Cleaner
+from pytest_gta.results.case import Verdict
 from pytest_gta.run import loops
 from pytest_gta.run.ahead import AheadWork
 from pytest_gta.run.context import RunContext, needs_similarity
 from pytest_gta.run.episode import AgentRun, Ahead, Played, play
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore, score_e2e_case, score_step_case
 from pytest_gta.scoring.similarity import Similarity
-from pytest_gta.scoring.verdict import Verdict, judge_e2e, judge_step
+from pytest_gta.scoring.verdict import judge_e2e, judge_step
 from pytest_gta.types import Usage
 from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, MODEL_S_PROPERTY, Mode
 

@@ -11,12 +11,13 @@ what came instead, and where the first divergence is.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_gta.dataset import call_function
 from pytest_gta.outward import clip
+from pytest_gta.results.case import AnswerCheck, Verdict
 from pytest_gta.scoring.answer import blacklist_hit, whitelist_hits
 from pytest_gta.scoring.metrics import (
     E2ECaseScore,
@@ -28,18 +29,6 @@ from pytest_gta.scoring.metrics import (
 )
 
 _CLIP = 240
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A case's outcome: passed or not, a score in [0, 1], and why it failed."""
-
-    passed: bool
-    score: float
-    message: str = ""
-    #: Index of the model call the message is about, as an index into the case's replies: the
-    #: first diverging step in step mode, ``-1`` (the last turn) end to end.
-    turn: int | None = None
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
@@ -175,10 +164,12 @@ def judge_step(
         problems.append(f"only {len(predictions)} of {len(gold)} steps were predicted")
         values.extend([0.0] * (len(gold) - len(predictions)))
     score = sum(values) / len(values) if values else 0.0
+    check = answer_check(predictions, ref)
     if problems:
         more = f" (+{len(problems) - 1} more diverging steps)" if len(problems) > 1 else ""
-        return Verdict(False, score, problems[0] + more, first_divergence(scored, ref, threshold))
-    return Verdict(True, score)
+        turn = first_divergence(scored, ref, threshold)
+        return Verdict.of(False, score, problems[0] + more, turn, check)
+    return Verdict.of(True, score, answer_check=check)
 
 
 def judge_e2e(
@@ -189,18 +180,19 @@ def judge_e2e(
     threshold: float,
 ) -> Verdict:
     """Verdict of an end-to-end case; the score is the query's AnsAcc (or Ans+I) share."""
+    check = answer_check(predictions, ref)
     if not ref:
         value = 0.0 if scored.imggen is None else scored.imggen.value
         if value > 0:
-            return Verdict(True, value)
+            return Verdict.of(True, value, answer_check=check)
         missing = missing_imagegen_tool(predictions, gold)
         if missing is not None:
             reason = f"the reference image tool {missing} was never called without error"
         else:
             reason = "the image tools' arguments have zero similarity to the reference"
-        return Verdict(False, value, f"{reason} ({_calls_summary(predictions)})", -1)
+        return Verdict.of(False, value, f"{reason} ({_calls_summary(predictions)})", -1, check)
     if not predictions:
-        return Verdict(False, 0.0, "the episode recorded no steps")
+        return Verdict.of(False, 0.0, "the episode recorded no steps", answer_check=check)
     kind, answer = response_type(predictions[-1])
     if kind != "answer" or not answer:
         # An episode without a finish ends on a tool's output; the model's last act is the call.
@@ -208,18 +200,65 @@ def judge_e2e(
             (p for p in reversed(predictions) if response_type(p)[0] != "tool_return"),
             predictions[-1],
         )
-        return Verdict(
+        return Verdict.of(
             False,
             0.0,
             f"no final answer: the episode ended on {describe(last)} "
             f"({_calls_summary(predictions)})",
             -1,
+            check,
         )
     value = _score_value(scored.answer)
     problem = _answer_problem(str(answer), ref, scored.answer, threshold)
     if problem is None:
-        return Verdict(True, value)
-    return Verdict(False, value, problem, -1)
+        return Verdict.of(True, value, answer_check=check)
+    return Verdict.of(False, value, problem, -1, check)
+
+
+def final_answer(steps: Sequence[Any]) -> str | None:
+    """The model's answer as a reader finds it: its last assistant step without a call."""
+    for step in reversed(steps):
+        if (
+            isinstance(step, Mapping)
+            and step.get("role") == "assistant"
+            and not step.get("tool_calls")
+        ):
+            return str(step.get("content"))
+    return None
+
+
+def answer_check(predictions: Sequence[Any], ref: Any) -> AnswerCheck | None:
+    """The final answer against an objective reference: each whitelist group, the blacklist.
+
+    The HTML report shows it beside the answer; ``None`` for a subjective or image query, or
+    where there is no final answer. A reference the official matcher cannot read (a hostile
+    prediction file's) checks no group rather than failing the case.
+    """
+    answer = final_answer(predictions)
+    if not isinstance(ref, Mapping) or answer is None:
+        return None
+    try:
+        hits = whitelist_hits(answer, ref)
+        black = blacklist_hit(answer, ref)
+    except (KeyError, TypeError, re.error):
+        hits, black = [], None
+    return AnswerCheck(whitelist=[bool(h) for h in hits], blacklist_hit=black)
+
+
+def judge(
+    mode: str,
+    predictions: Sequence[Mapping[str, Any]],
+    gold: Sequence[Mapping[str, Any]],
+    ref: Any,
+    scored: StepCaseScore | E2ECaseScore,
+    threshold: float,
+) -> Verdict:
+    """The verdict of a case of ``mode`` (:func:`judge_step` or :func:`judge_e2e`)."""
+    if mode == "step" and isinstance(scored, StepCaseScore):
+        return judge_step(predictions, gold, ref, scored, threshold)
+    if mode == "e2e" and isinstance(scored, E2ECaseScore):
+        return judge_e2e(predictions, gold, ref, scored, threshold)
+    raise TypeError(f"{type(scored).__name__} is not a {mode}-mode score")
 
 
 def _calls_summary(predictions: Sequence[Mapping[str, Any]]) -> str:

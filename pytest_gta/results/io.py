@@ -1,0 +1,268 @@
+"""The one writer and the one reader of reports, and the case's trip from a worker.
+
+* :func:`dump_report` writes a :class:`~pytest_gta.results.report.RunReport` as the
+  ``--gta-report`` file's text (strict JSON: a NaN is refused, not written), the cases'
+  ``properties`` flattened again from their fields.
+* :func:`load_report` / :func:`parse_report` read one back: reports come from other machines and
+  other versions, so an unknown or newer schema, a malformed file or a field of the wrong kind is
+  a :class:`~pytest_gta.errors.GtaUsageError` naming the file and the field, never a traceback;
+  a report of an earlier version is migrated on the way (:mod:`pytest_gta.results.migrate`).
+* :func:`case_to_wire` / :func:`case_from_wire` carry a finished case from an xdist worker to
+  the controller as the model's JSON, read back by the same class.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.jsonsafe import JsonInputError, loads, read_json
+from pytest_gta.results.case import CaseResult, case_properties
+from pytest_gta.results.migrate import migrate_report
+from pytest_gta.results.report import SCHEMA, SCHEMA_FAMILY, RunReport
+
+__all__ = [
+    "MAX_REPORT_BYTES",
+    "MERGE_HOW",
+    "CaseWire",
+    "ReportFile",
+    "case_from_wire",
+    "case_to_wire",
+    "dump_json",
+    "dump_report",
+    "field_problem",
+    "load_report",
+    "parse_report",
+    "refresh_properties",
+]
+
+#: Larger than any real report (all 229 queries in both modes, replies included, are a few MB).
+MAX_REPORT_BYTES = 256 * 1024 * 1024
+#: How a reader's messages say where reports come from (``--gta-merge``'s; baselines say theirs).
+MERGE_HOW = "--gta-merge reads the --gta-report files that the shard jobs wrote"
+#: A value shown in a message is cut to this many characters.
+_SHOWN = 200
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def dump_json(value: Any) -> str:
+    """The text of a JSON file the project writes: indented, strict (a NaN is refused)."""
+    return json.dumps(value, indent=2, allow_nan=False) + "\n"
+
+
+def refresh_properties(report: RunReport) -> None:
+    """Flatten every case's ``properties`` again from its fields (:func:`case_properties`)."""
+    for case in report.cases:
+        case.properties = dict(
+            case_properties(case, model=report.model, agent=report.identity.agent)
+        )
+
+
+def dump_report(report: RunReport) -> str:
+    """The text of a ``--gta-report`` file (see the module docstring)."""
+    refresh_properties(report)
+    return dump_json(report.to_json_value())
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+
+
+@dataclass
+class ReportFile:
+    """A report read from a file, checked and migrated (:func:`load_report`)."""
+
+    #: The path as the user wrote it (messages name it so).
+    label: str
+    report: RunReport
+
+    @property
+    def cases(self) -> list[CaseResult]:
+        """The report's cases."""
+        return self.report.cases
+
+    @property
+    def name(self) -> str:
+        """``shard 2/3`` when the report is a shard's, else its file name."""
+        shard = self.report.shard
+        return f"shard {shard.spec}" if shard is not None else self.label
+
+
+def show_value(value: Any) -> str:
+    """A value as a message shows it: JSON, cut to 200 characters."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def _path(loc: Sequence[int | str], known: frozenset[str]) -> str:
+    """``cases[3].primitives.steps[0].answer`` from a pydantic error's location.
+
+    A location also names the union member or constraint it tried (``StepPrimitives``,
+    ``function-after[...]``, ``list[...]``); those are not fields and are left out.
+    """
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in known or not (part[:1].isupper() or "[" in part or "-" in part):
+            out += f".{part}" if out else part
+    return out
+
+
+@functools.cache
+def _field_names() -> frozenset[str]:
+    names: set[str] = set()
+    todo: list[Any] = [RunReport]
+    seen: set[Any] = set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        for name, info in getattr(cls, "model_fields", {}).items():
+            names.add(info.alias or name)
+            todo.extend(_classes_in(info.annotation))
+    return frozenset(names)
+
+
+def _classes_in(annotation: Any) -> list[Any]:
+    found = []
+    if hasattr(annotation, "model_fields"):
+        found.append(annotation)
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found.extend(_classes_in(arg))
+    return found
+
+
+def field_problem(exc: ValidationError) -> str:
+    """The first problem of a validation error, as ``field is VALUE: why``."""
+    errors = exc.errors(include_url=False)
+    error = min(errors, key=lambda e: len(e["loc"])) if errors else None
+    if error is None:
+        return str(exc)
+    where = _path(error["loc"], _field_names()) or "the report"
+    if error["type"] == "missing":
+        return f"{where} is missing"
+    if error["type"] == "extra_forbidden":
+        return f"{where} is not a field of this report version"
+    why = error["msg"].removeprefix("Value error, ")
+    return f"{where} is {show_value(error['input'])}: {why}"
+
+
+def _check_schema(data: Any, label: str, hint: str) -> None:
+    found = data.get("schema") if isinstance(data, dict) else None
+    if found == SCHEMA:
+        return
+    if isinstance(found, str) and found.startswith(SCHEMA_FAMILY):
+        raise GtaUsageError(
+            f"{label}: schema is {show_value(found)}: the report was written by a pytest-gta of "
+            f"another report schema than this one ({SCHEMA}); read it with the version "
+            f"that wrote it, or re-run with this one{hint}"
+        )
+    raise GtaUsageError(
+        f"{label}: not a pytest-gta report (schema {found!r}, expected {SCHEMA!r}){hint}"
+    )
+
+
+def _check_primitives(data: Mapping[str, Any], label: str) -> None:
+    cases = data.get("cases")
+    for index, case in enumerate(cases if isinstance(cases, list) else []):
+        if isinstance(case, dict) and "primitives" not in case:
+            raise GtaUsageError(
+                f"{label}: cases[{index}].primitives is missing: the report was written by a "
+                "pytest-gta without --gta-merge support; re-run that shard with this version"
+            )
+
+
+def parse_report(label: str, data: Any, how: str = MERGE_HOW) -> ReportFile:
+    """Check a loaded report, migrate it, and read it into the typed report.
+
+    ``how`` ends each message, saying where such reports come from.
+
+    Raises:
+        GtaUsageError: naming ``label`` and the first field that is missing or wrong; a report
+            of another schema version names it and this one.
+    """
+    hint = f"; {how}" if how else ""
+    prefix = f"{label}: " if label else ""
+    _check_schema(data, label, hint)
+    _check_primitives(data, label)
+    try:
+        report = RunReport.model_validate(migrate_report(data))
+    except ValidationError as exc:
+        raise GtaUsageError(f"{prefix}{field_problem(exc)}{hint}") from None
+    return ReportFile(label, report)
+
+
+def load_report(path: Path, label: str, how: str = MERGE_HOW) -> ReportFile:
+    """Read and check one report file (see :func:`parse_report`).
+
+    Raises:
+        GtaUsageError: the file is missing, unreadable, too large, not JSON, or not a report.
+    """
+    try:
+        size = path.stat().st_size
+        if size > MAX_REPORT_BYTES:
+            raise GtaUsageError(
+                f"{label}: {size} bytes is larger than any report ({MAX_REPORT_BYTES} at most); "
+                f"{how}"
+            )
+        data = read_json(path)
+    except FileNotFoundError:
+        raise GtaUsageError(f"{label}: no such file; {how}") from None
+    except (OSError, JsonInputError) as exc:
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise GtaUsageError(f"{label}: {text}; {how}") from None
+    return parse_report(label, data, how)
+
+
+# --------------------------------------------------------------------------------------------
+# A case's trip from a worker
+
+
+@dataclass(frozen=True)
+class CaseWire:
+    """A case as it arrives on the controller, with what only the controller's notes need."""
+
+    case: CaseResult
+    #: The image store's last problems on the worker, for the report's notes.
+    image_problems: tuple[str, ...] = ()
+    #: Non-finite numbers the worker's cleaning replaced (the report's notes count them).
+    nonfinite: int = 0
+
+
+def case_to_wire(wire: CaseWire) -> str:
+    """The JSON text a case travels in (``user_properties`` of its setup report)."""
+    return json.dumps(
+        {
+            "case": wire.case.to_json_value(),
+            "image_problems": list(wire.image_problems),
+            "nonfinite": wire.nonfinite,
+        },
+        allow_nan=False,
+    )
+
+
+def case_from_wire(text: str) -> CaseWire:
+    """Read a case sent by :func:`case_to_wire` (in this session, by the same code).
+
+    Raises:
+        ValueError: the text is not such a case (a plugin put something else under the key).
+    """
+    try:
+        data = loads(text)
+        case = CaseResult.model_validate(data["case"])
+        problems = tuple(str(p) for p in data.get("image_problems", []))
+        return CaseWire(case, problems, int(data.get("nonfinite", 0)))
+    except (JsonInputError, ValidationError, KeyError, TypeError) as exc:
+        raise ValueError(f"not a GTA case: {exc}") from None
