@@ -11,7 +11,7 @@ in ``metrics`` (as the official numbers would count a missing answer) and left o
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pytest_gta.datainfo import dataset_statistics
 from pytest_gta.dataset import Dataset
@@ -29,6 +29,9 @@ from pytest_gta.report.schema import (
     RunReport,
     make_identity,
 )
+from pytest_gta.results.case import CaseResult
+from pytest_gta.results.io import parse_report
+from pytest_gta.results.report import RunReport as TypedReport
 from pytest_gta.scoring.metrics import (
     E2ECaseScore,
     StepCaseScore,
@@ -37,6 +40,7 @@ from pytest_gta.scoring.metrics import (
     unanswered_e2e_case,
     unanswered_step_case,
 )
+from pytest_gta.scoring.verdict import judge
 from pytest_gta.vocabulary import ERROR_KINDS, MODEL_S_PROPERTY, MODES, OUTCOMES
 
 TABLE5_NOTE = (
@@ -430,3 +434,43 @@ def build_report(
         "notes": notes,
         "cases": cases,
     }
+
+
+def complete_verdicts(cases: Sequence[CaseResult], dataset: Dataset, threshold: Any) -> None:
+    """Give the scored cases of an earlier report version their whole verdict.
+
+    Reports written before the verdict was kept whole (:mod:`pytest_gta.results.migrate`) have
+    each case's metric primitives: the official scorer judges them again, with the query's
+    reference, exactly as it judged them when the case ran. A case whose query is not in
+    ``dataset``, or whose recorded steps the scorer cannot read, keeps no verdict.
+    """
+    usable = isinstance(threshold, int | float) and not isinstance(threshold, bool)
+    for case in cases:
+        if case.verdict is not None or case.primitives is None or not usable:
+            continue
+        query = dataset.queries.get(case.query_id)
+        if query is None:
+            continue
+        dialogs = dataset.reference_dialogs(query)
+        gold = [dialogs[i] for i in query.assistant_indices] if case.mode == "step" else dialogs[1:]
+        raw = case.primitives.to_json_value()
+        try:
+            scored: CaseScore = (
+                StepCaseScore.from_json(raw) if case.mode == "step" else E2ECaseScore.from_json(raw)
+            )
+            steps = cast(list[dict[str, Any]], [s.root for s in case.steps])
+            case.verdict = judge(case.mode, steps, gold, query.gt_answer, scored, float(threshold))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            continue
+
+
+def typed_report(report: Mapping[str, Any], dataset: Dataset | None) -> TypedReport:
+    """TRANSITIONAL: the typed report of a report dict built by :func:`build_report`.
+
+    While the session still builds the report as a dict, the renderers that already take the
+    typed report get it through here. Removed once :func:`build_report` returns the model.
+    """
+    typed = parse_report("", dict(report), "").report
+    if dataset is not None:
+        complete_verdicts(typed.cases, dataset, typed.settings.sim_threshold)
+    return typed
