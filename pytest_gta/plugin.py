@@ -136,7 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Before anything can print or write one: credentials in URLs of any argument or variable.
     register_run_secrets(config.invocation_params.args)
     settings = resolve_settings(config)
-    generation = settings.generation
+    generation = settings.model.generation
     register_run_secrets([generation.base_url or ""], generation.model_args)
     config.stash[SETTINGS] = settings
     marks = MarkRegistry(lambda line: config.addinivalue_line("markers", line))
@@ -241,7 +241,7 @@ def pytest_collection_modifyitems_regressions(
 ) -> None:
     """``--gta-rerun-regressions``: keep the cases the last comparison found regressed."""
     gta = _active(config)
-    if gta is not None and gta.state.settings.rerun_regressions:
+    if gta is not None and gta.state.settings.baseline.rerun_regressions:
         gta.rerun_regressions(items)
 
 
