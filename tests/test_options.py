@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
+from pathlib import Path
 
 import pytest
 
 from conftest import FAST_SIM
 from pytest_gta.models.generation import GenerationSettings
-from pytest_gta.options import OPTIONS, GtaSettings, resolve_option, resolve_settings
+from pytest_gta.options import OPTIONS, RANGES, GtaSettings, doc, resolve_option, resolve_settings
 from pytest_gta.options.table import FEATURES
 
 #: Every flag and its ini twin (``None``: a command, no twin), as registered before the table
@@ -222,3 +223,29 @@ def test_data_info_report_from_ini_lands_beside_it(pytester, monkeypatch, tmp_pa
     assert result.ret == 0, result.stdout.str()
     assert (pytester.path / "out" / "info.json").is_file()
     assert not (sub / "out").exists()
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "options.md"
+
+
+def test_docs_option_tables_are_written_from_the_rows():
+    text = DOCS.read_text()
+    assert doc.render(text) == text, "docs/options.md is stale: python -m pytest_gta.options.doc"
+    rows = re.findall(r"^\| `(--gta-[a-z-]+)[=`\[]", text, re.M)
+    assert rows[: len(OPTIONS)] == [spec.flag for spec in OPTIONS]
+    for spec in OPTIONS:
+        assert spec.doc, spec.flag
+        assert spec.doc_default or spec.ini is None, spec.flag
+        # A range's ends are the parser's own: only the prose around them is written by hand.
+        assert (spec.doc_range is not None) >= (spec.flag in RANGES), spec.flag
+
+
+def test_doc_command_writes_a_stale_page_and_checks_it(tmp_path, capsys):
+    page = tmp_path / "options.md"
+    stale = DOCS.read_text().replace("| `--gta-seed=N` |", "| `--gta-seed=SEED` |")
+    page.write_text(stale)
+    assert doc.main(["--check", str(page)]) == 1
+    assert "is stale" in capsys.readouterr().err
+    assert doc.main([str(page)]) == 0
+    assert page.read_text() == DOCS.read_text()
+    assert doc.main(["--check", str(page)]) == 0
