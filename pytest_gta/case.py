@@ -103,6 +103,14 @@ class MarkRegistry:
         self._declare = declare
         self._names: set[str] = set()
 
+    @classmethod
+    def with_static_marks(cls, declare: Callable[[str], None]) -> MarkRegistry:
+        """A registry that declared every session's marks (:func:`static_marks`) already."""
+        registry = cls(declare)
+        for name in static_marks():
+            registry.register(name)
+        return registry
+
     def register(self, name: str) -> None:
         """Declare ``name`` (once) with its ``pytest --markers`` text."""
         if name not in self._names:

@@ -31,7 +31,7 @@ registers and resolves them; :mod:`.settings` composes :class:`GtaSettings` from
 from __future__ import annotations
 
 from pytest_gta.options.core import OptionSpec, Resolved, option_base, resolve_path
-from pytest_gta.options.settings import GtaSettings, resolve_settings
+from pytest_gta.options.settings import GtaSettings, configure_settings, resolve_settings
 from pytest_gta.options.table import (
     OPTIONS,
     OPTIONS_BY_DEST,
@@ -47,6 +47,7 @@ __all__ = [
     "GtaSettings",
     "OptionSpec",
     "Resolved",
+    "configure_settings",
     "option_base",
     "pytest_addoption",
     "resolve_option",

@@ -43,6 +43,7 @@ from pytest_gta.options.serving import ServeSettings
 from pytest_gta.options.stats import StatsSettings
 from pytest_gta.options.table import OPTIONS
 from pytest_gta.options.tools import ToolSettings
+from pytest_gta.outward import register_run_secrets
 
 
 @dataclass(frozen=True)
@@ -101,3 +102,16 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         serve=serving.settings(given),
         agent=agent,
     )
+
+
+def configure_settings(config: pytest.Config) -> GtaSettings:
+    """The session's settings (``pytest_configure``), every credential they carry registered.
+
+    The command line's first: before anything can print or write one, credentials in URLs of
+    any argument or variable are secrets; then the base URL's and the model arguments' own.
+    """
+    register_run_secrets(config.invocation_params.args)
+    settings = resolve_settings(config)
+    generation = settings.model.generation
+    register_run_secrets([generation.base_url or ""], generation.model_args)
+    return settings
