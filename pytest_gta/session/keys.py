@@ -1,4 +1,4 @@
-"""Where a fixture leaves what the report of its phase must carry (the entry module reads them).
+"""Where a fixture leaves what its phase's report must carry; :func:`attach` puts it there.
 
 Light on purpose: :mod:`pytest_gta.plugin` imports it in every pytest process, GTA or not.
 """
