@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.release import oracle_command, release_path  # noqa: E402
-from pytest_gta.options import DEFAULT_REPORT_HTML_MAX_MB  # noqa: E402
+from pytest_gta.options.report import DEFAULT_REPORT_HTML_MAX_MB  # noqa: E402
 from pytest_gta.outward import Cleaner  # noqa: E402
 from pytest_gta.report.html import render_html  # noqa: E402
 from pytest_gta.report.images import ImageStore  # noqa: E402

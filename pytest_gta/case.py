@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_gta.dataset import Query
+from pytest_gta.flags import OPT_DATA, OPT_MODEL
 from pytest_gta.vocabulary import CATEGORIES, MODES, QUERY_TYPES, Mode
 
 #: Between a case id and its epoch when a run repeats cases (``--gta-epochs``).
@@ -102,6 +103,14 @@ class MarkRegistry:
         self._declare = declare
         self._names: set[str] = set()
 
+    @classmethod
+    def with_static_marks(cls, declare: Callable[[str], None]) -> MarkRegistry:
+        """A registry that declared every session's marks (:func:`static_marks`) already."""
+        registry = cls(declare)
+        for name in static_marks():
+            registry.register(name)
+        return registry
+
     def register(self, name: str) -> None:
         """Declare ``name`` (once) with its ``pytest --markers`` text."""
         if name not in self._names:
@@ -119,7 +128,7 @@ def mark_hint(markexpr: str, marks: list[str], active: bool) -> list[str]:
     if not active:
         return [
             f"pytest-gta: -m {markexpr!r} selected nothing: GTA cases (and their gta_* marks) are "
-            "collected only with --gta-model, e.g. --gta-model=oracle --gta-data=sample"
+            f"collected only with {OPT_MODEL}, e.g. {OPT_MODEL}=oracle {OPT_DATA}=sample"
         ]
     lines = []
     lowered = {m.lower(): m for m in marks}
@@ -141,7 +150,7 @@ def mark_hint(markexpr: str, marks: list[str], active: bool) -> list[str]:
 def describe_mark(name: str) -> str:
     """The ``pytest --markers`` text of a GTA marker, one per marker."""
     if name == "gta":
-        return "every GTA case (pytest-gta); marks exist only with --gta-model"
+        return f"every GTA case (pytest-gta); marks exist only with {OPT_MODEL}"
     if name in _MARK_TEXT:
         return _MARK_TEXT[name]
     if name.startswith("gta_category_"):

@@ -25,16 +25,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_gta.flags import OPT_CACHE, OPT_DATA, OPT_MAX_TOKENS, OPT_MODE, OPT_MODEL, OPT_REPORT
+
 #: The README's demo command (after ``pytest``); extra arguments are appended.
 DEMO_ARGS = (
-    "--gta-model=smollm2",
-    "--gta-data=sample",
-    "--gta-mode=step,e2e",
-    "--gta-max-tokens",
+    f"{OPT_MODEL}=smollm2",
+    f"{OPT_DATA}=sample",
+    f"{OPT_MODE}=step,e2e",
+    OPT_MAX_TOKENS,
     "64",
-    "--gta-cache=off",
+    f"{OPT_CACHE}=off",
     "--junitxml=gta.xml",
-    "--gta-report=gta.json",
+    f"{OPT_REPORT}=gta.json",
 )
 REPORT = "gta.json"
 

@@ -39,6 +39,7 @@ import httpcore2
 import httpx2
 
 from pytest_gta.errors import GtaError
+from pytest_gta.flags import OPT_MAX_REPLY_BYTES
 
 T = TypeVar("T")
 
@@ -66,7 +67,7 @@ def size_text(size: int) -> str:
 def too_large(limit: int, detail: str = "") -> ReplyTooLarge:
     """The :class:`ReplyTooLarge` of a reply over ``limit`` (no URL: messages reach the model)."""
     return ReplyTooLarge(
-        f"the reply is larger than {size_text(limit)} (--gta-max-reply-bytes){detail}; "
+        f"the reply is larger than {size_text(limit)} ({OPT_MAX_REPLY_BYTES}){detail}; "
         "it was not read further",
         limit,
     )

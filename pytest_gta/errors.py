@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_gta.flags import OPT_DATA
+
 
 class GtaError(Exception):
     """Base class of every error pytest-gta raises on purpose."""
@@ -101,6 +103,6 @@ class DatasetError(GtaUsageError):
         tail = f"\n  ... and {more} more" if more > 0 else ""
         super().__init__(
             f"GTA dataset {root} has {len(self.problems)} problem(s):\n{shown}{tail}\n"
-            "Fix the data, or point --gta-data at a directory in the official layout "
+            f"Fix the data, or point {OPT_DATA} at a directory in the official layout "
             "(dataset.json, toolmeta.json, image/)."
         )

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gta import hookspecs
-from pytest_gta.case import MarkRegistry, mark_hint, static_marks
-from pytest_gta.options import GtaSettings, resolve_settings
+from pytest_gta.case import MarkRegistry, mark_hint
+from pytest_gta.options import GtaSettings, configure_settings
 from pytest_gta.options import pytest_addoption as _addoption
-from pytest_gta.outward import clean_report, register_run_secrets
-from pytest_gta.session.keys import REPORT_EXTRAS, REPORT_ONLY
+from pytest_gta.outward import clean_report
+from pytest_gta.session.keys import attach
 
 if TYPE_CHECKING:
     from pytest_gta.case import Case
@@ -115,14 +115,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """Commands that run instead of a session: data, ``--gta-merge``, ``--gta-compare``, MCP."""
     if config.getoption("gta_mcp_serve"):
-        served: int = _mcp_command().run(config)
-        return served
+        return int(_mcp_command().run(config))
     if config.getoption("gta_merge"):
-        merged: int = _session_layer().merge(config)
-        return merged
+        return int(_session_layer().merge(config))
     if config.getoption("gta_compare"):
-        compared: int = _session_layer().compare(config)
-        return compared
+        return int(_session_layer().compare(config))
     if not any(
         config.getoption(name) for name in ("gta_download", "gta_data_info", "gta_record_manifest")
     ):
@@ -133,16 +130,11 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve settings; when a model is given, validate everything and start the collector."""
-    # Before anything can print or write one: credentials in URLs of any argument or variable.
-    register_run_secrets(config.invocation_params.args)
-    settings = resolve_settings(config)
-    generation = settings.generation
-    register_run_secrets([generation.base_url or ""], generation.model_args)
+    settings = configure_settings(config)
     config.stash[SETTINGS] = settings
-    marks = MarkRegistry(lambda line: config.addinivalue_line("markers", line))
-    config.stash[MARKS] = marks
-    for name in static_marks():
-        marks.register(name)
+    config.stash[MARKS] = MarkRegistry.with_static_marks(
+        lambda line: config.addinivalue_line("markers", line)
+    )
     if settings.active:
         _session(config).start()
 
@@ -241,7 +233,7 @@ def pytest_collection_modifyitems_regressions(
 ) -> None:
     """``--gta-rerun-regressions``: keep the cases the last comparison found regressed."""
     gta = _active(config)
-    if gta is not None and gta.state.settings.rerun_regressions:
+    if gta is not None and gta.state.settings.baseline.rerun_regressions:
         gta.rerun_regressions(items)
 
 
@@ -273,15 +265,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     a project's own reporter) finds them there, as our collector does; nothing rewrites them.
     """
     report: pytest.TestReport = yield
-    extra = item.stash.get(REPORT_ONLY, None)
-    if extra:
-        report.user_properties.extend(extra)
-        extra.clear()
-    extras = item.stash.get(REPORT_EXTRAS, None)
-    if extras:
-        # pytest-html's documented attribute; its own makereport keeps what is already there.
-        report.extras = [*getattr(report, "extras", []), *extras]  # type: ignore[attr-defined]
-        extras.clear()
+    attach(item, report)
     return report
 
 

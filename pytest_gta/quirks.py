@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_gta.dataset import Dataset, Query
+from pytest_gta.flags import OPT_DATA_INFO, OPT_SIM_THRESHOLD
 from pytest_gta.protocol.react import ArgumentError, convert_arguments, parse_action_input
 from pytest_gta.scoring.answer import iscorrect
 from pytest_gta.vocabulary import IMAGEGEN_TOOLS, MODES, Mode
@@ -69,7 +70,7 @@ DUPLICATE_TOOL = QuirkKind(
     "duplicate_tool",
     "tool listed twice in the query's tools",
     "offered once, as the official harness keys its tools by name; the paper's tools-per-query "
-    "count (and --gta-data-info's) counts the list as written",
+    f"count (and {OPT_DATA_INFO}'s) counts the list as written",
 )
 CALL_WITH_TEXT = QuirkKind(
     "call_with_text",
@@ -112,7 +113,7 @@ WEAK_SUBJECTIVE = QuirkKind(
     "weak_subjective_reference",
     "reference answer below the similarity threshold",
     "the reference's own final answer is less similar to the three reference answers than "
-    "--gta-sim-threshold: SummAcc and AnsAcc give it its (continuous) similarity, and a replay "
+    f"{OPT_SIM_THRESHOLD}: SummAcc and AnsAcc give it its (continuous) similarity, and a replay "
     "case fails",
 )
 

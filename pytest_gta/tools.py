@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaToolError, GtaToolMiss, GtaUnavailableError, GtaUsageError
+from pytest_gta.flags import OPT_TOOL_RECORD, OPT_TOOLS
 from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES
 from pytest_gta.outward import redact
 from pytest_gta.types import ResultItem, ToolMeta, ToolResult
@@ -156,7 +157,7 @@ def adopt_backend(backend: ToolBackend) -> BaseToolBackend:
     if isinstance(backend, ToolBackend):
         return _AdoptedBackend(backend)
     raise GtaUsageError(
-        f"a tool backend built for --gta-tools is a {type(backend).__name__}, which lacks name, "
+        f"a tool backend built for {OPT_TOOLS} is a {type(backend).__name__}, which lacks name, "
         "offers(tool) and call(invocation, context) (pytest_gta.tools.ToolBackend)"
     )
 
@@ -202,7 +203,7 @@ def parse_tool_specs(raw: str) -> tuple[ToolSpec, ...]:
         name, _, argument = item.partition("=")
         specs.append(ToolSpec(item, name.strip(), argument.strip()))
     if not specs:
-        raise GtaUsageError("--gta-tools is empty; pass e.g. --gta-tools=replay")
+        raise GtaUsageError(f"{OPT_TOOLS} is empty; pass e.g. {OPT_TOOLS}=replay")
     return tuple(specs)
 
 
@@ -213,7 +214,7 @@ def check_backend_names(specs: Sequence[ToolSpec], known: Sequence[str]) -> None
             close = difflib.get_close_matches(spec.name, list(known), n=3, cutoff=0.5)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             raise GtaUsageError(
-                f"--gta-tools={spec.raw}: unknown tool backend {spec.name!r}.{hint} Known "
+                f"{OPT_TOOLS}={spec.raw}: unknown tool backend {spec.name!r}.{hint} Known "
                 f"backends: {', '.join(sorted(known))} (register more under the "
                 f"{ENTRY_POINT_GROUP!r} entry-point group)."
             )
@@ -270,7 +271,7 @@ def make_recorder(directory: Path, *, overwrite: bool) -> Recorder:
     entry = registered.get(CASSETTE_RECORDER)
     if entry is None:
         raise GtaUsageError(
-            f"--gta-tool-record: no {CASSETTE_RECORDER!r} recorder is registered under the "
+            f"{OPT_TOOL_RECORD}: no {CASSETTE_RECORDER!r} recorder is registered under the "
             f"{RECORDER_GROUP!r} entry-point group (reinstall pytest-gta)"
         )
     factory: RecorderFactory = entry.load()
@@ -321,7 +322,7 @@ class ToolSet:
             why = f" ({'; '.join(reasons)})" if reasons else ""
             raise GtaUnavailableError(
                 f"no tool backend offers {', '.join(missing)} (configured: {configured}){why}; "
-                "add a backend that serves it to --gta-tools, e.g. --gta-tools=...,replay to use "
+                f"add a backend that serves it to {OPT_TOOLS}, e.g. {OPT_TOOLS}=...,replay to use "
                 "the recorded reference outputs"
             )
         return routes

@@ -79,3 +79,5 @@ AGENT_PLACEHOLDERS = (
     "output_file",
     "case_id",
 )
+#: Seconds one case's agent may run before its process group is stopped (``--gta-agent-timeout``).
+DEFAULT_AGENT_TIMEOUT = 600.0

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_gta.options import agent_words, parse_agent_env
+from pytest_gta.options.agents import agent_words, parse_agent_env
 from pytest_gta.run.agent_command import agent_environment, decode_output
 from pytest_gta.run.agent_under_test import AgentTask, ToolClient
 from pytest_gta.vocabulary import AGENT_PLACEHOLDERS

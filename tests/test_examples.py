@@ -31,7 +31,7 @@ import openai
 import pytest
 
 from pytest_gta.dataset import Dataset
-from pytest_gta.options import agent_words
+from pytest_gta.options.agents import agent_words
 from tests.agent_model_server import AgentModelServer, Conversation, FunctionCallingModel
 from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, GtaRun, gta_process
 from tests.test_mcp_server import URL, serve

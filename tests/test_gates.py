@@ -21,12 +21,8 @@ from hypothesis import strategies as st
 
 from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.gates import (
-    Floor,
-    GateSettings,
-    MetricRef,
-    exit_status,
-    judge,
+from pytest_gta.gates import Floor, GateSettings, MetricRef, exit_status, judge
+from pytest_gta.options.gates import (
     parse_alpha,
     parse_fail_on_regression,
     parse_fail_under,

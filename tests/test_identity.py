@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.options import parse_label
+from pytest_gta.options.report import parse_label
 from pytest_gta.provenance import git_state, label_problem, parse_utc
 from pytest_gta.report.schema import default_label, identity_of, parse_report
 from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process

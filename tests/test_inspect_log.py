@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_gta.options import check_inspect_log
+from pytest_gta.options.report import check_inspect_log
 from pytest_gta.report.inspect_log import eval_logs, log_file_name
 from tests.gta_run import BOTH_MODES, FAST_SIM, ORACLE, SAMPLE_DATA, gta, gta_process, read_report
 from tests.scripted_server import ScriptedServer, Step, chat_completion
@@ -313,8 +313,8 @@ def test_an_unwritable_directory_is_reported_not_raised(pytester):
 def test_without_inspect_ai_the_option_is_a_usage_error(pytester, monkeypatch):
     monkeypatch.setitem(sys.modules, "inspect_ai", None)  # what find_spec sees when absent
     with pytest.raises(pytest.UsageError, match=r'pip install "pytest-gta\[inspect\]"'):
-        check_inspect_log({"inspect_log": Path("logs")})
-    check_inspect_log({"inspect_log": None})
+        check_inspect_log(Path("logs"))
+    check_inspect_log(None)
     result = pytester.runpytest(SAMPLE_DATA, ORACLE, LOGS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert (

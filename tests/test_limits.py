@@ -31,7 +31,8 @@ from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models import chat
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES, GenerationSettings
-from pytest_gta.options import OPTIONS, RANGES, parse_max_reply_bytes, parse_url
+from pytest_gta.options import OPTIONS, RANGES
+from pytest_gta.options.model import parse_max_reply_bytes, parse_url
 from pytest_gta.shard import Shard, shard_items
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
 from pytest_gta.urls import check_url

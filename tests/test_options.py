@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import typing
+from pathlib import Path
 
 import pytest
 
 from conftest import FAST_SIM
 from pytest_gta.models.generation import GenerationSettings
-from pytest_gta.options import OPTIONS, GtaSettings, resolve_option, resolve_settings
+from pytest_gta.options import OPTIONS, RANGES, GtaSettings, doc, resolve_option, resolve_settings
+from pytest_gta.options.table import FEATURES
 
 #: Every flag and its ini twin (``None``: a command, no twin), as registered before the table
 #: existed. A rename here is a breaking change for users' ini files and scripts.
@@ -101,29 +104,39 @@ def test_help_registers_exactly_the_table(pytester):
     assert inis == expected
 
 
-def test_every_settings_field_comes_from_one_row():
-    # resolve_settings builds both dataclasses from the rows' settings; the rest are its own.
-    special = {"data", "data_source", "invocation_dir", "generation", "data_dir"}
-    rows = [spec.setting for spec in OPTIONS if spec.setting]
-    assert len(rows) == len(set(rows))
-    assert {r for r in rows if not r.startswith("generation.")} | special == {
-        f.name for f in dataclasses.fields(GtaSettings)
-    }
-    assert {r.removeprefix("generation.") for r in rows if r.startswith("generation.")} == {
-        f.name for f in dataclasses.fields(GenerationSettings)
-    }
+def test_every_settings_part_comes_from_its_features_rows():
+    # Each feature's rows fill its part of the settings; the data is resolved with rules of its
+    # own (its rows have no setting), the model's generation.* rows fill GenerationSettings.
+    parts = typing.get_type_hints(GtaSettings)
+    del parts["invocation_dir"]
+    assert {feature.name for feature in FEATURES if feature.name} == set(parts)
+    special = {"data": {"path", "source", "dir"}, "model": {"generation"}}
+    generation = []
+    for feature in FEATURES:
+        settings = [spec.setting for spec in feature.rows if spec.setting]
+        assert len(settings) == len(set(settings)), feature.name
+        if feature.name is None:
+            assert settings == [], feature.rows
+            continue
+        own = {s for s in settings if not s.startswith("generation.")}
+        generation += [s.removeprefix("generation.") for s in settings if s not in own]
+        fields = {f.name for f in dataclasses.fields(parts[feature.name])}
+        assert own | special.get(feature.name, set()) == fields, feature.name
+    assert sorted(generation) == sorted(f.name for f in dataclasses.fields(GenerationSettings))
 
 
 def test_defaults_match_the_dataclasses(pytester):
     settings = resolve_settings(pytester.parseconfigure())
-    assert settings.generation == GenerationSettings()
-    assert (settings.modes, settings.tools, settings.tool_record, settings.sandbox) == (
+    defaults = GtaSettings(settings.invocation_dir, settings.data)
+    assert settings == defaults
+    assert settings.model.generation == GenerationSettings()
+    assert (settings.cases.modes, settings.tools.backends, settings.tools.record) == (
         ("e2e",),
         "replay",
         "none",
-        "auto",
     )
-    assert settings.report is settings.cache_dir is settings.tool_cassettes is None
+    assert settings.tools.sandbox == "auto"
+    assert settings.report.json is settings.model.cache_dir is settings.tools.cassettes is None
 
 
 INI_PATHS = """
@@ -152,12 +165,12 @@ def test_ini_paths_resolve_against_the_ini_file(pytester, in_subdir):
     assert config.invocation_params.dir == in_subdir
     settings = resolve_settings(config)
     root = pytester.path
-    assert settings.report == root / "out" / "r.json"
-    assert settings.report_md == root / "out" / "r.md"
-    assert settings.cache_dir == root / "out" / "cache"
-    assert settings.tool_cassettes == root / "cassettes"
-    assert settings.data == root / "mydata"
-    assert settings.data_dir == root / "datasets"
+    assert settings.report.json == root / "out" / "r.json"
+    assert settings.report.md == root / "out" / "r.md"
+    assert settings.model.cache_dir == root / "out" / "cache"
+    assert settings.tools.cassettes == root / "cassettes"
+    assert settings.data.path == root / "mydata"
+    assert settings.data.dir == root / "datasets"
     url = resolve_option(config, "gta_download_url")
     assert (url.value, url.source) == ("mirror/gta.zip", "ini")
 
@@ -172,12 +185,12 @@ def test_cli_paths_resolve_against_the_invocation_dir(pytester, in_subdir):
         "--gta-data-dir=datasets",
     )
     settings = resolve_settings(config)
-    assert settings.report == in_subdir / "r.json"
-    assert settings.report_md == in_subdir / "r.md"
-    assert settings.cache_dir == in_subdir / "cache"
-    assert settings.tool_cassettes == in_subdir / "cassettes"
-    assert (settings.data, settings.data_source) == (in_subdir / "mydata", "--gta-data")
-    assert settings.data_dir == in_subdir / "datasets"
+    assert settings.report.json == in_subdir / "r.json"
+    assert settings.report.md == in_subdir / "r.md"
+    assert settings.model.cache_dir == in_subdir / "cache"
+    assert settings.tools.cassettes == in_subdir / "cassettes"
+    assert (settings.data.path, settings.data.source) == (in_subdir / "mydata", "--gta-data")
+    assert settings.data.dir == in_subdir / "datasets"
 
 
 def test_reports_from_ini_land_beside_it_when_run_from_a_subdirectory(pytester, monkeypatch):
@@ -210,3 +223,29 @@ def test_data_info_report_from_ini_lands_beside_it(pytester, monkeypatch, tmp_pa
     assert result.ret == 0, result.stdout.str()
     assert (pytester.path / "out" / "info.json").is_file()
     assert not (sub / "out").exists()
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "options.md"
+
+
+def test_docs_option_tables_are_written_from_the_rows():
+    text = DOCS.read_text()
+    assert doc.render(text) == text, "docs/options.md is stale: python -m pytest_gta.options.doc"
+    rows = re.findall(r"^\| `(--gta-[a-z-]+)[=`\[]", text, re.M)
+    assert rows[: len(OPTIONS)] == [spec.flag for spec in OPTIONS]
+    for spec in OPTIONS:
+        assert spec.doc, spec.flag
+        assert spec.doc_default or spec.ini is None, spec.flag
+        # A range's ends are the parser's own: only the prose around them is written by hand.
+        assert (spec.doc_range is not None) >= (spec.flag in RANGES), spec.flag
+
+
+def test_doc_command_writes_a_stale_page_and_checks_it(tmp_path, capsys):
+    page = tmp_path / "options.md"
+    stale = DOCS.read_text().replace("| `--gta-seed=N` |", "| `--gta-seed=SEED` |")
+    page.write_text(stale)
+    assert doc.main(["--check", str(page)]) == 1
+    assert "is stale" in capsys.readouterr().err
+    assert doc.main([str(page)]) == 0
+    assert page.read_text() == DOCS.read_text()
+    assert doc.main(["--check", str(page)]) == 0

@@ -24,7 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import FAST_SIM, ROOT, default_sigint
-from pytest_gta.options import GtaSettings, resolve_settings, template_words
+from pytest_gta.options import GtaSettings, resolve_settings
+from pytest_gta.options.serving import template_words
 from pytest_gta.session import model_server
 from pytest_gta.session.model_server import Served, format_command, plan, vllm_command
 
@@ -185,7 +186,7 @@ def test_auto_serves_open_weights_under_xdist_with_model_args_as_flags(pytester,
         "--tensor-parallel-size",
         "2",
     )
-    pointed = chosen.served.settings(settings).generation
+    pointed = chosen.served.settings(settings).model.generation
     assert pointed.base_url == "http://127.0.0.1:8123/v1"
     assert pointed.served_model == "Qwen/Qwen1.5-7B-Chat"
     # Server flags do not go into request bodies; the adapter's own arguments stay.

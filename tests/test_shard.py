@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from conftest import FAST_SIM, SAMPLE
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.options import parse_shard
+from pytest_gta.options.cases import parse_shard
 from pytest_gta.report import merge, schema
 from pytest_gta.report.schema import parse_report
 from pytest_gta.shard import Shard, split

@@ -32,6 +32,7 @@ from typing import Any
 import httpx2
 
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
+from pytest_gta.flags import OPT_TOOLS
 from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES
 from pytest_gta.tools import (
     BaseToolBackend,
@@ -215,11 +216,11 @@ def make_agentlego(spec: ToolSpec, context: ToolBackendContext) -> AgentLegoBack
     url = spec.argument or os.environ.get("GTA_AGENTLEGO_URL", "")
     if not url:
         raise GtaUsageError(
-            f"--gta-tools={spec.raw}: give the AgentLego server's URL, e.g. "
-            "--gta-tools=agentlego=http://127.0.0.1:16180"
+            f"{OPT_TOOLS}={spec.raw}: give the AgentLego server's URL, e.g. "
+            f"{OPT_TOOLS}=agentlego=http://127.0.0.1:16180"
         )
     if not url.startswith(("http://", "https://")):
         url = "http://" + url
-    where = "--gta-tools=agentlego" if spec.argument else "GTA_AGENTLEGO_URL"
+    where = f"{OPT_TOOLS}=agentlego" if spec.argument else "GTA_AGENTLEGO_URL"
     url = check_url(url, where, "http://127.0.0.1:16180")
     return AgentLegoBackend(url, max_reply_bytes=context.max_reply_bytes)

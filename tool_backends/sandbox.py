@@ -65,6 +65,7 @@ import subprocess
 import threading
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_SANDBOX
 from pytest_gta.vocabulary import SANDBOX_MODES, SandboxMode
 from tool_backends import sandbox_worker
 from tool_backends.sandbox_isolation import Isolation, SandboxKind, choose
@@ -269,7 +270,7 @@ def _checked(mode: str) -> SandboxMode:
     for known in SANDBOX_MODES:
         if mode == known:
             return known
-    raise GtaUsageError(f"--gta-sandbox={mode}: choose auto, bubblewrap or rlimit")
+    raise GtaUsageError(f"{OPT_SANDBOX}={mode}: choose auto, bubblewrap or rlimit")
 
 
 _DEFAULT: Sandbox | None = None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_SANDBOX
 from pytest_gta.vocabulary import SandboxMode
 from tool_backends import sandbox_worker
 from tool_backends.sandbox_machine import Machine
@@ -245,7 +246,7 @@ def choose(
             "namespaces disabled, or a container that forbids mounts)"
         )
         raise GtaUsageError(
-            f"--gta-sandbox=bubblewrap: {why}; {INSTALL_BUBBLEWRAP}, or pass "
-            "--gta-sandbox=rlimit to accept the weaker fallback"
+            f"{OPT_SANDBOX}=bubblewrap: {why}; {INSTALL_BUBBLEWRAP}, or pass "
+            f"{OPT_SANDBOX}=rlimit to accept the weaker fallback"
         )
     return found if found is not None else _rlimit(machine, tree, python, scratch_bytes)

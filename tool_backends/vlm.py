@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_gta.endpoint import bound_client, reply_limit_of
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
+from pytest_gta.flags import OPT_TOOLS
 from pytest_gta.tools import (
     BaseToolBackend,
     ToolBackendContext,
@@ -274,8 +275,8 @@ def make_vlm(spec: ToolSpec, context: ToolBackendContext) -> VlmBackend:
     model = spec.argument.removeprefix("openai/")
     if not model:
         raise GtaUsageError(
-            f"--gta-tools={spec.raw}: name the vision model, e.g. "
-            "--gta-tools=vlm=openai/gpt-4o-mini"
+            f"{OPT_TOOLS}={spec.raw}: name the vision model, e.g. "
+            f"{OPT_TOOLS}=vlm=openai/gpt-4o-mini"
         )
     base_url = None
     for variable in ("GTA_VLM_BASE_URL", "OPENAI_BASE_URL"):
@@ -285,7 +286,7 @@ def make_vlm(spec: ToolSpec, context: ToolBackendContext) -> VlmBackend:
     key = os.environ.get("OPENAI_API_KEY", "").strip()
     if not key and base_url is None:
         raise GtaUsageError(
-            f"--gta-tools={spec.raw}: set OPENAI_API_KEY, or GTA_VLM_BASE_URL for a local "
+            f"{OPT_TOOLS}={spec.raw}: set OPENAI_API_KEY, or GTA_VLM_BASE_URL for a local "
             "OpenAI-compatible server"
         )
     client = openai.OpenAI(

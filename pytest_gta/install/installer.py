@@ -37,6 +37,14 @@ from typing import TYPE_CHECKING, Any
 from pytest_gta.datainfo import dataset_statistics, paper_mismatches
 from pytest_gta.errors import DatasetError, GtaDataError
 from pytest_gta.files import sha256_file
+from pytest_gta.flags import (
+    OPT_ALLOW_UNVERIFIED,
+    OPT_DATA,
+    OPT_DATA_DIR,
+    OPT_DOWNLOAD,
+    OPT_DOWNLOAD_URL,
+    OPT_RECORD_MANIFEST,
+)
 from pytest_gta.install import sources as _sources_module
 from pytest_gta.install.manifest import (
     INSTALL_RECORD,
@@ -134,7 +142,7 @@ def install_lock(data_dir: Path, name: str, log: Log, timeout: float) -> Iterato
                     if time.monotonic() > deadline:
                         raise GtaDataError(
                             f"gave up after {timeout:.0f} s waiting for the lock {path}; if no "
-                            "other pytest --gta-download is running, delete it"
+                            f"other pytest {OPT_DOWNLOAD} is running, delete it"
                         ) from None
                     time.sleep(0.2)
         os.ftruncate(fd, 0)
@@ -204,13 +212,13 @@ def how_to_get(target: Path) -> str:
     """Instructions for getting the dataset by any route, for every 'no data' message."""
     return (
         "Get the GTA dataset with one of:\n"
-        "  pytest --gta-download\n"
+        f"  pytest {OPT_DOWNLOAD}\n"
         f"      (tries the Hugging Face dataset {HF_REPO}, then {RELEASE_URL})\n"
-        "  pytest --gta-download --gta-download-url=PATH_OR_URL\n"
+        f"  pytest {OPT_DOWNLOAD} {OPT_DOWNLOAD_URL}=PATH_OR_URL\n"
         "      (a copy of gta_dataset.zip, a mirror URL, or an unpacked directory)\n"
         f"  or by hand: download {RELEASE_URL}\n"
         f"      and unpack it so that {target / 'dataset.json'}, {target / 'toolmeta.json'}\n"
-        f"      and {target / 'image'}/image_*.jpg exist (or pass --gta-data=DIR)."
+        f"      and {target / 'image'}/image_*.jpg exist (or pass {OPT_DATA}=DIR)."
     )
 
 
@@ -240,7 +248,7 @@ def check_dataset(
         raise GtaDataError(f"the data is not a usable GTA dataset:\n{exc}") from None
     queries = len(dataset)
     entry = request.manifest.get(request.name)
-    flag = "--gta-allow-unverified"
+    flag = OPT_ALLOW_UNVERIFIED
     if entry is not None:
         problems = verify(root, entry)
         if not problems:
@@ -331,7 +339,7 @@ def install(request: InstallRequest, log: Log) -> InstallResult:
         if (target / "dataset.json").is_file():
             tail = (
                 f"{target} was already installed and is left as it is; delete it and run "
-                "--gta-download again to replace it."
+                f"{OPT_DOWNLOAD} again to replace it."
             )
             checked = check_dataset(target, request, tail)
             for rel in finder_metadata(target):
@@ -348,7 +356,7 @@ def install(request: InstallRequest, log: Log) -> InstallResult:
         if target.exists() or target.is_symlink():
             raise GtaDataError(
                 f"{target} exists but has no dataset.json; move it away so the dataset can be "
-                "installed there, or choose another --gta-data-dir"
+                f"installed there, or choose another {OPT_DATA_DIR}"
             )
         _clean_stale(request.data_dir, request.name, log)
         failures: list[str] = []
@@ -441,7 +449,7 @@ def _maybe_record(
         return
     if checked.verification.startswith("UNVERIFIED"):
         raise GtaDataError(
-            f"--gta-record-manifest: {target} is not verified ({checked.verification}); only "
+            f"{OPT_RECORD_MANIFEST}: {target} is not verified ({checked.verification}); only "
             "data that reproduces the paper's counts or an existing entry is recorded"
         )
     source = portable_origin(origin)
@@ -454,8 +462,8 @@ def _maybe_record(
     entry = entry_for(
         target,
         request.name,
-        f"GTA dataset, {checked.queries} queries, recorded by pytest --gta-download "
-        f"--gta-record-manifest from {source}",
+        f"GTA dataset, {checked.queries} queries, recorded by pytest {OPT_DOWNLOAD} "
+        f"{OPT_RECORD_MANIFEST} from {source}",
         checked.queries,
         archive_sha256=archive,
         archive_note=note,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from pytest_gta.errors import GtaDataError
+from pytest_gta.flags import OPT_DOWNLOAD, OPT_DOWNLOAD_URL
 
 if TYPE_CHECKING:
     import httpx2
@@ -71,7 +72,7 @@ def fetch_local(value: str, base: Path) -> Fetched:
     if path.is_file():
         return Fetched(path, "zip", str(path))
     raise GtaDataError(
-        f"--gta-download-url={value}: {path} does not exist; give a gta_dataset.zip, a dataset "
+        f"{OPT_DOWNLOAD_URL}={value}: {path} does not exist; give a gta_dataset.zip, a dataset "
         "directory, or an http(s) URL"
     )
 
@@ -139,7 +140,7 @@ def fetch_url(url: str, downloads: Path, log: Log, settings: HttpSettings | None
     if part.exists() and part.stat().st_size:
         raise GtaDataError(
             f"download of {url} is incomplete after {settings.attempts} attempts: {last_error}. "
-            f"The partial file {part} is kept and the next --gta-download resumes it."
+            f"The partial file {part} is kept and the next {OPT_DOWNLOAD} resumes it."
         )
     part.unlink(missing_ok=True)
     note.unlink(missing_ok=True)

@@ -13,8 +13,10 @@ import sys
 
 import pytest
 
+from pytest_gta.flags import OPT_MCP_SERVE
+
 #: What makes pytest serve the tools instead of running tests.
-SERVE_FLAG = "--gta-mcp-serve"
+SERVE_FLAG = OPT_MCP_SERVE
 #: No test runs, so nothing is rewritten: pytest would otherwise warn that ``pytest_gta`` (its
 #: plugin, imported here already) cannot be rewritten, and under a project's
 #: ``filterwarnings = error`` that warning stops the server before it starts. Nor does serving

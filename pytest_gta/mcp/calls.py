@@ -26,6 +26,7 @@ from typing import Any
 
 from pytest_gta import outward
 from pytest_gta.dataset import Dataset, Query
+from pytest_gta.flags import OPT_MAX_TURNS
 from pytest_gta.protocol import native
 from pytest_gta.protocol import react as p
 from pytest_gta.tools import BaseToolBackend, ToolContext, ToolSet
@@ -85,7 +86,7 @@ class CallLimitReached(Exception):
 
     def __init__(self, limit: int) -> None:
         super().__init__(
-            f"the limit of {limit} tool calls for this task is reached (--gta-max-turns); "
+            f"the limit of {limit} tool calls for this task is reached ({OPT_MAX_TURNS}); "
             "no more tools can be called: give the final answer"
         )
         self.limit = limit

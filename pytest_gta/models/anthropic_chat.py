@@ -39,6 +39,7 @@ from typing import Any
 
 from pytest_gta.endpoint import bound_client
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_BASE_URL, OPT_MODEL, OPT_MODEL_ARGS, OPT_SEED
 from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.chat import (
     ADAPTER_ARGS,
@@ -253,8 +254,8 @@ class AnthropicChat(ChatAdapter):
         key = os.environ.get(key_env, "").strip()
         if not key and base_url is None:
             raise GtaUsageError(
-                f"--gta-model={spec.raw}: set {key_env} to your Anthropic API key, or point "
-                "--gta-base-url at a compatible gateway"
+                f"{OPT_MODEL}={spec.raw}: set {key_env} to your Anthropic API key, or point "
+                f"{OPT_BASE_URL} at a compatible gateway"
             )
         key = key or "EMPTY"  # a local gateway without auth ignores it; the SDK insists on one
         # Whatever the variable is called (api_key_env=ANY_NAME), its key is redacted by value.
@@ -287,8 +288,8 @@ class AnthropicChat(ChatAdapter):
         self.extra = {k: v for k, v in args.items() if k not in ADAPTER_ARGS}
         if settings.seed is not None:
             self.warnings.append(
-                f"{self.name}: the Messages API has no seed; --gta-seed={settings.seed} is not "
-                "sent (pass --gta-model-args=seed=N for a gateway that takes one)"
+                f"{self.name}: the Messages API has no seed; {OPT_SEED}={settings.seed} is not "
+                f"sent (pass {OPT_MODEL_ARGS}=seed=N for a gateway that takes one)"
             )
         note = deprecation_note(self.served)
         if note is not None:
@@ -358,7 +359,7 @@ def make_anthropic(spec: ModelSpec, context: ModelContext) -> AnthropicChat:
     has_model = spec.name or context.generation.served_model or spec.entry is not None
     if not has_model:
         raise GtaUsageError(
-            "--gta-model=anthropic needs a model: anthropic/claude-sonnet-4-5, or a catalog "
+            f"{OPT_MODEL}=anthropic needs a model: anthropic/claude-sonnet-4-5, or a catalog "
             "name such as claude3-opus"
         )
     return AnthropicChat(spec, context)

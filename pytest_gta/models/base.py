@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, runtime_checkable
 
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_MODEL
 from pytest_gta.models import catalog
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.types import ModelOutput, ModelRequest
@@ -271,7 +272,7 @@ def adopt(model: ModelAdapter | RecordedSource) -> BaseModelAdapter | BaseRecord
     if isinstance(model, ModelAdapter):
         return _AdoptedModel(model)
     raise GtaUsageError(
-        f"the model built for --gta-model is a {type(model).__name__}, which has neither "
+        f"the model built for {OPT_MODEL} is a {type(model).__name__}, which has neither "
         "name, protocol and generate(request) (pytest_gta.models.base.ModelAdapter) nor name, "
         "protocol and recorded(query, mode) (RecordedSource)"
     )
@@ -331,7 +332,7 @@ def parse_model_spec(raw: str, providers: Sequence[str]) -> ModelSpec:
     """
     value = raw.strip()
     if not value:
-        raise GtaUsageError("--gta-model is empty; pass e.g. --gta-model=oracle")
+        raise GtaUsageError(f"{OPT_MODEL} is empty; pass e.g. {OPT_MODEL}=oracle")
     for sep in (":", "/"):
         head, found, tail = value.partition(sep)
         if found and head in providers:
@@ -342,7 +343,7 @@ def parse_model_spec(raw: str, providers: Sequence[str]) -> ModelSpec:
     close = difflib.get_close_matches(head, list(providers), n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     raise GtaUsageError(
-        f"--gta-model={raw}: unknown model provider {head!r}.{hint}\nKnown providers: "
+        f"{OPT_MODEL}={raw}: unknown model provider {head!r}.{hint}\nKnown providers: "
         f"{', '.join(sorted(providers))} (more can be registered under the "
         f"{ENTRY_POINT_GROUP!r} entry-point group); write provider/model, provider:argument, or "
         "a bare provider name."
@@ -396,7 +397,7 @@ def make_model(raw: str, context: ModelContext) -> ModelAdapter | RecordedSource
     spec = resolve_spec(raw, list(entry_points), context.generation)
     if spec.provider not in entry_points:
         raise GtaUsageError(
-            f"--gta-model={raw}: resolves to the {spec.provider!r} provider, which is not "
+            f"{OPT_MODEL}={raw}: resolves to the {spec.provider!r} provider, which is not "
             f"registered (is pytest-gta installed with its entry points?)"
         )
     factory: ModelFactory = entry_points[spec.provider].load()

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_gta.errors import GtaDataError, GtaUsageError
+from pytest_gta.flags import OPT_BASE_URL, OPT_MODEL
 
 Runtime = Literal["vllm", "api", "llamacpp", "transformers"]
 
@@ -372,10 +373,10 @@ def lookup(name: str) -> CatalogEntry:
     suggestions = close_names(name)
     hint = f" Did you mean {', '.join(suggestions)}?" if suggestions else ""
     raise GtaUsageError(
-        f"--gta-model={name}: not a known model name.{hint}\n"
+        f"{OPT_MODEL}={name}: not a known model name.{hint}\n"
         f"The catalog knows {len(CATALOG)} models by their leaderboard names (docs/models.md "
         "lists them); any other model works as provider/NAME: openai/NAME (with "
-        "--gta-base-url for a compatible server), anthropic/NAME, vllm/HF_ID, "
+        f"{OPT_BASE_URL} for a compatible server), anthropic/NAME, vllm/HF_ID, "
         "transformers/HF_ID_OR_PATH or llamacpp:FILE.gguf."
     )
 

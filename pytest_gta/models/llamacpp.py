@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.flags import OPT_BASE_URL, OPT_MODEL, OPT_MODEL_ARGS, OPT_PROTOCOL
 from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.chat import ChatAdapter, Prepared
 from pytest_gta.models.gguf import INSTALL_LLAMA_CPP, bundled_gguf, check_gguf
@@ -98,8 +99,8 @@ def model_path(spec: ModelSpec, invocation_dir: Path) -> Path:
     if spec.entry is not None:
         return check_gguf(bundled_gguf(spec.entry.name, spec.raw), spec.raw)
     raise GtaUsageError(
-        f"--gta-model={spec.raw}: name a GGUF file, as --gta-model=llamacpp:/path/to/model.gguf "
-        "(or --gta-model=llamacpp:smollm2 for the demo's bundled SmolLM2-135M)"
+        f"{OPT_MODEL}={spec.raw}: name a GGUF file, as {OPT_MODEL}=llamacpp:/path/to/model.gguf "
+        f"(or {OPT_MODEL}=llamacpp:smollm2 for the demo's bundled SmolLM2-135M)"
     )
 
 
@@ -156,9 +157,9 @@ class LlamaCppChat(ChatAdapter):
         settings = context.generation
         if settings.protocol != "react":
             raise GtaUsageError(
-                f"--gta-model={spec.raw}: llama.cpp in-process runs the react protocol only "
-                "(its chat templates do not parse tool calls); drop --gta-protocol, or serve the "
-                "GGUF with python -m llama_cpp.server and pass --gta-base-url"
+                f"{OPT_MODEL}={spec.raw}: llama.cpp in-process runs the react protocol only "
+                f"(its chat templates do not parse tool calls); drop {OPT_PROTOCOL}, or serve the "
+                f"GGUF with python -m llama_cpp.server and pass {OPT_BASE_URL}"
             )
         self.catalog_entry = spec.entry
         self.path = model_path(spec, context.invocation_dir)
@@ -176,7 +177,7 @@ class LlamaCppChat(ChatAdapter):
         unknown = sorted(set(args) - engine_keys - request_keys)
         if unknown:
             raise GtaUsageError(
-                f"--gta-model-args: {', '.join(unknown)} is not an argument of llama_cpp.Llama "
+                f"{OPT_MODEL_ARGS}: {', '.join(unknown)} is not an argument of llama_cpp.Llama "
                 "or of its create_chat_completion; engine arguments: "
                 f"{', '.join(sorted(engine_keys))}; request arguments: "
                 f"{', '.join(sorted(request_keys))}"
@@ -193,7 +194,7 @@ class LlamaCppChat(ChatAdapter):
         self.engine = engine_for(self.path, self.engine_args)
         if settings.base_url is not None:
             self.warnings.append(
-                f"--gta-base-url={settings.base_url} is not used: --gta-model={spec.raw} runs "
+                f"{OPT_BASE_URL}={settings.base_url} is not used: {OPT_MODEL}={spec.raw} runs "
                 "in-process (for the server, pass a catalog name or openai/NAME)"
             )
 

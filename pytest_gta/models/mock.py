@@ -30,6 +30,7 @@ from pytest_gta import jsonsafe
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.flags import OPT_MODEL
 from pytest_gta.models.base import BaseModelAdapter, ModelContext, ModelSpec
 from pytest_gta.types import ModelOutput, ModelRequest
 from pytest_gta.vocabulary import ProtocolName
@@ -52,10 +53,10 @@ def load_script(path: Path) -> tuple[dict[str, list[Any]], str | None]:
     try:
         raw = jsonsafe.read_json(path)
     except FileNotFoundError:
-        raise GtaUsageError(f"--gta-model=mock:{path}: file not found") from None
+        raise GtaUsageError(f"{OPT_MODEL}=mock:{path}: file not found") from None
     except jsonsafe.JsonInputError as exc:
         raise GtaUsageError(
-            f"--gta-model=mock:{path}: {exc}; a mock script is a UTF-8 JSON object "
+            f"{OPT_MODEL}=mock:{path}: {exc}; a mock script is a UTF-8 JSON object "
             '{"responses": {case id: [reply, ...]}, "default": reply}'
         ) from None
     if not isinstance(raw, dict) or not isinstance(raw.get("responses", {}), dict):
@@ -119,7 +120,9 @@ class MockModel(BaseModelAdapter):
 def make_mock(spec: ModelSpec, context: ModelContext) -> MockModel:
     """Entry point for ``--gta-model=mock:<path>``."""
     if not spec.name:
-        raise GtaUsageError("--gta-model=mock needs a script: --gta-model=mock:path/to/script.json")
+        raise GtaUsageError(
+            f"{OPT_MODEL}=mock needs a script: {OPT_MODEL}=mock:path/to/script.json"
+        )
     path = Path(spec.name).expanduser()
     if not path.is_absolute():
         path = context.invocation_dir / path

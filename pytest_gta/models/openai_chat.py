@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_gta.endpoint import bound_client
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError, RetryableError
+from pytest_gta.flags import OPT_BASE_URL, OPT_MODEL, OPT_SERVED_MODEL
 from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.catalog import CatalogEntry
 from pytest_gta.models.chat import (
@@ -55,7 +56,7 @@ def detect_served_model(ids: Sequence[str], entry: CatalogEntry | None, base_url
     listed = ", ".join(ids) if ids else "none"
     raise GtaUsageError(
         f"{base_url}/models lists {listed}; cannot tell which one to evaluate. Pass "
-        "--gta-served-model=NAME (or --gta-model=openai/NAME)."
+        f"{OPT_SERVED_MODEL}=NAME (or {OPT_MODEL}=openai/NAME)."
     )
 
 
@@ -83,8 +84,8 @@ class OpenAIChat(ChatAdapter):
         if not key:
             if user_base is None:
                 raise GtaUsageError(
-                    f"--gta-model={spec.raw}: set {key_env} to your API key, or point "
-                    "--gta-base-url at an OpenAI-compatible server"
+                    f"{OPT_MODEL}={spec.raw}: set {key_env} to your API key, or point "
+                    f"{OPT_BASE_URL} at an OpenAI-compatible server"
                 )
             key = "EMPTY"  # local servers ignore it; the official configs send key='EMPTY'
         # Whatever the variable is called (api_key_env=ANY_NAME), its key is redacted by value.
@@ -132,7 +133,7 @@ class OpenAIChat(ChatAdapter):
             return detect_served_model(ids, entry, self.endpoint)
         raise GtaUsageError(
             f"cannot list the models served at {self.endpoint}: {problem}. Start the "
-            "server, fix --gta-base-url, or pass --gta-served-model=NAME."
+            f"server, fix {OPT_BASE_URL}, or pass {OPT_SERVED_MODEL}=NAME."
         )
 
     def identity(self) -> dict[str, Any]:
@@ -182,7 +183,7 @@ def make_openai(spec: ModelSpec, context: ModelContext) -> OpenAIChat:
         no_base = context.generation.base_url is None and not os.environ.get("OPENAI_BASE_URL")
         if context.generation.served_model is None and no_base:
             raise GtaUsageError(
-                "--gta-model=openai needs a model: openai/gpt-4o, or openai/NAME with "
-                "--gta-base-url for a compatible server"
+                f"{OPT_MODEL}=openai needs a model: openai/gpt-4o, or openai/NAME with "
+                f"{OPT_BASE_URL} for a compatible server"
             )
     return OpenAIChat(spec, context)

@@ -35,6 +35,7 @@ from pytest_gta import jsonsafe
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.files import special_kind
+from pytest_gta.flags import OPT_MODE, OPT_MODEL
 from pytest_gta.models.base import BaseRecordedSource, ModelContext, ModelSpec, Recorded
 from pytest_gta.scoring.metrics import check_steps
 from pytest_gta.vocabulary import Mode, ProtocolName
@@ -53,7 +54,7 @@ def find_prediction_files(path: Path) -> list[Path]:
     if not path.is_dir():
         kind = special_kind(path)
         raise GtaUsageError(
-            f"--gta-model=opencompass:{path}: "
+            f"{OPT_MODEL}=opencompass:{path}: "
             + (f"is {kind}, not a prediction file" if kind else "no such file or directory")
         )
     families: dict[str, list[Path]] = {}
@@ -62,7 +63,7 @@ def find_prediction_files(path: Path) -> list[Path]:
         kind = special_kind(single)
         if kind is not None:
             raise GtaUsageError(
-                f"--gta-model=opencompass:{path}: {single.name} is {kind}, not a prediction file"
+                f"{OPT_MODEL}=opencompass:{path}: {single.name} is {kind}, not a prediction file"
             )
         if single.is_file():
             families[stem] = [single]
@@ -76,7 +77,7 @@ def find_prediction_files(path: Path) -> list[Path]:
         return next(iter(families.values()))
     found = ", ".join(p.name for p in sorted(path.glob("*.json"))) or "no .json files"
     raise GtaUsageError(
-        f"--gta-model=opencompass:{path}: expected {DEFAULT_STEM}.json or "
+        f"{OPT_MODEL}=opencompass:{path}: expected {DEFAULT_STEM}.json or "
         f"{DEFAULT_STEM}_0.json, {DEFAULT_STEM}_1.json, ... (found: {found}); "
         "pass the prediction file itself if it has another name"
     )
@@ -103,12 +104,12 @@ def _chunks(path: Path, stem: str) -> list[Path]:
         kind = special_kind(file)
         if kind is not None:
             raise GtaUsageError(
-                f"--gta-model=opencompass:{path}: {file.name} is {kind}, not a prediction "
+                f"{OPT_MODEL}=opencompass:{path}: {file.name} is {kind}, not a prediction "
                 f"file; the chunks {stem}_0.json, {stem}_1.json, ... must all be files"
             )
         if n != len(chunks):
             raise GtaUsageError(
-                f"--gta-model=opencompass:{path}: {stem}_{len(chunks)}.json is missing but "
+                f"{OPT_MODEL}=opencompass:{path}: {stem}_{len(chunks)}.json is missing but "
                 f"{file.name} is there; OpenCompass numbers the chunks from 0 without gaps: "
                 "copy the missing chunk"
             )
@@ -386,7 +387,7 @@ def make_opencompass(spec: ModelSpec, context: ModelContext) -> OpenCompassPredi
     """Entry point for ``--gta-model=opencompass:<path>``."""
     if not spec.name:
         raise GtaUsageError(
-            "--gta-model=opencompass needs the predictions: --gta-model=opencompass:PATH "
+            f"{OPT_MODEL}=opencompass needs the predictions: {OPT_MODEL}=opencompass:PATH "
             "(a gta_bench*.json file or the directory holding them)"
         )
     path = Path(spec.name).expanduser()
@@ -396,8 +397,8 @@ def make_opencompass(spec: ModelSpec, context: ModelContext) -> OpenCompassPredi
     wrong = [m for m in context.modes if m != model.mode]
     if wrong:
         raise GtaUsageError(
-            f"--gta-model={spec.raw} holds {model.mode} predictions but --gta-mode asks for "
-            f"{','.join(context.modes)}; pass --gta-mode={model.mode} (OpenCompass writes the "
+            f"{OPT_MODEL}={spec.raw} holds {model.mode} predictions but {OPT_MODE} asks for "
+            f"{','.join(context.modes)}; pass {OPT_MODE}={model.mode} (OpenCompass writes the "
             "two modes to separate prediction files)"
         )
     return model

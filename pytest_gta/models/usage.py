@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_gta.errors import GtaBudgetExhausted
+from pytest_gta.flags import OPT_MAX_COST, OPT_MAX_TOKENS_TOTAL
 from pytest_gta.types import Usage
 
 
@@ -92,11 +93,11 @@ class Budget:
     def _exceeded(self, totals: tuple[int, int]) -> str | None:
         used = totals[0] + totals[1]
         if self.max_tokens is not None and used >= self.max_tokens:
-            return f"token budget exhausted: {used} of --gta-max-tokens-total={self.max_tokens}"
+            return f"token budget exhausted: {used} of {OPT_MAX_TOKENS_TOTAL}={self.max_tokens}"
         if self.max_cost is not None and self.prices is not None:
             cost = self.prices.cost(*totals)
             if cost >= self.max_cost:
-                return f"cost budget exhausted: ${cost:.4f} of --gta-max-cost={self.max_cost}"
+                return f"cost budget exhausted: ${cost:.4f} of {OPT_MAX_COST}={self.max_cost}"
         return None
 
     def check(self) -> None:

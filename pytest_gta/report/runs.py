@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_COMPARE, OPT_COMPARE_REF, OPT_LEADERBOARD_ROWS, OPT_PRICE
 from pytest_gta.models.catalog import leaderboard_boards, leaderboard_numbers, leaderboard_rows
 from pytest_gta.report.baseline import Baseline, compare
 from pytest_gta.report.build import ordered
@@ -33,9 +34,6 @@ from pytest_gta.version import __version__
 from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, MODES, QUERY_TYPES
 
 COMPARISON_SCHEMA = "pytest-gta-comparison/1"
-#: The options whose values this module checks, named in its usage errors.
-REF_OPTION = "--gta-compare-ref"
-LEADERBOARD_OPTION = "--gta-leaderboard-rows"
 #: Table 4's columns per mode: the paper's percentages, every one higher-is-better (the
 #: call counts of a single run's table are not the paper's and would not rank runs).
 TABLE4_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -93,11 +91,11 @@ def build_comparison(
             leaderboard name that is neither a board nor a model on one.
     """
     if not runs:
-        raise GtaUsageError("--gta-compare: no run to compare")
+        raise GtaUsageError(f"{OPT_COMPARE}: no run to compare")
     labels = [run.label for run in runs]
     twice = sorted({label for label in labels if labels.count(label) > 1})
     if twice:
-        raise GtaUsageError(f"--gta-compare: the label(s) {', '.join(twice)} name several runs")
+        raise GtaUsageError(f"{OPT_COMPARE}: the label(s) {', '.join(twice)} name several runs")
     ref = _reference(labels, reference)
     published = leaderboard_selection(leaderboard)
     out_notes = list(notes)
@@ -134,7 +132,8 @@ def _reference(labels: Sequence[str], reference: str | None) -> str:
     close = difflib.get_close_matches(reference, labels, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise GtaUsageError(
-        f"{REF_OPTION}={reference}: no run has that label{hint} (the runs: {', '.join(labels)})"
+        f"{OPT_COMPARE_REF}={reference}: no run has that label{hint} "
+        f"(the runs: {', '.join(labels)})"
     )
 
 
@@ -163,7 +162,7 @@ def leaderboard_selection(names: Sequence[str]) -> list[dict[str, Any]]:
             close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(by_lower[c] for c in close)}?" if close else ""
             raise GtaUsageError(
-                f"{LEADERBOARD_OPTION}={name}: neither a leaderboard board nor a model on one"
+                f"{OPT_LEADERBOARD_ROWS}={name}: neither a leaderboard board nor a model on one"
                 f"{hint} (the boards: {', '.join(boards)}; a model name takes its newest row)"
             )
         for row in rows:
@@ -556,7 +555,7 @@ def front(entries: Sequence[Mapping[str, Any]], x_key: str) -> dict[str, Any]:
 
 
 _MISSING_X = {
-    "cost_per_case": "no cost known (no prices for the model: --gta-price sets them)",
+    "cost_per_case": f"no cost known (no prices for the model: {OPT_PRICE} sets them)",
     "wall_per_case_s": "no case durations in the report",
 }
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from pytest_gta.flags import OPT_EPOCHS, OPT_MODE, OPT_PRICE
 from pytest_gta.report.html import asset, esc
 from pytest_gta.report.plots import Plot
 from pytest_gta.report.runs_plots import (
@@ -271,7 +272,7 @@ def table4_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
             _muted(
                 "No run has "
                 + " or ".join(mode_title(m) for m in missing)
-                + " (--gta-mode="
+                + f" ({OPT_MODE}="
                 + ",".join(MODES)
                 + " runs both), so its table is left out."
             )
@@ -415,7 +416,7 @@ def reliability_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
     if not several:
         return _muted(
             "Every run has one epoch: pass^k and pass@k need several samples of each query "
-            "(run with --gta-epochs=N), so there is no reliability to show and no flaky case."
+            f"(run with {OPT_EPOCHS}=N), so there is no reliability to show and no flaky case."
         )
     parts = [
         _muted(
@@ -505,7 +506,7 @@ def cost_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
         plots_html(
             front_plots(comparison),
             "No front to draw: no run has both an end-to-end AnsAcc and a known cost or time "
-            "per case (a cost needs prices: the model catalog's or --gta-price).",
+            f"per case (a cost needs prices: the model catalog's or {OPT_PRICE}).",
         )
     )
     return "".join(parts)

@@ -30,6 +30,7 @@ from typing import Any, TypedDict, cast
 from pytest_gta.case import Case
 from pytest_gta.detail import CaseDetail
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_MERGE, OPT_REPORT
 from pytest_gta.gates import GatesVerdict
 from pytest_gta.jsonsafe import JsonInputError, read_json
 from pytest_gta.report.fields import kind_of, show_value
@@ -49,7 +50,7 @@ SCHEMA_FAMILY = "pytest-gta-report/"
 #: Larger than any real report (all 229 queries in both modes, replies included, are a few MB).
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 #: How a reader's messages say where reports come from (``--gta-merge``'s; baselines say theirs).
-MERGE_HOW = "--gta-merge reads the --gta-report files that the shard jobs wrote"
+MERGE_HOW = f"{OPT_MERGE} reads the {OPT_REPORT} files that the shard jobs wrote"
 #: The per-case properties a report's ``usage`` totals, and the names it gives them.
 USAGE_PROPERTIES = {
     "gta_tokens_in": "input_tokens",
@@ -448,7 +449,7 @@ class _Reader(IdentityReader):
         if "primitives" not in raw:
             raise self.fail(
                 f"{where}primitives is missing: the report was written by a pytest-gta "
-                "without --gta-merge support; re-run that shard with this version"
+                f"without {OPT_MERGE} support; re-run that shard with this version"
             )
         primitives = self.get(raw, "primitives", where, dict, None)
         if primitives is not None:

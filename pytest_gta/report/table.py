@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gta.flags import OPT_MERGE
 from pytest_gta.quirks import summary_lines
 
 
@@ -358,7 +359,7 @@ def header_lines(report: Mapping[str, Any]) -> list[str]:
     if isinstance(shard, Mapping):
         lines.append(
             f"shard: {shard.get('spec')} ({len(shard.get('cases', []))} of "
-            f"{shard.get('selected')} selected cases; pytest --gta-merge joins the shards)"
+            f"{shard.get('selected')} selected cases; pytest {OPT_MERGE} joins the shards)"
         )
     merged = report.get("merged")
     if isinstance(merged, Mapping):

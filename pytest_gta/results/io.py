@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_MERGE, OPT_REPORT
 from pytest_gta.jsonsafe import JsonInputError, loads, read_json
 from pytest_gta.results.case import CaseResult, case_properties
 from pytest_gta.results.migrate import migrate_report
@@ -46,7 +47,7 @@ __all__ = [
 #: Larger than any real report (all 229 queries in both modes, replies included, are a few MB).
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 #: How a reader's messages say where reports come from (``--gta-merge``'s; baselines say theirs).
-MERGE_HOW = "--gta-merge reads the --gta-report files that the shard jobs wrote"
+MERGE_HOW = f"{OPT_MERGE} reads the {OPT_REPORT} files that the shard jobs wrote"
 #: A value shown in a message is cut to this many characters.
 _SHOWN = 200
 
@@ -180,7 +181,7 @@ def _check_primitives(data: Mapping[str, Any], label: str) -> None:
         if isinstance(case, dict) and "primitives" not in case:
             raise GtaUsageError(
                 f"{label}: cases[{index}].primitives is missing: the report was written by a "
-                "pytest-gta without --gta-merge support; re-run that shard with this version"
+                f"pytest-gta without {OPT_MERGE} support; re-run that shard with this version"
             )
 
 

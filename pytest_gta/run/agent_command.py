@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import cast
 
 from pytest_gta import process_guard
+from pytest_gta.flags import OPT_AGENT_TIMEOUT
 from pytest_gta.run.agent_under_test import AgentFailed, AgentOutcome, AgentTask, tail
 
 #: Variables of the user's environment every agent program gets: none holds a credential.
@@ -239,7 +240,7 @@ class CommandAgent:
         )
         if timed_out:
             raise AgentFailed(
-                f"agent gave no answer within {timeout:g} s (--gta-agent-timeout); its process "
+                f"agent gave no answer within {timeout:g} s ({OPT_AGENT_TIMEOUT}); its process "
                 f"group was stopped{_last_line(outcome)}",
                 outcome,
                 outcome.stderr_tail,

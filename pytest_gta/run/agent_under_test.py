@@ -33,15 +33,12 @@ from typing import Any, Protocol
 
 from pytest_gta import outward
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUsageError
+from pytest_gta.flags import OPT_AGENT, OPT_AGENT_TIMEOUT
 from pytest_gta.mcp.calls import CallLimitReached, CaseTools, LoggedCall
 from pytest_gta.types import ToolResult, Usage
 
 #: Characters of an agent's traceback or stderr kept for the case's message and the report.
 TAIL_CHARS = 2000
-#: The option a Python agent comes from, as messages name it.
-OPT_AGENT = "--gta-agent"
-#: ``--gta-agent-timeout``'s default (options.DEFAULT_AGENT_TIMEOUT; keep them equal).
-DEFAULT_AGENT_TIMEOUT = 600.0
 
 
 class Endpoint(Protocol):
@@ -418,7 +415,7 @@ class PythonAgent:
             task.tools.close()
             outcome = AgentOutcome(self.name, timed_out=True, duration=duration)
             raise AgentFailed(
-                f"agent {self.name} gave no answer within {timeout:g} s (--gta-agent-timeout)",
+                f"agent {self.name} gave no answer within {timeout:g} s ({OPT_AGENT_TIMEOUT})",
                 outcome,
             )
         kind, value = box[0]

@@ -34,6 +34,7 @@ import pytest
 
 from pytest_gta.case import Case
 from pytest_gta.errors import GtaInfrastructureError, GtaUnavailableError
+from pytest_gta.flags import OPT_CONCURRENCY
 from pytest_gta.models import base
 from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
 from pytest_gta.progress import phase, say
@@ -167,7 +168,7 @@ class AheadWork:
             say(
                 config,
                 f"running up to {ctx.concurrency} episodes at once ahead of the {len(cases)} cases "
-                "(--gta-concurrency)",
+                f"({OPT_CONCURRENCY})",
             )
 
     def feed(

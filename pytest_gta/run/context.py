@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
 from pytest_gta.models.generation import GenerationSettings
-from pytest_gta.run.agent_under_test import DEFAULT_AGENT_TIMEOUT, Agent, Gateway, Proxy
+from pytest_gta.run.agent_under_test import Agent, Gateway, Proxy
 from pytest_gta.run.loops import MAX_TURNS
 from pytest_gta.tools import ToolSet
-from pytest_gta.vocabulary import Mode
+from pytest_gta.vocabulary import DEFAULT_AGENT_TIMEOUT, Mode
 
 if TYPE_CHECKING:
     from pytest_gta.results.case import Verdict

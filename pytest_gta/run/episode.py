@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_gta.case import Case
 from pytest_gta.errors import GtaUnavailableError
+from pytest_gta.flags import OPT_TOOLS
 from pytest_gta.mcp.calls import CaseTools
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.run import loops
@@ -101,7 +102,7 @@ def open_episode(case: Case, ctx: RunContext, protocol: ProtocolName) -> Opened:
         GtaUnavailableError: no tool backends, or none that offers one of the query's tools.
     """
     if ctx.tools is None:
-        raise GtaUnavailableError("end-to-end mode needs tool backends (--gta-tools)")
+        raise GtaUnavailableError(f"end-to-end mode needs tool backends ({OPT_TOOLS})")
     routes = ctx.tools.route(case.query)
     context = ToolContext(ctx.dataset, case.query, ctx.output_dir)
     steps = loops.e2e_episode(
@@ -148,7 +149,7 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
         GtaInfrastructureError: a tool backend broke during a call.
     """
     if ctx.tools is None:
-        raise GtaUnavailableError("an agent under test needs tool backends (--gta-tools)")
+        raise GtaUnavailableError(f"an agent under test needs tool backends ({OPT_TOOLS})")
     dataset, query = ctx.dataset, case.query
     tools = CaseTools(dataset, query, ctx.tools, ctx.output_dir, max_calls=ctx.max_turns)
     client = ToolClient(tools)

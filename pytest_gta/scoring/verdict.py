@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gta.dataset import call_function
+from pytest_gta.flags import OPT_SIM_THRESHOLD
 from pytest_gta.outward import clip
 from pytest_gta.results.case import AnswerCheck, Verdict
 from pytest_gta.scoring.answer import blacklist_hit, whitelist_hits
@@ -84,7 +85,7 @@ def _answer_problem(pred: str, ref: Any, score: Score | None, threshold: float) 
         )
     value = 0.0 if score is None else score.value
     return (
-        f"similarity to the reference answers {value:.3f} < --gta-sim-threshold "
+        f"similarity to the reference answers {value:.3f} < {OPT_SIM_THRESHOLD} "
         f"{threshold}; got {_clip(repr(pred))}; closest reference {_clip(repr(ref[0]), 120)}"
     )
 

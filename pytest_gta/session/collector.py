@@ -167,9 +167,9 @@ class GtaCollector:
         return make_identity(
             model=info.model,
             protocol=info.protocol,
-            agent=self.settings.agent_spec,
+            agent=self.settings.agent.spec,
             dataset_sha256=self._dataset().sha256,
-            label=self.settings.label,
+            label=self.settings.report.label,
             git=git,
             started_at=self.started_at,
             finished_at=utc_now(),
@@ -184,25 +184,25 @@ class GtaCollector:
             model=info.model,
             protocol=info.protocol,
             dataset=self._dataset(),
-            data_source=settings.data_source,
+            data_source=settings.data.source,
             settings={
-                "modes": list(settings.modes),
+                "modes": list(settings.cases.modes),
                 "tools": info.tools,
                 "tool_routes": info.tool_routes,
                 "tool_backends": info.tool_backends,
                 "sandbox": _sandbox(info.tool_backends),
-                "sim_model": settings.sim_model,
-                "sim_threshold": settings.sim_threshold,
-                "limit": settings.limit,
-                "ids": None if settings.ids is None else list(settings.ids),
-                "max_turns": settings.max_turns,
-                "shard": None if settings.shard is None else str(settings.shard),
+                "sim_model": settings.scoring.sim_model,
+                "sim_threshold": settings.scoring.sim_threshold,
+                "limit": settings.cases.limit,
+                "ids": None if settings.cases.ids is None else list(settings.cases.ids),
+                "max_turns": settings.cases.max_turns,
+                "shard": None if settings.cases.shard is None else str(settings.cases.shard),
                 "generation": info.generation,
                 "server": info.server,
                 "agent": info.agent,
                 "budget": {
-                    "max_tokens_total": settings.max_tokens_total,
-                    "max_cost": settings.max_cost,
+                    "max_tokens_total": settings.budget.max_tokens_total,
+                    "max_cost": settings.budget.max_cost,
                 },
                 "pytest_gta": __version__,
             },
@@ -215,8 +215,8 @@ class GtaCollector:
             interrupted_by=self.interrupted_by,
             timings=self.timings or None,
             shard=self.shard,
-            confidence=settings.confidence,
-            samples=settings.bootstrap_samples,
+            confidence=settings.stats.confidence,
+            samples=settings.stats.bootstrap_samples,
             identity=self.identity(info),
         )
         baseline, differences = self._baseline()
@@ -283,10 +283,10 @@ class GtaCollector:
             terminalreporter.write_line(line)
         settings = self.settings
         for path in (
-            settings.report,
-            settings.report_md,
-            settings.report_html,
-            settings.inspect_log,
+            settings.report.json,
+            settings.report.md,
+            settings.report.html,
+            settings.report.inspect_log,
         ):
             if path is not None and str(path) not in self.unwritten:
                 terminalreporter.write_line(f"report written to {path}")

@@ -35,15 +35,16 @@ import pytest
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.jsonsafe import JsonInputError, read_json
-from pytest_gta.options import (
+from pytest_gta.flags import (
     OPT_COMPARE,
+    OPT_DATA,
     OPT_EPOCHS,
-    RANGES,
-    GtaSettings,
-    resolve_option,
-    resolve_settings,
+    OPT_REPORT,
+    OPT_REPORT_HTML,
+    OPT_REPORT_MD,
 )
+from pytest_gta.jsonsafe import JsonInputError, read_json
+from pytest_gta.options import RANGES, GtaSettings, resolve_option, resolve_settings
 from pytest_gta.outward import Cleaner
 from pytest_gta.provenance import parse_utc
 from pytest_gta.report.fields import ABSENT, show_value
@@ -73,7 +74,7 @@ from pytest_gta.session.finish import (
 )
 
 #: How the reader's messages say where compared reports come from.
-COMPARE_HOW = "--gta-compare reads the --gta-report files of the runs it compares"
+COMPARE_HOW = f"{OPT_COMPARE} reads the {OPT_REPORT} files of the runs it compares"
 #: The settings whose differences between runs are noted: (the field as a note names it, its
 #: section: the report's top level, ``settings`` or ``generation``, its key).
 #: Sampling is compared only between runs that generated (the oracle and replays have none).
@@ -315,7 +316,7 @@ def check_one_dataset(reports: Sequence[ReportFile]) -> None:
             raise GtaUsageError(
                 f"{report.label}: dataset.sha256 is {show_value(theirs)}, {first.label} has "
                 f"{show_value(sha)}: runs on different datasets cannot be compared; compare "
-                "reports of runs on one dataset (--gta-data)"
+                f"reports of runs on one dataset ({OPT_DATA})"
             )
 
 
@@ -478,11 +479,11 @@ class CompareSettings:
     def of(cls, settings: GtaSettings) -> CompareSettings:
         """From the resolved ``--gta-*`` settings."""
         return cls(
-            settings.compare_ref,
-            settings.leaderboard_rows,
-            settings.confidence,
-            settings.bootstrap_samples,
-            settings.report_html,
+            settings.comparison.ref,
+            settings.comparison.leaderboard_rows,
+            settings.stats.confidence,
+            settings.stats.bootstrap_samples,
+            settings.report.html,
         )
 
 
@@ -553,26 +554,24 @@ def compare(config: pytest.Config, settings: GtaSettings) -> Compared:
 def comparison_outputs(comparison: Mapping[str, Any], settings: GtaSettings) -> list[Output]:
     """``--gta-report`` (the JSON), ``--gta-report-md``, ``--gta-report-html``, the job summary."""
     outputs = []
-    if settings.report is not None:
+    if settings.report.json is not None:
         outputs.append(
             Output(
-                settings.report,
+                settings.report.json,
                 lambda: json.dumps(comparison, indent=2, allow_nan=False) + "\n",
-                option="--gta-report",
+                option=OPT_REPORT,
             )
         )
-    if settings.report_md is not None:
+    if settings.report.md is not None:
         outputs.append(
-            Output(
-                settings.report_md, lambda: render_markdown(comparison), option="--gta-report-md"
-            )
+            Output(settings.report.md, lambda: render_markdown(comparison), option=OPT_REPORT_MD)
         )
-    if settings.report_html is not None:
+    if settings.report.html is not None:
         outputs.append(
             Output(
-                settings.report_html,
+                settings.report.html,
                 lambda: render_comparison_html(comparison),
-                option="--gta-report-html",
+                option=OPT_REPORT_HTML,
             )
         )
     summary = step_summary_output(lambda: render_markdown(comparison))

@@ -28,16 +28,17 @@ import pytest
 from pytest_gta.dataset import Dataset, bundled_sample_path
 from pytest_gta.errors import DatasetError, GtaUsageError
 from pytest_gta.files import write_output
-from pytest_gta.gates import gated_exit_status
-from pytest_gta.options import (
-    DATASET_NAME,
-    SAMPLE_KEYWORD,
-    GtaSettings,
-    resolve_data_dir,
-    resolve_option,
-    resolve_path,
-    resolve_settings,
+from pytest_gta.flags import (
+    OPT_DATA,
+    OPT_INSPECT_LOG,
+    OPT_MERGE,
+    OPT_REPORT,
+    OPT_REPORT_HTML,
+    OPT_REPORT_MD,
 )
+from pytest_gta.gates import gated_exit_status
+from pytest_gta.options import GtaSettings, resolve_option, resolve_path, resolve_settings
+from pytest_gta.options.data import DATASET_NAME, SAMPLE_KEYWORD, resolve_data_dir
 from pytest_gta.outward import Cleaner
 from pytest_gta.report.baseline import Baseline, comparable_run, conclude, read_baseline
 from pytest_gta.report.html import render_html
@@ -78,9 +79,9 @@ def report_outputs(report: RunReport, json_path: Path | None, md_path: Path | No
     """``--gta-report``, ``--gta-report-md`` and ``$GITHUB_STEP_SUMMARY``, those that are set."""
     outputs = []
     if json_path is not None:
-        outputs.append(Output(json_path, lambda: dump_report(report), option="--gta-report"))
+        outputs.append(Output(json_path, lambda: dump_report(report), option=OPT_REPORT))
     if md_path is not None:
-        outputs.append(Output(md_path, lambda: render_markdown(report), option="--gta-report-md"))
+        outputs.append(Output(md_path, lambda: render_markdown(report), option=OPT_REPORT_MD))
     summary = step_summary_output(lambda: render_markdown(report))
     if summary is not None:
         outputs.append(summary)
@@ -120,7 +121,7 @@ def html_output(
                     )
         return render_html(report, dataset, store, max_bytes=int(max_mb * 1024 * 1024))
 
-    return Output(path, render, option="--gta-report-html")
+    return Output(path, render, option=OPT_REPORT_HTML)
 
 
 def inspect_output(directory: Path, report: RunReport, dataset: Dataset) -> Output:
@@ -128,7 +129,7 @@ def inspect_output(directory: Path, report: RunReport, dataset: Dataset) -> Outp
     return Output(
         directory,
         lambda: "",
-        option="--gta-inspect-log",
+        option=OPT_INSPECT_LOG,
         save=lambda: write_inspect_logs(report, dataset, directory),
     )
 
@@ -210,8 +211,8 @@ class Finisher:
             baseline=baseline,
             differences=differences,
             gates=settings.gates,
-            level=settings.confidence,
-            samples=settings.bootstrap_samples,
+            level=settings.stats.confidence,
+            samples=settings.stats.bootstrap_samples,
         )
         if duration is not None:
             report["duration_s"] = duration
@@ -225,19 +226,19 @@ class Finisher:
     def outputs(self, report: RunReport, *, junit: bool = False) -> list[Output]:
         """The files the settings ask for; ``junit``: also pytest's ``--junitxml``."""
         settings = self.settings
-        outputs = report_outputs(report, settings.report, settings.report_md)
-        if settings.report_html is not None:
+        outputs = report_outputs(report, settings.report.json, settings.report.md)
+        if settings.report.html is not None:
             outputs.append(
                 html_output(
-                    settings.report_html,
+                    settings.report.html,
                     report,
                     self.dataset,
                     self._images(),
-                    settings.report_html_max_mb,
+                    settings.report.html_max_mb,
                 )
             )
-        if settings.inspect_log is not None:
-            outputs.append(inspect_output(settings.inspect_log, report, self.dataset))
+        if settings.report.inspect_log is not None:
+            outputs.append(inspect_output(settings.report.inspect_log, report, self.dataset))
         xmlpath = self.config.getoption("xmlpath", None) if junit else None
         if xmlpath:
             suite = str(self.config.getini("junit_suite_name") or "pytest")
@@ -274,7 +275,7 @@ def find_dataset(
     reports: Sequence[ReportFile],
     *,
     ran: str = "the shards",
-    command: str = "--gta-merge",
+    command: str = OPT_MERGE,
 ) -> Dataset:
     """The dataset the shards ran on: ``--gta-data``, else where the report says, else installed.
 
@@ -324,7 +325,7 @@ def find_dataset(
     raise GtaUsageError(
         f"{ran} ran on the dataset at {recorded['path']} (dataset.json sha256 {sha[:16]}), "
         f"which is not on this machine: {command} needs it for the cases' order and "
-        f"denominators; pass {command} ... --gta-data=DIR with a copy of it"
+        f"denominators; pass {command} ... {OPT_DATA}=DIR with a copy of it"
     )
 
 
@@ -338,8 +339,9 @@ def merged_baseline(
             from another kind of run.
     """
     modes = [m for m in MODES if m in report["settings"].get("modes", [])]
-    settings.gates.check_modes(modes, settings.baseline is not None)
-    if settings.baseline is None:
+    baseline = settings.baseline
+    settings.gates.check_modes(modes, baseline.report is not None)
+    if baseline.report is None:
         return None, []
     run = comparable_run(
         dataset.sha256,
@@ -348,8 +350,8 @@ def merged_baseline(
         sim_model=report["settings"].get("sim_model"),
         sim_threshold=report["settings"].get("sim_threshold"),
     )
-    given = config.getoption("gta_baseline") or settings.baseline
-    return read_baseline(settings.baseline, given, run, settings.baseline_lenient)
+    given = config.getoption("gta_baseline") or baseline.report
+    return read_baseline(baseline.report, given, run, baseline.lenient)
 
 
 def _say(line: str) -> None:
@@ -374,8 +376,8 @@ def merge_command(config: pytest.Config) -> int:
             reports,
             dataset,
             warnings,
-            confidence=settings.confidence,
-            samples=settings.bootstrap_samples,
+            confidence=settings.stats.confidence,
+            samples=settings.stats.bootstrap_samples,
         )
         records = [record for r in reports for record in r.records]
         baseline, differences = merged_baseline(config, settings, report, dataset)

@@ -23,6 +23,7 @@ from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.dataset import Dataset
 from pytest_gta.detail import DETAIL_KEY, STOPPED_KEY
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUnavailableError
+from pytest_gta.flags import OPT_BASELINE, OPT_DOWNLOAD, OPT_RERUN_REGRESSIONS
 from pytest_gta.models.base import (
     BaseModelAdapter,
     BaseRecordedSource,
@@ -31,7 +32,8 @@ from pytest_gta.models.base import (
     RecordedSource,
     make_model,
 )
-from pytest_gta.options import SAMPLE_FALLBACK, GtaSettings
+from pytest_gta.options import GtaSettings
+from pytest_gta.options.data import SAMPLE_FALLBACK
 from pytest_gta.outward import clean_text, install_log_filter, mask_url
 from pytest_gta.progress import say
 from pytest_gta.report.images import store_case_images
@@ -144,8 +146,8 @@ class GtaSession:
             if state.built("similarity_service") is None:
                 say(
                     self.config,
-                    f"loading the similarity model {state.settings.sim_model} once, in this "
-                    "process, for every worker ...",
+                    f"loading the similarity model {state.settings.scoring.sim_model} once, in "
+                    "this process, for every worker ...",
                 )
             service = state.similarity_service()
             sent[xdist.SIMILARITY_INPUT] = [service.url, service.token]
@@ -195,18 +197,20 @@ class GtaSession:
         settings = state.settings
         dataset = state.dataset()
         lines = [
-            f"gta: model {settings.model}, modes {','.join(settings.modes)}, dataset "
-            f"{dataset.root} ({len(dataset)} queries, {settings.data_source})"
+            f"gta: model {settings.model.name}, modes {','.join(settings.cases.modes)}, dataset "
+            f"{dataset.root} ({len(dataset)} queries, {settings.data.source})"
         ]
-        if settings.agent_spec is not None:
-            kind = "callable" if settings.agent is not None else "command"
+        agent = settings.agent
+        if agent.spec is not None:
+            kind = "callable" if agent.callable is not None else "command"
             lines.append(
-                f"gta: agent under test ({kind}): {settings.agent_spec}, beside the model "
-                f"{settings.model} (timeout {settings.agent_timeout:g} s per case)"
+                f"gta: agent under test ({kind}): {agent.spec}, beside the model "
+                f"{settings.model.name} (timeout {agent.timeout:g} s per case)"
             )
-        if settings.shard is not None:
+        shard = settings.cases.shard
+        if shard is not None:
             lines.append(
-                f"gta: shard {settings.shard}: the selected cases split {settings.shard.total} "
+                f"gta: shard {shard}: the selected cases split {shard.total} "
                 "ways, balanced by reference steps"
             )
         server = model_server.describe(config)
@@ -215,10 +219,10 @@ class GtaSession:
                 f"gta: model server {' '.join(server['command'])} at {server['url']} (ready in "
                 f"{server['start_s']} s; log: {server['log']})"
             )
-        if settings.data_source.startswith(SAMPLE_FALLBACK):
+        if settings.data.source.startswith(SAMPLE_FALLBACK):
             lines.append(
-                f"gta: {settings.model} runs on the bundled sample because no dataset is "
-                "installed; get the real one with pytest --gta-download"
+                f"gta: {settings.model.name} runs on the bundled sample because no dataset is "
+                f"installed; get the real one with pytest {OPT_DOWNLOAD}"
             )
         if state.uses_tools():
             lines += self._tool_lines()
@@ -271,8 +275,8 @@ class GtaSession:
         )
         if not wanted:
             state.selection_notes.append(
-                "gta: no regressed case recorded by a previous run with --gta-baseline; running "
-                "every selected case (--gta-rerun-regressions)"
+                f"gta: no regressed case recorded by a previous run with {OPT_BASELINE}; running "
+                f"every selected case ({OPT_RERUN_REGRESSIONS})"
             )
             return
         kept = [
@@ -283,7 +287,7 @@ class GtaSession:
         dropped = [item for item in items if item not in kept]
         state.selection_notes.append(
             f"gta: rerunning the {len(items) - len(dropped)} case(s) that regressed against the "
-            "baseline in the last run (--gta-rerun-regressions)"
+            f"baseline in the last run ({OPT_RERUN_REGRESSIONS})"
         )
         if dropped:
             items[:] = kept
@@ -291,10 +295,10 @@ class GtaSession:
 
     def keep_shard(self, session: pytest.Session) -> None:
         """``--gta-shard=K/N``: keep this shard's share of the selected cases."""
-        settings = self.state.settings
-        if settings.shard is None:
+        shard = self.state.settings.cases.shard
+        if shard is None:
             return
-        kept, dropped, self.state.shard = shard_items(session.items, settings.shard)
+        kept, dropped, self.state.shard = shard_items(session.items, shard)
         if self.collector is not None:
             self.collector.set_shard(self.state.shard.to_json())
         if dropped:
@@ -357,7 +361,7 @@ class GtaSession:
         """``gta_result``: the case's result, its properties on the item; detail on the report."""
         state = self.state
         request.node.user_properties.extend(
-            identity_properties(case, model.name, state.settings.agent_spec)
+            identity_properties(case, model.name, state.settings.agent.spec)
         )
         result = run(case)
         request.node.user_properties.extend(result.properties())

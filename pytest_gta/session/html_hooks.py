@@ -78,7 +78,7 @@ def case_extras(
             return ""
         return f'<img src="{esc(uri)}" alt="{esc(written)}" title="{esc(written)}">'
 
-    fragment = case_detail(view, case.query, threshold=settings.sim_threshold, image=image)
+    fragment = case_detail(view, case.query, threshold=settings.scoring.sim_threshold, image=image)
     out = [extras.html(f'<div class="gta-case">{_STYLE}{fragment}</div>')]
     for written in generated_images(view):
         key = keys.get(written)

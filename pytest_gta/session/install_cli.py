@@ -16,16 +16,11 @@ import pytest
 from pytest_gta.datainfo import dataset_statistics, format_statistics
 from pytest_gta.errors import DatasetError, GtaDataError
 from pytest_gta.files import write_output
+from pytest_gta.flags import OPT_DATA, OPT_DATA_DIR, OPT_DOWNLOAD, OPT_RECORD_MANIFEST, OPT_REPORT
 from pytest_gta.install.installer import InstallRequest, how_to_get, install
 from pytest_gta.install.manifest import load_manifest, project_manifest_path, read_install_record
-from pytest_gta.options import (
-    DATASET_NAME,
-    SAMPLE_FALLBACK,
-    option_base,
-    resolve_data_dir,
-    resolve_option,
-    resolve_settings,
-)
+from pytest_gta.options import option_base, resolve_option, resolve_settings
+from pytest_gta.options.data import DATASET_NAME, SAMPLE_FALLBACK, resolve_data_dir
 from pytest_gta.quirks import find_quirks, summarize, summary_lines
 from pytest_gta.validation import load_dataset
 
@@ -65,7 +60,7 @@ def run_download(config: pytest.Config) -> int:
     except OSError as exc:
         return _fail(
             f"cannot install into {data_dir}: {exc}; choose a writable directory with "
-            "--gta-data-dir or GTA_DATA_DIR"
+            f"{OPT_DATA_DIR} or GTA_DATA_DIR"
         )
     if result.status == "present":
         _say(f"already installed: {result.path} (from {result.origin})")
@@ -79,18 +74,18 @@ def run_download(config: pytest.Config) -> int:
 
 def data_info(config: pytest.Config) -> dict[str, Any] | None:
     """The info of the dataset a run would use (``None``: there is none)."""
-    settings = resolve_settings(config)
-    if settings.data is None or settings.data_source.startswith(SAMPLE_FALLBACK):
+    data = resolve_settings(config).data
+    if data.path is None or data.source.startswith(SAMPLE_FALLBACK):
         return None
-    dataset = load_dataset(settings.data)
+    dataset = load_dataset(data.path)
     entry = load_manifest(config.rootpath).match(dataset.sha256)
     return {
-        "path": str(settings.data),
-        "source": settings.data_source,
+        "path": str(data.path),
+        "source": data.source,
         "sha256": dataset.sha256,
-        "data_dir": str(settings.data_dir),
+        "data_dir": str(data.dir),
         "manifest_entry": None if entry is None else entry.name,
-        "install": read_install_record(settings.data),
+        "install": read_install_record(data.path),
         "statistics": dataset_statistics(dataset),
         "quirks": summarize(find_quirks(dataset)),
     }
@@ -120,7 +115,7 @@ def run_data_info(config: pytest.Config) -> int:
     if info is None:
         data_dir, where = resolve_data_dir(config)
         _say(f"no GTA dataset installed in {data_dir} (data directory from {where})")
-        _say("the bundled 17-query sample is always available: --gta-data=sample")
+        _say(f"the bundled 17-query sample is always available: {OPT_DATA}=sample")
         print(how_to_get(data_dir / DATASET_NAME), flush=True)
         return int(pytest.ExitCode.TESTS_FAILED)
     install = info["install"] or {}
@@ -133,8 +128,8 @@ def run_data_info(config: pytest.Config) -> int:
     _say(
         f"manifest entry: {entry}"
         if entry
-        else "manifest entry: none matches this dataset.json (record one with --gta-download "
-        "--gta-record-manifest)"
+        else f"manifest entry: none matches this dataset.json (record one with {OPT_DOWNLOAD} "
+        f"{OPT_RECORD_MANIFEST})"
     )
     for line in format_statistics(info["statistics"], info["sha256"]):
         print(line, flush=True)
@@ -145,7 +140,7 @@ def run_data_info(config: pytest.Config) -> int:
         try:
             write_output(target, json.dumps({"dataset": info}, indent=2) + "\n")
         except OSError as exc:
-            return _fail(f"could not write {target} (--gta-report): {exc.strerror or exc}")
+            return _fail(f"could not write {target} ({OPT_REPORT}): {exc.strerror or exc}")
         _say(f"wrote {target}")
     return 0
 
@@ -154,8 +149,8 @@ def reject_record_without_download(config: pytest.Config) -> None:
     """``--gta-record-manifest`` only makes sense with ``--gta-download``."""
     if config.getoption("gta_record_manifest") and not config.getoption("gta_download"):
         raise pytest.UsageError(
-            "--gta-record-manifest records the files --gta-download verifies; run "
-            "pytest --gta-download --gta-record-manifest"
+            f"{OPT_RECORD_MANIFEST} records the files {OPT_DOWNLOAD} verifies; run "
+            f"pytest {OPT_DOWNLOAD} {OPT_RECORD_MANIFEST}"
         )
 
 

@@ -1,4 +1,4 @@
-"""Where a fixture leaves what the report of its phase must carry (the entry module reads them).
+"""Where a fixture leaves what its phase's report must carry; :func:`attach` puts it there.
 
 Light on purpose: :mod:`pytest_gta.plugin` imports it in every pytest process, GTA or not.
 """
@@ -26,3 +26,16 @@ def report_only(item: pytest.Item) -> list[tuple[str, Any]]:
 def report_extras(item: pytest.Item) -> list[dict[str, Any]]:
     """Where a fixture puts pytest-html extras for the report of the phase it runs in."""
     return item.stash.setdefault(REPORT_EXTRAS, [])
+
+
+def attach(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Move what the phase left for its report (properties, pytest-html extras) onto ``report``."""
+    extra = item.stash.get(REPORT_ONLY, None)
+    if extra:
+        report.user_properties.extend(extra)
+        extra.clear()
+    extras = item.stash.get(REPORT_EXTRAS, None)
+    if extras:
+        # pytest-html's documented attribute; its own makereport keeps what is already there.
+        report.extras = [*getattr(report, "extras", []), *extras]  # type: ignore[attr-defined]
+        extras.clear()

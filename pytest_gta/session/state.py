@@ -21,6 +21,18 @@ import pytest
 
 from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.errors import DatasetError, GtaUsageError
+from pytest_gta.flags import (
+    OPT_AGENT,
+    OPT_AGENT_COMMAND,
+    OPT_DATA,
+    OPT_IDS,
+    OPT_MAX_COST,
+    OPT_MODEL,
+    OPT_PRICE,
+    OPT_TOOL_CASSETTES,
+    OPT_TOOL_RECORD,
+    OPT_TOOLS,
+)
 from pytest_gta.install.installer import how_to_get
 from pytest_gta.mcp.gateway import McpGateway
 from pytest_gta.models import base
@@ -28,7 +40,8 @@ from pytest_gta.models.base import ModelContext, adopt
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.catalog import leaderboard_row
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
-from pytest_gta.options import DATASET_NAME, GtaSettings
+from pytest_gta.options import GtaSettings
+from pytest_gta.options.data import DATASET_NAME
 from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.baseline import comparable_run, read_baseline
 from pytest_gta.report.images import ImageStore
@@ -114,25 +127,27 @@ class GtaState:
     def _load_dataset(self) -> Dataset:
 
         settings = self.settings
-        if settings.data is None:
+        data = settings.data
+        if data.path is None:
             raise GtaUsageError(
-                f"pytest-gta: no GTA dataset to run --gta-model={settings.model} on: "
-                f"{settings.data_source}.\n"
-                + how_to_get(settings.data_dir / DATASET_NAME)
+                f"pytest-gta: no GTA dataset to run {OPT_MODEL}={settings.model.name} on: "
+                f"{data.source}.\n"
+                + how_to_get(data.dir / DATASET_NAME)
                 + "\nTo try the plugin on the bundled 17-query sample instead, add "
-                "--gta-data=sample."
+                f"{OPT_DATA}=sample."
             )
         try:
-            dataset = load_dataset(settings.data)
+            dataset = load_dataset(data.path)
         except DatasetError as exc:
-            raise GtaUsageError(f"{exc}\n(dataset from {settings.data_source})") from None
-        if settings.ids is not None:
-            unknown = [i for i in settings.ids if i not in dataset.queries]
+            raise GtaUsageError(f"{exc}\n(dataset from {data.source})") from None
+        ids = settings.cases.ids
+        if ids is not None:
+            unknown = [i for i in ids if i not in dataset.queries]
             if unknown:
-                ids = list(dataset.queries)
-                shown = ", ".join(ids[:12]) + (" ..." if len(ids) > 12 else "")
+                known = list(dataset.queries)
+                shown = ", ".join(known[:12]) + (" ..." if len(known) > 12 else "")
                 raise GtaUsageError(
-                    f"--gta-ids: unknown query id(s) {', '.join(unknown)} in "
+                    f"{OPT_IDS}: unknown query id(s) {', '.join(unknown)} in "
                     f"{dataset.root} (ids are the keys of dataset.json: {shown})"
                 )
         return dataset
@@ -143,12 +158,13 @@ class GtaState:
 
     def _select_cases(self) -> list[Case]:
 
-        queries = self.dataset().select(self.settings.ids, self.settings.limit)
-        first, epochs = self.settings.generation.epoch, self.settings.epochs
+        selected = self.settings.cases
+        queries = self.dataset().select(selected.ids, selected.limit)
+        first, epochs = self.settings.model.generation.epoch, selected.epochs
         # Epoch-major within a mode: a run stopped early (a budget, Ctrl-C) has whole epochs.
         cases = [
             Case(mode, q, epoch, repeated=epochs > 1)
-            for mode in self.settings.modes
+            for mode in selected.modes
             for epoch in range(first, first + epochs)
             for q in queries
         ]
@@ -173,50 +189,52 @@ class GtaState:
         Whatever a hook returns is seen through the declared interface
         (:func:`pytest_gta.models.base.adopt`), so every optional capability has its default.
         """
-        if self.settings.model is None:
-            pytest.skip("no model to evaluate: pass --gta-model (e.g. --gta-model=oracle)")
+        if self.settings.model.name is None:
+            pytest.skip(f"no model to evaluate: pass {OPT_MODEL} (e.g. {OPT_MODEL}=oracle)")
         return self._once("model", self._make_model)
 
     def _make_model(self) -> BaseModelAdapter | BaseRecordedSource:
 
         budget = self.budget()
+        settings = self.settings
         context = ModelContext(
             dataset=self.dataset(),
-            modes=self.settings.modes,
-            invocation_dir=self.settings.invocation_dir,
-            recorded_root=self.settings.recorded_root,
-            generation=self.settings.generation,
+            modes=settings.cases.modes,
+            invocation_dir=settings.invocation_dir,
+            recorded_root=settings.model.recorded_root,
+            generation=settings.model.generation,
             cache=self.response_cache(),
             budget=budget,
         )
         built = self.config.hook.pytest_gta_make_model(
-            config=self.config, spec=self.settings.model, context=context
+            config=self.config, spec=settings.model.name, context=context
         )
         if built is None:
-            raise GtaUsageError(f"--gta-model={self.settings.model}: no plugin built it")
+            raise GtaUsageError(f"{OPT_MODEL}={settings.model.name}: no plugin built it")
         model = adopt(built)
         if budget is not None:
             budget.prices = self.prices(model)
             if budget.max_cost is not None and budget.prices is None:
                 raise GtaUsageError(
-                    f"--gta-max-cost: no prices known for {model.name}; pass "
-                    "--gta-price=IN,OUT (USD per million input and output tokens)"
+                    f"{OPT_MAX_COST}: no prices known for {model.name}; pass "
+                    f"{OPT_PRICE}=IN,OUT (USD per million input and output tokens)"
                 )
         return model
 
     def prices(self, model: ModelInfo) -> Prices | None:
         """``--gta-price``, else the catalog's list prices of the model."""
-        if self.settings.price is not None:
-            return Prices(*self.settings.price)
+        price = self.settings.budget.price
+        if price is not None:
+            return Prices(*price)
         entry = model.catalog_entry
         return None if entry is None or entry.prices is None else Prices(*entry.prices)
 
     def response_cache(self) -> ResponseCache | None:
         """The response cache (``None`` with ``--gta-cache=off``)."""
-        generation = self.settings.generation
+        generation = self.settings.model.generation
         if generation.cache == "off":
             return None
-        root = self.settings.cache_dir
+        root = self.settings.model.cache_dir
         if root is None:
             cache = getattr(self.config, "cache", None)  # absent with -p no:cacheprovider
             if cache is None:
@@ -226,12 +244,12 @@ class GtaState:
 
     def budget(self) -> Budget | None:
         """The session's token/cost budget, if one was set."""
-        settings = self.settings
-        if settings.max_tokens_total is None and settings.max_cost is None:
+        limits = self.settings.budget
+        if not limits.limited:
             return None
         if self.ledger_path is None:
             self.ledger_path = Path(tempfile.mkdtemp(prefix="pytest-gta-")) / "usage.ledger"
-        return Budget(UsageLedger(self.ledger_path), settings.max_tokens_total, settings.max_cost)
+        return Budget(UsageLedger(self.ledger_path), limits.max_tokens_total, limits.max_cost)
 
     def toolset(self) -> ToolSet:
         """The ``--gta-tools`` backends in priority order."""
@@ -243,30 +261,30 @@ class GtaState:
         context = ToolBackendContext(
             dataset=self.dataset(),
             invocation_dir=settings.invocation_dir,
-            cassettes=settings.tool_cassettes,
-            sandbox=settings.sandbox,
-            max_reply_bytes=settings.generation.max_reply_bytes,
+            cassettes=settings.tools.cassettes,
+            sandbox=settings.tools.sandbox,
+            max_reply_bytes=settings.model.generation.max_reply_bytes,
         )
         backends = []
-        for spec in parse_tool_specs(settings.tools):
+        for spec in parse_tool_specs(settings.tools.backends):
             backend = self.config.hook.pytest_gta_make_tool(
                 config=self.config, spec=spec, context=context
             )
             if backend is None:
-                raise GtaUsageError(f"--gta-tools={spec.raw}: no plugin built it")
+                raise GtaUsageError(f"{OPT_TOOLS}={spec.raw}: no plugin built it")
             backends.append(backend)
         return ToolSet(backends, self._recorder())
 
     def _recorder(self) -> Recorder | None:
         """Records live backends' answers when ``--gta-tool-record`` asks for it."""
-        settings = self.settings
-        if settings.tool_record == "none":
+        tools = self.settings.tools
+        if tools.record == "none":
             return None
-        if settings.tool_cassettes is None:
+        if tools.cassettes is None:
             raise GtaUsageError(
-                "--gta-tool-record needs --gta-tool-cassettes=DIR: where to write the cassettes"
+                f"{OPT_TOOL_RECORD} needs {OPT_TOOL_CASSETTES}=DIR: where to write the cassettes"
             )
-        return make_recorder(settings.tool_cassettes, overwrite=settings.tool_record == "all")
+        return make_recorder(tools.cassettes, overwrite=tools.record == "all")
 
     def tool_routes(self) -> dict[str, str]:
         """Which backend serves each tool of the selected queries (header and report)."""
@@ -275,13 +293,13 @@ class GtaState:
 
     def concurrency(self, model: BaseModelAdapter | BaseRecordedSource) -> int:
         """``--gta-concurrency``, else what suits the model (its ``concurrency``)."""
-        chosen = self.settings.concurrency
+        chosen = self.settings.cases.concurrency
         return chosen if chosen is not None else base.default_concurrency(model)
 
     def runs_ahead(self) -> bool:
         """Whether the xdist workers, which run the cases, run their episodes ahead."""
         model = self.model()
-        agent = self.settings.agent_spec is not None
+        agent = self.settings.agent.spec is not None
         return strategy(model, self.concurrency(model), worker=True, agent=agent) == "pool"
 
     def needs_similarity(self) -> bool:
@@ -301,16 +319,16 @@ class GtaState:
             scorer=self.scorer(),
             tools=self.toolset() if self.uses_tools() else None,
             output_dir=self.output_dir(),
-            max_turns=settings.max_turns,
+            max_turns=settings.cases.max_turns,
             concurrency=self.concurrency(model),
-            budgeted=settings.max_tokens_total is not None or settings.max_cost is not None,
-            sim_model=settings.sim_model,
+            budgeted=settings.budget.limited,
+            sim_model=settings.scoring.sim_model,
             queued=self._queued if xdist.is_worker(self.config) else None,
             agent=self.agent(),
-            agent_timeout=settings.agent_timeout,
+            agent_timeout=settings.agent.timeout,
             gateway=self.mcp_gateway,
             proxy=self.model_proxy,
-            generation=settings.generation,
+            generation=settings.model.generation,
         )
 
     def _queued(self) -> list[int]:
@@ -323,36 +341,38 @@ class GtaState:
 
         A callable is imported here, at start-up, so a typo is a usage error before any case.
         """
-        if self.settings.agent_spec is None:
+        if self.settings.agent.spec is None:
             return None
         return self._once("agent", self._make_agent)
 
     def _make_agent(self) -> Agent:
         settings = self.settings
+        agent = settings.agent
         model = self.model()
         if base.replays(model):
             raise GtaUsageError(
-                f"--gta-model={settings.model} replays recorded predictions: there is no model "
-                "for an agent to call; give an agent a model that generates (e.g. openai/...)"
+                f"{OPT_MODEL}={settings.model.name} replays recorded predictions: there is no "
+                "model for an agent to call; give an agent a model that generates (e.g. "
+                "openai/...)"
             )
         missing = [name for name in AGENT_EXTRA if importlib.util.find_spec(name) is None]
         if missing:
             raise GtaUsageError(
-                f"{'--gta-agent' if settings.agent else '--gta-agent-command'} serves the tools "
+                f"{OPT_AGENT if agent.callable else OPT_AGENT_COMMAND} serves the tools "
                 f"over MCP, which needs the agents extra: pip install 'pytest-gta[agents]' "
                 f"(missing: {', '.join(missing)})"
             )
-        if settings.agent is not None:
-            function = load_callable(settings.agent, settings.invocation_dir)
-            return PythonAgent(settings.agent, function)
-        assert settings.agent_command is not None
-        wanted = template_placeholders(settings.agent_command) & {"model_url", "anthropic_url"}
+        if agent.callable is not None:
+            function = load_callable(agent.callable, settings.invocation_dir)
+            return PythonAgent(agent.callable, function)
+        assert agent.command is not None
+        wanted = template_placeholders(agent.command) & {"model_url", "anthropic_url"}
         if wanted and upstream_of(model) is None:
             names = ", ".join("{" + w + "}" for w in sorted(wanted))
             raise GtaUsageError(
-                f"--gta-agent-command names {names}, but {no_upstream_reason(model)}"
+                f"{OPT_AGENT_COMMAND} names {names}, but {no_upstream_reason(model)}"
             )
-        return CommandAgent(settings.agent_command, settings.agent_env)
+        return CommandAgent(agent.command, agent.env)
 
     def mcp_gateway(self) -> McpGateway:
         """This process's MCP server (each xdist worker has its own), started on first case."""
@@ -390,7 +410,7 @@ class GtaState:
 
     def sim_path(self) -> Path:
         """The similarity model's directory (assembled from PyPI parts on first use)."""
-        return self._once("sim_path", lambda: resolve_sim_model(self.settings.sim_model))
+        return self._once("sim_path", lambda: resolve_sim_model(self.settings.scoring.sim_model))
 
     def scorer(self) -> Scorer:
         """The scorer; the similarity model itself loads on first similarity.
@@ -409,7 +429,7 @@ class GtaState:
                 return RemoteSimilarity(str(served[0]), str(served[1]))
             return self.local_similarity()
 
-        return self._once("scorer", lambda: Scorer(similarity, self.settings.sim_threshold))
+        return self._once("scorer", lambda: Scorer(similarity, self.settings.scoring.sim_threshold))
 
     def local_similarity(self) -> Similarity:
         """The similarity model in this process (loaded on first use)."""
@@ -439,7 +459,7 @@ class GtaState:
         workerinput = xdist.worker_input(self.config)
         if workerinput is not None:
             return bool(workerinput.get(xdist.IMAGES_INPUT))
-        return self.settings.report_html is not None or bool(
+        return self.settings.report.html is not None or bool(
             self.config.getoption("htmlpath", None)
         )
 
@@ -469,7 +489,7 @@ class GtaState:
 
     def uses_tools(self) -> bool:
         """Whether tool backends take part: end-to-end mode with a model that calls tools."""
-        return "e2e" in self.settings.modes and not base.replays(self.model())
+        return "e2e" in self.settings.cases.modes and not base.replays(self.model())
 
     # -- what the header and report say --------------------------------------------------------
     def run_info(self) -> RunInfo:
@@ -477,7 +497,7 @@ class GtaState:
         model = self.model()
         warnings = [str(w) for w in model.warnings]
         warnings += [str(w) for w in self.dataset().warnings]
-        tools = self.settings.tools if self.uses_tools() else None
+        tools = self.settings.tools.backends if self.uses_tools() else None
         prices = self.prices(model)
         return RunInfo(
             model.name,
@@ -495,14 +515,14 @@ class GtaState:
 
     def describe_agent(self) -> dict[str, Any] | None:
         """The report's ``settings.agent``: the agent under test, how it runs (``None``: none)."""
-        settings = self.settings
-        if settings.agent_spec is None:
+        agent = self.settings.agent
+        if agent.spec is None:
             return None
         return {
-            "name": settings.agent_spec,
-            "kind": "python" if settings.agent is not None else "command",
-            "timeout": settings.agent_timeout,
-            "env": list(settings.agent_env),
+            "name": agent.spec,
+            "kind": "python" if agent.callable is not None else "command",
+            "timeout": agent.timeout,
+            "env": list(agent.env),
         }
 
     def tool_backend_details(self) -> dict[str, Any]:
@@ -519,22 +539,24 @@ class GtaState:
         if self.needs_similarity():
             self.sim_path()
         if not xdist.is_worker(self.config):  # the controller compares and judges
-            self.settings.gates.check_modes(self.settings.modes, self.settings.baseline is not None)
+            settings = self.settings
+            settings.gates.check_modes(settings.cases.modes, settings.baseline.report is not None)
             self.baseline()
 
     # -- baseline --------------------------------------------------------------------------
     def baseline(self) -> Baseline | None:
         """``--gta-baseline``, read and checked against this run once (``None``: not given)."""
-        if self.settings.baseline is None:
+        if self.settings.baseline.report is None:
             return None
         return self._once("baseline", self._load_baseline)
 
     def _load_baseline(self) -> Baseline:
 
-        spec = str(self.settings.baseline)
+        settings = self.settings.baseline
+        spec = str(settings.report)
         given = self.config.getoption("gta_baseline") or spec
         baseline, self.baseline_differences = read_baseline(
-            spec, str(given), self.comparable(), self.settings.baseline_lenient
+            spec, str(given), self.comparable(), settings.lenient
         )
         return baseline
 
@@ -542,8 +564,8 @@ class GtaState:
         """What a baseline must share with this run (see ``compare.mismatches``)."""
         return comparable_run(
             self.dataset().sha256,
-            self.settings.modes,
+            self.settings.cases.modes,
             self.model().protocol,
-            sim_model=self.settings.sim_model,
-            sim_threshold=self.settings.sim_threshold,
+            sim_model=self.settings.scoring.sim_model,
+            sim_threshold=self.settings.scoring.sim_threshold,
         )

@@ -1,0 +1,196 @@
+"""The agent under test: a Python callable (``--gta-agent``) or a program (``--gta-agent-command``).
+
+Its part of the settings is :class:`AgentSettings`; :func:`settings` refuses agent settings
+that cannot work together (both agent options, step mode) when the session starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from pytest_gta.flags import (
+    OPT_AGENT,
+    OPT_AGENT_COMMAND,
+    OPT_AGENT_ENV,
+    OPT_AGENT_TIMEOUT,
+    OPT_MODE,
+)
+from pytest_gta.options.core import (
+    Feature,
+    Given,
+    OptionSpec,
+    fields,
+    number,
+    resolve_path,
+    shown,
+    usage_error,
+)
+from pytest_gta.options.serving import template_words
+from pytest_gta.vocabulary import AGENT_PLACEHOLDERS, DEFAULT_AGENT_TIMEOUT
+
+RANGES: dict[str, tuple[float, float]] = {OPT_AGENT_TIMEOUT: (0.1, 86_400.0)}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_agent(value: str) -> str:
+    """``MODULE:CALLABLE`` or ``path/to/file.py:CALLABLE``; imported when the session starts."""
+    text = value.strip()
+    module, colon, name = text.rpartition(":")
+    if not colon or not module.strip() or not name.strip().isidentifier():
+        raise usage_error(
+            f"{OPT_AGENT}={shown(value)}: give MODULE:CALLABLE (e.g. my_agent:solve) or "
+            "path/to/agent.py:CALLABLE"
+        )
+    return f"{module.strip()}:{name.strip()}"
+
+
+def agent_words(template: str) -> list[str]:
+    """The words of a ``--gta-agent-command`` template, checked (see :func:`template_words`)."""
+    return template_words(
+        template,
+        flag=OPT_AGENT_COMMAND,
+        placeholders=AGENT_PLACEHOLDERS,
+        required=None,
+        what="agent",
+        example="'python my_agent.py --mcp {mcp_url} --query {query_file}'",
+    )
+
+
+def parse_agent_command(value: str) -> str:
+    """An option parser: the agent's command template, checked by :func:`agent_words`."""
+    agent_words(value)
+    return value.strip()
+
+
+def parse_agent_env(value: str) -> tuple[str, ...]:
+    """``NAME,...``: environment variables passed on to a ``--gta-agent-command`` agent."""
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    bad = [n for n in names if not _ENV_NAME.fullmatch(n)]
+    if not names or bad:
+        raise usage_error(
+            f"{OPT_AGENT_ENV}={shown(value)}: give environment variable names separated by "
+            "commas, e.g. HF_HOME,MY_AGENT_CONFIG"
+        )
+    return names
+
+
+def parse_agent_timeout(value: str) -> float:
+    """Seconds one case's agent may run."""
+    low, high = RANGES[OPT_AGENT_TIMEOUT]
+    hint = f"give seconds one case's agent may run (default: {DEFAULT_AGENT_TIMEOUT:g})"
+    return number(value, OPT_AGENT_TIMEOUT, hint, minimum=low, maximum=high)
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """The agent under test; at most one of :attr:`callable` and :attr:`command` is set.
+
+    ``None`` and ``None``: the project's own loop.
+    """
+
+    #: ``--gta-agent``: ``MODULE:CALLABLE`` (a file named in the ini file made absolute).
+    callable: str | None = None
+    #: ``--gta-agent-command``: a checked template.
+    command: str | None = None
+    #: ``--gta-agent-env``: variables a command agent is given besides the allow-list.
+    env: tuple[str, ...] = ()
+    #: ``--gta-agent-timeout``: seconds one case's agent may run.
+    timeout: float = DEFAULT_AGENT_TIMEOUT
+
+    @property
+    def spec(self) -> str | None:
+        """The agent under test as the report and header name it (``None``: no agent)."""
+        return self.callable or self.command
+
+
+AGENT = OptionSpec(
+    OPT_AGENT,
+    "MODULE:CALLABLE",
+    "evaluate your own agent: a (sync or async) callable given each case's task (query, "
+    "images, MCP URL, tools, model URL); end-to-end mode only",
+    parse=parse_agent,
+    setting="callable",
+    doc_default="none",
+    doc="evaluate your own agent: a sync or async callable (`my_agent:solve` or "
+    "`path/to/agent.py:solve`) given each case's task (query, images, the case's MCP URL and "
+    "tools, the model URL); end-to-end mode only",
+)
+ROWS: tuple[OptionSpec, ...] = (
+    AGENT,
+    OptionSpec(
+        OPT_AGENT_COMMAND,
+        "TEMPLATE",
+        "evaluate an agent program, run per case without a shell, its answer read from stdout "
+        "or {answer_file}; placeholders {mcp_url} {query_file} {model_url} {anthropic_url} "
+        "{model} {answer_file} {case_id}",
+        parse=parse_agent_command,
+        setting="command",
+        doc_default="none",
+        doc="evaluate an agent program, run once per case in its own process group without a "
+        "shell; placeholders `{mcp_url}`, `{query_file}`, `{model_url}`, `{anthropic_url}`, "
+        "`{model}`, `{answer_file}`, `{case_id}`; the answer is `{answer_file}` if written, "
+        "else stdout",
+    ),
+    OptionSpec(
+        OPT_AGENT_ENV,
+        "NAME,...",
+        f"environment variables passed on to {OPT_AGENT_COMMAND} (it gets only PATH, HOME, the "
+        "locale and the proxy's URLs otherwise)",
+        parse=parse_agent_env,
+        default=(),
+        setting="env",
+        doc_default="none",
+        doc=f"environment variables passed on to `{OPT_AGENT_COMMAND}` (it gets only the "
+        "locale, `PATH`, a scratch `HOME` and the harness's variables otherwise)",
+    ),
+    OptionSpec(
+        OPT_AGENT_TIMEOUT,
+        "SECONDS",
+        f"how long one case's agent may run; then it is stopped and the case errors (default: "
+        f"{DEFAULT_AGENT_TIMEOUT:g})",
+        parse=parse_agent_timeout,
+        default=DEFAULT_AGENT_TIMEOUT,
+        setting="timeout",
+        doc_default="`600`",
+        doc="how long one case's agent may run; then its process group is stopped and the case "
+        "errors",
+        doc_range="{low} to {high} seconds",
+    ),
+)
+FEATURE = Feature("agent", ROWS, RANGES)
+
+
+def check_agent(agent: AgentSettings, modes: Sequence[str]) -> None:
+    """Refuse agent settings that cannot work together (both agent options, step mode).
+
+    Raises:
+        pytest.UsageError: naming the options and what to do instead.
+    """
+    if agent.callable and agent.command:
+        raise usage_error(
+            f"{OPT_AGENT} and {OPT_AGENT_COMMAND} both name the agent under test; give one"
+        )
+    if agent.spec and "step" in modes:
+        flag = OPT_AGENT if agent.callable else OPT_AGENT_COMMAND
+        raise usage_error(
+            f"{flag} runs in end-to-end mode only: step mode replays the reference prefix into a "
+            f"model's prompt one step at a time, and an agent runs its own loop from the query "
+            f"to the answer; use {OPT_MODE}=e2e (the default)"
+        )
+
+
+def settings(config: pytest.Config, given: Given, modes: Sequence[str]) -> AgentSettings:
+    """The agent's part of the settings, checked against the run's ``modes``."""
+    found = fields(ROWS, given)
+    agent = given[AGENT.dest]
+    target, _, name = (agent.value or "").rpartition(":")
+    if agent.source == "ini" and (target.endswith(".py") or "/" in target):
+        # A file named in the ini file is the project's: relative to the ini file, as paths are.
+        found["callable"] = f"{resolve_path(config, target, agent.source)}:{name}"
+    part = AgentSettings(**found)
+    check_agent(part, modes)
+    return part

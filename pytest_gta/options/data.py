@@ -1,0 +1,154 @@
+"""The dataset: ``--gta-data``, the data directory and the data commands (``--gta-download``).
+
+Its part of the settings is :class:`DataSettings`: the dataset's path, where that choice came
+from (for messages and the report) and the data directory. The data is resolved with rules of
+its own (:func:`settings`): ``sample`` names the bundled sample, an installed dataset is the
+default, and a self-check without one falls back to the sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_gta.dataset import bundled_sample_path
+from pytest_gta.flags import (
+    OPT_ALLOW_UNVERIFIED,
+    OPT_DATA,
+    OPT_DATA_DIR,
+    OPT_DATA_INFO,
+    OPT_DOWNLOAD,
+    OPT_DOWNLOAD_URL,
+    OPT_RECORD_MANIFEST,
+)
+from pytest_gta.options.core import Feature, OptionSpec, resolve, resolve_path
+from pytest_gta.options.model import is_self_check
+
+ENV_DATA_DIR = "GTA_DATA_DIR"
+DATA_DIR_DEFAULT = Path("data")
+DATASET_NAME = "gta_dataset"
+DATA_DIR_DEFAULT_SOURCE = f"{DATA_DIR_DEFAULT}/ under the rootdir"
+#: ``--gta-data=sample``: the 17-query sample shipped with the plugin.
+SAMPLE_KEYWORD = "sample"
+#: The data source of a self-check (or model-less) run that fell back to the sample.
+SAMPLE_FALLBACK = "bundled sample: no dataset installed in"
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """The dataset a run uses, and where it was looked for."""
+
+    #: ``None`` when no dataset is installed and none was named (a usage error once needed).
+    path: Path | None
+    #: Where :attr:`path` came from, in a message's words (``--gta-data``, ``bundled sample``).
+    source: str
+    #: Where datasets are installed (``--gta-data-dir``); the default dataset is ``gta_dataset``.
+    dir: Path = DATA_DIR_DEFAULT
+
+
+# A path or the sample keyword, with an installed default: see settings().
+DATA = OptionSpec(
+    OPT_DATA,
+    "DIR",
+    f"dataset directory in the official layout, or '{SAMPLE_KEYWORD}' for the bundled sample "
+    f"(default: {DATASET_NAME} in the data directory)",
+    doc_default="`gta_dataset` in the data directory (the bundled sample for `oracle`/`mock:` "
+    "when none is installed)",
+    doc="dataset directory in the official layout; `sample` is the bundled sample",
+)
+DATA_DIR = OptionSpec(
+    OPT_DATA_DIR,
+    "DIR",
+    f"where datasets are installed and looked up (default: ${ENV_DATA_DIR}, else "
+    f"{DATA_DIR_DEFAULT}/ under the rootdir)",
+    kind="path",
+    default=DATA_DIR_DEFAULT,
+    env=ENV_DATA_DIR,
+    doc_default="`$GTA_DATA_DIR`, else `data/` under the rootdir",
+    doc="where datasets are installed and looked up (see [Getting the GTA dataset](dataset.md))",
+)
+ROWS: tuple[OptionSpec, ...] = (
+    DATA,
+    DATA_DIR,
+    OptionSpec(
+        OPT_DOWNLOAD,
+        None,
+        "fetch, verify and unpack the GTA dataset into the data directory, then exit",
+        kind="flag",
+        default=False,
+        doc="fetch, verify and unpack the dataset into the data directory, then exit",
+    ),
+    # A URL or a local path: the installer tells them apart, relative to option_base.
+    OptionSpec(
+        OPT_DOWNLOAD_URL,
+        "URL_OR_PATH",
+        "download from this URL, zip or directory instead of Hugging Face and the GitHub release",
+        doc_default="Hugging Face `Jize1/GTA`, then the GitHub release",
+        doc="a mirror URL, a zip or a directory to install from",
+    ),
+    OptionSpec(
+        OPT_ALLOW_UNVERIFIED,
+        None,
+        "install data that fails the manifest's sha256s or the paper's counts (mirrors)",
+        kind="bool",
+        default=False,
+        doc_default="off",
+        doc="install data that differs from the manifest or the paper's counts (marked "
+        "`UNVERIFIED`)",
+    ),
+    OptionSpec(
+        OPT_RECORD_MANIFEST,
+        None,
+        f"with {OPT_DOWNLOAD}: record the verified files' sha256s in data/manifest.json",
+        kind="flag",
+        default=False,
+        doc=f"with `{OPT_DOWNLOAD}`: record the verified files' sha256s in `data/manifest.json`",
+    ),
+    OptionSpec(
+        OPT_DATA_INFO,
+        None,
+        "print the installed dataset's origin, verification and statistics, then exit",
+        kind="flag",
+        default=False,
+        doc="print the dataset's origin, verification and statistics, then exit",
+    ),
+)
+FEATURE = Feature("data", ROWS, {})
+
+
+def resolve_data_dir(config: pytest.Config) -> tuple[Path, str]:
+    """``--gta-data-dir`` > ``$GTA_DATA_DIR`` > ini ``gta_data_dir`` > ``data/`` under the rootdir.
+
+    The environment beats the ini file: it is the machine's choice (a CI cache), the ini the
+    project's.
+    """
+    resolved = resolve(config, DATA_DIR)
+    where = DATA_DIR_DEFAULT_SOURCE if resolved.source == "default" else resolved.origin
+    return resolved.value, where
+
+
+def settings(config: pytest.Config, model: str | None) -> DataSettings:
+    """The dataset of a run of ``model``: named, installed, or (a self-check) the sample."""
+    data_dir, data_dir_source = resolve_data_dir(config)
+    named = resolve(config, DATA)
+    if named.value == SAMPLE_KEYWORD:
+        return DataSettings(bundled_sample_path(), "bundled sample", data_dir)
+    if named.value is not None:
+        return DataSettings(resolve_path(config, named.value, named.source), named.origin, data_dir)
+    installed = data_dir / DATASET_NAME
+    if (installed / "dataset.json").is_file():
+        if data_dir_source == DATA_DIR_DEFAULT_SOURCE:
+            return DataSettings(
+                installed.absolute(), str(DATA_DIR_DEFAULT / DATASET_NAME), data_dir
+            )
+        return DataSettings(
+            installed.absolute(),
+            f"{DATASET_NAME} in the data directory from {data_dir_source}",
+            data_dir,
+        )
+    if model is None or is_self_check(model):
+        # Without a model nothing is evaluated: user tests are collected from the sample and skip.
+        return DataSettings(bundled_sample_path(), f"{SAMPLE_FALLBACK} {data_dir}", data_dir)
+    return DataSettings(None, f"no dataset installed in {data_dir}", data_dir)
