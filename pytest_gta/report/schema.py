@@ -30,7 +30,6 @@ from typing import Any, TypedDict, cast
 from pytest_gta.case import Case
 from pytest_gta.detail import CaseDetail
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.gates import GatesVerdict
 from pytest_gta.jsonsafe import JsonInputError, read_json
 from pytest_gta.report.fields import kind_of, show_value
 from pytest_gta.report.identity import GitInfo as GitInfo
@@ -148,7 +147,7 @@ class Comparison(_ComparisonBase, total=False):
 
 
 #: The report's ``gates``: the verdict over all gates, and each gate's.
-Gates = GatesVerdict
+Gates = dict[str, Any]
 
 
 class _RunReportBase(TypedDict):
