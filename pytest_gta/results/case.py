@@ -22,11 +22,11 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BeforeValidator,
     Discriminator,
-    Tag,
     Field,
     JsonValue,
     PrivateAttr,
     RootModel,
+    Tag,
     field_validator,
     model_validator,
 )

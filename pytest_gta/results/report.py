@@ -578,8 +578,10 @@ class RunReport(Doc):
     """Seconds the session took (a merged report has none)."""
 
     def run_identity(self) -> Identity:
-        """What identifies the run: its ``identity``, under the report's ``label`` (a hook may
-        have renamed the run, and the label is what every table shows)."""
+        """What identifies the run: its ``identity``, under the report's ``label``.
+
+        A hook may have renamed the run, and the label is what every table shows.
+        """
         if self.label == self.identity.label:
             return self.identity
         return self.identity.model_copy(update={"label": self.label})
