@@ -183,7 +183,7 @@ def merged_identity(reports: Sequence[ReportFile]) -> tuple[Identity, list[str]]
     commit), the first shard's are kept and a note says what differed. A top-level ``label``
     (a hook may rename a run) wins over the identity's own.
     """
-    identities = [r.report.identity.model_copy(update={"label": r.report.label}) for r in reports]
+    identities = [r.report.run_identity() for r in reports]
     starts = [t for i in identities if (t := i.started_at) and parse_utc(t) is not None]
     ends = [t for i in identities if (t := i.finished_at) and parse_utc(t) is not None]
     merged = identities[0].model_copy(
