@@ -534,7 +534,7 @@ def complete_verdicts(cases: Sequence[CaseResult], dataset: Dataset, threshold: 
         try:
             steps = cast(list[dict[str, Any]], [s.root for s in case.steps])
             scored = case_score(case, dataset)
-            dialogs = cast(list[dict[str, Any]], dataset.reference_dialogs(query))
+            dialogs = dataset.reference_dialogs(query)
             # As the run scored it: the reference with the dataset's absolute file paths.
             gold = (
                 [dialogs[i] for i in query.assistant_indices]

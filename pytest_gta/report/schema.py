@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from pytest_gta.case import Case
-CaseDetail = dict  # TRANSITIONAL: this module goes once nothing reads the old report types
+CaseDetail = dict[str, Any]  # TRANSITIONAL: goes once nothing reads the old report types
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.jsonsafe import JsonInputError, read_json
 from pytest_gta.report.fields import kind_of, show_value
