@@ -286,6 +286,37 @@ def test_todays_shards_merge_into_todays_merged_report(sample_dataset):
     assert without_new_case_keys(written) == (TODAY / "merged.json").read_text()
 
 
+EARLIER = TODAY.parent
+#: Every report an earlier version wrote, by its directory (the version's date and commit).
+EARLIER_REPORTS = sorted(EARLIER.glob("2026-11-2[2-6]-*/gta*.json"))
+
+
+@pytest.mark.parametrize("path", EARLIER_REPORTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_earlier_report_is_read_or_refused_with_what_to_do(path):
+    data = json.loads(path.read_text())
+    if "primitives" not in data["cases"][0]:  # before --gta-merge: nothing to rebuild from
+        with pytest.raises(GtaUsageError, match=r"primitives is missing: .* re-run that shard"):
+            load_report(path, path.name)
+        return
+    report = load_report(path, path.name).report
+    assert len(report.cases) == len(data["cases"])
+    assert [c.outcome for c in report.cases] == [c["outcome"] for c in data["cases"]]
+    assert report.identity.model == data["model"]
+    # Written in today's shape, it reads back into the same report.
+    again = parse_report(path.name, json.loads(dump_report(report))).report
+    assert dump_report(again) == dump_report(report)
+
+
+def test_shards_of_an_earlier_version_merge_into_its_unsharded_run(sample_dataset):
+    version = EARLIER / "2026-11-26-32de296"
+    shards = [load_report(version / f"gta-shard-{k}of2.json", f"s{k}") for k in (1, 2)]
+    merged = merge_reports(shards, sample_dataset, samples=20)
+    whole = load_report(version / "gta.json", "gta.json").report
+    assert merged.metrics == whole.metrics
+    assert merged.outcomes == whole.outcomes
+    assert all((c.verdict is None) == (c.primitives is None) for c in merged.cases)
+
+
 def test_a_report_without_an_identity_gets_one_from_its_fields(report):
     old = report.to_json_value()
     del old["identity"], old["label"]

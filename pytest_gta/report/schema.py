@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from pytest_gta.case import Case
-CaseDetail = dict[str, Any]  # TRANSITIONAL: goes once nothing reads the old report types
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.jsonsafe import JsonInputError, read_json
 from pytest_gta.report.fields import kind_of, show_value
@@ -40,6 +39,8 @@ from pytest_gta.report.identity import identity_of as identity_of
 from pytest_gta.report.identity import make_identity as make_identity
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore, aggregate_e2e, aggregate_step
 from pytest_gta.vocabulary import MODEL_S_PROPERTY, MODES, OUTCOMES
+
+CaseDetail = dict[str, Any]  # TRANSITIONAL: goes once nothing reads the old report types
 
 #: The version this code writes and reads; another is refused by :func:`parse_report`.
 SCHEMA = "pytest-gta-report/1"
