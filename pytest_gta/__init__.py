@@ -40,7 +40,9 @@ from pytest_gta.validation import load_dataset
 from pytest_gta.version import __version__
 
 _LAZY = {
-    "CaseResult": "pytest_gta.run.runner",
+    "CaseRun": "pytest_gta.run.runner",
+    "CaseResult": "pytest_gta.results.case",
+    "RunReport": "pytest_gta.results.report",
     "ModelAdapter": "pytest_gta.models.base",
     "BaseModelAdapter": "pytest_gta.models.base",
     "RecordedSource": "pytest_gta.models.base",
@@ -66,7 +68,9 @@ if TYPE_CHECKING:
     )
     from pytest_gta.models.chat import ChatAdapter, Prepared
     from pytest_gta.models.generation import GenerationSettings
-    from pytest_gta.run.runner import CaseResult
+    from pytest_gta.results.case import CaseResult
+    from pytest_gta.results.report import RunReport
+    from pytest_gta.run.runner import CaseRun
     from pytest_gta.scoring.answer import iscorrect
     from pytest_gta.tools import BaseToolBackend, ToolBackend, ToolContext, ToolInvocation
 
@@ -85,6 +89,7 @@ __all__ = [
     "Case",
     "CaseContext",
     "CaseResult",
+    "CaseRun",
     "ChatAdapter",
     "ChatMessage",
     "Dataset",
@@ -109,6 +114,7 @@ __all__ = [
     "ReferenceCall",
     "ResultItem",
     "RetryableError",
+    "RunReport",
     "ToolBackend",
     "ToolCall",
     "ToolContext",

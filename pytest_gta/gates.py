@@ -7,17 +7,16 @@ against a baseline run (``--gta-fail-on-regression``). When any gate is configur
 harness errors decide the exit status (SPEC section 7); the cases' own outcomes stay in the
 terminal and JUnit XML as they are.
 
-This module judges a finished report (a plain dict, so the merged report of ``--gta-merge`` is
-judged the same way); the numbers it reads are computed by :mod:`pytest_gta.report.baseline`,
-the options are parsed by :mod:`pytest_gta.options.gates`. Standard library only: the settings
-are built in every session.
+This module holds what a gate is (:class:`GateSettings`); the options are parsed by
+:mod:`pytest_gta.options.gates`, a finished report is judged by
+:mod:`pytest_gta.report.gate_verdicts`. Standard library only: the settings are built in every
+session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
 
 import pytest
 
@@ -98,142 +97,3 @@ class GateSettings:
                 f"pytest-gta: {OPT_FAIL_ON_REGRESSION} needs a run to compare with: pass "
                 f"{OPT_BASELINE}=PATH (a previous {OPT_REPORT}) or {OPT_BASELINE}=leaderboard:NAME"
             )
-
-
-class GatesVerdict(TypedDict):
-    """The report's ``gates`` section (:func:`judge`); the report schema names it ``Gates``."""
-
-    passed: bool
-    alpha: float
-    min_drop: float
-    #: Each gate with the numbers it was judged on, whether it held, and why.
-    verdicts: list[dict[str, Any]]
-
-
-def judge(report: Mapping[str, Any], gates: GateSettings) -> GatesVerdict:
-    """The gates' verdicts on a report (with its ``comparison`` when there is a baseline).
-
-    Returns the report's ``gates`` section: every gate with the numbers it was judged on,
-    whether it held, and ``passed`` over all of them. A metric the run did not measure (its
-    cases were all skipped) fails its gate: a gate that cannot be checked must not pass.
-    """
-    verdicts: list[dict[str, Any]] = []
-    metrics = report.get("metrics", {})
-    rates = report.get("pass_rate", {})
-    for floor in gates.floors:
-        value = _value(metrics, rates, floor.ref)
-        held = value is not None and value >= floor.value
-        verdicts.append(
-            {
-                "gate": "fail_under",
-                "metric": str(floor.ref),
-                "floor": floor.value,
-                "value": value,
-                "passed": held,
-                "reason": (
-                    f"{floor.ref} was not measured (no case of that mode ran)"
-                    if value is None
-                    else f"{floor.ref} = {value:.2f} {'>=' if held else '<'} {floor.value:g}"
-                ),
-            }
-        )
-    if gates.regression:
-        verdicts += _regression_verdicts(report.get("comparison"), gates)
-    return {
-        "passed": all(v["passed"] for v in verdicts),
-        "alpha": gates.alpha,
-        "min_drop": gates.min_drop,
-        "verdicts": verdicts,
-    }
-
-
-def _value(metrics: Mapping[str, Any], rates: Mapping[str, Any], ref: MetricRef) -> float | None:
-    source = rates if ref.metric == PASS_RATE else metrics.get(ref.mode, {})
-    value = source.get(ref.mode if ref.metric == PASS_RATE else ref.metric)
-    return None if value is None else float(value)
-
-
-def _regression_verdicts(comparison: Any, gates: GateSettings) -> list[dict[str, Any]]:
-    if not isinstance(comparison, Mapping):
-        return [
-            {
-                "gate": "fail_on_regression",
-                "metric": ALL if isinstance(gates.regression, str) else "",
-                "passed": False,
-                "reason": "no comparison with the baseline could be made",
-            }
-        ]
-    rows: dict[str, Mapping[str, Any]] = {
-        f"{mode}.{metric}": row
-        for mode, table in comparison.get("metrics", {}).items()
-        for metric, row in table.items()
-    }
-    if isinstance(gates.regression, str):
-        wanted = [name for name, row in rows.items() if row.get("difference") is not None]
-    else:
-        wanted = [str(ref) for ref in gates.regression]
-    verdicts = []
-    for name in wanted:
-        row = rows.get(name)
-        if row is None or row.get("difference") is None:
-            verdicts.append(
-                {
-                    "gate": "fail_on_regression",
-                    "metric": name,
-                    "passed": False,
-                    "reason": f"{name} could not be compared with the baseline",
-                }
-            )
-            continue
-        drop = -float(row["difference"])
-        p_drop = row.get("p_drop")
-        significant = p_drop is not None and float(p_drop) < gates.alpha
-        regressed = significant and drop > gates.min_drop
-        shown_p = "n/a" if p_drop is None else f"{float(p_drop):.4f}"
-        reason = (
-            f"{name} {row['this']:.2f} vs baseline {row['baseline']:.2f}: "
-            f"{-drop:+.2f} points, p(drop) = {shown_p}"
-        )
-        if regressed:
-            reason += f" < alpha {gates.alpha:g}"
-            if gates.min_drop:
-                reason += f" and the drop exceeds {gates.min_drop:g} points"
-            reason += ": a significant regression"
-        elif significant:
-            reason += f": significant, but not more than {gates.min_drop:g} points"
-        else:
-            reason += ": no significant drop"
-        verdicts.append(
-            {
-                "gate": "fail_on_regression",
-                "metric": name,
-                "difference": -drop,
-                "p_drop": p_drop,
-                "passed": not regressed,
-                "reason": reason,
-            }
-        )
-    return verdicts
-
-
-def gated_exit_status(report: Mapping[str, Any], current: int) -> int:
-    """The exit status of a run with this report: pytest's own when it has no ``gates``."""
-    gates = report.get("gates")
-    if not isinstance(gates, Mapping):
-        return current
-    return exit_status(gates, int(report.get("outcomes", {}).get("error", 0)), current)
-
-
-def exit_status(gates: Mapping[str, Any], errored: int, current: int) -> int:
-    """The session's exit status when gates are configured (SPEC section 7).
-
-    Args:
-        gates: The report's ``gates`` section (:func:`judge`).
-        errored: Cases that ended as errors (a broken harness or endpoint).
-        current: pytest's own status; interruptions, usage and internal errors keep it.
-    """
-    if current not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        return current
-    if errored or not gates.get("passed", False):
-        return int(pytest.ExitCode.TESTS_FAILED)
-    return int(pytest.ExitCode.OK)

@@ -13,7 +13,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_gta.models.base import ModelAdapter, ModelContext, RecordedSource
-    from pytest_gta.report.schema import RunReport
+    from pytest_gta.results.report import RunReport
     from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSpec
 
 
@@ -77,11 +77,14 @@ def pytest_gta_make_tool(
 def pytest_gta_update_report(config: pytest.Config, report: RunReport) -> None:
     """Change the report in place before it is printed and written (controller only).
 
-    ``report`` has the shape :class:`pytest_gta.report.schema.RunReport` describes (the
-    ``--gta-report`` file's); keys a hook adds are written as they are.
+    ``report`` is the typed report (:class:`pytest_gta.results.report.RunReport`, the
+    ``--gta-report`` file's shape): change its fields within their kinds, and put fields of
+    your own in ``report.hook_fields`` (any JSON value; written at the report's top level, after
+    its own fields). A field of the wrong kind is a usage error naming it.
 
     Example, in ``conftest.py``::
 
         def pytest_gta_update_report(config, report):
-            report["checkpoint"] = "step-12000"
+            report.hook_fields["checkpoint"] = "step-12000"
+            report.notes.append("evaluated on the nightly checkpoint")
     """

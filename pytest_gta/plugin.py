@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         ModelContext,
         RecordedSource,
     )
-    from pytest_gta.run.runner import CaseResult, Scorer
+    from pytest_gta.run.runner import CaseRun, Scorer
     from pytest_gta.session.gta_session import GtaSession
     from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSet, ToolSpec
 
@@ -365,7 +365,7 @@ def gta_run(
     request: pytest.FixtureRequest,
     pytestconfig: pytest.Config,
     gta_model: BaseModelAdapter | BaseRecordedSource,
-) -> Callable[[Case], CaseResult]:
+) -> Callable[[Case], CaseRun]:
     """A function that runs and scores a case.
 
     Model or tool infrastructure failures fail the calling phase with a clean message; call it
@@ -379,13 +379,13 @@ def gta_result(
     request: pytest.FixtureRequest,
     gta_case: Case,
     gta_model: BaseModelAdapter | BaseRecordedSource,
-    gta_run: Callable[[Case], CaseResult],
+    gta_run: Callable[[Case], CaseRun],
     gta_dataset: Dataset,
-) -> CaseResult:
+) -> CaseRun:
     """The scored result of this test's case, produced during setup.
 
     Running in setup is what turns infrastructure failures into pytest errors rather than
     failures. The flat per-case properties go to the item (every phase's report, JUnit XML);
-    the detail payload (steps, replies, score) to the setup report's ``user_properties`` only.
+    the case's result (its JSON) to the setup report's ``user_properties`` only.
     """
     return _session(request.config).result(request, gta_case, gta_run, gta_model, gta_dataset)

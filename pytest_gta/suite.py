@@ -6,9 +6,9 @@ test requests ``gta_case``; its node ids read ``gta::test_query[e2e-17]``.
 
 from __future__ import annotations
 
-from pytest_gta.run.runner import CaseResult
+from pytest_gta.run.runner import CaseRun
 
 
-def test_query(gta_result: CaseResult) -> None:
+def test_query(gta_result: CaseRun) -> None:
     """The query is solved (see the failure message for what diverged)."""
     gta_result.check()

@@ -136,6 +136,6 @@ def test_recorded_predictions_are_looked_up_not_generated(sample_dataset, tmp_pa
     result = run_case(Case("step", sample_dataset["0"]), ctx)
     assert result.passed
     assert result.replies == []
-    assert result.backends == {}
+    assert result.result.backends == {}
     with pytest.raises(GtaUnavailableError, match="recordings has no recorded e2e prediction"):
         run_case(Case("e2e", sample_dataset["1"]), ctx, AheadWork(lambda: ctx))

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.gates import Floor, GateSettings, MetricRef, exit_status, judge
+from pytest_gta.gates import Floor, GateSettings, MetricRef
 from pytest_gta.options.gates import (
     parse_alpha,
     parse_fail_on_regression,
@@ -29,8 +29,12 @@ from pytest_gta.options.gates import (
     parse_min_drop,
 )
 from pytest_gta.report.baseline import load_baseline
+from pytest_gta.report.gate_verdicts import exit_status, judge
+from pytest_gta.results.base import PerMode
+from pytest_gta.results.report import GatesVerdict
 from tests.gta_run import SAMPLE_DATA, gta, read_report
 from tests.oracle_server import OracleServer
+from tests.report_builders import stored_report
 from tests.test_opencompass import answer, foreign_dialogs, perfect_episode
 
 
@@ -436,13 +440,17 @@ def test_gate_option_values():
     ],
 )
 def test_exit_status_with_gates(passed, errored, current, expected):
-    assert exit_status({"passed": passed}, errored, int(current)) == expected
+    gates = GatesVerdict(passed=passed, alpha=0.05, min_drop=0.0, verdicts=[])
+    assert exit_status(gates, errored, int(current)) == expected
 
 
 def test_a_gate_on_an_unmeasured_metric_fails():
+    unmeasured = stored_report("oracle-both-modes").model_copy(
+        update={"metrics": PerMode(), "pass_rate": PerMode()}
+    )
     gates = GateSettings(floors=(Floor(MetricRef("e2e", "ans_acc"), 10.0),))
-    verdict = judge({"metrics": {}, "pass_rate": {}}, gates)
-    assert verdict["passed"] is False
-    assert "was not measured" in verdict["verdicts"][0]["reason"]
+    verdict = judge(unmeasured, gates)
+    assert verdict.passed is False
+    assert "was not measured" in verdict.verdicts[0].reason
     gates = GateSettings(regression=(MetricRef("e2e", "ans_acc"),))
-    assert judge({"metrics": {}}, gates)["verdicts"][0]["passed"] is False
+    assert judge(unmeasured, gates).verdicts[0].passed is False

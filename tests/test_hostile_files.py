@@ -618,34 +618,34 @@ def test_merge_of_a_call_that_is_not_an_object_renders_the_page(pytester, oracle
 
 
 MALFORMED = {
-    "modes": (("settings", "modes"), 5, "settings.modes is a number, not a list"),
-    "mode-name": (("settings", "modes"), ["bogus"], "settings.modes holds a string 'bogus'"),
-    "ids": (("settings", "ids"), [1], "settings.ids holds a number 1, not a query id"),
-    "routes": (("settings", "tool_routes"), {"OCR": []}, "settings.tool_routes holds a list"),
-    "generation": (("settings", "generation"), [], "settings.generation is a list"),
-    "threshold": (("settings", "sim_threshold"), float("nan"), "settings.sim_threshold is nan"),
+    "modes": (("settings", "modes"), 5, "settings.modes is 5: Input should be a valid list"),
+    "mode-name": (("settings", "modes"), ["bogus"], "settings.modes[0] is 'bogus': Input should"),
+    "ids": (("settings", "ids"), [1], "settings.ids[0] is 1: Input should be a valid string"),
+    "routes": (("settings", "tool_routes"), {"OCR": []}, "settings.tool_routes.OCR is []: "),
+    "generation": (("settings", "generation"), [], "settings.generation is []: Input should be"),
+    "threshold": (("settings", "sim_threshold"), float("nan"), "settings.sim_threshold is NaN"),
     "board": (("leaderboard",), {"model": "m"}, "leaderboard.board is missing"),
     "board-metric": (
         ("leaderboard",),
         {"model": "m", "board": "b", "ans_acc": "high"},
-        "leaderboard.ans_acc is a string",
+        "leaderboard.ans_acc is 'high': Input should be a valid integer or a valid number",
     ),
-    "timing": (("timings", "main", "cpu_s"), "slow", "timings.main.cpu_s is a string"),
-    "cost": (("usage", "cost_usd"), -1.0, "usage.cost_usd is -1.0, not a cost"),
-    "score": (("cases", 0, "score"), float("inf"), "cases[0].score is inf"),
-    "duration": (("cases", 0, "duration"), -3, "cases[0].duration is -3"),
-    "reply": (("cases", 0, "replies"), [{"text": "x"}], "cases[0].replies holds an object"),
-    "backend": (("cases", 0, "backends"), {"OCR": 1}, "cases[0].backends holds a number 1"),
-    "property": (("cases", 0, "properties", "gta_x"), [1], "cases[0].properties holds a list"),
+    "timing": (("timings", "main", "cpu_s"), "slow", "timings.main.cpu_s is 'slow': "),
+    "cost": (("usage", "cost_usd"), -1.0, "usage.cost_usd is -1.0: Input should be greater"),
+    "score": (("cases", 0, "score"), float("inf"), "cases[0].score is Infinity: "),
+    "duration": (("cases", 0, "duration"), -3, "cases[0].duration is -3: Input should be greater"),
+    "reply": (("cases", 0, "replies"), [{"text": "x"}], 'cases[0].replies[0] is {"text": "x"}: '),
+    "backend": (("cases", 0, "backends"), {"OCR": 1}, "cases[0].backends.OCR is 1: Input should"),
+    "property": (("cases", 0, "properties", "gta_x"), [1], "cases[0].properties.gta_x is [1]: "),
     "tokens": (
-        ("cases", 0, "properties", "gta_tokens_in"),
-        -4,
-        "cases[0].properties.gta_tokens_in is -4, not a count",
+        ("cases", 0, "usage"),
+        {"input_tokens": -4, "output_tokens": 0, "calls": 1, "cached_calls": 0},
+        "cases[0].usage.input_tokens is -4: Input should be greater than or equal to 0",
     ),
     "primitive": (
         ("cases", 0, "primitives", "steps", 2, "answer"),
         ["f32", 1e308],
-        "cases[0].primitives are not step-mode metric primitives (RuntimeWarning",
+        'cases[0].primitives.steps[2].answer is ["f32", 1e+308]: 1e+308 overflows a float32',
     ),
 }
 
@@ -730,26 +730,28 @@ def merge_and_render(shard: Path, baseline: Path | None, dataset: Any) -> str:
     from pytest_gta.report.baseline import comparable_run, conclude, read_baseline
     from pytest_gta.report.html import render_html
     from pytest_gta.report.junit import junit_xml
-    from pytest_gta.report.schema import load_report
     from pytest_gta.report.table import render_markdown, render_text
+    from pytest_gta.results.io import load_report
+    from pytest_gta.results.report import RunReport
 
     reports = [load_report(shard, str(shard))]
     notes = merge.coverage_warnings(reports)
     merge.check_same_run(reports)
     report = merge.merge_reports(reports, dataset, notes, samples=20)
     if baseline is not None:
+        threshold = report.settings.sim_threshold
         run = comparable_run(
             dataset.sha256,
-            report["settings"]["modes"],
-            report["protocol"],
-            sim_model=report["settings"].get("sim_model"),
-            sim_threshold=report["settings"].get("sim_threshold"),
+            report.settings.modes,
+            report.protocol,
+            sim_model=report.settings.sim_model,
+            sim_threshold=None if threshold is None else float(threshold),
         )
         found, differences = read_baseline(str(baseline), str(baseline), run, True)
-        records = [r for shard_report in reports for r in shard_report.records]
+        cases = [c for shard_report in reports for c in shard_report.cases]
         conclude(
             report,
-            records,
+            cases,
             dataset,
             baseline=found,
             differences=differences,
@@ -757,12 +759,13 @@ def merge_and_render(shard: Path, baseline: Path | None, dataset: Any) -> str:
             level=0.95,
             samples=20,
         )
-    report = Cleaner().value(report)
-    render_text(report)
-    render_markdown(report)
-    junit_xml(report, "pytest")
-    json.dumps(report, allow_nan=False)
-    return render_html(report, dataset, None)
+    report = RunReport.model_validate(Cleaner().value(report.to_json_value()))
+    shown = report.to_json_value()  # TRANSITIONAL: the renderers still read the dict
+    render_text(shown)
+    render_markdown(shown)
+    junit_xml(shown, "pytest")
+    json.dumps(shown, allow_nan=False)
+    return render_html(shown, dataset, None)
 
 
 @settings(max_examples=200, deadline=None)

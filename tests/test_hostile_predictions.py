@@ -28,10 +28,12 @@ from conftest import FAST_SIM
 from pytest_gta.case import Case
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.opencompass import OpenCompassPredictions
-from pytest_gta.run.runner import CaseResult, Scorer
+from pytest_gta.results.io import CaseWire, case_to_wire
+from pytest_gta.run.runner import Scorer
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore
 from pytest_gta.vocabulary import CATEGORY_NAMES, IMAGEGEN_TOOLS, tool_category
 from tests.gta_run import SAMPLE_DATA
+from tests.run_context import result_of
 from tests.test_opencompass import e2e_records, step_records, tool_step
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -572,11 +574,8 @@ def assert_allowed_outcome(path: Path, dataset) -> str:
             outcomes.add("case error")
             continue
         score, verdict = SCORER.score(model.mode, query, recorded.predictions, recorded.gold)
-        result = CaseResult(
-            Case(model.mode, query), model.name, recorded.predictions, recorded.gold, score, verdict
-        )
-        result.properties()
-        result.detail()
+        result = result_of(Case(model.mode, query), recorded.predictions, score, verdict)
+        case_to_wire(CaseWire(result))  # sendable from a worker, writable in a report
         if expected is not None:
             assert counters(score) == expected
         outcomes.add("scored")

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.options.report import parse_label
 from pytest_gta.provenance import git_state, label_problem, parse_utc
-from pytest_gta.report.schema import default_label, identity_of, parse_report
+from pytest_gta.results.io import parse_report
+from pytest_gta.results.migrate import default_label
 from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
 from tests.oracle_server import OracleServer
 from tests.test_gates import JSON, write_predictions
@@ -386,10 +387,16 @@ def old(report: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def identity_of(report: Any) -> dict[str, Any]:
+    """What identifies the run of ``report`` (a loaded JSON report), as JSON; no file named."""
+    identity: dict[str, Any] = parse_report("", report, "").report.run_identity().to_json_value()
+    return identity
+
+
 def test_identity_of_an_older_report(written):
     data = old(written)
     parsed = parse_report("old.json", data)  # older reports still load
-    assert len(parsed.records) == len(written["cases"])
+    assert len(parsed.cases) == len(written["cases"])
     identity = identity_of(data)
     assert identity == {
         **written["identity"],
@@ -404,18 +411,18 @@ def test_identity_of_an_older_report(written):
 
 def test_identity_errors_name_the_field(written):
     cases = [
-        (("identity", "git", "commit"), "abc", "identity.git.commit is 'abc'"),
-        (("identity", "git", "short"), "zzzz", "identity.git.short is 'zzzz'"),
-        (("identity", "started_at"), "yesterday", "identity.started_at is 'yesterday'"),
+        (("identity", "git", "commit"), "abc", "identity.git.commit is 'abc': not a git commit"),
+        (("identity", "git", "short"), "zzzz", "short 'zzzz' is not an abbreviation of the"),
+        (("identity", "started_at"), "yesterday", "identity.started_at is 'yesterday': not an"),
         (
             ("identity", "started_at"),
             "2026-02-01T03:04:05",
             "not an ISO 8601 date with a time zone",
         ),
-        (("identity", "label_given"), "yes", "identity.label_given is a string, not true/false"),
+        (("identity", "label_given"), "yes", "identity.label_given is 'yes': Input should be a"),
         (("identity", "label"), "a\nb", "identity.label is 'a\\nb': a label cannot hold"),
-        (("identity",), [], "identity is a list, not an object"),
-        (("label",), 7, "label is a number, not a text"),
+        (("identity",), [], "identity is []: Input should be a valid dictionary"),
+        (("label",), 7, "label is 7: Input should be a valid string"),
     ]
     report = copy.deepcopy(written)
     report["identity"]["git"] = {
@@ -439,7 +446,7 @@ def test_identity_errors_name_the_field(written):
             parse_report("run.json", data)
     bad_seconds = copy.deepcopy(report)
     bad_seconds["usage"]["model_s"] = -1
-    with pytest.raises(GtaUsageError, match=r"usage\.model_s is -1, not a number of seconds"):
+    with pytest.raises(GtaUsageError, match=r"usage\.model_s is -1: Input should be greater"):
         parse_report("run.json", bad_seconds)
 
 

@@ -196,11 +196,11 @@ def test_the_official_served_ids_find_their_entry(served, name):
 
 
 def test_a_name_takes_the_newest_board_and_at_board_a_given_one():
-    assert leaderboard_baseline("GPT-4o")["board"] == "2025-03"
-    assert leaderboard_baseline("gpt-4o@2024-07")["board"] == "2024-07"
-    assert leaderboard_baseline("llama-3.1-8b-instruct")["board"] == "2026-02"
+    assert leaderboard_baseline("GPT-4o").board == "2025-03"
+    assert leaderboard_baseline("gpt-4o@2024-07").board == "2024-07"
+    assert leaderboard_baseline("llama-3.1-8b-instruct").board == "2026-02"
     row = leaderboard_baseline("llama-3.1-8b-instruct@2025-03")
-    assert (row["board"], row["l_f1"]) == ("2025-03", 47.3)
+    assert (row.board, row.l_f1) == ("2025-03", 47.3)
 
 
 ON_BOARD = [(m, b) for b, models in catalog.leaderboard_boards().items() for m in models]
@@ -211,8 +211,8 @@ def test_every_published_row_is_reachable_by_board(pair):
     model, board = pair
     row = leaderboard_baseline(f"{model.upper()}@ {board} ")
     expected = catalog.leaderboard_boards()[board][model]
-    assert (row["model"], row["board"]) == (model, board)
-    assert row["ans_acc"] == float(expected["ans_acc"])
+    assert (row.model, row.board) == (model, board)
+    assert row.ans_acc == float(expected["ans_acc"])
 
 
 @given(st.sampled_from(sorted(catalog.leaderboard_rows())), st.text(max_size=12))

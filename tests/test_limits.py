@@ -540,8 +540,10 @@ def test_merging_a_shard_of_an_absurd_split_costs_nothing_per_shard():
 
     from pytest_gta.report.merge import coverage_warnings
 
-    shard = {"index": 1, "total": 10**11, "spec": "1/100000000000", "cases": []}
-    report = SimpleNamespace(shard=shard, records=[], label="shard 1/100000000000", name="r")
+    shard = SimpleNamespace(index=1, total=10**11, spec="1/100000000000", cases=[])
+    report = SimpleNamespace(
+        report=SimpleNamespace(shard=shard), cases=[], label="shard 1/100000000000", name="r"
+    )
     tracemalloc.start()
     (warning,) = coverage_warnings([report])  # type: ignore[list-item]
     _, peak = tracemalloc.get_traced_memory()

@@ -370,6 +370,20 @@ def test_hook_update_report(pytester):
     pytester.makeconftest(docstring_example(hookspecs.pytest_gta_update_report))
     run(pytester, "--gta-model=oracle", "--gta-ids=0", "--gta-report=gta.json")
     assert report_of(pytester)["checkpoint"] == "step-12000"
+    assert report_of(pytester)["notes"][-1] == "evaluated on the nightly checkpoint"
+
+
+def test_a_hook_that_breaks_the_report_is_named_not_a_traceback(pytester):
+    pytester.makeconftest(
+        "def pytest_gta_update_report(config, report):\n    report.epochs = 'many'\n"
+    )
+    result = run(pytester, "--gta-model=oracle", "--gta-ids=0", "--gta-report=gta.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(
+        ["*pytest-gta: the report after pytest_gta_update_report: epochs is many: *"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert not (pytester.path / "gta.json").exists()
 
 
 def test_broken_dataset_is_one_clear_error(pytester):

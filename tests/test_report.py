@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pytest_gta.report.build import build_report
-from pytest_gta.report.schema import CaseRecord
 from pytest_gta.report.table import MAX_NOTES, render_markdown, render_text
+from pytest_gta.results.case import CaseResult
+from tests.report_builders import run_settings
 
 
 def minimal_report(**overrides):
@@ -63,21 +64,23 @@ def test_markdown_tables():
 
 
 def test_build_report_counts_errors_as_wrong_and_excludes_skips(sample_dataset):
-    records = [
-        CaseRecord("e2e", "1", "n1", "error", message="endpoint down"),
-        CaseRecord("e2e", "0", "n0", "skipped", message="no backend"),
+    cases = [
+        CaseResult.unscored("e2e", "1", outcome="error", message="endpoint down", nodeid="n1"),
+        CaseResult.unscored("e2e", "0", outcome="skipped", message="no backend", nodeid="n0"),
     ]
     report = build_report(
         model="m",
         protocol="react",
         dataset=sample_dataset,
         data_source="x",
-        settings={},
-        records=records,
+        settings=run_settings(modes=["e2e"]),
+        cases=cases,
     )
-    assert report["outcomes"] == {"passed": 0, "failed": 0, "error": 1, "skipped": 1}
-    assert report["metrics"]["e2e"]["ans_acc"] == 0.0  # the errored query counts as wrong
-    assert report["metrics_excluding_errors"]["e2e"] == {}
-    assert report["denominators"]["e2e"]["queries"] == 1  # the skipped one is not counted
-    assert [c["id"] for c in report["cases"]] == ["e2e-0", "e2e-1"]  # dataset order
-    assert report["cases"][1]["message"] == "endpoint down"
+    assert report.outcomes.model_dump() == {"passed": 0, "failed": 0, "error": 1, "skipped": 1}
+    assert report.metrics.e2e is not None
+    assert report.metrics.e2e.ans_acc == 0.0  # the errored query counts as wrong
+    assert report.metrics_excluding_errors.to_json_value() == {"e2e": {}}
+    assert report.denominators.e2e is not None
+    assert report.denominators.e2e.queries == 1  # the skipped one is not counted
+    assert [c.id for c in report.cases] == ["e2e-0", "e2e-1"]  # dataset order
+    assert report.cases[1].message == "endpoint down"

@@ -10,7 +10,6 @@ of ``1.0000003``.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import stat
@@ -25,7 +24,7 @@ from conftest import FAST_SIM
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.outward import Cleaner
 from tests.gta_run import SAMPLE_DATA
-from tests.run_context import play_e2e
+from tests.run_context import play_e2e, result_of
 from tests.scripted_server import ScriptedServer, Step, chat_completion
 
 SURROGATE = "\ud83d"
@@ -220,19 +219,16 @@ def test_reports_follow_the_umask(pytester):
 
 def test_reported_score_is_clamped_but_metrics_are_exact(sample_dataset):
     from pytest_gta.case import Case
-    from pytest_gta.results.case import Verdict
-    from pytest_gta.run.runner import CaseResult
+    from pytest_gta.results.case import Verdict, case_properties
     from pytest_gta.scoring.metrics import E2ECaseScore, Score
 
     score = E2ECaseScore(True, answer=Score("f32", 1.0000003576278687))
-    result = CaseResult(
-        Case("e2e", sample_dataset["7"]), "m", [], [], score, Verdict.of(True, 1.0000003576278687)
-    )
-    properties = dict(result.properties())
+    verdict = Verdict.of(True, 1.0000003576278687)
+    result = result_of(Case("e2e", sample_dataset["7"]), [], score, verdict)
+    properties = dict(case_properties(result, model="m"))
     assert properties["gta_score"] == 1.0
     assert properties["gta_answer_score"] == 1.0000003576278687
-    assert result.detail()["verdict"]["score"] == 1.0
-    assert not math.isnan(result.reported_score)
+    assert result.score == verdict.score == 1.0
 
 
 # -- any model reply ends as a scored case ---------------------------------------------------
@@ -266,8 +262,9 @@ REPLIES = st.lists(st.one_of(st.text(ANY_CHAR, max_size=40), FRAGMENTS), max_siz
 def test_any_reply_is_scored_as_the_models_answer(sample_dataset, tmp_path_factory, replies, qid):
     """Whatever a model writes, the case is scored, and its payload is writable and sendable."""
     from pytest_gta.case import Case
+    from pytest_gta.results.io import CaseWire, case_to_wire
     from pytest_gta.run import loops
-    from pytest_gta.run.runner import CaseResult, Scorer
+    from pytest_gta.run.runner import Scorer
     from pytest_gta.tools import ToolContext, ToolSet
     from pytest_gta.types import ModelOutput
     from tool_backends.replay import ReplayBackend
@@ -291,19 +288,12 @@ def test_any_reply_is_scored_as_the_models_answer(sample_dataset, tmp_path_facto
         else:
             episode = play_e2e(sample_dataset, query, Replies(), runner, max_turns=3)
         score, verdict = scorer.score(mode, query, episode.predictions, episode.gold)
-        result = CaseResult(
-            Case(mode, query),
-            "hypothesis",
-            episode.predictions,
-            episode.gold,
-            score,
-            verdict,
-            [t.reply for t in episode.turns],
-        )
-        payload = {"detail": result.detail(), "properties": result.properties()}
-        text = json.dumps(payload, allow_nan=False)
+        replies = [t.reply for t in episode.turns]
+        result = result_of(Case(mode, query), episode.predictions, score, verdict, replies)
+        text = case_to_wire(CaseWire(result))
         text.encode("utf-8")  # what execnet, JUnit and the reports need
-        assert 0.0 <= result.reported_score <= 1.0
+        json.loads(text)
+        assert 0.0 <= result.score <= 1.0
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")

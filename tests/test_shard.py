@@ -19,7 +19,7 @@ from conftest import FAST_SIM, SAMPLE
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.options.cases import parse_shard
 from pytest_gta.report import merge, schema
-from pytest_gta.report.schema import parse_report
+from pytest_gta.results.io import parse_report
 from pytest_gta.shard import Shard, split
 from tests import gta_run
 from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, gta_process, read_report, untimed
@@ -458,4 +458,4 @@ def test_a_hostile_report_is_a_usage_error_or_merges(
     if merged is None:
         assert message.startswith("hostile.json: ")
     else:
-        json.dumps(merged, allow_nan=True)
+        json.dumps(merged.to_json_value(), allow_nan=True)

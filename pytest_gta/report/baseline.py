@@ -16,14 +16,14 @@ between-query variance that an unpaired comparison would count as noise.
   official row has no per-query results, so the comparison is unpaired: this run's interval, and
   how often a bootstrap resample of this run reaches the published value.
 
-Everything reads :class:`~pytest_gta.report.schema.CaseRecord` lists, so a single run, a merged
+Everything reads :class:`~pytest_gta.results.case.CaseResult` lists, so a single run, a merged
 run (``--gta-merge``) and a baseline report are treated by the same code.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -33,7 +33,7 @@ import numpy as np
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import OPT_BASELINE, OPT_BASELINE_LENIENT, OPT_REPORT
-from pytest_gta.gates import GateSettings, judge
+from pytest_gta.gates import GateSettings
 from pytest_gta.models.catalog import (
     LEADERBOARD_PREFIX,
     boards_with,
@@ -50,7 +50,19 @@ from pytest_gta.report.build import (
     query_clusters,
     query_pass_rates,
 )
-from pytest_gta.report.schema import CaseRecord, Comparison, RunReport, load_report
+from pytest_gta.report.gate_verdicts import judge
+from pytest_gta.results.base import PerMode
+from pytest_gta.results.case import CaseResult
+from pytest_gta.results.io import load_report
+from pytest_gta.results.report import (
+    BaselineComparison,
+    Flipped,
+    FlippedCase,
+    LeaderboardRow,
+    MatchedCases,
+    MetricComparison,
+    RunReport,
+)
 from pytest_gta.vocabulary import MODES
 
 BASELINE_HOW = f"{OPT_BASELINE} reads a {OPT_REPORT} file written by an earlier run"
@@ -101,11 +113,11 @@ class Baseline:
 
     #: How messages and the report name it (the path as given, or ``leaderboard:NAME``).
     label: str
-    records: tuple[CaseRecord, ...] = ()
-    #: The report's top-level fields (``None`` for a leaderboard row).
-    data: RunReport | None = None
-    #: The leaderboard row, as numbers (``None`` for a report).
-    row: Mapping[str, Any] | None = None
+    cases: tuple[CaseResult, ...] = ()
+    #: The report (``None`` for a leaderboard row).
+    report: RunReport | None = None
+    #: The leaderboard row (``None`` for a report).
+    row: LeaderboardRow | None = None
 
 
 def load_baseline(spec: str, label: str) -> Baseline:
@@ -116,11 +128,11 @@ def load_baseline(spec: str, label: str) -> Baseline:
     """
     if spec.startswith(LEADERBOARD_PREFIX):
         return Baseline(label, row=leaderboard_baseline(spec.removeprefix(LEADERBOARD_PREFIX)))
-    report = load_report(Path(spec), f"{OPT_BASELINE} {label}", BASELINE_HOW)
-    return Baseline(label, tuple(report.records), report.data)
+    read = load_report(Path(spec), f"{OPT_BASELINE} {label}", BASELINE_HOW)
+    return Baseline(label, tuple(read.report.cases), read.report)
 
 
-def leaderboard_baseline(spec: str) -> dict[str, Any]:
+def leaderboard_baseline(spec: str) -> LeaderboardRow:
     """The official row ``NAME`` or ``NAME@BOARD`` names, as numbers.
 
     ``NAME`` (case-insensitive) takes the newest board that has the model; ``@BOARD`` (e.g.
@@ -143,7 +155,7 @@ def leaderboard_baseline(spec: str) -> dict[str, Any]:
             f"{', '.join(rows)})"
         )
     if not at:
-        return leaderboard_numbers(rows[found])
+        return LeaderboardRow.model_validate(leaderboard_numbers(rows[found]))
     board = board.strip()
     boards = leaderboard_boards()
     row = boards.get(board, {}).get(found)
@@ -159,27 +171,30 @@ def leaderboard_baseline(spec: str) -> dict[str, Any]:
             f"{LEADERBOARD_PREFIX}{found}@BOARD with one of those, or {LEADERBOARD_PREFIX}{found} "
             f"for the newest ({has[-1]})"
         )
-    return leaderboard_numbers(row)
+    return LeaderboardRow.model_validate(leaderboard_numbers(row))
 
 
 def mismatches(baseline: Baseline, run: ComparableRun) -> list[str]:
     """How a report baseline's run differs from this one where scores would not compare."""
-    data = baseline.data
+    data = baseline.report
     if data is None:
         return []
     found = []
-    theirs = data["dataset"]["sha256"]
+    theirs = data.dataset.sha256
     if theirs != run["sha256"]:
         found.append(f"dataset sha256 {theirs[:16]}... vs this run's {str(run['sha256'])[:16]}...")
-    settings = data["settings"]
-    modes = settings.get("modes")
+    settings = data.settings
+    modes = list(settings.modes)
     if modes != list(run["modes"]):
         found.append(f"modes {_show(modes)} vs this run's {','.join(run['modes'])}")
-    if run["protocol"] is not None and data["protocol"] != run["protocol"]:
-        found.append(f"protocol {data['protocol']} vs this run's {run['protocol']}")
-    for key, mine in (("sim_model", run["sim_model"]), ("sim_threshold", run["sim_threshold"])):
-        if settings.get(key) != mine:
-            found.append(f"{key} {_show(settings.get(key))} vs this run's {_show(mine)}")
+    if run["protocol"] is not None and data.protocol != run["protocol"]:
+        found.append(f"protocol {data.protocol} vs this run's {run['protocol']}")
+    for key, theirs_value, mine in (
+        ("sim_model", settings.sim_model, run["sim_model"]),
+        ("sim_threshold", settings.sim_threshold, run["sim_threshold"]),
+    ):
+        if theirs_value != mine:
+            found.append(f"{key} {_show(theirs_value)} vs this run's {_show(mine)}")
     return found
 
 
@@ -216,72 +231,83 @@ def read_baseline(
 
 
 def compare(
-    this: Sequence[CaseRecord],
+    this: Sequence[CaseResult],
     baseline: Baseline,
     dataset: Dataset,
     *,
     level: float,
     samples: int,
     differences: Sequence[str] = (),
-) -> Comparison:
+) -> BaselineComparison:
     """The report's ``comparison`` section (see the module docstring).
 
-    ``this`` are this run's records (:func:`~pytest_gta.report.build.ordered`); ``differences`` what
+    ``this`` are this run's cases (:func:`~pytest_gta.report.build.ordered`); ``differences`` what
     :func:`mismatches` found and ``--gta-baseline-lenient`` let through.
     """
     if baseline.row is not None:
-        return _compare_leaderboard(this, baseline, dataset, level=level, samples=samples)
+        return _compare_leaderboard(this, baseline.label, baseline.row, dataset, level, samples)
 
-    theirs_all = ordered([r for r in baseline.records if r.outcome != "skipped"], dataset)
-    table: dict[str, Any] = {}
-    flipped: dict[str, list[dict[str, Any]]] = {"regressed": [], "fixed": []}
-    matched_counts: dict[str, Any] = {}
+    theirs_all = ordered([c for c in baseline.cases if c.outcome != "skipped"], dataset)
+    table: dict[str, dict[str, MetricComparison]] = {}
+    flipped = Flipped(regressed=[], fixed=[])
+    matched_counts: dict[str, MatchedCases] = {}
     for mode in MODES:
-        mine = [r for r in this if r.mode == mode and r.outcome != "skipped"]
-        theirs = [r for r in theirs_all if r.mode == mode]
+        mine = [c for c in this if c.mode == mode and c.outcome != "skipped"]
+        theirs = [c for c in theirs_all if c.mode == mode]
         if not mine and not theirs:
             continue
-        common = {r.qid for r in mine} & {r.qid for r in theirs}
-        matched_counts[mode] = {
-            "matched": len(common),
-            "only_this_run": len({r.qid for r in mine} - common),
-            "only_baseline": len({r.qid for r in theirs} - common),
-        }
+        common = {c.query_id for c in mine} & {c.query_id for c in theirs}
+        matched_counts[mode] = MatchedCases(
+            matched=len(common),
+            only_this_run=len({c.query_id for c in mine} - common),
+            only_baseline=len({c.query_id for c in theirs} - common),
+        )
         if not common:
             continue
-        mine = [r for r in mine if r.qid in common]
-        theirs = [r for r in theirs if r.qid in common]
+        mine = [c for c in mine if c.query_id in common]
+        theirs = [c for c in theirs if c.query_id in common]
         table[mode] = _mode_rows(mode, mine, theirs, dataset, level=level, samples=samples)
-        for kind, entries in _flips(mode, mine, theirs).items():
-            flipped[kind] += entries
+        regressed, fixed = _flips(mode, mine, theirs)
+        flipped.regressed += regressed
+        flipped.fixed += fixed
     method_ci = f"{stats.METHOD_DIFF} ({samples} resamples, seed {stats.SEED})"
-    return {
-        "kind": "report",
-        "baseline": baseline.label,
-        "baseline_model": baseline.data["model"] if baseline.data else None,
-        "paired": True,
-        "level": level,
-        "methods": {
+    return BaselineComparison(
+        kind="report",
+        baseline=baseline.label,
+        baseline_model=baseline.report.model if baseline.report is not None else None,
+        paired=True,
+        level=level,
+        methods={
             "difference_ci": method_ci,
             "p_value": f"{stats.METHOD_TEST} ({samples} resamples or exact, seed {stats.SEED})",
             "pass_rate": "exact McNemar test when both runs have one epoch",
         },
-        "cases": matched_counts,
-        "differences": list(differences),
-        "metrics": table,
-        "flipped": flipped,
-    }
+        cases=PerMode[MatchedCases, MatchedCases](
+            step=matched_counts.get("step"), e2e=matched_counts.get("e2e")
+        ),
+        differences=list(differences),
+        metrics=_by_mode(table),
+        flipped=flipped,
+    )
+
+
+def _by_mode(
+    table: dict[str, dict[str, MetricComparison]],
+) -> PerMode[dict[str, MetricComparison], dict[str, MetricComparison]]:
+    return PerMode[dict[str, MetricComparison], dict[str, MetricComparison]](
+        step=table.get("step"), e2e=table.get("e2e")
+    )
 
 
 def _mode_rows(
     mode: str,
-    mine: Sequence[CaseRecord],
-    theirs: Sequence[CaseRecord],
+    mine: Sequence[CaseResult],
+    theirs: Sequence[CaseResult],
     dataset: Dataset,
     *,
     level: float,
     samples: int,
-) -> dict[str, Any]:
+) -> dict[str, MetricComparison]:
     mine_clusters = query_clusters(mine, dataset)
     order = list(mine_clusters)
     theirs_clusters = query_clusters(theirs, dataset)
@@ -293,81 +319,79 @@ def _mode_rows(
     base_values = _point(mode, theirs, dataset)
     mcnemar = None
     if len(by_epoch(mine)) == 1 and len(by_epoch(theirs)) == 1:
-        now = {r.qid: r.outcome == "passed" for r in mine}
-        before = {r.qid: r.outcome == "passed" for r in theirs}
+        now = {c.query_id: c.outcome == "passed" for c in mine}
+        before = {c.query_id: c.outcome == "passed" for c in theirs}
         regressed = sum(1 for q in order if before[q] and not now[q])
         fixed = sum(1 for q in order if now[q] and not before[q])
         mcnemar = stats.mcnemar(regressed, fixed)
-    rows: dict[str, Any] = {}
+    rows: dict[str, MetricComparison] = {}
     for metric in stats.CI_METRICS[mode]:
         this_value, base_value = this_values.get(metric), base_values.get(metric)
         difference = None
         if this_value is not None and base_value is not None:
             difference = float(this_value) - float(base_value)
         test = mcnemar if metric == "pass_rate" and mcnemar is not None else tests.get(metric)
-        rows[metric] = {
-            "baseline": base_value,
-            "this": this_value,
-            "difference": difference,
-            "ci": interval(cis.get(metric), level, stats.METHOD_DIFF),
-            "p_value": None if test is None or difference is None else test.p_value,
-            "p_drop": None if test is None or difference is None else test.p_drop,
-            "test": "exact McNemar"
+        rows[metric] = MetricComparison(
+            baseline=base_value,
+            this=this_value,
+            difference=difference,
+            ci=interval(cis.get(metric), level, stats.METHOD_DIFF),
+            p_value=None if test is None or difference is None else test.p_value,
+            p_drop=None if test is None or difference is None else test.p_drop,
+            test="exact McNemar"
             if metric == "pass_rate" and mcnemar is not None
             else stats.METHOD_TEST,
-        }
+        )
     return rows
 
 
-def _point(mode: str, records: Sequence[CaseRecord], dataset: Dataset) -> dict[str, Any]:
+def _point(mode: str, cases: Sequence[CaseResult], dataset: Dataset) -> dict[str, float | None]:
     """The metrics as the report shows them (mean over epochs of the official aggregate)."""
-    values = dict(epoch_metrics(mode, records, dataset)[0])
-    values["pass_rate"] = sum(r.outcome == "passed" for r in records) / len(records) * 100
+    values = dict(epoch_metrics(mode, cases, dataset)[0])
+    values["pass_rate"] = sum(c.outcome == "passed" for c in cases) / len(cases) * 100
     return {k: None if v is None else float(v) for k, v in values.items()}
 
 
 def _flips(
-    mode: str, mine: Sequence[CaseRecord], theirs: Sequence[CaseRecord]
-) -> dict[str, list[dict[str, Any]]]:
-    """Queries whose pass rate fell (``regressed``) or rose (``fixed``), in dataset order."""
+    mode: str, mine: Sequence[CaseResult], theirs: Sequence[CaseResult]
+) -> tuple[list[FlippedCase], list[FlippedCase]]:
+    """Queries whose pass rate fell (regressed) or rose (fixed), in dataset order."""
     now, before = query_pass_rates(mine), query_pass_rates(theirs)
     nodeids: dict[str, list[str]] = {}
     outcomes: dict[str, list[str]] = {}
-    for record in mine:
-        nodeids.setdefault(record.qid, []).append(record.nodeid)
-        outcomes.setdefault(record.qid, []).append(record.outcome)
-    out: dict[str, list[dict[str, Any]]] = {"regressed": [], "fixed": []}
+    for case in mine:
+        nodeids.setdefault(case.query_id, []).append(case.nodeid)
+        outcomes.setdefault(case.query_id, []).append(case.outcome)
+    regressed: list[FlippedCase] = []
+    fixed: list[FlippedCase] = []
     for qid, rate in now.items():
         if rate == before[qid]:
             continue
-        kind = "regressed" if rate < before[qid] else "fixed"
-        out[kind].append(
-            {
-                "id": f"{mode}-{qid}",
-                "mode": mode,
-                "query_id": qid,
-                "baseline_pass_rate": before[qid],
-                "pass_rate": rate,
-                "outcomes": outcomes[qid],
-                "nodeids": nodeids[qid],
-            }
+        flip = FlippedCase(
+            id=f"{mode}-{qid}",
+            mode="step" if mode == "step" else "e2e",
+            query_id=qid,
+            baseline_pass_rate=before[qid],
+            pass_rate=rate,
+            outcomes=outcomes[qid],
+            nodeids=nodeids[qid],
         )
-    return out
+        (regressed if rate < before[qid] else fixed).append(flip)
+    return regressed, fixed
 
 
 def _compare_leaderboard(
-    this: Sequence[CaseRecord],
-    baseline: Baseline,
+    this: Sequence[CaseResult],
+    label: str,
+    row: LeaderboardRow,
     dataset: Dataset,
-    *,
     level: float,
     samples: int,
-) -> Comparison:
+) -> BaselineComparison:
     """Unpaired: this run's interval against a published number (no per-query results)."""
-    row = baseline.row or {}
-    table: dict[str, Any] = {}
+    table: dict[str, dict[str, MetricComparison]] = {}
     for mode, metrics in LEADERBOARD_METRICS.items():
-        mine = [r for r in this if r.mode == mode and r.outcome != "skipped"]
+        mine = [c for c in this if c.mode == mode and c.outcome != "skipped"]
         if not mine:
             continue
         clusters = query_clusters(mine, dataset)
@@ -377,7 +401,7 @@ def _compare_leaderboard(
         values = _point(mode, mine, dataset)
         rows = {}
         for metric in metrics:
-            published = float(row[metric])
+            published = float(row.get(metric) or 0.0)
             this_value = values.get(metric)
             draws = resampled[metric]
             draws = draws[~np.isnan(draws)]
@@ -387,41 +411,41 @@ def _compare_leaderboard(
                 if this_value is None or not draws.size
                 else float((1 + np.sum(draws >= published)) / (1 + draws.size))
             )
-            rows[metric] = {
-                "baseline": published,
-                "this": this_value,
-                "difference": None if this_value is None else this_value - published,
-                "ci": interval(bounds.get(metric), level, f"{stats.METHOD_CI} of this run"),
-                "p_value": None,
-                "p_drop": p_drop,
-                "test": "bootstrap of this run against the published value (unpaired)",
-            }
+            rows[metric] = MetricComparison(
+                baseline=published,
+                this=this_value,
+                difference=None if this_value is None else this_value - published,
+                ci=interval(bounds.get(metric), level, f"{stats.METHOD_CI} of this run"),
+                p_value=None,
+                p_drop=p_drop,
+                test="bootstrap of this run against the published value (unpaired)",
+            )
         table[mode] = rows
-    queries = len({r.qid for r in this})
+    queries = len({c.query_id for c in this})
     notes = []
     if queries != len(dataset) or len(dataset) != 229:
         notes.append(
             f"this run scored {queries} of the dataset's {len(dataset)} queries; the leaderboard "
             "row is over all 229 GTA queries, so the two are not directly comparable"
         )
-    return {
-        "kind": "leaderboard",
-        "baseline": baseline.label,
-        "baseline_model": f"{row.get('model')} (leaderboard {row.get('board')})",
-        "board": row.get("board"),
-        "paired": False,
-        "level": level,
-        "methods": {"p_drop": "one-sided bootstrap p-value of this run against the row"},
-        "cases": {},
-        "differences": notes,
-        "metrics": table,
-        "flipped": {"regressed": [], "fixed": []},
-    }
+    return BaselineComparison(
+        kind="leaderboard",
+        baseline=label,
+        baseline_model=f"{row.model} (leaderboard {row.board})",
+        board=row.board,
+        paired=False,
+        level=level,
+        methods={"p_drop": "one-sided bootstrap p-value of this run against the row"},
+        cases=PerMode[MatchedCases, MatchedCases](),
+        differences=notes,
+        metrics=_by_mode(table),
+        flipped=Flipped(regressed=[], fixed=[]),
+    )
 
 
 def conclude(
     report: RunReport,
-    records: Sequence[CaseRecord],
+    cases: Sequence[CaseResult],
     dataset: Dataset,
     *,
     baseline: Baseline | None,
@@ -436,8 +460,8 @@ def conclude(
     judged exactly as a single run of the same cases would be.
     """
     if baseline is not None:
-        report["comparison"] = compare(
-            ordered(records, dataset),
+        report.comparison = compare(
+            ordered(cases, dataset),
             baseline,
             dataset,
             level=level,
@@ -445,20 +469,16 @@ def conclude(
             differences=differences,
         )
         if differences:
-            report["notes"].append(
+            report.notes.append(
                 f"the baseline {baseline.label} differs from this run ({'; '.join(differences)}); "
                 f"compared anyway ({OPT_BASELINE_LENIENT})"
             )
     if gates.active:
-        report["gates"] = judge(report, gates)
+        report.gates = judge(report, gates)
 
 
-def regressed_nodeids(comparison: Mapping[str, Any] | None) -> list[str]:
+def regressed_nodeids(comparison: BaselineComparison | None) -> list[str]:
     """This run's node ids of the regressed queries (``--gta-rerun-regressions`` reruns them)."""
-    if not isinstance(comparison, Mapping):
+    if comparison is None:
         return []
-    return [
-        nodeid
-        for entry in comparison.get("flipped", {}).get("regressed", [])
-        for nodeid in entry.get("nodeids", [])
-    ]
+    return [nodeid for entry in comparison.flipped.regressed for nodeid in entry.nodeids]

@@ -1,7 +1,7 @@
 """``--gta-merge``'s pure part: one run's report rebuilt from the reports of its shards.
 
 Each shard's ``--gta-report`` carries every case's metric primitives (``primitives``), so the
-merge reads the cases' records back (:func:`~pytest_gta.report.schema.load_report`) and hands
+merge reads the cases back (:func:`~pytest_gta.results.io.load_report`) and hands
 them to :func:`~pytest_gta.report.build.build_report` with the dataset: the same code, in the
 same dataset order, over the same values, computes the metrics a single run of all the cases
 would have, bit for bit. Reports that do not belong to one run (another dataset, model, protocol
@@ -23,17 +23,14 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import OPT_MERGE, OPT_SHARD
 from pytest_gta.provenance import parse_utc
-from pytest_gta.report.build import TABLE5_NOTE, build_report
-from pytest_gta.report.fields import ABSENT, show_value
-from pytest_gta.report.schema import (
-    Identity,
-    ReportFile,
-    RunReport,
-    identity_of,
-)
+from pytest_gta.report.build import TABLE5_NOTE, build_report, complete_verdicts
+from pytest_gta.results.io import ReportFile, show_value
+from pytest_gta.results.report import Identity, MergeInfo, RunReport, RunSettings
 
 #: Settings that say which cases a job ran, not how it ran and scored them.
 SELECTION_SETTINGS = frozenset({"shard", "ids", "limit"})
+#: A key a settings object does not have (``first_difference`` names it ``absent``).
+ABSENT = object()
 #: Notes :func:`build_report` writes again from the merged records (kept once, not per shard).
 REGENERATED_NOTES = (TABLE5_NOTE, "the session stopped early: ", "the run was interrupted")
 
@@ -57,39 +54,45 @@ def run_difference(first: ReportFile, other: ReportFile) -> tuple[str, Any, Any]
 
     Model, protocol and dataset, then every setting but the selection (:data:`SELECTION_SETTINGS`).
     """
-    a, b = first.data, other.data
+    a, b = first.report, other.report
     for field, mine, theirs in (
-        ("model", a["model"], b["model"]),
-        ("protocol", a["protocol"], b["protocol"]),
-        ("dataset.sha256", a["dataset"]["sha256"], b["dataset"]["sha256"]),
+        ("model", a.model, b.model),
+        ("protocol", a.protocol, b.protocol),
+        ("dataset.sha256", a.dataset.sha256, b.dataset.sha256),
     ):
         if mine != theirs:
             return field, mine, theirs
     return first_difference(
-        {k: v for k, v in a["settings"].items() if k not in SELECTION_SETTINGS},
-        {k: v for k, v in b["settings"].items() if k not in SELECTION_SETTINGS},
+        _settings_json(a.settings),
+        _settings_json(b.settings),
         "settings",
     )
+
+
+def _settings_json(settings: RunSettings) -> dict[str, Any]:
+    """The settings as JSON, without the selection (what a shard job chose to run)."""
+    data: dict[str, Any] = settings.to_json_value()
+    return {k: v for k, v in data.items() if k not in SELECTION_SETTINGS}
 
 
 def _check_shard_of_split(
     report: ReportFile, reports: Sequence[ReportFile], seen: dict[int, str]
 ) -> None:
-    shard = report.shard
+    shard = report.report.shard
     if shard is None:
         return
-    first, first_shard = next((r, s) for r in reports if (s := r.shard) is not None)
-    if shard["total"] != first_shard["total"]:
+    first, first_shard = next((r, s) for r in reports if (s := r.report.shard) is not None)
+    if shard.total != first_shard.total:
         raise GtaUsageError(
-            f"{report.label}: shard {shard['spec']} is not of the split {first.label} is a shard "
-            f"of ({first_shard['spec']}); merge the shards of one {OPT_SHARD}=K/N split"
+            f"{report.label}: shard {shard.spec} is not of the split {first.label} is a shard "
+            f"of ({first_shard.spec}); merge the shards of one {OPT_SHARD}=K/N split"
         )
-    if shard["index"] in seen:
+    if shard.index in seen:
         raise GtaUsageError(
-            f"{report.label}: shard {shard['spec']} is given twice (also {seen[shard['index']]}); "
+            f"{report.label}: shard {shard.spec} is given twice (also {seen[shard.index]}); "
             "pass each shard's report once"
         )
-    seen[shard["index"]] = report.label
+    seen[shard.index] = report.label
 
 
 def check_same_run(reports: Sequence[ReportFile]) -> None:
@@ -110,8 +113,8 @@ def check_same_run(reports: Sequence[ReportFile]) -> None:
                 f"{show_value(mine)}: these reports are not shards of one run"
             )
         _check_shard_of_split(report, reports, seen_shards)
-        for record in report.records:
-            case_id = Case.format_id(record.mode, record.qid, record.epoch)
+        for case in report.cases:
+            case_id = case.id
             if case_id in seen_cases:
                 raise GtaUsageError(
                     f"{report.label}: case {case_id} is also in {seen_cases[case_id]}: each case "
@@ -126,10 +129,10 @@ def coverage_warnings(reports: Sequence[ReportFile], command: str = OPT_MERGE) -
     ``command`` is the option the shards were given to (``--gta-compare`` merges them too).
     """
     warnings = []
-    shards = [s for r in reports if (s := r.shard) is not None]
+    shards = [s for r in reports if (s := r.report.shard) is not None]
     if shards:
-        total = shards[0]["total"]
-        given = {s["index"] for s in shards}
+        total = shards[0].total
+        given = {s.index for s in shards}
         # Never one entry per shard: a report may claim a split of 10**11 shards.
         missing = list(itertools.islice((i for i in range(1, total + 1) if i not in given), 20))
         if missing:
@@ -141,10 +144,11 @@ def coverage_warnings(reports: Sequence[ReportFile], command: str = OPT_MERGE) -
                 "cases of the shards given"
             )
     for report in reports:
-        if report.shard is None:
+        shard = report.report.shard
+        if shard is None:
             continue
-        have = {Case.format_id(r.mode, r.qid) for r in report.records}
-        lost = [c for c in report.shard["cases"] if c not in have]
+        have = {Case.format_id(c.mode, c.query_id) for c in report.cases}
+        lost = [c for c in shard.cases if c not in have]
         if lost:
             warnings.append(
                 f"{report.label} ({report.name}): {len(lost)} of its cases have no result "
@@ -155,19 +159,21 @@ def coverage_warnings(reports: Sequence[ReportFile], command: str = OPT_MERGE) -
 
 def _merged_selection(reports: Sequence[ReportFile], dataset: Dataset) -> dict[str, Any]:
     """``ids`` and ``limit`` of the whole run: the shards' own when they agree."""
-    settings = [r.data["settings"] for r in reports]
+    settings = [r.report.settings for r in reports]
     out: dict[str, Any] = {"shard": None}
-    for key in ("ids", "limit"):
-        values: list[Any] = [s.get(key) for s in settings]
-        if all(v == values[0] for v in values):
-            out[key] = values[0]
-        elif key == "limit":
-            out[key] = None if None in values else max(values)
-        elif None in values:
-            out[key] = None
-        else:
-            wanted = {str(i) for v in values for i in v}
-            out[key] = [q for q in dataset.queries if q in wanted]
+    limits = [s.limit for s in settings]
+    if all(v == limits[0] for v in limits):
+        out["limit"] = limits[0]
+    else:
+        out["limit"] = None if None in limits else max(v for v in limits if v is not None)
+    ids = [s.ids for s in settings]
+    if all(v == ids[0] for v in ids):
+        out["ids"] = ids[0]
+    elif None in ids:
+        out["ids"] = None
+    else:
+        wanted = {str(i) for v in ids for i in v or []}
+        out["ids"] = [q for q in dataset.queries if q in wanted]
     return out
 
 
@@ -175,18 +181,22 @@ def merged_identity(reports: Sequence[ReportFile]) -> tuple[Identity, list[str]]
     """The run's identity: the first shard's, from the earliest start to the latest finish.
 
     Shards of one run share their label and commit; where they do not (a job re-run on a later
-    commit), the first shard's are kept and a note says what differed.
+    commit), the first shard's are kept and a note says what differed. A top-level ``label``
+    (a hook may rename a run) wins over the identity's own.
     """
-    identities = [identity_of(r.data) for r in reports]
-    merged = identities[0].copy()
-    starts = [t for i in identities if (t := i["started_at"]) and parse_utc(t) is not None]
-    ends = [t for i in identities if (t := i["finished_at"]) and parse_utc(t) is not None]
-    merged["started_at"] = min(starts, key=_when, default=None)
-    merged["finished_at"] = max(ends, key=_when, default=None)
+    identities = [r.report.run_identity() for r in reports]
+    starts = [t for i in identities if (t := i.started_at) and parse_utc(t) is not None]
+    ends = [t for i in identities if (t := i.finished_at) and parse_utc(t) is not None]
+    merged = identities[0].model_copy(
+        update={
+            "started_at": min(starts, key=_when, default=None),
+            "finished_at": max(ends, key=_when, default=None),
+        }
+    )
     notes = []
     for what, values in (
-        ("labels", [i["label"] for i in identities]),
-        ("commits", [git["commit"] if (git := i["git"]) else None for i in identities]),
+        ("labels", [i.label for i in identities]),
+        ("commits", [git.commit if (git := i.git) else None for i in identities]),
     ):
         distinct = list(dict.fromkeys(str(v) for v in values))
         if len(distinct) > 1:
@@ -214,50 +224,53 @@ def merge_reports(
     check_same_run(reports)
     known = set(dataset.queries)
     for report in reports:
-        for record in report.records:
-            if record.qid not in known:
+        for case in report.cases:
+            if case.query_id not in known:
                 raise GtaUsageError(
-                    f"{report.label}: case {Case.format_id(record.mode, record.qid)} is not a "
+                    f"{report.label}: case {Case.format_id(case.mode, case.query_id)} is not a "
                     f"query of {dataset.root}"
                 )
-    first = reports[0].data
+    first = reports[0].report
     notes: list[str] = []
     for report in reports:
-        for note in report.data["notes"]:
+        for note in report.report.notes:
             if not note.startswith(REGENERATED_NOTES):
                 notes.append(note)
     identity, identity_notes = merged_identity(reports)
     notes += identity_notes
-    stopped = [f"{r.name}: {r.data['stopped']}" for r in reports if r.data["stopped"]]
+    stopped = [f"{r.name}: {r.report.stopped}" for r in reports if r.report.stopped]
     timings = {
         f"{r.name}: {process}": values
         for r in reports
-        for process, values in (r.data["timings"] or {}).items()
+        for process, values in (r.report.timings or {}).items()
     }
+    cases = [case for r in reports for case in r.cases]
+    # Shards of an earlier version kept no verdict: judged again, as the case ran.
+    complete_verdicts(cases, dataset, first.settings.sim_threshold)
     merged = build_report(
-        model=first["model"],
-        protocol=first["protocol"],
+        model=first.model,
+        protocol=first.protocol,
         dataset=dataset,
-        data_source=first["dataset"]["source"],
-        settings={**first["settings"], **_merged_selection(reports, dataset)},
-        records=[record for r in reports for record in r.records],
+        data_source=first.dataset.source,
+        settings=first.settings.model_copy(update=_merged_selection(reports, dataset)),
+        cases=cases,
         warnings=[*notes, *warnings],
-        leaderboard=first["leaderboard"],
+        leaderboard=first.leaderboard,
         stopped="; ".join(stopped) or None,
-        interrupted=any(r.data["interrupted"] for r in reports),
+        interrupted=any(r.report.interrupted for r in reports),
         timings=timings or None,
         confidence=confidence,
         samples=samples,
         identity=identity,
     )
-    merged["notes"] = list(dict.fromkeys(merged["notes"]))
-    costs = [r.data["usage"]["cost_usd"] for r in reports]
-    merged["usage"]["cost_usd"] = None if None in costs else sum(costs)
-    merged["merged"] = {
-        "reports": [r.label for r in reports],
-        "shards": sorted(
-            (s["spec"] for r in reports if (s := r.shard) is not None),
+    merged.notes = list(dict.fromkeys(merged.notes))
+    costs = [r.report.usage.cost_usd for r in reports]
+    merged.usage.cost_usd = None if None in costs else sum(c for c in costs if c is not None)
+    merged.merged = MergeInfo(
+        reports=[r.label for r in reports],
+        shards=sorted(
+            (s.spec for r in reports if (s := r.report.shard) is not None),
             key=lambda spec: int(spec.partition("/")[0]),
         ),
-    }
+    )
     return merged

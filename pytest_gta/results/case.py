@@ -21,9 +21,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
+    Discriminator,
     Field,
     JsonValue,
+    PrivateAttr,
     RootModel,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -59,6 +62,8 @@ __all__ = [
     "Verdict",
     "case_id",
     "case_properties",
+    "identity_properties",
+    "result_properties",
 ]
 
 #: The largest finite float32: a ``f32`` score beyond it would overflow the official sum.
@@ -183,7 +188,19 @@ class E2EPrimitives(Doc):
         return None if value is None else _finite_score(value)
 
 
-Primitives = StepPrimitives | E2EPrimitives
+def _primitives_kind(value: Any) -> str:
+    """Which primitives a value holds: a step case's have ``steps``, an episode's do not."""
+    if isinstance(value, dict):
+        return "StepPrimitives" if "steps" in value else "E2EPrimitives"
+    return type(value).__name__
+
+
+#: A case's metric primitives, told apart by their shape (so an error names the right fields).
+Primitives = Annotated[
+    Annotated[StepPrimitives, Tag("StepPrimitives")]
+    | Annotated[E2EPrimitives, Tag("E2EPrimitives")],
+    Discriminator(_primitives_kind),
+]
 
 
 @dataclass(frozen=True)
@@ -427,7 +444,7 @@ class CaseResult(Doc):
     """Seconds the case took (``null`` in an old shard's report)."""
     properties: dict[str, Scalar]
     """The flat view JUnit has (``gta_*``), written from the fields (:func:`case_properties`)."""
-    primitives: StepPrimitives | E2EPrimitives | None
+    primitives: Primitives | None
     """The metric primitives, so shards merge into the very same metrics; ``null``: the case
     was not scored."""
     images: dict[str, str]
@@ -444,6 +461,54 @@ class CaseResult(Doc):
     """The case's model calls (``null``: none)."""
     model_s: float | None = Field(default=None, ge=0)
     """Seconds the case waited on the model (``null``: no model was called)."""
+
+    #: What other layers derive from the fields once (the aggregate parses the primitives into
+    #: the official formulas' types): kept with the case, never written.
+    _memo: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def memo(self) -> dict[str, Any]:
+        """Values derived from this case's fields by another layer, by name (never written)."""
+        return self._memo
+
+    def __eq__(self, other: object) -> bool:
+        # The fields make the case; what another layer derived from them does not.
+        if not isinstance(other, CaseResult):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @classmethod
+    def unscored(
+        cls,
+        mode: Mode,
+        query_id: str,
+        epoch: int | None = None,
+        *,
+        query_type: str = "",
+        outcome: Outcome = "passed",
+        message: str = "",
+        nodeid: str = "",
+    ) -> CaseResult:
+        """A case that was never scored: it errored or was skipped before (or its worker died)."""
+        return cls(
+            id=case_id(mode, query_id, epoch),
+            query_id=query_id,
+            mode=mode,
+            epoch=epoch,
+            type=query_type,
+            outcome=outcome,
+            score=0.0,
+            message=message,
+            nodeid=nodeid,
+            steps=[],
+            replies=[],
+            backends={},
+            duration=None,
+            properties={},
+            primitives=None,
+            images={},
+        )
 
     @model_validator(mode="after")
     def _primitives_of_mode(self) -> CaseResult:
@@ -521,28 +586,39 @@ def _primitive_properties(
     return props + [(f"gta_errors_{kind}", int(errors[kind])) for kind in ERROR_KINDS]
 
 
-def case_properties(
-    case: CaseResult, *, model: str, agent: str | None = None
+def identity_properties(
+    query_id: str,
+    mode: str,
+    query_type: str,
+    epoch: int | None,
+    *,
+    model: str,
+    agent: str | None = None,
 ) -> list[tuple[str, Scalar]]:
-    """The case's flat properties, as JUnit XML and the report's ``properties`` have them.
+    """What identifies a case among the properties: known before it runs, so errors have them.
 
-    What identifies the case first (``gta_query_id``, ``gta_mode``, ``gta_type``, ``gta_model``,
-    ``gta_agent`` with an agent under test, ``gta_epoch`` in a repeated run), then, for a scored
-    case, its score and the counts behind the metrics, its usage and model time. Undefined
-    values are left out (JUnit writes every property as text). ``gta_*`` properties of the
-    case's own ``properties`` that none of these names (a project's ``record_property``) are
-    kept after them.
+    ``gta_query_id``, ``gta_mode``, ``gta_type``, ``gta_model``, then ``gta_agent`` with an
+    agent under test and ``gta_epoch`` in a repeated run (so single runs' JUnit is unchanged).
     """
     props: list[tuple[str, Scalar]] = [
-        ("gta_query_id", case.query_id),
-        ("gta_mode", case.mode),
-        ("gta_type", case.type),
+        ("gta_query_id", query_id),
+        ("gta_mode", mode),
+        ("gta_type", query_type),
         ("gta_model", model),
     ]
     if agent is not None:
         props.append(("gta_agent", agent))
-    if case.epoch is not None:
-        props.append(("gta_epoch", case.epoch))
+    if epoch is not None:
+        props.append(("gta_epoch", epoch))
+    return props
+
+
+def result_properties(case: CaseResult) -> list[tuple[str, Scalar]]:
+    """The properties of a scored case after its identity: score, counts, usage, model time.
+
+    Undefined values are left out (JUnit writes every property as text).
+    """
+    props: list[tuple[str, Scalar]] = []
     if case.verdict is not None and case.primitives is not None:
         props += [("gta_score", case.score), ("gta_passed", case.verdict.passed)]
         props += _primitive_properties(case.primitives, case.replies)
@@ -552,13 +628,28 @@ def case_properties(
         props += list(zip(_USAGE_NAMES, values, strict=True))
     if case.model_s is not None:
         props.append((MODEL_S_PROPERTY, case.model_s))
-    named = {name for name, _ in props}
+    return [(name, value) for name, value in props if value is not None]
+
+
+def case_properties(
+    case: CaseResult, *, model: str, agent: str | None = None
+) -> list[tuple[str, Scalar]]:
+    """The case's flat properties, as JUnit XML and the report's ``properties`` have them.
+
+    :func:`identity_properties`, then :func:`result_properties`. ``gta_*`` properties of the
+    case's own ``properties`` that none of these names (a project's ``record_property``) are
+    kept after them.
+    """
+    props = identity_properties(
+        case.query_id, case.mode, case.type, case.epoch, model=model, agent=agent
+    )
+    props += result_properties(case)
     props += [
         (name, value)
         for name, value in case.properties.items()
-        if name.startswith("gta_") and name not in named and name not in _DERIVED
+        if name.startswith("gta_") and name not in _DERIVED and value is not None
     ]
-    return [(name, value) for name, value in props if value is not None]
+    return props
 
 
 #: Every name :func:`case_properties` derives: a stale one in a report read back is not kept.

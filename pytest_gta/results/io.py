@@ -105,23 +105,31 @@ def show_value(value: Any) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
-def _path(loc: Sequence[int | str], known: frozenset[str]) -> str:
+#: What a pydantic error location names that is not a field: the member of a union it tried.
+_TYPE_TAGS = frozenset(
+    {"int", "float", "str", "bool", "none", "list", "dict", "tuple", "tagged-union", "json"}
+)
+
+
+def _path(loc: Sequence[int | str], classes: frozenset[str]) -> str:
     """``cases[3].primitives.steps[0].answer`` from a pydantic error's location.
 
     A location also names the union member or constraint it tried (``StepPrimitives``,
-    ``function-after[...]``, ``list[...]``); those are not fields and are left out.
+    ``function-after[...]``, ``list[...]``, ``int``); those are not fields and are left out.
+    Dictionary keys (a tool's name) are kept.
     """
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in known or not (part[:1].isupper() or "[" in part or "-" in part):
+        elif not (part in classes or part in _TYPE_TAGS or "[" in part or part.startswith("json-")):
             out += f".{part}" if out else part
     return out
 
 
 @functools.cache
-def _field_names() -> frozenset[str]:
+def _class_names() -> frozenset[str]:
+    """The names of the model's classes (a union member's tag in an error's location)."""
     names: set[str] = set()
     todo: list[Any] = [RunReport]
     seen: set[Any] = set()
@@ -130,9 +138,10 @@ def _field_names() -> frozenset[str]:
         if cls in seen:
             continue
         seen.add(cls)
-        for name, info in getattr(cls, "model_fields", {}).items():
-            names.add(info.alias or name)
-            todo.extend(_classes_in(info.annotation))
+        if hasattr(cls, "model_fields"):
+            names.add(cls.__name__)
+            for info in cls.model_fields.values():
+                todo.extend(_classes_in(info.annotation))
     return frozenset(names)
 
 
@@ -142,22 +151,46 @@ def _classes_in(annotation: Any) -> list[Any]:
         found.append(annotation)
     for arg in getattr(annotation, "__args__", ()) or ():
         found.extend(_classes_in(arg))
+    for extra in getattr(annotation, "__metadata__", ()) or ():
+        found.extend(_classes_in(extra))
+    origin = getattr(annotation, "__origin__", None)
+    if origin is not None and hasattr(origin, "model_fields"):
+        found.append(origin)
     return found
 
 
 def field_problem(exc: ValidationError) -> str:
-    """The first problem of a validation error, as ``field is VALUE: why``."""
+    """The first problem of a validation error, as ``field is VALUE: why``.
+
+    A value that fits no member of a union (a number field given ``true``) fails once per
+    member; the message says every kind that was wanted.
+    """
     errors = exc.errors(include_url=False)
-    error = min(errors, key=lambda e: len(e["loc"])) if errors else None
-    if error is None:
+    if not errors:
         return str(exc)
-    where = _path(error["loc"], _field_names()) or "the report"
-    if error["type"] == "missing":
-        return f"{where} is missing"
-    if error["type"] == "extra_forbidden":
+    known = _class_names()
+    first = min(errors, key=lambda e: len(e["loc"]))
+    where = _path(first["loc"], known)
+    same = [e for e in errors if _path(e["loc"], known) == where]
+    if first["type"] == "missing":
+        return f"{where or 'the report'} is missing"
+    if first["type"] == "extra_forbidden":
         return f"{where} is not a field of this report version"
-    why = error["msg"].removeprefix("Value error, ")
-    return f"{where} is {show_value(error['input'])}: {why}"
+    wanted = list(dict.fromkeys(_wanted(e["msg"]) for e in same))
+    why = (
+        "Input should be " + ", ".join(wanted[:-1]) + " or " + wanted[-1]
+        if len(wanted) > 1 and all(wanted)
+        else first["msg"].removeprefix("Value error, ")
+    )
+    value = first["input"]
+    shown = show_value(repr(value) if isinstance(value, str) else value)
+    return f"{where or 'the report'} is {shown}: {why}"
+
+
+def _wanted(message: str) -> str:
+    """``a valid integer`` of pydantic's ``Input should be a valid integer`` ("" otherwise)."""
+    prefix = "Input should be "
+    return message.removeprefix(prefix) if message.startswith(prefix) else ""
 
 
 def _check_schema(data: Any, label: str, hint: str) -> None:
@@ -236,8 +269,6 @@ class CaseWire:
     """A case as it arrives on the controller, with what only the controller's notes need."""
 
     case: CaseResult
-    #: The image store's last problems on the worker, for the report's notes.
-    image_problems: tuple[str, ...] = ()
     #: Non-finite numbers the worker's cleaning replaced (the report's notes count them).
     nonfinite: int = 0
 
@@ -247,7 +278,6 @@ def case_to_wire(wire: CaseWire) -> str:
     return json.dumps(
         {
             "case": wire.case.to_json_value(),
-            "image_problems": list(wire.image_problems),
             "nonfinite": wire.nonfinite,
         },
         allow_nan=False,
@@ -263,7 +293,6 @@ def case_from_wire(text: str) -> CaseWire:
     try:
         data = loads(text)
         case = CaseResult.model_validate(data["case"])
-        problems = tuple(str(p) for p in data.get("image_problems", []))
-        return CaseWire(case, problems, int(data.get("nonfinite", 0)))
+        return CaseWire(case, int(data.get("nonfinite", 0)))
     except (JsonInputError, ValidationError, KeyError, TypeError) as exc:
         raise ValueError(f"not a GTA case: {exc}") from None

@@ -10,8 +10,12 @@ one is additive, so an old report is read by filling in what it lacks from what 
 * a case without ``verdict`` (before the verdict was kept whole): ``null``, which
   :func:`pytest_gta.report.build.complete_verdicts` fills in where the dataset is at hand
   (``--gta-merge``), from the very primitives the scorer recorded;
-* a case without ``primitives`` (before ``--gta-merge`` existed) cannot be merged: the reader
-  says to re-run it.
+* before 2026-11-26, reports lacked what later versions record (``interrupted_by``, the dataset's
+  ``quirks``, a case's ``epoch`` and ``images``, the intervals and epochs of 2026-11-24): the
+  values those versions meant are filled in (``null``, nothing, one epoch, the pass rates of the
+  cases' outcomes), so such a report merges and compares as it did then;
+* a case without ``primitives`` (before ``--gta-merge`` existed, 2026-11-24) cannot be merged:
+  the reader says to re-run it.
 
 The functions take the loaded JSON and return JSON; anything of the wrong kind is left for the
 classes to refuse with a message that names the field.
@@ -94,6 +98,9 @@ def migrate_case(raw: Any) -> Any:
     if "model_s" not in case:
         case["model_s"] = props.get("gta_model_s")
     case.setdefault("verdict", None)
+    # Before sampling epochs and the HTML report's images (2026-11-24).
+    case.setdefault("epoch", None)
+    case.setdefault("images", {})
     return case
 
 
@@ -117,7 +124,36 @@ def migrate_report(raw: Mapping[str, Any]) -> dict[str, Any]:
     cases = report.get("cases")
     if isinstance(cases, list):
         report["cases"] = [migrate_case(case) for case in cases]
+    dataset = report.get("dataset")
+    if isinstance(dataset, dict):
+        # The quirks a run met (2026-11-25); the install record and statistics (2026-11-23).
+        report["dataset"] = {"install": None, "statistics": {}, "quirks": [], **dataset}
+    report.setdefault("interrupted_by", None)
+    if "metrics_ci" not in report:
+        # Before intervals and epochs (2026-11-24): no intervals, one epoch, the pass rates
+        # from the cases' outcomes, as the report of the time showed them.
+        report["metrics_ci"] = {}
+        report.setdefault("pass_rate", _pass_rates(report.get("cases")))
+        report.setdefault("epochs", 1)
+        for key in ("metrics_by_epoch", "metrics_spread", "query_pass_rates"):
+            report.setdefault(key, {})
     return _in_order(report)
+
+
+def _pass_rates(cases: Any) -> dict[str, float]:
+    """Per mode, the percent of the cases that ran (not skipped) that passed."""
+    counts: dict[str, list[int]] = {}
+    for case in cases if isinstance(cases, list) else []:
+        if not isinstance(case, dict) or case.get("outcome") == "skipped":
+            continue
+        mode = case.get("mode")
+        if mode in ("step", "e2e"):
+            slot = counts.setdefault(mode, [0, 0])
+            slot[0] += case.get("outcome") == "passed"
+            slot[1] += 1
+    return {
+        mode: counts[mode][0] / counts[mode][1] * 100 for mode in ("step", "e2e") if mode in counts
+    }
 
 
 #: Settings a report records since a later version (``null`` in an older report's).

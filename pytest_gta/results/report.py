@@ -67,10 +67,17 @@ SCHEMA_FAMILY = "pytest-gta-report/"
 # Who ran what
 
 
+def check_commit(value: str) -> str:
+    """A git object name: 40 hex digits (64 in a SHA-256 repository)."""
+    if len(value) not in (40, 64) or any(c not in "0123456789abcdef" for c in value):
+        raise ValueError("not a git commit (40 or 64 lower-case hex digits)")
+    return value
+
+
 class GitInfo(Doc):
     """The commit of the project under test (the repository around the rootdir)."""
 
-    commit: str = Field(pattern=r"^([0-9a-f]{40}|[0-9a-f]{64})$")
+    commit: Annotated[str, AfterValidator(check_commit)]
     """40 hex digits (64 in a SHA-256 repository)."""
     short: str = Field(min_length=1)
     dirty: bool | None
@@ -133,16 +140,16 @@ class LeaderboardRow(Doc):
 
     model: str
     board: str
-    inst_acc: Number | None
-    tool_acc: Number | None
-    arg_acc: Number | None
-    summ_acc: Number | None
-    p_f1: Number | None
-    o_f1: Number | None
-    l_f1: Number | None
-    c_f1: Number | None
-    ans_acc: Number | None
-    ans_acc_img: Number | None
+    inst_acc: Number | None = omitted()
+    tool_acc: Number | None = omitted()
+    arg_acc: Number | None = omitted()
+    summ_acc: Number | None = omitted()
+    p_f1: Number | None = omitted()
+    o_f1: Number | None = omitted()
+    l_f1: Number | None = omitted()
+    c_f1: Number | None = omitted()
+    ans_acc: Number | None = omitted()
+    ans_acc_img: Number | None = omitted()
 
     def get(self, metric: str) -> Number | None:
         """A metric's published value by name (``None``: the row has none)."""
@@ -569,6 +576,15 @@ class RunReport(Doc):
     gates: GatesVerdict | None = omitted()
     duration_s: float | None = omitted()
     """Seconds the session took (a merged report has none)."""
+
+    def run_identity(self) -> Identity:
+        """What identifies the run: its ``identity``, under the report's ``label``.
+
+        A hook may have renamed the run, and the label is what every table shows.
+        """
+        if self.label == self.identity.label:
+            return self.identity
+        return self.identity.model_copy(update={"label": self.label})
 
     @property
     def hook_fields(self) -> dict[str, JsonValue]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
@@ -18,12 +18,11 @@ import pytest
 from pytest_gta import outward
 from pytest_gta.case import Case
 from pytest_gta.dataset import Query
-from pytest_gta.detail import CaseDetail
 from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.models import base
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.outward import Cleaner
-from pytest_gta.results.case import Verdict
+from pytest_gta.results.case import CaseResult, Verdict
 from pytest_gta.run import loops
 from pytest_gta.run.ahead import AheadWork
 from pytest_gta.run.context import RunContext, needs_similarity
@@ -32,7 +31,7 @@ from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore, score_e2e_ca
 from pytest_gta.scoring.similarity import Similarity
 from pytest_gta.scoring.verdict import judge_e2e, judge_step
 from pytest_gta.types import Usage
-from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, MODEL_S_PROPERTY, Mode
+from pytest_gta.vocabulary import Mode
 
 #: Characters of a model's reply shown in a failed case's message.
 REPLY_SHOWN = 300
@@ -77,29 +76,44 @@ class Scorer:
 
 
 @dataclass
-class CaseResult:
-    """Everything known about a finished case."""
+class CaseRun:
+    """A case that ran: its result, and the live objects the test that asked for it may read.
+
+    ``gta_result`` gives a test this object. :attr:`result` is the case as every output has
+    it (:class:`pytest_gta.results.case.CaseResult`: built here, once, from cleaned values; it
+    travels to the controller as its JSON); the rest is what only the running test needs.
+    """
 
     case: Case
+    #: The name of the model that answered (or whose recorded predictions were read).
     model: str
+    result: CaseResult
+    #: The predicted steps as the model's loop (or the prediction file) produced them.
     predictions: list[dict[str, Any]]
+    #: The reference steps they were scored against.
     gold: list[dict[str, Any]]
+    #: The metric primitives as the official formulas hold them.
     score: StepCaseScore | E2ECaseScore
-    verdict: Verdict
-    replies: list[str] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    duration: float = 0.0
-    backends: dict[str, str] = field(default_factory=dict)
-    #: The agent under test's run, tool log and model traffic (``None``: the project's loop).
-    agent: AgentRun | None = None
-    #: Seconds the case waited on the model (``None``: no model was called, as for replayed
-    #: predictions, or the agent's model was not reached through the proxy).
-    model_s: float | None = None
+    #: Non-finite numbers the result's cleaning replaced (the report's notes count them).
+    nonfinite: int = 0
+
+    @property
+    def verdict(self) -> Verdict:
+        """The scorer's verdict (a case that ran was scored)."""
+        verdict = self.result.verdict
+        if verdict is None:
+            raise RuntimeError(f"{self.case.id} has no verdict")
+        return verdict
 
     @property
     def passed(self) -> bool:
         """Whether the query was solved."""
         return self.verdict.passed
+
+    @property
+    def replies(self) -> list[str]:
+        """The model's raw reply of each turn."""
+        return self.result.replies
 
     def check(self) -> None:
         """Fail the current test with the verdict's explanation unless the case passed.
@@ -118,119 +132,71 @@ class CaseResult:
     def reply_of_verdict(self) -> str | None:
         """The model's reply in the turn the verdict points at, if there is one."""
         turn = self.verdict.turn
-        if turn is None or not self.replies or not -len(self.replies) <= turn < len(self.replies):
+        replies = self.replies
+        if turn is None or not replies or not -len(replies) <= turn < len(replies):
             return None
-        return self.replies[turn]
-
-    @property
-    def reported_score(self) -> float:
-        """The verdict's score within [0, 1].
-
-        Similarities are float32 cosines, which can exceed 1 by a rounding step
-        (``1.0000003576278687``); the metrics keep the exact value, a dashboard gets a score.
-        """
-        return min(1.0, max(0.0, float(self.verdict.score)))
-
-    def properties(self) -> list[tuple[str, Any]]:
-        """Flat per-case properties for JUnit XML (builtins only: execnet refuses the rest)."""
-        props: list[tuple[str, Any]] = [
-            ("gta_score", self.reported_score),
-            ("gta_passed", bool(self.passed)),
-        ]
-        score = self.score
-        if isinstance(score, StepCaseScore):
-            summary = score.summary
-            props += [
-                ("gta_ref_steps", len(score.steps)),
-                ("gta_ref_tool_steps", score.tool_steps),
-                ("gta_inst_correct", score.inst_correct),
-                ("gta_tool_correct", score.tool_correct),
-                ("gta_arg_correct", score.arg_correct),
-                ("gta_summ_score", None if summary is None else float(summary.value)),
-                ("gta_tool_calls", score.tool_calls),
-                ("gta_tool_call_errors", score.tool_call_errors),
-            ]
-            errors = score.errors()
-        else:
-            props += [
-                ("gta_answer_score", None if score.answer is None else float(score.answer.value)),
-                ("gta_imggen_score", None if score.imggen is None else float(score.imggen.value)),
-                ("gta_tool_calls", score.tool_calls),
-                ("gta_tool_call_errors", score.tool_call_errors),
-                ("gta_turns", len(self.replies)),
-            ]
-            for category in CATEGORY_NAMES:
-                props += [
-                    (f"gta_ref_calls_{category}", score.reference[category]),
-                    (f"gta_pred_calls_{category}", score.predicted[category]),
-                    (f"gta_hit_calls_{category}", score.hits[category]),
-                ]
-            errors = score.errors
-        props += [(f"gta_errors_{kind}", int(errors.get(kind, 0))) for kind in ERROR_KINDS]
-        usage = self.usage
-        if usage.calls or usage.cached_calls or usage.input_tokens or usage.output_tokens:
-            props += [
-                ("gta_tokens_in", usage.input_tokens),
-                ("gta_tokens_out", usage.output_tokens),
-                ("gta_model_calls", usage.calls),
-                ("gta_cached_calls", usage.cached_calls),
-            ]
-        if self.model_s is not None:
-            props.append((MODEL_S_PROPERTY, round(float(self.model_s), 6)))
-        # JUnit writes every property as text: leave undefined values out rather than "None".
-        return [(name, value) for name, value in props if value is not None]
-
-    def detail(self) -> CaseDetail:
-        """The full payload for the controller's report (JSON-able builtins).
-
-        It travels on the setup report (``DETAIL_KEY``); the report's case entry is made from
-        it (:func:`pytest_gta.report.schema.case_entry`).
-        """
-        payload: CaseDetail = {
-            "score": self.score.to_json(),
-            "verdict": {
-                "passed": self.passed,
-                "score": self.reported_score,
-                "message": self.verdict.message,
-            },
-            "steps": self.predictions,
-            "replies": self.replies,
-            "backends": self.backends,
-            "duration": self.duration,
-        }
-        if self.agent is not None:
-            payload["agent"] = self.agent.outcome.to_json()
-            payload["tool_log"] = self.agent.tool_log
-            payload["exchanges"] = self.agent.exchanges
-        # Recorded steps may hold tuples, NaN, lone surrogates, huge numbers or secrets (they
-        # come from a model or a prediction file): builtins any writer and execnet accept.
-        cleaner = Cleaner()
-        out = cast(CaseDetail, cleaner.value(payload))
-        if cleaner.nonfinite:
-            out["nonfinite"] = cleaner.nonfinite
-        return out
+        return replies[turn]
 
 
-def identity_properties(case: Case, model: str, agent: str | None = None) -> list[tuple[str, Any]]:
-    """Properties known before the case runs (they identify errored cases too).
+def case_result(
+    case: Case,
+    *,
+    predictions: list[dict[str, Any]],
+    score: StepCaseScore | E2ECaseScore,
+    verdict: Verdict,
+    replies: list[str],
+    usage: Usage,
+    duration: float,
+    backends: dict[str, str],
+    agent: AgentRun | None,
+    model_s: float | None,
+) -> tuple[CaseResult, int]:
+    """The case's result (and how many non-finite numbers its cleaning replaced).
 
-    ``gta_epoch`` only in a repeated run (``--gta-epochs``), so single runs' JUnit is unchanged;
-    ``gta_agent`` only with an agent under test (its callable or command).
+    Recorded steps may hold tuples, NaN, lone surrogates, huge numbers or secrets (they come
+    from a model or a prediction file): the values are cleaned (:mod:`pytest_gta.outward`)
+    before the result is made of them, so any writer and execnet accept it.
     """
-    props: list[tuple[str, Any]] = [
-        ("gta_query_id", case.query.qid),
-        ("gta_mode", case.mode),
-        ("gta_type", case.query.type),
-        ("gta_model", model),
-    ]
+    used = usage.calls or usage.cached_calls or usage.input_tokens or usage.output_tokens
+    payload: dict[str, Any] = {
+        "id": case.id,
+        "query_id": case.query.qid,
+        "mode": case.mode,
+        "epoch": case.epoch if case.repeated else None,
+        "type": case.query.type,
+        "outcome": "passed" if verdict.passed else "failed",
+        "score": verdict.score,
+        "message": verdict.message,
+        "nodeid": "",
+        "steps": predictions,
+        "replies": replies,
+        "backends": backends,
+        "duration": duration,
+        "properties": {},
+        "primitives": score.to_json(),
+        "images": {},
+        "verdict": verdict.to_json_value(),
+        "usage": (
+            {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "calls": usage.calls,
+                "cached_calls": usage.cached_calls,
+            }
+            if used
+            else None
+        ),
+        "model_s": None if model_s is None else round(float(model_s), 6),
+    }
     if agent is not None:
-        props.append(("gta_agent", agent))
-    if case.repeated:
-        props.append(("gta_epoch", case.epoch))
-    return props
+        payload["agent"] = agent.outcome.to_json()
+        payload["tool_log"] = agent.tool_log
+        payload["exchanges"] = agent.exchanges
+    cleaner = Cleaner()
+    return CaseResult.model_validate(cleaner.value(payload)), cleaner.nonfinite
 
 
-def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> CaseResult:
+def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> CaseRun:
     """Run (or fetch) one case and score it.
 
     Which model answers the case is decided here: recorded predictions are looked up; a step
@@ -271,11 +237,9 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
         scored = ctx.scorer.score(case.mode, query, predictions, gold)
     score, verdict = scored
     ahead_s = ahead.seconds if ahead is not None else None
-    return CaseResult(
-        case=case,
-        model=model.name,
+    result, nonfinite = case_result(
+        case,
         predictions=predictions,
-        gold=gold,
         score=score,
         verdict=verdict,
         replies=replies,
@@ -286,6 +250,7 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
         agent=agent,
         model_s=model_s,
     )
+    return CaseRun(case, model.name, result, predictions, gold, score, nonfinite)
 
 
 def _generated(

@@ -12,22 +12,37 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
-from pytest_gta.detail import DETAIL_KEY, STOPPED_KEY, CaseDetail
+from pytest_gta.errors import GtaUsageError
 from pytest_gta.options import GtaSettings
 from pytest_gta.provenance import GitProbe, utc_now
 from pytest_gta.report.baseline import Baseline, regressed_nodeids
 from pytest_gta.report.build import build_report
 from pytest_gta.report.images import ImageStore
 from pytest_gta.report.junit import suite_properties
-from pytest_gta.report.schema import CaseRecord, GitInfo, Identity, RunReport, make_identity
 from pytest_gta.report.table import render_text
+from pytest_gta.results.base import Scalar
+from pytest_gta.results.case import CaseResult
+from pytest_gta.results.io import case_from_wire
+from pytest_gta.results.migrate import default_label
+from pytest_gta.results.report import (
+    AgentSettings,
+    Budget,
+    GitInfo,
+    Identity,
+    LeaderboardRow,
+    RunReport,
+    RunSettings,
+    SandboxSummary,
+    ShardInfo,
+)
 from pytest_gta.session.finish import Finisher
+from pytest_gta.session.keys import DETAIL_KEY, STOPPED_KEY
 from pytest_gta.signals import INTERRUPTS, cause_of
 from pytest_gta.version import __version__
 
@@ -77,7 +92,10 @@ class GtaCollector:
         self._baseline = baseline
         #: The session's image store (``--gta-report-html``), made on first need.
         self._images = images
-        self.records: dict[str, CaseRecord] = {}
+        #: The cases by node id, as their reports came in (:class:`CaseResult`).
+        self.cases: dict[str, CaseResult] = {}
+        #: Non-finite numbers the workers' cleaning replaced in the cases (the report's notes).
+        self.nonfinite = 0
         self.report: RunReport | None = None
         self.stopped: str | None = None
         #: Set by Ctrl-C or SIGTERM: the report then covers only the cases that finished.
@@ -88,6 +106,8 @@ class GtaCollector:
         self.timings: dict[str, dict[str, float]] = {}
         #: Files that could not be written, with the reason (shown after the tables).
         self.write_errors: list[str] = []
+        #: Why no report could be made (a hook broke it), shown instead of the tables.
+        self.failure: str | None = None
         #: The paths in :attr:`write_errors`.
         self.unwritten: set[str] = set()
         #: When the session started (the report's ``duration_s``).
@@ -117,104 +137,138 @@ class GtaCollector:
             return found
         return None
 
+    def _unscored(self, key: tuple[str, str, int | None], nodeid: str) -> CaseResult:
+        """A case known only by its id so far (it errored or was skipped before it was scored)."""
+        mode, qid, epoch = key
+        query = self._dataset().queries.get(qid)
+        return CaseResult.unscored(
+            "step" if mode == "step" else "e2e",
+            qid,
+            epoch,
+            query_type=query.type if query is not None else "",
+            nodeid=nodeid,
+        )
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Record the phase outcome and properties (the report itself is left as it is)."""
-        detail: CaseDetail | None = None
+        wire: str | None = None
         props: dict[str, Any] = {}
         for name, value in report.user_properties:
             if name == DETAIL_KEY:
-                # Written by CaseResult.detail() in this session's own processes.
-                detail = cast(CaseDetail, value) if isinstance(value, dict) else detail
+                # Written by case_to_wire in this session's own processes.
+                wire = value if isinstance(value, str) else wire
             elif name == STOPPED_KEY:
                 self.stopped = self.stopped or str(value)
             else:
                 props[name] = value
-        record = self.records.get(report.nodeid)
-        if record is None:
+        case = self.cases.get(report.nodeid)
+        if wire is not None:
+            try:
+                arrived = case_from_wire(wire)
+            except ValueError:
+                arrived = None
+            if arrived is not None:
+                # Its outcome is pytest's to say, from this report on.
+                scored = arrived.case
+                scored.nodeid, scored.outcome, scored.message = report.nodeid, "passed", ""
+                if case is not None:
+                    scored.outcome, scored.message = case.outcome, case.message
+                self.nonfinite += arrived.nonfinite
+                case = self.cases[report.nodeid] = scored
+        if case is None:
             key = self._identify(report, props)
             if key is None:
                 return
-            record = CaseRecord(mode=key[0], qid=key[1], nodeid=report.nodeid, epoch=key[2])
-            self.records[report.nodeid] = record
-        record.properties.update(props)
-        if detail is not None:
-            record.detail = detail
+            case = self.cases[report.nodeid] = self._unscored(key, report.nodeid)
+        case.properties.update(_own_properties(props))
         if report.when == "call":
             if report.failed:
-                record.outcome = "failed"
-                record.message = _message(report)
+                case.outcome, case.message = "failed", _message(report)
             elif report.skipped:
-                record.outcome = "skipped"
-                record.message = _message(report)
+                case.outcome, case.message = "skipped", _message(report)
         elif report.failed:  # setup, teardown, or an xdist crash ("???")
-            record.outcome = "error"
-            record.message = _message(report)
+            case.outcome, case.message = "error", _message(report)
         elif report.skipped and report.when == "setup":
-            record.outcome = "skipped"
-            record.message = _message(report)
+            case.outcome, case.message = "skipped", _message(report)
 
     def identity(self, info: RunInfo) -> Identity:
         """What identifies this run in the report: label, model, agent, commit, dates."""
         state = self._git.result()
-        git: GitInfo | None = None
+        git = None
         if state is not None:
-            git = {
-                "commit": state.commit,
-                "short": state.short,
-                "dirty": state.dirty,
-                "branch": state.branch,
-            }
-        return make_identity(
+            git = GitInfo(
+                commit=state.commit, short=state.short, dirty=state.dirty, branch=state.branch
+            )
+        agent = self.settings.agent.spec
+        protocol = None if agent is not None else info.protocol
+        label = self.settings.report.label
+        return Identity(
+            label=default_label(info.model, protocol, agent) if label is None else label,
+            label_given=label is not None,
             model=info.model,
-            protocol=info.protocol,
-            agent=self.settings.agent.spec,
-            dataset_sha256=self._dataset().sha256,
-            label=self.settings.report.label,
+            protocol=protocol,
+            agent=agent,
             git=git,
             started_at=self.started_at,
             finished_at=utc_now(),
-            version=__version__,
+            dataset_sha256=self._dataset().sha256,
+            pytest_gta=__version__,
+        )
+
+    def run_settings(self, info: RunInfo) -> RunSettings:
+        """The report's ``settings``: how the run ran and scored."""
+        settings = self.settings
+        sandbox = _sandbox(info.tool_backends)
+        return RunSettings(
+            modes=list(settings.cases.modes),
+            tools=info.tools,
+            tool_routes=info.tool_routes,
+            tool_backends=info.tool_backends,
+            sandbox=None if sandbox is None else SandboxSummary.model_validate(sandbox),
+            sim_model=settings.scoring.sim_model,
+            sim_threshold=settings.scoring.sim_threshold,
+            limit=settings.cases.limit,
+            ids=None if settings.cases.ids is None else list(settings.cases.ids),
+            max_turns=settings.cases.max_turns,
+            shard=None if settings.cases.shard is None else str(settings.cases.shard),
+            generation=info.generation,
+            server=info.server,
+            agent=None if info.agent is None else AgentSettings.model_validate(info.agent),
+            budget=Budget(
+                max_tokens_total=settings.budget.max_tokens_total,
+                max_cost=settings.budget.max_cost,
+            ),
+            pytest_gta=__version__,
         )
 
     def build(self) -> RunReport:
         """Aggregate everything collected so far into the report, concluded and cleaned."""
         info = self._run_info()
         settings = self.settings
+        cases = list(self.cases.values())
+        for case in cases:
+            # A failure says what the verdict found wrong; pytest's own words say the rest.
+            if case.outcome == "failed" and case.verdict is not None and case.verdict.message:
+                case.message = case.verdict.message
         report = build_report(
             model=info.model,
             protocol=info.protocol,
             dataset=self._dataset(),
             data_source=settings.data.source,
-            settings={
-                "modes": list(settings.cases.modes),
-                "tools": info.tools,
-                "tool_routes": info.tool_routes,
-                "tool_backends": info.tool_backends,
-                "sandbox": _sandbox(info.tool_backends),
-                "sim_model": settings.scoring.sim_model,
-                "sim_threshold": settings.scoring.sim_threshold,
-                "limit": settings.cases.limit,
-                "ids": None if settings.cases.ids is None else list(settings.cases.ids),
-                "max_turns": settings.cases.max_turns,
-                "shard": None if settings.cases.shard is None else str(settings.cases.shard),
-                "generation": info.generation,
-                "server": info.server,
-                "agent": info.agent,
-                "budget": {
-                    "max_tokens_total": settings.budget.max_tokens_total,
-                    "max_cost": settings.budget.max_cost,
-                },
-                "pytest_gta": __version__,
-            },
-            records=list(self.records.values()),
+            settings=self.run_settings(info),
+            cases=cases,
             warnings=info.warnings,
-            leaderboard=info.leaderboard,
+            leaderboard=(
+                None
+                if info.leaderboard is None
+                else LeaderboardRow.model_validate(info.leaderboard)
+            ),
             prices=info.prices,
             stopped=self.stopped,
             interrupted=self.interrupted,
             interrupted_by=self.interrupted_by,
             timings=self.timings or None,
-            shard=self.shard,
+            shard=None if self.shard is None else ShardInfo.model_validate(self.shard),
             confidence=settings.stats.confidence,
             samples=settings.stats.bootstrap_samples,
             identity=self.identity(info),
@@ -222,10 +276,11 @@ class GtaCollector:
         baseline, differences = self._baseline()
         return self._finisher().conclude(
             report,
-            list(self.records.values()),
+            cases,
             baseline=baseline,
             differences=differences,
             duration=time.monotonic() - self.started,
+            nonfinite=self.nonfinite,
         )
 
     def _finisher(self) -> Finisher:
@@ -259,12 +314,17 @@ class GtaCollector:
         the first requests or the similarity model's load): a job that was stopped still
         leaves the file its pipeline looks for, saying so.
         """
-        if not self.records and not self.interrupted:
+        if not self.cases and not self.interrupted:
             return
-        report = self.report = self.build()
+        try:
+            report = self.report = self.build()
+        except GtaUsageError as exc:  # a pytest_gta_update_report hook broke the report
+            self.failure = str(exc)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         cache = getattr(self.config, "cache", None)
-        if cache is not None and "comparison" in report:
-            cache.set(REGRESSIONS_CACHE_KEY, regressed_nodeids(report["comparison"]))
+        if cache is not None and report.comparison is not None:
+            cache.set(REGRESSIONS_CACHE_KEY, regressed_nodeids(report.comparison))
         add_junit_properties(self.config, report)
         finisher = self._finisher()
         written = finisher.write(report, int(session.exitstatus), finisher.outputs(report))
@@ -276,10 +336,13 @@ class GtaCollector:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Print the paper's tables for the run."""
+        if self.failure is not None:
+            terminalreporter.write_sep("=", "GTA results")
+            terminalreporter.write_line(f"pytest-gta: {self.failure}", red=True, bold=True)
         if self.report is None:
             return
         terminalreporter.write_sep("=", "GTA results")
-        for line in render_text(self.report):
+        for line in render_text(self.report.to_json_value()):  # TRANSITIONAL
             terminalreporter.write_line(line)
         settings = self.settings
         for path in (
@@ -315,7 +378,7 @@ def add_junit_properties(config: pytest.Config, report: RunReport) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return
-    for name, value in suite_properties(report):
+    for name, value in suite_properties(report.to_json_value()):  # TRANSITIONAL
         xml.add_global_property(name, value)
 
 
@@ -328,6 +391,17 @@ def _message(report: pytest.TestReport) -> str:
     if crash is not None and getattr(crash, "message", None):
         text = str(crash.message)
     return text.strip().splitlines()[-1][:500] if text.strip() else ""
+
+
+def _own_properties(props: dict[str, Any]) -> dict[str, Scalar]:
+    """The ``gta_*`` properties of a case that are scalars (what a report's properties hold)."""
+    return {
+        name: value
+        for name, value in props.items()
+        if name.startswith("gta_")
+        and (value is None or isinstance(value, str | bool | int | float))
+        and not (isinstance(value, float) and value != value)
+    }
 
 
 def _sandbox(backends: dict[str, Any] | None) -> dict[str, Any] | None:

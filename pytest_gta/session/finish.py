@@ -21,9 +21,10 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from pytest_gta.dataset import Dataset, bundled_sample_path
 from pytest_gta.errors import DatasetError, GtaUsageError
@@ -36,18 +37,26 @@ from pytest_gta.flags import (
     OPT_REPORT_HTML,
     OPT_REPORT_MD,
 )
-from pytest_gta.gates import gated_exit_status
 from pytest_gta.options import GtaSettings, resolve_option, resolve_path, resolve_settings
 from pytest_gta.options.data import DATASET_NAME, SAMPLE_KEYWORD, resolve_data_dir
 from pytest_gta.outward import Cleaner
 from pytest_gta.report.baseline import Baseline, comparable_run, conclude, read_baseline
+from pytest_gta.report.gate_verdicts import gated_exit_status
 from pytest_gta.report.html import render_html
 from pytest_gta.report.images import ImageStore, store_case_images
 from pytest_gta.report.inspect_log import write_inspect_logs
 from pytest_gta.report.junit import junit_xml
 from pytest_gta.report.merge import check_same_run, coverage_warnings, merge_reports
-from pytest_gta.report.schema import CaseRecord, ReportFile, RunReport, dump_report, load_report
 from pytest_gta.report.table import render_markdown, render_text
+from pytest_gta.results.case import CaseResult
+from pytest_gta.results.io import (
+    ReportFile,
+    dump_report,
+    field_problem,
+    load_report,
+    refresh_properties,
+)
+from pytest_gta.results.report import RunReport
 from pytest_gta.validation import dataset_sha256, load_dataset
 from pytest_gta.vocabulary import MODES
 
@@ -81,8 +90,10 @@ def report_outputs(report: RunReport, json_path: Path | None, md_path: Path | No
     if json_path is not None:
         outputs.append(Output(json_path, lambda: dump_report(report), option=OPT_REPORT))
     if md_path is not None:
-        outputs.append(Output(md_path, lambda: render_markdown(report), option=OPT_REPORT_MD))
-    summary = step_summary_output(lambda: render_markdown(report))
+        outputs.append(
+            Output(md_path, lambda: render_markdown(_dict(report)), option=OPT_REPORT_MD)
+        )
+    summary = step_summary_output(lambda: render_markdown(_dict(report)))
     if summary is not None:
         outputs.append(summary)
     return outputs
@@ -113,13 +124,13 @@ def html_output(
 
     def render() -> str:
         if store is not None and dataset is not None:
-            for case in report.get("cases", []):
-                query = dataset.queries.get(str(case.get("query_id")))
-                if query is not None and not case.get("images"):
-                    case["images"] = store_case_images(
+            for case in report.cases:
+                query = dataset.queries.get(case.query_id)
+                if query is not None and not case.images:
+                    case.images = store_case_images(
                         store, [f.path for f in query.files], [], [dataset.root]
                     )
-        return render_html(report, dataset, store, max_bytes=int(max_mb * 1024 * 1024))
+        return render_html(_dict(report), dataset, store, max_bytes=int(max_mb * 1024 * 1024))
 
     return Output(path, render, option=OPT_REPORT_HTML)
 
@@ -130,7 +141,7 @@ def inspect_output(directory: Path, report: RunReport, dataset: Dataset) -> Outp
         directory,
         lambda: "",
         option=OPT_INSPECT_LOG,
-        save=lambda: write_inspect_logs(report, dataset, directory),
+        save=lambda: write_inspect_logs(_dict(report), dataset, directory),
     )
 
 
@@ -190,23 +201,27 @@ class Finisher:
     def conclude(
         self,
         report: RunReport,
-        records: Sequence[CaseRecord],
+        cases: Sequence[CaseResult],
         *,
         baseline: Baseline | None,
         differences: Sequence[str],
         duration: float | None = None,
+        nonfinite: int = 0,
     ) -> RunReport:
         """The built report compared, judged, given to the hook and cleaned for leaving.
 
         ``duration`` is the session's (a merged run has none). Whatever came from outside
         (replies, prediction files) or a hook leaves as strict JSON without secrets (see
         :mod:`pytest_gta.outward`); the cases' own non-finite numbers were cleaned where they
-        ran and are counted in the same note.
+        ran (``nonfinite`` of them) and are counted in the same note.
+
+        Raises:
+            GtaUsageError: a ``pytest_gta_update_report`` hook left a field of the wrong kind.
         """
         settings = self.settings
         conclude(
             report,
-            records,
+            cases,
             self.dataset,
             baseline=baseline,
             differences=differences,
@@ -215,13 +230,22 @@ class Finisher:
             samples=settings.stats.bootstrap_samples,
         )
         if duration is not None:
-            report["duration_s"] = duration
+            report.duration_s = duration
         self.config.hook.pytest_gta_update_report(config=self.config, report=report)
+        refresh_properties(report)
         cleaner = Cleaner()
-        cleaned = cast(RunReport, cleaner.value(report))
-        cleaner.nonfinite += sum(int(r.detail.get("nonfinite", 0)) for r in records if r.detail)
+        # A hook may have set a field to a value of the wrong kind: validated below, by name.
+        cleaned = cleaner.value(report.model_dump(mode="python", by_alias=True, warnings=False))
+        cleaner.nonfinite += nonfinite
         cleaned["notes"] = [*cleaned.get("notes", []), *cleaner.notes()]
-        return cleaned
+        try:
+            return RunReport.model_validate(cleaned)
+        except ValidationError as exc:
+            raise GtaUsageError(
+                f"the report after pytest_gta_update_report: {field_problem(exc)}; a hook may "
+                "add fields of its own (report.hook_fields) and change the report's within "
+                "their kinds"
+            ) from None
 
     def outputs(self, report: RunReport, *, junit: bool = False) -> list[Output]:
         """The files the settings ask for; ``junit``: also pytest's ``--junitxml``."""
@@ -246,7 +270,7 @@ class Finisher:
             outputs.append(
                 Output(
                     Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath)))),
-                    lambda: junit_xml(report, suite),
+                    lambda: junit_xml(_dict(report), suite),
                     option="--junitxml",
                 )
             )
@@ -285,8 +309,8 @@ def find_dataset(
     Raises:
         GtaUsageError: it is not here (saying how to point at it), or it is another version.
     """
-    recorded = reports[0].data["dataset"]
-    sha = recorded["sha256"]
+    recorded = reports[0].report.dataset
+    sha = recorded.sha256
     named = resolve_option(config, "gta_data")
     if named.value is not None:
         path = (
@@ -297,7 +321,7 @@ def find_dataset(
         candidates = [(path, named.origin)]
     else:
         candidates = [
-            (Path(recorded["path"]), f"the path in {reports[0].label}"),
+            (Path(recorded.path), f"the path in {reports[0].label}"),
             (resolve_data_dir(config)[0] / DATASET_NAME, "the installed dataset"),
             (bundled_sample_path(), "the bundled sample"),
         ]
@@ -323,7 +347,7 @@ def find_dataset(
         except DatasetError as exc:
             raise GtaUsageError(f"{exc}\n(dataset from {origin})") from None
     raise GtaUsageError(
-        f"{ran} ran on the dataset at {recorded['path']} (dataset.json sha256 {sha[:16]}), "
+        f"{ran} ran on the dataset at {recorded.path} (dataset.json sha256 {sha[:16]}), "
         f"which is not on this machine: {command} needs it for the cases' order and "
         f"denominators; pass {command} ... {OPT_DATA}=DIR with a copy of it"
     )
@@ -338,17 +362,18 @@ def merged_baseline(
         GtaUsageError: a gate needs a mode the run lacks, or the baseline is unreadable or
             from another kind of run.
     """
-    modes = [m for m in MODES if m in report["settings"].get("modes", [])]
+    modes = [m for m in MODES if m in report.settings.modes]
     baseline = settings.baseline
     settings.gates.check_modes(modes, baseline.report is not None)
     if baseline.report is None:
         return None, []
+    threshold = report.settings.sim_threshold
     run = comparable_run(
         dataset.sha256,
         modes,
-        report["protocol"],
-        sim_model=report["settings"].get("sim_model"),
-        sim_threshold=report["settings"].get("sim_threshold"),
+        report.protocol,
+        sim_model=report.settings.sim_model,
+        sim_threshold=None if threshold is None else float(threshold),
     )
     given = config.getoption("gta_baseline") or baseline.report
     return read_baseline(baseline.report, given, run, baseline.lenient)
@@ -379,18 +404,18 @@ def merge_command(config: pytest.Config) -> int:
             confidence=settings.stats.confidence,
             samples=settings.stats.bootstrap_samples,
         )
-        records = [record for r in reports for record in r.records]
+        cases = [case for r in reports for case in r.cases]
         baseline, differences = merged_baseline(config, settings, report, dataset)
+        finisher = Finisher(config, settings, dataset)
+        report = finisher.conclude(report, cases, baseline=baseline, differences=differences)
     except GtaUsageError as exc:
         raise pytest.UsageError(f"pytest-gta: {exc}") from None
-    finisher = Finisher(config, settings, dataset)
-    report = finisher.conclude(report, records, baseline=baseline, differences=differences)
-    report["notes"] = list(dict.fromkeys(report["notes"]))
-    _say(f"merged {len(reports)} reports: {len(report['cases'])} cases of {dataset.root}")
+    report.notes = list(dict.fromkeys(report.notes))
+    _say(f"merged {len(reports)} reports: {len(report.cases)} cases of {dataset.root}")
     for warning in warnings:
         _say(f"warning: {warning}")
     print(" GTA results ".center(80, "="), flush=True)
-    for line in render_text(report):
+    for line in render_text(_dict(report)):
         print(line, flush=True)
     # The shard jobs reported the cases; here only the gates and harness errors count.
     written = finisher.write(report, int(pytest.ExitCode.OK), finisher.outputs(report, junit=True))
@@ -400,3 +425,8 @@ def merge_command(config: pytest.Config) -> int:
         else:
             _say(f"could not write {output.label}: {error}")
     return written.status
+
+
+def _dict(report: RunReport) -> Any:
+    """TRANSITIONAL: the report as the renderers took it before they took the typed report."""
+    return report.to_json_value()

@@ -21,7 +21,6 @@ import pytest
 from pytest_gta import signals
 from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.dataset import Dataset
-from pytest_gta.detail import DETAIL_KEY, STOPPED_KEY
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUnavailableError
 from pytest_gta.flags import OPT_BASELINE, OPT_DOWNLOAD, OPT_RERUN_REGRESSIONS
 from pytest_gta.models.base import (
@@ -37,20 +36,18 @@ from pytest_gta.options.data import SAMPLE_FALLBACK
 from pytest_gta.outward import clean_text, install_log_filter, mask_url
 from pytest_gta.progress import say
 from pytest_gta.report.images import store_case_images
+from pytest_gta.results.case import identity_properties, result_properties
+from pytest_gta.results.io import CaseWire, case_to_wire
 from pytest_gta.run.agent_under_test import AgentFailed
 from pytest_gta.run.ahead import runs_cases
-from pytest_gta.run.runner import (
-    CaseResult,
-    identity_properties,
-    run_case,
-)
+from pytest_gta.run.runner import CaseRun, run_case
 from pytest_gta.session import model_server, xdist
 from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, GtaCollector
 from pytest_gta.session.compare_command import compare_command
 from pytest_gta.session.finish import merge_command
 from pytest_gta.session.html_hooks import PLUGIN_NAME as HTML_PLUGIN
 from pytest_gta.session.html_hooks import GtaHtmlHooks, case_extras
-from pytest_gta.session.keys import report_extras, report_only
+from pytest_gta.session.keys import DETAIL_KEY, STOPPED_KEY, report_extras, report_only
 from pytest_gta.session.state import GtaState
 from pytest_gta.shard import shard_items
 from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSpec, make_backend
@@ -319,7 +316,7 @@ class GtaSession:
         finally:
             ahead.after(item.session)
 
-    def case_runner(self, request: pytest.FixtureRequest) -> Callable[[Case], CaseResult]:
+    def case_runner(self, request: pytest.FixtureRequest) -> Callable[[Case], CaseRun]:
         """``gta_run``: runs and scores a case; infrastructure failures end the calling phase.
 
         A budget stop or an unavailable service skips; anything else that broke the harness
@@ -328,7 +325,7 @@ class GtaSession:
         ctx = self.state.run_context()
         ahead = self.state.ahead
 
-        def run(case: Case) -> CaseResult:
+        def run(case: Case) -> CaseRun:
             try:
                 return run_case(case, ctx, ahead)
             except GtaBudgetExhausted as exc:
@@ -354,35 +351,42 @@ class GtaSession:
         self,
         request: pytest.FixtureRequest,
         case: Case,
-        run: Callable[[Case], CaseResult],
+        run: Callable[[Case], CaseRun],
         model: BaseModelAdapter | BaseRecordedSource,
         dataset: Dataset,
-    ) -> CaseResult:
-        """``gta_result``: the case's result, its properties on the item; detail on the report."""
+    ) -> CaseRun:
+        """``gta_result``: the case's run; its properties on the item, its result on the report.
+
+        The properties that identify the case go on the item before it runs (an errored case
+        has them too); the rest once it is scored. The result itself travels on the setup
+        report (:data:`DETAIL_KEY`) as its JSON, for the controller's report.
+        """
         state = self.state
-        request.node.user_properties.extend(
-            identity_properties(case, model.name, state.settings.agent.spec)
+        epoch = case.epoch if case.repeated else None
+        agent = state.settings.agent.spec
+        identity = identity_properties(
+            case.query.qid, case.mode, case.query.type, epoch, model=model.name, agent=agent
         )
-        result = run(case)
-        request.node.user_properties.extend(result.properties())
-        detail = result.detail()
+        request.node.user_properties.extend(identity)
+        done = run(case)
+        result = done.result
+        scored = result_properties(result)
+        request.node.user_properties.extend(scored)
+        result.properties = dict([*identity, *scored])
         store = state.image_store()
         if store is not None:
-            detail["images"] = store_case_images(
+            result.images = store_case_images(
                 store,
                 [f.path for f in case.query.files],
-                [*detail["steps"], *result.gold],
+                [*(step.root for step in result.steps), *done.gold],
                 [dataset.root, state.output_dir()],
             )
-            if store.problems:
-                detail["image_problems"] = store.problems[-5:]
-                store.problems.clear()
-        report_only(request.node).append((DETAIL_KEY, detail))
+            store.problems.clear()
+        wire = case_to_wire(CaseWire(result, done.nonfinite))
+        report_only(request.node).append((DETAIL_KEY, wire))
         if request.config.getoption("htmlpath", None):
-            report_extras(request.node).extend(
-                case_extras(case, result, detail, store, state.settings)
-            )
-        return result
+            report_extras(request.node).extend(case_extras(case, result, store, state.settings))
+        return done
 
     # -- the end -------------------------------------------------------------------------------
     def finish(self, session: pytest.Session) -> None:

@@ -16,13 +16,11 @@ from typing import Any
 import pytest
 
 from pytest_gta.case import Case
-from pytest_gta.detail import CaseDetail
 from pytest_gta.options import GtaSettings
 from pytest_gta.report.explain import generated_images
 from pytest_gta.report.html import case_detail, esc, summary_html
 from pytest_gta.report.images import ImageStore
-from pytest_gta.report.schema import CaseEntry, case_entry
-from pytest_gta.run.runner import CaseResult
+from pytest_gta.results.case import CaseResult
 from pytest_gta.session.collector import GtaCollector
 
 #: Name of the registered hook object.
@@ -38,28 +36,9 @@ _STYLE = (
 )
 
 
-def case_view(case: Case, result: CaseResult, detail: CaseDetail) -> CaseEntry:
-    """The case as the JSON report's ``cases`` entries have it (what :func:`case_detail` reads).
-
-    Made while the case's test runs, before pytest's report of it exists: no node id yet.
-    """
-    return case_entry(
-        case.mode,
-        case.query.qid,
-        case.epoch if case.repeated else None,
-        query_type=case.query.type,
-        outcome="passed" if result.passed else "failed",
-        message=result.verdict.message,
-        nodeid="",
-        properties=dict(result.properties()),
-        detail=detail,
-    )
-
-
 def case_extras(
     case: Case,
     result: CaseResult,
-    detail: CaseDetail,
     store: ImageStore | None,
     settings: GtaSettings,
 ) -> list[dict[str, Any]]:
@@ -67,8 +46,8 @@ def case_extras(
     # pytest-html is optional (this runs only with --html): not imported where it is absent.
     from pytest_html import extras  # type: ignore[import-untyped]
 
-    view = case_view(case, result, detail)
-    keys: Mapping[str, Any] = view["images"]
+    view = result.to_json_value()  # TRANSITIONAL: until explain/html take the typed case
+    keys: Mapping[str, Any] = result.images
 
     def image(written: str) -> str:
         key = keys.get(written)
@@ -125,9 +104,9 @@ class GtaHtmlHooks:
     ) -> None:
         """The run's header and the paper's tables, as the terminal prints them."""
         report = self.collector.report
-        if isinstance(report, Mapping):
+        if report is not None:
             postfix.append(
                 "<h2>GTA results</h2><style>.gta-summary table{border-collapse:collapse}"
                 ".gta-summary td,.gta-summary th{border:1px solid #d0d7de;padding:2px 8px}"
-                "</style>" + summary_html(report)
+                "</style>" + summary_html(report.to_json_value())  # TRANSITIONAL
             )

@@ -9,6 +9,12 @@ from typing import Any
 
 import pytest
 
+#: ``user_properties`` key of a finished case (:func:`pytest_gta.results.io.case_to_wire`'s JSON),
+#: on the setup report only: too big for JUnit XML, which writes the item's properties.
+DETAIL_KEY = "gta_detail"
+#: ``user_properties`` key saying why the session stopped early (budget); kept out of the XML.
+STOPPED_KEY = "gta_stopped"
+
 #: Properties for the report of the phase that produced them, not for the item: the case's
 #: detail payload (too big for JUnit XML, which writes the item's ``user_properties``) and a
 #: budget stop (not a property of the case).
