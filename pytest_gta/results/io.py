@@ -7,6 +7,9 @@
   other versions, so an unknown or newer schema, a malformed file or a field of the wrong kind is
   a :class:`~pytest_gta.errors.GtaUsageError` naming the file and the field, never a traceback;
   a report of an earlier version is migrated on the way (:mod:`pytest_gta.results.migrate`).
+* :func:`dump_comparison` / :func:`load_comparison` / :func:`parse_comparison` do the same for
+  a comparison of runs (``--gta-compare``'s ``--gta-report``,
+  :class:`~pytest_gta.results.comparison.Comparison`).
 * :func:`case_to_wire` / :func:`case_from_wire` carry a finished case from an xdist worker to
   the controller as the model's JSON, read back by the same class.
 """
@@ -25,20 +28,25 @@ from pydantic import ValidationError
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.jsonsafe import JsonInputError, loads, read_json
 from pytest_gta.results.case import CaseResult, case_properties
+from pytest_gta.results.comparison import COMPARISON_FAMILY, COMPARISON_SCHEMA, Comparison
 from pytest_gta.results.migrate import migrate_report
 from pytest_gta.results.report import SCHEMA, SCHEMA_FAMILY, RunReport
 
 __all__ = [
+    "COMPARISON_HOW",
     "MAX_REPORT_BYTES",
     "MERGE_HOW",
     "CaseWire",
     "ReportFile",
     "case_from_wire",
     "case_to_wire",
+    "dump_comparison",
     "dump_json",
     "dump_report",
     "field_problem",
+    "load_comparison",
     "load_report",
+    "parse_comparison",
     "parse_report",
     "refresh_properties",
 ]
@@ -47,6 +55,8 @@ __all__ = [
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 #: How a reader's messages say where reports come from (``--gta-merge``'s; baselines say theirs).
 MERGE_HOW = "--gta-merge reads the --gta-report files that the shard jobs wrote"
+#: How the comparison reader's messages say where comparisons come from.
+COMPARISON_HOW = "a comparison is the --gta-report file that pytest --gta-compare wrote"
 #: A value shown in a message is cut to this many characters.
 _SHOWN = 200
 
@@ -72,6 +82,11 @@ def dump_report(report: RunReport) -> str:
     """The text of a ``--gta-report`` file (see the module docstring)."""
     refresh_properties(report)
     return dump_json(report.to_json_value())
+
+
+def dump_comparison(comparison: Comparison) -> str:
+    """The text of a comparison's ``--gta-report`` file (strict JSON)."""
+    return dump_json(comparison.to_json_value())
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,9 +135,9 @@ def _path(loc: Sequence[int | str], known: frozenset[str]) -> str:
 
 
 @functools.cache
-def _field_names() -> frozenset[str]:
+def _field_names(root: type = RunReport) -> frozenset[str]:
     names: set[str] = set()
-    todo: list[Any] = [RunReport]
+    todo: list[Any] = [root]
     seen: set[Any] = set()
     while todo:
         cls = todo.pop()
@@ -144,17 +159,20 @@ def _classes_in(annotation: Any) -> list[Any]:
     return found
 
 
-def field_problem(exc: ValidationError) -> str:
-    """The first problem of a validation error, as ``field is VALUE: why``."""
+def field_problem(exc: ValidationError, root: type = RunReport, what: str = "report") -> str:
+    """The first problem of a validation error, as ``field is VALUE: why``.
+
+    ``root`` is the class that was validated, ``what`` how messages call a document of it.
+    """
     errors = exc.errors(include_url=False)
     error = min(errors, key=lambda e: len(e["loc"])) if errors else None
     if error is None:
         return str(exc)
-    where = _path(error["loc"], _field_names()) or "the report"
+    where = _path(error["loc"], _field_names(root)) or f"the {what}"
     if error["type"] == "missing":
         return f"{where} is missing"
     if error["type"] == "extra_forbidden":
-        return f"{where} is not a field of this report version"
+        return f"{where} is not a field of this {what} version"
     why = error["msg"].removeprefix("Value error, ")
     return f"{where} is {show_value(error['input'])}: {why}"
 
@@ -204,26 +222,67 @@ def parse_report(label: str, data: Any, how: str = MERGE_HOW) -> ReportFile:
     return ReportFile(label, report)
 
 
+def _read(path: Path, label: str, how: str, what: str) -> Any:
+    """A file's JSON; a usage error naming ``label`` when it is not JSON of a sane size."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_REPORT_BYTES:
+            raise GtaUsageError(
+                f"{label}: {size} bytes is larger than any {what} ({MAX_REPORT_BYTES} at most); "
+                f"{how}"
+            )
+        return read_json(path)
+    except FileNotFoundError:
+        raise GtaUsageError(f"{label}: no such file; {how}") from None
+    except (OSError, JsonInputError) as exc:
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise GtaUsageError(f"{label}: {text}; {how}") from None
+
+
 def load_report(path: Path, label: str, how: str = MERGE_HOW) -> ReportFile:
     """Read and check one report file (see :func:`parse_report`).
 
     Raises:
         GtaUsageError: the file is missing, unreadable, too large, not JSON, or not a report.
     """
-    try:
-        size = path.stat().st_size
-        if size > MAX_REPORT_BYTES:
+    return parse_report(label, _read(path, label, how, "report"), how)
+
+
+def parse_comparison(label: str, data: Any, how: str = COMPARISON_HOW) -> Comparison:
+    """Check a loaded comparison (``pytest-gta-comparison/1``) and read it into the model.
+
+    Raises:
+        GtaUsageError: naming ``label`` and the first field that is missing or wrong; a
+            comparison of another schema version names it and this one.
+    """
+    hint = f"; {how}" if how else ""
+    prefix = f"{label}: " if label else ""
+    found = data.get("schema") if isinstance(data, dict) else None
+    if found != COMPARISON_SCHEMA:
+        if isinstance(found, str) and found.startswith(COMPARISON_FAMILY):
             raise GtaUsageError(
-                f"{label}: {size} bytes is larger than any report ({MAX_REPORT_BYTES} at most); "
-                f"{how}"
+                f"{prefix}schema is {show_value(found)}: the comparison was written by a "
+                f"pytest-gta of another comparison schema than this one ({COMPARISON_SCHEMA}); "
+                f"read it with the version that wrote it{hint}"
             )
-        data = read_json(path)
-    except FileNotFoundError:
-        raise GtaUsageError(f"{label}: no such file; {how}") from None
-    except (OSError, JsonInputError) as exc:
-        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise GtaUsageError(f"{label}: {text}; {how}") from None
-    return parse_report(label, data, how)
+        raise GtaUsageError(
+            f"{prefix}not a pytest-gta comparison (schema {found!r}, expected "
+            f"{COMPARISON_SCHEMA!r}){hint}"
+        )
+    try:
+        return Comparison.model_validate(data)
+    except ValidationError as exc:
+        problem = field_problem(exc, Comparison, "comparison")
+        raise GtaUsageError(f"{prefix}{problem}{hint}") from None
+
+
+def load_comparison(path: Path, label: str, how: str = COMPARISON_HOW) -> Comparison:
+    """Read and check one comparison file (see :func:`parse_comparison`).
+
+    Raises:
+        GtaUsageError: the file is missing, unreadable, too large, not JSON, or not a comparison.
+    """
+    return parse_comparison(label, _read(path, label, how, "comparison"), how)
 
 
 # --------------------------------------------------------------------------------------------
