@@ -2,8 +2,9 @@
 
 The reports are real: the oracle, two mock models, an OpenCompass prediction file and the two
 shards of one mock run, each a pytest run on the bundled sample made once for the module. The
-command is then run black-box, as a user runs it, and its JSON is checked against each run's
-own report: the numbers of a run in the comparison are the numbers its report has.
+command is then run black-box, as a user runs it, and its JSON, read back by the comparison's
+reader and checked against the published schema, against each run's own report: the numbers of
+a run in the comparison are the numbers its report has.
 """
 
 from __future__ import annotations
@@ -20,8 +21,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.outward import Cleaner
-from pytest_gta.session.compare_command import CompareSettings, comparison_of, find_reports
+from pytest_gta.report.runs_html import render_comparison_html
+from pytest_gta.report.runs_text import render_markdown, render_text
+from pytest_gta.results.comparison import Comparison
+from pytest_gta.results.io import dump_comparison, load_report, parse_comparison
+from pytest_gta.results.report import RunReport
+from pytest_gta.session.compare_command import (
+    CompareSettings,
+    cleaned,
+    comparison_of,
+    find_reports,
+)
 from tests.gta_run import (
     BOTH_MODES,
     FAST_SIM,
@@ -34,6 +44,7 @@ from tests.gta_run import (
 )
 from tests.test_hostile_files import EDITS, _edited, assert_clean, output_text
 from tests.test_opencompass import e2e_records
+from tests.test_results_schema import assert_valid_comparison, assert_valid_report
 from tests.test_shard import SCRIPT
 
 #: A model that answers nothing: every case fails.
@@ -73,6 +84,7 @@ def made(tmp_path_factory, sample_dataset) -> Path:
             # The models fail some cases (exit status 1); the report is what counts.
             assert run.ret in (0, 1), run.output[-3000:]
             assert run.report_path.is_file(), run.output[-3000:]
+            assert_valid_report(run.report)
     return where
 
 
@@ -84,12 +96,20 @@ def place(pytester: pytest.Pytester, made: Path, *names: str) -> list[str]:
     return [f"{name}.json" for name in names]
 
 
-def compare(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+def typed(path: Path) -> RunReport:
+    """A run's report as the report's reader reads it."""
+    return load_report(path, path.name).report
+
+
+def compare(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, Comparison]:
     """``pytest --gta-compare ARGS --gta-report=cmp.json``; the result and the comparison."""
     run = gta(pytester, "--gta-compare", *args, report="cmp.json")
     assert run.ret == 0, run.output[-3000:]
     assert_clean(run.result)  # type: ignore[arg-type]
-    return run.result, run.report  # type: ignore[return-value]
+    assert_valid_comparison(run.report)
+    comparison = parse_comparison("cmp.json", run.report)
+    assert dump_comparison(comparison) == run.report_path.read_text(encoding="utf-8")
+    return run.result, comparison  # type: ignore[return-value]
 
 
 def refused(pytester: pytest.Pytester, *args: str) -> str:
@@ -115,31 +135,32 @@ def test_one_row_per_run_with_each_reports_numbers_and_leaderboard_rows(pytester
         "mock:script_b.json [react]",
         "opencompass:oc [react]",
     ]
-    assert [run["label"] for run in comparison["runs"]] == labels
-    assert comparison["schema"] == "pytest-gta-comparison/1"
-    assert comparison["reference"] == "oracle [react]"
-    for run, name in zip(comparison["runs"], names, strict=True):
-        report = read_report(pytester.path / name)
-        assert run["sources"] == [name]
+    assert [run.label for run in comparison.runs] == labels
+    assert comparison.schema_ == "pytest-gta-comparison/1"
+    assert comparison.reference == "oracle [react]"
+    for run, name in zip(comparison.runs, names, strict=True):
+        report = typed(pytester.path / name)
+        assert run.sources == [name]
         for key in COPIED:
-            assert run[key] == report[key], (name, key)
+            assert getattr(run, key) == getattr(report, key), (name, key)
     # the runs' rows, then the board's, in both of the paper's modes (opencompass: e2e only)
-    board = comparison["leaderboard"]
+    board = comparison.leaderboard
     assert len(board) > 5
-    assert {row["board"] for row in board} == {"2026-02"}
-    e2e_rows = comparison["tables"]["table4"]["e2e"]["rows"]
-    assert [r["label"] for r in e2e_rows if r["kind"] == "run"] == labels
-    assert len([r for r in e2e_rows if r["kind"] == "leaderboard"]) == len(board)
-    step_rows = comparison["tables"]["table4"]["step"]["rows"]
-    assert [r["label"] for r in step_rows if r["kind"] == "run"] == labels[:3]
+    assert {row.board for row in board} == {"2026-02"}
+    e2e, step = comparison.tables.table4.e2e, comparison.tables.table4.step
+    assert e2e is not None
+    assert step is not None
+    assert [r.label for r in e2e.rows if r.kind == "run"] == labels
+    assert len([r for r in e2e.rows if r.kind == "leaderboard"]) == len(board)
+    assert [r.label for r in step.rows if r.kind == "run"] == labels[:3]
     # the differing turn limit is noted, naming the runs
     assert (
         "the runs differ in settings.max_turns: 10 (oracle [react], mock:script_a.json [react], "
         "opencompass:oc [react]); 5 (mock:script_b.json [react])"
-    ) in comparison["notes"]
+    ) in comparison.notes
     text = result.stdout.str()
     assert " GTA comparison " in text
-    for label in [*labels, board[0]["model"]]:
+    for label in [*labels, board[0].model]:
         assert label in text
     markdown = (pytester.path / "cmp.md").read_text()
     for label in labels:
@@ -180,18 +201,18 @@ def test_a_directory_is_ordered_by_the_runs_dates_and_skips_other_json(pytester,
     (history / "notes.json").write_text("not json")
     (history / "readme.txt").write_text("not a report")
     _, comparison = compare(pytester, "history")
-    assert [run["label"] for run in comparison["runs"]] == [
+    assert [run.label for run in comparison.runs] == [
         "mock:script_a.json [react]",
         "nightly-2026-03-01",
         "nightly-2026-03-02",
     ]
-    assert [run["sources"] for run in comparison["runs"]] == [
+    assert [run.sources for run in comparison.runs] == [
         ["history/undated.json"],
         ["history/z.json"],
         ["history/y.json"],
     ]
-    assert [run["html"] for run in comparison["runs"]] == [None, None, str(history / "y.html")]
-    notes = comparison["notes"]
+    assert [run.html for run in comparison.runs] == [None, None, str(history / "y.html")]
+    notes = comparison.notes
     assert (
         "history/cmp.json: skipped, not a pytest-gta report (schema pytest-gta-comparison/1)"
         in (notes)
@@ -203,26 +224,28 @@ def test_a_directory_is_ordered_by_the_runs_dates_and_skips_other_json(pytester,
 def test_shards_of_one_run_are_merged_into_the_unsharded_runs_numbers(pytester, made):
     names = place(pytester, made, "shard_1", "shard_2", "mock_a")
     _, comparison = compare(pytester, *names)
-    merged, whole = comparison["runs"]
-    assert merged["sources"] == ["shard_1.json", "shard_2.json"]
-    assert (merged["label"], whole["label"]) == (
+    merged, whole = comparison.runs
+    assert merged.sources == ["shard_1.json", "shard_2.json"]
+    assert (merged.label, whole.label) == (
         "mock:script_a.json [react]",
         "mock:script_a.json [react] #2",
     )
     for key in COPIED:
-        assert merged[key] == whole[key], key
-    assert merged["metrics"] == read_report(pytester.path / "mock_a.json")["metrics"]
-    assert 0 < merged["metrics"]["e2e"]["ans_acc"] < 100
-    assert not [n for n in comparison["notes"] if "shard" in n]
+        assert getattr(merged, key) == getattr(whole, key), key
+    assert merged.metrics == typed(pytester.path / "mock_a.json").metrics
+    assert merged.metrics.e2e is not None
+    assert merged.metrics.e2e.ans_acc is not None
+    assert 0 < merged.metrics.e2e.ans_acc < 100
+    assert not [n for n in comparison.notes if "shard" in n]
 
 
 def test_an_incomplete_set_of_shards_is_a_note(pytester, made):
     names = place(pytester, made, "shard_2", "oracle")
     _, comparison = compare(pytester, *names)
-    assert comparison["runs"][0]["sources"] == ["shard_2.json"]
+    assert comparison.runs[0].sources == ["shard_2.json"]
     assert any(
         n.startswith("shard(s) 1/2 not given to --gta-compare: the merged report covers only")
-        for n in comparison["notes"]
+        for n in comparison.notes
     )
 
 
@@ -242,8 +265,8 @@ def test_an_unknown_reference_lists_the_labels(pytester, made):
     assert "--gta-compare-ref=orcale [react]: no run has that label" in message
     assert "oracle [react], mock:script_b.json [react]" in message
     _, comparison = compare(pytester, *names, "--gta-compare-ref=mock:script_b.json [react]")
-    assert comparison["reference"] == "mock:script_b.json [react]"
-    assert list(comparison["paired"]["runs"]) == ["oracle [react]"]
+    assert comparison.reference == "mock:script_b.json [react]"
+    assert list(comparison.paired.runs) == ["oracle [react]"]
 
 
 def test_the_tables_are_appended_to_the_github_job_summary(pytester, made, monkeypatch):
@@ -268,10 +291,10 @@ def test_an_unknown_leaderboard_name_is_a_usage_error(pytester, made):
 def test_a_run_html_report_beside_its_json_is_linked(pytester, made):
     names = place(pytester, made, "oracle", "mock_a")
     _, comparison = compare(pytester, *names)
-    assert [run["html"] for run in comparison["runs"]] == [str(pytester.path / "oracle.html"), None]
+    assert [run.html for run in comparison.runs] == [str(pytester.path / "oracle.html"), None]
     # from the comparison's page: relative to where it is written
     _, comparison = compare(pytester, *names, "--gta-report-html=pages/cmp.html")
-    assert [run["html"] for run in comparison["runs"]] == ["../oracle.html", None]
+    assert [run.html for run in comparison.runs] == ["../oracle.html", None]
     assert 'href="../oracle.html"' in (pytester.path / "pages" / "cmp.html").read_text()
 
 
@@ -322,12 +345,15 @@ JSON = st.recursive(
 )
 
 
-def _compare_in_process(paths: list[Path], labels: list[str], dataset: Any) -> dict[str, Any]:
-    """What the command does between reading the paths and printing (no pytest config)."""
+def _compare_in_process(paths: list[Path], labels: list[str], dataset: Any) -> Comparison:
+    """What the command does between reading the paths and printing (no pytest config).
+
+    The comparison is cleaned as the command cleans it before it shows and writes it.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a NumPy overflow is a defect too
         found = find_reports(paths, labels)
-        return comparison_of(found, dataset, CompareSettings(samples=20))
+        return cleaned(comparison_of(found, dataset, CompareSettings(samples=20)))
 
 
 @settings(max_examples=60, deadline=None)
@@ -363,9 +389,11 @@ def test_property_a_mutated_report_is_compared_or_a_usage_error(
     except GtaUsageError as exc:
         message = str(exc)
     else:
-        # what the command writes: cleaned as every file that leaves is (a hand-made setting of
-        # Infinity is copied with the settings, and written as null)
-        json.dumps(Cleaner().value(comparison), allow_nan=False)
+        # what the command writes and shows: strict JSON, and every renderer's page
+        dump_comparison(comparison)
+        render_text(comparison)
+        render_markdown(comparison)
+        render_comparison_html(comparison)
         return
     # names the file (a dataset that differs: both files), or the option
     assert str(bad) in message or message.startswith("--gta-compare"), message

@@ -3,8 +3,9 @@
 Real runs on the bundled sample, in process: the ``oracle``, two ``mock:`` models that pass,
 fail and error different cases, and an ``opencompass:`` prediction file (end to end only); and
 a served model whose sampled answers differ from epoch to epoch for pass^k. Each comparison is
-built from the reports as ``load_report`` reads them back, and every number a run's report
-already has must come out unchanged. The pure parts (pass^k, pass@k, the fronts, best marking,
+built from the typed reports as ``results.io.load_report`` reads them back, and every number a
+run's report already has must come out unchanged; every comparison is what its published JSON
+Schema says. The pure parts (pass^k, pass@k, the fronts, best marking,
 the names) are also checked on constructed values, pass^k and pass@k against their definition
 over every k-subset of epochs.
 """
@@ -20,14 +21,15 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import MISSING
 
 from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.catalog import LEADERBOARD_METRICS, leaderboard_boards, leaderboard_rows
-from pytest_gta.report.baseline import Baseline, compare
+from pytest_gta.report.baseline import compare, load_baseline
 from pytest_gta.report.build import ordered
 from pytest_gta.report.runs import (
-    COMPARISON_SCHEMA,
+    Candidate,
     RunInput,
     best_of,
     build_comparison,
@@ -39,10 +41,20 @@ from pytest_gta.report.runs import (
     reliability_of,
 )
 from pytest_gta.report.runs_text import render_markdown, render_text
-from pytest_gta.report.schema import CaseRecord, identity_of, load_report
+from pytest_gta.results.case import CaseResult
+from pytest_gta.results.comparison import (
+    COMPARISON_SCHEMA,
+    Comparison,
+    RunCost,
+    Table4Row,
+    interval_value,
+    metric_value,
+)
+from pytest_gta.results.io import dump_comparison, load_report, parse_comparison
 from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, XDIST, GtaRun
 from tests.oracle_server import OracleServer
 from tests.test_gates import sampled_wrong, sampling, write_predictions
+from tests.test_results_schema import assert_valid_comparison, assert_valid_report
 from tests.test_shard import SCRIPT as MIXED_SCRIPT
 
 #: A second scripted model: right on the first query step by step only, a wrong reading end to
@@ -76,8 +88,16 @@ def run_in_process(pytester: pytest.Pytester, *args: str, report: str) -> GtaRun
 
 
 def _load(path: Path, label: str) -> RunInput:
-    loaded = load_report(path, label)
-    return RunInput(label, (str(path),), loaded.data, tuple(loaded.records))
+    return RunInput(label, (str(path),), load_report(path, label).report)
+
+
+def _written(comparison: Comparison) -> Comparison:
+    """The comparison as its ``--gta-report`` file has it, checked against the schema."""
+    data = json.loads(dump_comparison(comparison))  # strict JSON, as --gta-report writes it
+    assert_valid_comparison(data)
+    again = parse_comparison("cmp.json", data)
+    assert dump_comparison(again) == dump_comparison(comparison)
+    return again
 
 
 @pytest.fixture(scope="module")
@@ -104,12 +124,13 @@ def sample_runs(pytester: pytest.Pytester, sample_dataset: Any, report_dir: Path
                 pytester, SAMPLE_DATA, FAST_SIM, *argv[label], report=f"{label}.json"
             )
             assert run.report["cases"], run.output[-2000:]
+            assert_valid_report(run.report)
             shutil.copy(run.report_path, report_dir / f"{label}.json")
     return [_load(report_dir / f"{label}.json", label) for label in LABELS]
 
 
-def _passed(cases: list[dict[str, Any]], mode: str, qid: str) -> list[bool]:
-    return [c["outcome"] == "passed" for c in cases if c["mode"] == mode and c["query_id"] == qid]
+def _passed(cases: list[CaseResult], mode: str, qid: str) -> list[bool]:
+    return [c.outcome == "passed" for c in cases if c.mode == mode and c.query_id == qid]
 
 
 # -- the sample runs side by side --------------------------------------------------------------
@@ -118,56 +139,60 @@ def _passed(cases: list[dict[str, Any]], mode: str, qid: str) -> list[bool]:
 def test_every_run_shows_its_own_reports_numbers(sample_runs, sample_dataset):
     given = "settings.max_turns differs: 10 (oracle) vs 5 (mixed)"
     comparison = build_comparison(sample_runs, sample_dataset, samples=SAMPLES, notes=[given])
-    assert comparison["schema"] == COMPARISON_SCHEMA
-    assert comparison["notes"][0] == given
+    assert comparison.schema_ == COMPARISON_SCHEMA
+    assert comparison.notes[0] == given
     assert f"note: {given}" in render_text(comparison)
-    assert comparison["reference"] == "oracle"
-    assert [r["label"] for r in comparison["runs"]] == list(LABELS)
-    for run, entry in zip(sample_runs, comparison["runs"], strict=True):
+    assert comparison.reference == "oracle"
+    assert [r.label for r in comparison.runs] == list(LABELS)
+    for run, entry in zip(sample_runs, comparison.runs, strict=True):
         report = run.report
-        assert entry["metrics"] == report["metrics"]
-        assert entry["metrics_ci"] == report["metrics_ci"]
-        assert entry["pass_rate"] == report["pass_rate"]
-        assert entry["errors"] == report["errors"]
-        assert entry["tool_calls"] == report["tool_calls"]
-        assert entry["outcomes"] == report["outcomes"]
-        assert entry["cases"] == len(report["cases"])
-        assert entry["modes"] == list(report["metrics"])
-        assert entry["identity"] == identity_of(report)
-        assert entry["model"] == report["model"]
-        for mode, table in comparison["tables"]["table4"].items():
-            rows = [row for row in table["rows"] if row["label"] == run.label]
-            if mode not in report["metrics"]:
+        assert entry.metrics == report.metrics
+        assert entry.metrics_ci == report.metrics_ci
+        assert entry.pass_rate == report.pass_rate
+        assert entry.errors == report.errors
+        assert entry.tool_calls == report.tool_calls
+        assert entry.outcomes == report.outcomes
+        assert entry.cases == len(report.cases)
+        assert entry.modes == report.metrics.modes()
+        assert entry.identity == report.identity
+        assert entry.model == report.model
+        for mode, table in comparison.tables.table4.items():
+            rows = [row for row in table.rows if row.label == run.label]
+            if mode not in report.metrics:
                 assert rows == []
                 continue
             (row,) = rows
-            assert row["kind"] == "run"
-            for metric, value in row["values"].items():
-                assert value == report["metrics"][mode][metric]
-                ci = report["metrics_ci"][mode][metric]
-                assert row["ci"][metric] == [ci["low"], ci["high"]]
-        for row in comparison["tables"]["table5"]["rows"]:
-            if row["label"] == run.label:
-                counts = report["errors"][row["mode"]]
-                assert row["errored_calls"] == sum(counts.values())
-    mixed = comparison["runs"][1]
-    assert mixed["outcomes"]["error"] > 0  # the script's unreachable endpoint
-    assert comparison["runs"][3]["modes"] == ["e2e"]
-    assert any("predictions did not run the step mode" in n for n in comparison["notes"])
-    step_rows = comparison["tables"]["table4"]["step"]["rows"]
-    assert [r["label"] for r in step_rows] == ["oracle", "mixed", "terse"]
-    json.dumps(comparison, allow_nan=False)  # strict JSON, as --gta-report writes it
+            assert row.kind == "run"
+            for metric, value in row.values.items():
+                assert value == metric_value(report.metrics.get(mode), metric)
+                ci = interval_value(report.metrics_ci.get(mode), metric)
+                assert ci is not None
+                assert row.ci[metric] == (ci.low, ci.high)
+        for row5 in comparison.tables.table5.rows:
+            if row5.label == run.label:
+                counts = report.errors.get(row5.mode)
+                assert counts is not None
+                assert row5.errored_calls == counts.format + counts.args + counts.other
+    mixed = comparison.runs[1]
+    assert mixed.outcomes.error > 0  # the script's unreachable endpoint
+    assert comparison.runs[3].modes == ["e2e"]
+    assert any("predictions did not run the step mode" in n for n in comparison.notes)
+    step = comparison.tables.table4.step
+    assert step is not None
+    assert [r.label for r in step.rows] == ["oracle", "mixed", "terse"]
+    assert _written(comparison) == comparison
 
 
 def test_the_best_value_per_column_is_marked_ties_included(sample_runs, sample_dataset):
     comparison = build_comparison(sample_runs, sample_dataset, samples=SAMPLES)
-    e2e = comparison["tables"]["table4"]["e2e"]
-    for column in e2e["columns"]:
-        shown = {r["label"]: round(r["values"][column], 2) for r in e2e["rows"]}
+    e2e = comparison.tables.table4.e2e
+    assert e2e is not None
+    for column in e2e.columns:
+        shown = {r.label: round(r.values[column] or 0.0, 2) for r in e2e.rows}
         top = max(shown.values())
-        assert e2e["best"][column] == [label for label, v in shown.items() if v == top]
+        assert e2e.best[column] == [label for label, v in shown.items() if v == top]
     # The oracle and the perfect prediction file tie on the tool-call F1s: both marked.
-    assert e2e["best"]["p_f1"] == ["oracle", "predictions"]
+    assert e2e.best["p_f1"] == ["oracle", "predictions"]
     text = "\n".join(render_text(comparison))
     oracle_line = next(line for line in text.splitlines() if line.startswith("oracle "))
     assert "100.00*" in oracle_line
@@ -177,14 +202,18 @@ def test_the_best_value_per_column_is_marked_ties_included(sample_runs, sample_d
     assert "| oracle | **100.00** |" in markdown
 
 
+def _row(label: str, values: dict[str, float | None]) -> Table4Row:
+    return Table4Row(label=label, kind="run", board=None, model="m", values=values, ci={})
+
+
 def test_best_of_marks_ties_at_the_shown_precision():
     rows = [
-        {"label": "a", "values": {"x": 50.004, "y": None}},
-        {"label": "b", "values": {"x": 49.996, "y": 3.0}},
-        {"label": "c", "values": {"x": 12.0, "y": 2.0}},
+        _row("a", {"x": 50.004, "y": None}),
+        _row("b", {"x": 49.996, "y": 3.0}),
+        _row("c", {"x": 12.0, "y": 2.0}),
     ]
     assert best_of(rows, ["x", "y"]) == {"x": ["a", "b"], "y": ["b"]}
-    assert best_of([{"label": "a", "values": {"x": None}}], ["x"]) == {"x": []}
+    assert best_of([_row("a", {"x": None})], ["x"]) == {"x": []}
 
 
 def test_leaderboard_rows_of_a_board_and_of_a_model(sample_runs, sample_dataset):
@@ -194,31 +223,34 @@ def test_leaderboard_rows_of_a_board_and_of_a_model(sample_runs, sample_dataset)
     board = leaderboard_boards()["2026-02"]
     gpt4o = leaderboard_rows()["gpt-4o"]
     expected = [(m, "2026-02") for m in board] + [("gpt-4o", gpt4o["board"])]
-    assert [(r["model"], r["board"]) for r in comparison["leaderboard"]] == expected
+    assert [(r.model, r.board) for r in comparison.leaderboard] == expected
     assert gpt4o["board"] == "2025-03"  # the newest board that has it
-    for mode, table in comparison["tables"]["table4"].items():
-        published = [r for r in table["rows"] if r["kind"] == "leaderboard"]
-        assert [(r["model"], r["board"]) for r in published] == expected
-        assert table["rows"][: -len(published)] == [r for r in table["rows"] if r["kind"] == "run"]
+    for mode, table in comparison.tables.table4.items():
+        published = [r for r in table.rows if r.kind == "leaderboard"]
+        assert [(r.model, r.board) for r in published] == expected
+        assert table.rows[: -len(published)] == [r for r in table.rows if r.kind == "run"]
         for row in published:
-            source = board[row["model"]] if row["board"] == "2026-02" else gpt4o
-            assert row["ci"] == {}
-            for column in table["columns"]:
-                assert row["values"][column] == float(source[column])
+            source = board[row.model] if row.board == "2026-02" else gpt4o
+            assert row.ci == {}
+            for column in table.columns:
+                assert row.values[column] == float(source[column])
         assert mode in ("step", "e2e")
     # Over runs and published rows: the perfect runs on the sample beat every published AnsAcc.
-    assert comparison["tables"]["table4"]["e2e"]["best"]["ans_acc"] == ["oracle", "predictions"]
+    e2e = comparison.tables.table4.e2e
+    assert e2e is not None
+    assert e2e.best["ans_acc"] == ["oracle", "predictions"]
     text = render_text(comparison)
     assert any(line.startswith("gpt-4o (published 2025-03) ") for line in text)
-    assert any("published rows are over all 229 GTA queries" in n for n in comparison["notes"])
+    assert any("published rows are over all 229 GTA queries" in n for n in comparison.notes)
+    _written(comparison)
 
 
 def test_leaderboard_names_mix_and_repeat():
     rows = leaderboard_selection(["gpt-4o", " GPT-4O ", "2025-03"])
-    assert rows[0]["model"] == "gpt-4o"
-    assert [(r["model"], r["board"]) for r in rows].count(("gpt-4o", "2025-03")) == 1
+    assert rows[0].model == "gpt-4o"
+    assert [(r.model, r.board) for r in rows].count(("gpt-4o", "2025-03")) == 1
     assert len(rows) == len(leaderboard_boards()["2025-03"])
-    assert tuple(rows[0]["values"]) == LEADERBOARD_METRICS
+    assert tuple(rows[0].values) == LEADERBOARD_METRICS
 
 
 def test_an_unknown_leaderboard_name_lists_the_boards_and_close_models():
@@ -235,21 +267,26 @@ def test_paired_tests_are_compares_own(sample_runs, sample_dataset):
     comparison = build_comparison(
         sample_runs, sample_dataset, reference="terse", samples=SAMPLES, level=0.9
     )
-    paired = comparison["paired"]
-    assert paired["reference"] == comparison["reference"] == "terse"
-    assert list(paired["runs"]) == ["oracle", "mixed", "predictions"]
-    terse = sample_runs[2]
-    baseline = Baseline("terse", terse.records, terse.report)
+    paired = comparison.paired
+    assert paired.reference == comparison.reference == "terse"
+    assert list(paired.runs) == ["oracle", "mixed", "predictions"]
+    # The paired tests equal --gta-baseline's, on the reports as its reader reads them.
+    terse = load_baseline(sample_runs[2].sources[0], "terse")
     for run in sample_runs:
         if run.label == "terse":
             continue
+        cases = load_report(Path(run.sources[0]), run.label).cases
         direct = compare(
-            ordered(run.records, sample_dataset), baseline, sample_dataset, level=0.9, samples=200
+            ordered(cases, sample_dataset), terse, sample_dataset, level=0.9, samples=200
         )
-        assert paired["runs"][run.label] == direct
+        assert paired.runs[run.label] == direct
     # The step-less prediction file is compared on the mode both runs have.
-    assert list(paired["runs"]["predictions"]["metrics"]) == ["e2e"]
-    assert paired["runs"]["oracle"]["metrics"]["e2e"]["ans_acc"]["difference"] > 0
+    assert paired.runs["predictions"].metrics.modes() == ["e2e"]
+    e2e = paired.runs["oracle"].metrics.e2e
+    assert e2e is not None
+    difference = e2e["ans_acc"].difference
+    assert difference is not None
+    assert difference > 0
     text = "\n".join(render_text(comparison))
     assert "Paired tests against terse, end-to-end mode" in text
 
@@ -265,65 +302,62 @@ def test_an_unknown_reference_names_the_option_and_the_labels(sample_runs, sampl
 
 def test_the_matrix_flips_exactly_where_outcomes_differ(sample_runs, sample_dataset):
     comparison = build_comparison(sample_runs, sample_dataset, samples=SAMPLES)
-    matrix = comparison["matrix"]
-    assert matrix["runs"] == list(LABELS)
-    cases = {run.label: run.report["cases"] for run in sample_runs}
-    keys = [(q["mode"], q["query_id"]) for q in matrix["queries"]]
+    matrix = comparison.matrix
+    assert matrix.runs == list(LABELS)
+    cases = {run.label: run.report.cases for run in sample_runs}
+    keys = [(q.mode, q.query_id) for q in matrix.queries]
     expected_keys = [(m, q.qid) for m in ("step", "e2e") for q in sample_dataset]
     assert keys == expected_keys
     flips = 0
-    for query in matrix["queries"]:
-        mode, qid = query["mode"], query["query_id"]
+    for query in matrix.queries:
+        mode, qid = query.mode, query.query_id
         outcomes = {label: _passed(cases[label], mode, qid) for label in LABELS}
         having = {label: o for label, o in outcomes.items() if o}
-        assert query["flip"] == (len({tuple(o) for o in having.values()}) > 1)
-        flips += query["flip"]
-        assert query["type"] == sample_dataset[qid].type
-        assert set(query["categories"]) == set(sample_dataset[qid].categories)
+        assert query.flip == (len({tuple(o) for o in having.values()}) > 1)
+        flips += query.flip
+        assert query.type == sample_dataset[qid].type
+        assert set(query.categories) == set(sample_dataset[qid].categories)
         for label in LABELS:
-            cell = query["cells"][label]
-            assert cell["passed"] == sum(outcomes[label])
-            assert cell["epochs"] == len(outcomes[label])
+            cell = query.cells[label]
+            assert cell.passed == sum(outcomes[label])
+            assert cell.epochs == len(outcomes[label])
             if not outcomes[label]:
-                assert cell["outcome"] is None
-        for label, verdict in query["versus_reference"].items():
+                assert cell.outcome is None
+        for label, verdict in query.versus_reference.items():
             now, before = outcomes[label][0], outcomes["oracle"][0]
             assert verdict == ("same" if now == before else "fixed" if now else "regressed")
-        assert "predictions" not in query["versus_reference"] or mode == "e2e"
+        assert "predictions" not in query.versus_reference or mode == "e2e"
     # The two scripted models differ on the first query end to end (one answers it right).
-    first = next(q for q in matrix["queries"] if (q["mode"], q["query_id"]) == ("e2e", "0"))
-    assert first["cells"]["mixed"]["outcome"] == "passed"
-    assert first["cells"]["terse"]["outcome"] == "failed"
-    assert first["flip"]
+    first = next(q for q in matrix.queries if (q.mode, q.query_id) == ("e2e", "0"))
+    assert first.cells["mixed"].outcome == "passed"
+    assert first.cells["terse"].outcome == "failed"
+    assert first.flip
     assert flips > 1
-    for group in matrix["groups"]:
+    for group in matrix.groups:
         members = [
             q
-            for q in matrix["queries"]
-            if q["mode"] == group["mode"]
-            and (
-                q["type"] == group["name"]
-                if group["by"] == "type"
-                else group["name"] in q["categories"]
-            )
+            for q in matrix.queries
+            if q.mode == group.mode
+            and (q.type == group.name if group.by == "type" else group.name in q.categories)
         ]
-        assert group["queries"] == len(members)
+        assert group.queries == len(members)
         for label in LABELS:
-            assert group["passed"][label] == sum(q["cells"][label]["passed"] for q in members)
+            assert group.passed[label] == sum(q.cells[label].passed for q in members)
     markdown = render_markdown(comparison)
     assert "### end-to-end mode, objective queries" in markdown
-    flipped = next(q for q in matrix["queries"] if q["flip"])
-    assert f"| **{flipped['query_id']}** |" in markdown
+    flipped = next(q for q in matrix.queries if q.flip)
+    assert f"| **{flipped.query_id}** |" in markdown
+    assert render_markdown(_written(comparison)) == markdown
 
 
 def test_reliability_of_single_epoch_runs_is_the_pass_rate(sample_runs, sample_dataset):
     comparison = build_comparison(sample_runs, sample_dataset, samples=SAMPLES)
-    for run, entry in zip(sample_runs, comparison["runs"], strict=True):
-        for mode, values in entry["reliability"].items():
-            assert values["k"] == [1]
-            assert values["pass_hat_k"]["1"] == pytest.approx(run.report["pass_rate"][mode])
-            assert values["pass_at_k"]["1"] == pytest.approx(run.report["pass_rate"][mode])
-            assert values["flaky"] == []
+    for run, entry in zip(sample_runs, comparison.runs, strict=True):
+        for mode, values in entry.reliability.items():
+            assert values.k == [1]
+            assert values.pass_hat_k["1"] == pytest.approx(run.report.pass_rate.get(mode))
+            assert values.pass_at_k["1"] == pytest.approx(run.report.pass_rate.get(mode))
+            assert values.flaky == []
 
 
 def test_reliability_over_epochs_of_a_sampling_model(
@@ -340,30 +374,36 @@ def test_reliability_over_epochs_of_a_sampling_model(
             FAST_SIM,
             report="epochs.json",
         )
+    assert_valid_report(run.report)
     sampled = _load(run.report_path, "sampled")
     comparison = build_comparison([sample_runs[0], sampled], sample_dataset, samples=SAMPLES)
-    entry = comparison["runs"][1]
-    values = entry["reliability"]["e2e"]
-    assert entry["epochs"] == values["epochs"] == 3
-    assert values["k"] == [1, 2, 3]
-    tables = {qid: _passed(run.report["cases"], "e2e", qid) for qid in ("0", "1", "4", "7")}
+    entry = comparison.runs[1]
+    values = entry.reliability.e2e
+    assert values is not None
+    assert entry.epochs == values.epochs == 3
+    assert values.k == [1, 2, 3]
+    tables = {qid: _passed(sampled.report.cases, "e2e", qid) for qid in ("0", "1", "4", "7")}
     # seeds 6, 7, 8: query 1 is wrong at 7, query 4 at 8
-    assert values["flaky"] == ["1", "4"]
+    assert values.flaky == ["1", "4"]
     for k in (1, 2, 3):
-        assert values["pass_hat_k"][str(k)] == pytest.approx(_by_subsets(tables, k, all))
-        assert values["pass_at_k"][str(k)] == pytest.approx(_by_subsets(tables, k, any))
-    assert values["pass_hat_k"]["1"] == pytest.approx(sampled.report["pass_rate"]["e2e"])
+        assert values.pass_hat_k[str(k)] == pytest.approx(_by_subsets(tables, k, all))
+        assert values.pass_at_k[str(k)] == pytest.approx(_by_subsets(tables, k, any))
+    assert values.pass_hat_k["1"] == pytest.approx(sampled.report.pass_rate.e2e)
     # The run scored 4 of the oracle's 17 queries: the paired test is over those 4.
-    assert comparison["paired"]["runs"]["sampled"]["cases"]["e2e"]["matched"] == 4
-    assert any("scored different e2e queries" in n for n in comparison["notes"])
+    matched = comparison.paired.runs["sampled"].cases.e2e
+    assert matched is not None
+    assert matched.matched == 4
+    assert any("scored different e2e queries" in n for n in comparison.notes)
     # A served model with prices has a cost; the oracle has none and is left off that front.
-    cost = entry["cost"]
-    usage = sampled.report["usage"]
-    assert cost["cost_usd"] == usage["cost_usd"] > 0
-    assert cost["input_tokens"] == usage["input_tokens"]
-    assert cost["cost_per_case"] == pytest.approx(usage["cost_usd"] / 12)
-    assert comparison["front"]["cost"]["front"] == ["sampled"]
-    assert "oracle" in comparison["front"]["cost"]["left_out"]
+    cost = entry.cost
+    usage = sampled.report.usage
+    assert usage.cost_usd is not None
+    assert cost.cost_usd == usage.cost_usd > 0
+    assert cost.input_tokens == usage.input_tokens
+    assert cost.cost_per_case == pytest.approx(usage.cost_usd / 12)
+    assert comparison.front.cost.front == ["sampled"]
+    assert "oracle" in comparison.front.cost.left_out
+    _written(comparison)
     text = "\n".join(render_text(comparison))
     assert "pass^3" in text
     assert "flaky (sampled, e2e): 1, 4" in text
@@ -385,27 +425,52 @@ OUTCOME_TABLES = st.lists(
 )
 
 
+def _case(qid: str, epoch: int, outcome: str, mode: str = "e2e") -> CaseResult:
+    """A case as a report holds it, with what reliability reads: mode, query, outcome."""
+    return CaseResult.model_validate(
+        {
+            "id": f"{mode}-{qid}@epoch{epoch}",
+            "query_id": qid,
+            "mode": mode,
+            "epoch": epoch,
+            "type": "objective",
+            "outcome": outcome,
+            "score": 0.0,
+            "message": "",
+            "nodeid": f"test[{qid}@{epoch}]",
+            "steps": [],
+            "replies": [],
+            "backends": {},
+            "duration": None,
+            "properties": {},
+            "primitives": None,
+            "images": {},
+        }
+    )
+
+
 @given(OUTCOME_TABLES, st.booleans())
 def test_pass_hat_k_and_pass_at_k_equal_their_definition(table, ragged):
     epochs = max(len(row) for row in table)
-    records = [
-        CaseRecord("e2e", str(q), f"test[{q}@{e}]", outcome=outcome, epoch=e)
+    cases = [
+        _case(str(q), e, outcome)
         for q, row in enumerate(table)
         for e, outcome in enumerate(row if ragged else (row * epochs)[:epochs])
     ]
     notes: list[str] = []
-    values = reliability_of("run", records, ["e2e"], {"epochs": epochs}, notes)["e2e"]
+    values = reliability_of("run", cases, ["e2e"], epochs, notes).e2e
+    assert values is not None
     passed = {
         str(q): [o == "passed" for o in (row if ragged else (row * epochs)[:epochs])]
         for q, row in enumerate(table)
     }
-    assert values["k"] == list(range(1, epochs + 1))
-    for k in values["k"]:
+    assert values.k == list(range(1, epochs + 1))
+    for k in values.k:
         having = {q: o for q, o in passed.items() if len(o) >= k}
-        for key, combine in (("pass_hat_k", all), ("pass_at_k", any)):
+        for chances, combine in ((values.pass_hat_k, all), (values.pass_at_k, any)):
             expected = _by_subsets(having, k, combine) if having else None
-            assert values[key][str(k)] == pytest.approx(expected)
-    assert values["flaky"] == [q for q, o in passed.items() if any(o) and not all(o)]
+            assert chances[str(k)] == pytest.approx(expected)
+    assert values.flaky == [q for q, o in passed.items() if any(o) and not all(o)]
     short = ragged and any(len(row) < epochs for row in table)
     assert bool(notes) == short
     # The formulas are the ones tau-bench and Codex write.
@@ -429,70 +494,75 @@ def test_pareto_keeps_the_points_nothing_beats():
     assert pareto([]) == []
 
 
-def _entry(label: str, modes: list[str], cost: dict[str, Any], ans: float | None) -> dict:
-    return {
-        "label": label,
-        "modes": modes,
-        "cost": cost,
-        "metrics": {"e2e": {"ans_acc": ans}} if "e2e" in modes else {"step": {}},
-    }
+def _candidate(label: str, modes: list[str], per_case: float | None, ans: float | None):
+    cost = RunCost(
+        cases=1,
+        input_tokens=0,
+        output_tokens=0,
+        tokens_per_case=0.0,
+        cost_usd=per_case,
+        cost_per_case=per_case,
+        wall_s=None,
+        wall_per_case_s=None,
+        model_s=None,
+        model_per_case_s=None,
+    )
+    return Candidate(label, modes, cost, ans if "e2e" in modes else None)
 
 
 def test_fronts_leave_out_runs_without_the_numbers_and_say_why():
-    entries = [
-        _entry("a", ["e2e"], {"cost_per_case": 0.01}, 30.0),
-        _entry("b", ["e2e"], {"cost_per_case": 0.02}, 50.0),
-        _entry("c", ["e2e"], {"cost_per_case": 0.03}, 45.0),
-        _entry("no-price", ["e2e"], {"cost_per_case": None}, 99.0),
-        _entry("step-only", ["step"], {"cost_per_case": 0.0}, None),
+    candidates = [
+        _candidate("a", ["e2e"], 0.01, 30.0),
+        _candidate("b", ["e2e"], 0.02, 50.0),
+        _candidate("c", ["e2e"], 0.03, 45.0),
+        _candidate("no-price", ["e2e"], None, 99.0),
+        _candidate("step-only", ["step"], 0.0, None),
     ]
-    result = front(entries, "cost_per_case")
-    assert result["x"] == "cost_per_case"
-    assert [p["label"] for p in result["points"]] == ["a", "b", "c"]
-    assert result["front"] == ["a", "b"]
-    assert "--gta-price" in result["left_out"]["no-price"]
-    assert "end-to-end" in result["left_out"]["step-only"]
+    result = front(candidates, "cost_per_case")
+    assert result.x == "cost_per_case"
+    assert [p.label for p in result.points] == ["a", "b", "c"]
+    assert result.front == ["a", "b"]
+    assert "--gta-price" in result.left_out["no-price"]
+    assert "end-to-end" in result.left_out["step-only"]
+    assert "no case durations" in front(candidates, "wall_per_case_s").left_out["a"]
 
 
 def test_cost_and_time_come_from_the_report(sample_runs, sample_dataset):
     comparison = build_comparison(sample_runs, sample_dataset, samples=SAMPLES)
-    for run, entry in zip(sample_runs, comparison["runs"], strict=True):
-        cost = entry["cost"]
-        ran = [c for c in run.report["cases"] if c["outcome"] != "skipped"]
-        assert cost["cases"] == len(ran)
-        assert cost["wall_s"] == run.report["duration_s"]
-        assert cost["wall_per_case_s"] == pytest.approx(run.report["duration_s"] / len(ran))
-        assert cost["cost_usd"] is None  # no prices for these models
-    time_front = comparison["front"]["time"]
-    assert set(time_front["front"]) <= {"oracle", "mixed", "terse", "predictions"}
-    assert time_front["front"]
-    best = max(time_front["points"], key=lambda p: (p["ans_acc"], -p["x"]))
-    assert best["label"] in time_front["front"]
+    for run, entry in zip(sample_runs, comparison.runs, strict=True):
+        cost = entry.cost
+        ran = [c for c in run.report.cases if c.outcome != "skipped"]
+        duration = run.report.duration_s
+        assert duration is not None
+        assert cost.cases == len(ran)
+        assert cost.wall_s == duration
+        assert cost.wall_per_case_s == pytest.approx(duration / len(ran))
+        assert cost.cost_usd is None  # no prices for these models
+    time_front = comparison.front.time
+    assert set(time_front.front) <= {"oracle", "mixed", "terse", "predictions"}
+    assert time_front.front
+    best = max(time_front.points, key=lambda p: (p.ans_acc, -p.x))
+    assert best.label in time_front.front
 
 
 def test_model_time_is_the_reports_or_the_cases_sum(sample_runs, sample_dataset):
-    oracle = sample_runs[0]
-    usage = {k: v for k, v in oracle.report["usage"].items() if k != "model_s"}
-    older = dict(oracle.report, usage=usage)  # a report from before usage.model_s
-    records = tuple(
-        CaseRecord(r.mode, r.qid, r.nodeid, r.outcome, {**r.properties, "gta_model_s": 0.5})
-        for r in oracle.records
-    )
-    untimed = tuple(
-        CaseRecord(r.mode, r.qid, r.nodeid, r.outcome, {"gta_score": 1.0}) for r in oracle.records
-    )
+    oracle = sample_runs[0].report
+    older = oracle.usage.model_copy(update={"model_s": MISSING})  # from before usage.model_s
+    timed = [c.model_copy(update={"model_s": 0.5}) for c in oracle.cases]
+    untimed = [c.model_copy(update={"model_s": None}) for c in oracle.cases]
+    given = oracle.usage.model_copy(update={"model_s": 3.0})
     runs = [
-        RunInput("timed", (), older, records),  # type: ignore[arg-type]
-        RunInput("untimed", (), older, untimed),  # type: ignore[arg-type]
-        RunInput("given", (), dict(oracle.report, usage={**usage, "model_s": 3.0}), records),  # type: ignore[arg-type]
+        RunInput("timed", (), oracle.model_copy(update={"usage": older, "cases": timed})),
+        RunInput("untimed", (), oracle.model_copy(update={"usage": older, "cases": untimed})),
+        RunInput("given", (), oracle.model_copy(update={"usage": given, "cases": timed})),
     ]
-    entries = build_comparison(runs, sample_dataset, samples=SAMPLES)["runs"]
-    assert entries[0]["cost"]["model_s"] == pytest.approx(0.5 * len(records))
-    assert entries[0]["cost"]["model_per_case_s"] == pytest.approx(0.5)
-    assert entries[1]["cost"]["model_s"] is None
-    assert entries[1]["cost"]["model_per_case_s"] is None
-    assert entries[2]["cost"]["model_s"] == 3.0
-    assert entries[2]["cost"]["model_per_case_s"] == pytest.approx(3.0 / len(records))
+    entries = build_comparison(runs, sample_dataset, samples=SAMPLES).runs
+    assert entries[0].cost.model_s == pytest.approx(0.5 * len(timed))
+    assert entries[0].cost.model_per_case_s == pytest.approx(0.5)
+    assert entries[1].cost.model_s is None
+    assert entries[1].cost.model_per_case_s is None
+    assert entries[2].cost.model_s == 3.0
+    assert entries[2].cost.model_per_case_s == pytest.approx(3.0 / len(timed))
 
 
 def test_labels_must_be_unique(sample_runs, sample_dataset):
@@ -517,24 +587,30 @@ def test_the_oracle_on_the_release_against_itself_in_both_modes(
         *XDIST,
         report="gta.json",
     )
+    assert_valid_report(run.report)
     first = _load(run.report_path, "first")
-    second = RunInput("second", first.sources, first.report, first.records)
+    second = RunInput("second", first.sources, first.report)
     comparison = build_comparison([first, second], dataset, leaderboard=["2026-02"], samples=200)
-    assert len(first.report["cases"]) == 458
-    for entry in comparison["runs"]:
-        assert entry["metrics"] == first.report["metrics"]
-    assert not any(q["flip"] for q in comparison["matrix"]["queries"])
+    assert len(first.report.cases) == 458
+    for entry in comparison.runs:
+        assert entry.metrics == first.report.metrics
+    assert not any(q.flip for q in comparison.matrix.queries)
     for mode in ("step", "e2e"):
-        assert comparison["paired"]["runs"]["second"]["cases"][mode]["matched"] == 229
-    assert not any("published rows" in n for n in comparison["notes"])
+        matched = comparison.paired.runs["second"].cases.get(mode)
+        assert matched is not None
+        assert matched.matched == 229
+    assert not any("published rows" in n for n in comparison.notes)
+    _written(comparison)
 
 
 def test_a_merged_run_times_its_cases_by_their_own_durations(sample_runs, sample_dataset):
     """A merged report has no session wall time: its cases' own durations stand in."""
     run = sample_runs[0]
-    merged = {k: v for k, v in run.report.items() if k != "duration_s"}
-    single = RunInput("merged", run.sources, merged, run.records)  # type: ignore[arg-type]
-    cost = build_comparison([single], sample_dataset, samples=SAMPLES)["runs"][0]["cost"]
-    durations = [c["duration"] for c in run.report["cases"] if c["outcome"] != "skipped"]
-    assert cost["wall_s"] is None
-    assert cost["wall_per_case_s"] == pytest.approx(sum(durations) / len(durations))
+    merged = run.report.model_copy(update={"duration_s": None})
+    single = RunInput("merged", run.sources, merged)
+    cost = build_comparison([single], sample_dataset, samples=SAMPLES).runs[0].cost
+    durations = [
+        c.duration for c in run.report.cases if c.outcome != "skipped" and c.duration is not None
+    ]
+    assert cost.wall_s is None
+    assert cost.wall_per_case_s == pytest.approx(sum(durations) / len(durations))

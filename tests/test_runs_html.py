@@ -5,8 +5,9 @@ on both modes with its own HTML report, a mock model that knows nothing, an Open
 prediction file on end-to-end mode, and a real OpenAI-compatible server sampled three epochs
 with some queries wrong at some seeds, priced), put side by side by
 :func:`pytest_gta.report.runs.build_comparison`. The page is parsed back for its structure; a
-Hypothesis test feeds it perturbed comparisons (keys dropped, values of the wrong type); and
-headless Chromium renders it with a logging proxy that sees every request.
+Hypothesis test feeds it perturbed comparisons (keys dropped, values of the wrong type) through
+the comparison's reader, which refuses them with a usage error or lets them through to a page;
+and headless Chromium renders it with a logging proxy that sees every request.
 """
 
 from __future__ import annotations
@@ -26,15 +27,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FAST_SIM
+from pytest_gta.errors import GtaUsageError
 from pytest_gta.report.runs import RunInput, build_comparison
 from pytest_gta.report.runs_html import href, render_comparison_html
-from pytest_gta.report.schema import load_report
 from pytest_gta.report.svg import Curve, Estimate, Spot, curves, interval_dots, scatter
+from pytest_gta.results.comparison import Comparison
+from pytest_gta.results.io import load_report, parse_comparison
 from pytest_gta.vocabulary import QUERY_TYPES
 from tests.browser import serve_directory
 from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, gta_process
 from tests.oracle_server import OracleServer
 from tests.test_gates import sampled_wrong, sampling, write_predictions
+from tests.test_results_schema import assert_valid_comparison
 from tests.test_svg import parse
 
 HOSTILE = '<script>alert("x")</script> & "q"'
@@ -88,23 +92,37 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory, sample_dataset: Any) -> P
     return where
 
 
-def comparison_of(where: Path, dataset: Any, **kwargs: Any) -> dict[str, Any]:
+def comparison_of(where: Path, dataset: Any, **kwargs: Any) -> Comparison:
     files = ("oracle.json", "mock.json", "good.json", "sampled.json")
     inputs = []
     for label, name in zip(LABELS, files, strict=True):
         read = load_report(where / name, name)
         html = "oracle.html" if name == "oracle.json" else None
-        inputs.append(RunInput(label, (name,), read.data, tuple(read.records), html))
+        inputs.append(RunInput(label, (name,), read.report, html))
     return build_comparison(inputs, dataset, samples=200, **kwargs)
 
 
 @pytest.fixture(scope="module")
-def comparison(runs_dir: Path, sample_dataset: Any) -> dict[str, Any]:
+def comparison(runs_dir: Path, sample_dataset: Any) -> Comparison:
     return comparison_of(runs_dir, sample_dataset, leaderboard=["gpt-4o"])
 
 
 @pytest.fixture(scope="module")
-def page(comparison: dict[str, Any], runs_dir: Path) -> str:
+def written(comparison: Comparison) -> dict[str, Any]:
+    """The comparison's JSON, as its ``--gta-report`` file has it (what the edits start from)."""
+    data: dict[str, Any] = comparison.to_json_value()
+    data = json.loads(json.dumps(data, allow_nan=False))
+    assert_valid_comparison(data)
+    return data
+
+
+def page_of(data: Any) -> str:
+    """The page of a comparison's JSON, read by the comparison's reader."""
+    return render_comparison_html(parse_comparison("cmp.json", data))
+
+
+@pytest.fixture(scope="module")
+def page(comparison: Comparison, runs_dir: Path) -> str:
     text = render_comparison_html(comparison)
     (runs_dir / "compare.html").write_text(text, encoding="utf-8")
     return text
@@ -166,48 +184,54 @@ def svgs(text: str) -> list[str]:
 # Structure
 
 
+def _table4(comparison: Comparison, mode: str) -> Any:
+    table = comparison.tables.table4.get(mode)
+    assert table is not None
+    return table
+
+
 def test_every_run_has_its_row_in_table4_and_the_leaderboard_rows_are_published(
-    comparison: dict[str, Any], page: str
+    comparison: Comparison, page: str
 ) -> None:
     tree = Tree(page)
     for mode, title in (("step", "step-by-step"), ("e2e", "end-to-end")):
         table = tree.table(f"Table 4, {title} mode")
         rows = table["rows"][1:]
-        expected = comparison["tables"]["table4"][mode]["rows"]
-        assert [r["attrs"]["data-label"] for r in rows] == [r["label"] for r in expected]
-        having = [r["label"] for r in comparison["runs"] if mode in r["modes"]]
-        assert [r["label"] for r in expected if r["kind"] == "run"] == having
+        expected = _table4(comparison, mode).rows
+        assert [r["attrs"]["data-label"] for r in rows] == [r.label for r in expected]
+        having = [r.label for r in comparison.runs if mode in r.modes]
+        assert [r.label for r in expected if r.kind == "run"] == having
         assert len(having) == (4 if mode == "e2e" else 2)
         for row, want in zip(rows, expected, strict=True):
             published = "published" in row["cells"][0]["text"]
-            assert published == (want["kind"] == "leaderboard")
-            assert row["attrs"]["class"] == want["kind"]
+            assert published == (want.kind == "leaderboard")
+            assert row["attrs"]["class"] == want.kind
             # Every value as the comparison has it (two decimals), the interval beneath.
             for cell, metric in zip(
-                row["cells"][1:], comparison["tables"]["table4"][mode]["columns"], strict=True
+                row["cells"][1:], _table4(comparison, mode).columns, strict=True
             ):
-                value = want["values"].get(metric)
+                value = want.values.get(metric)
                 shown = "n/a" if value is None else f"{value:.2f}"
                 assert cell["text"].startswith(shown)
-                if want["ci"].get(metric):
-                    low, high = want["ci"][metric]
+                if want.ci.get(metric):
+                    low, high = want.ci[metric]
                     assert f"[{low:.2f}, {high:.2f}]" in cell["text"]
     # The step table has no leaderboard row only if the board has no step numbers.
-    assert any(r["kind"] == "leaderboard" for r in comparison["tables"]["table4"]["e2e"]["rows"])
+    assert any(r.kind == "leaderboard" for r in _table4(comparison, "e2e").rows)
 
 
 def test_the_best_cells_are_marked_bold_as_the_comparison_says(
-    comparison: dict[str, Any], page: str
+    comparison: Comparison, page: str
 ) -> None:
     tree = Tree(page)
     marked = 0
     for mode, title in (("step", "step-by-step"), ("e2e", "end-to-end")):
-        data = comparison["tables"]["table4"][mode]
+        data = _table4(comparison, mode)
         table = tree.table(f"Table 4, {title} mode")
         for row in table["rows"][1:]:
             label = row["attrs"]["data-label"]
-            for cell, metric in zip(row["cells"][1:], data["columns"], strict=True):
-                best = label in data["best"].get(metric, [])
+            for cell, metric in zip(row["cells"][1:], data.columns, strict=True):
+                best = label in data.best.get(metric, [])
                 assert ("best" in cell["attrs"].get("class", "")) == best, (label, metric)
                 assert (("b", {}) in cell["html"]) == best
                 marked += best
@@ -215,7 +239,7 @@ def test_the_best_cells_are_marked_bold_as_the_comparison_says(
 
 
 def test_the_matrix_has_one_row_per_query_and_mode(
-    comparison: dict[str, Any], page: str, sample_dataset: Any
+    comparison: Comparison, page: str, sample_dataset: Any
 ) -> None:
     tree = Tree(page)
     matrices = [t for t in tree.tables if t["attrs"].get("class") == "matrix"]
@@ -225,104 +249,108 @@ def test_the_matrix_has_one_row_per_query_and_mode(
         rows = [r for r in table["rows"] if r["attrs"].get("class", "").startswith("q")]
         grouped = [q.qid for t in QUERY_TYPES for q in sample_dataset if q.type == t]
         assert [r["attrs"]["data-q"] for r in rows] == grouped
-        want = {q["query_id"]: q for q in comparison["matrix"]["queries"] if q["mode"] == mode}
+        want = {q.query_id: q for q in comparison.matrix.queries if q.mode == mode}
         for row in rows:
             query = want[row["attrs"]["data-q"]]
-            assert ("flipped" in row["attrs"]["class"]) == query["flip"]
+            assert ("flipped" in row["attrs"]["class"]) == query.flip
             cells = row["cells"][2:]
             assert len(cells) == len(LABELS)
             for cell, label in zip(cells, LABELS, strict=True):
-                got = query["cells"][label]
-                if got["epochs"] == 0:
+                got = query.cells[label]
+                if got.epochs == 0:
                     assert cell["attrs"]["class"].split()[0] == "N"
-                elif got["epochs"] > 1:
-                    assert cell["text"] == f"{got['passed']}/{got['epochs']}"
+                elif got.epochs > 1:
+                    assert cell["text"] == f"{got.passed}/{got.epochs}"
                 else:
-                    assert cell["attrs"]["class"][0] == got["outcome"][0].upper()
-                versus = query["versus_reference"].get(label)
+                    assert got.outcome is not None
+                    assert cell["attrs"]["class"][0] == got.outcome[0].upper()
+                versus = query.versus_reference.get(label)
                 assert ("rg" in cell["attrs"]["class"].split()) == (versus == "regressed")
                 assert ("fx" in cell["attrs"]["class"].split()) == (versus == "fixed")
         # A group row per query type present, before its queries.
         groups = [r for r in table["rows"] if r["attrs"].get("class") == "group"]
         assert len(groups) == len({q.type for q in sample_dataset})
     # The mock fails everything the oracle passes, so queries flip, and some regressed.
-    assert any(q["flip"] for q in comparison["matrix"]["queries"])
+    assert any(q.flip for q in comparison.matrix.queries)
     assert 'class="F rg"' in page
     # The sampled run's epochs: a query with 2 of 3 passed (query 1 is wrong at odd seeds).
     assert ">2/3</td>" in page
 
 
 def test_plots_one_per_metric_with_every_run_and_the_fronts(
-    comparison: dict[str, Any], page: str
+    comparison: Comparison, page: str
 ) -> None:
-    for mode, table in comparison["tables"]["table4"].items():
-        for metric in table["columns"]:
+    for mode, table in comparison.tables.table4.items():
+        for metric in table.columns:
             figure = page[page.index(f'<figure id="plot-{mode}-{metric}">') :]
             chart = parse(figure[figure.index("<svg") : figure.index("</svg>") + 6])
             dots = [e for e in chart.iter() if e.get("class") == "dot"]
             marks = [e for e in chart.iter() if (e.get("class") or "").startswith("mark")]
-            rows = table["rows"]
-            measured = [
-                r for r in rows if r["kind"] == "run" and r["values"].get(metric) is not None
-            ]
+            rows = table.rows
+            measured = [r for r in rows if r.kind == "run" and r.values.get(metric) is not None]
             assert len(dots) == len(measured)
-            assert len(marks) == sum(r["kind"] == "leaderboard" for r in rows)
+            assert len(marks) == sum(r.kind == "leaderboard" for r in rows)
     # Reliability curves: the sampled run has three epochs.
     assert '<figure id="plot-e2e-pass_hat_k">' in page
     assert '<figure id="plot-e2e-pass_at_k">' in page
     # The time front has every e2e run; the cost front only the priced run.
     assert '<figure id="plot-front-time">' in page
-    cost = comparison["front"]["cost"]
-    assert [p["label"] for p in cost["points"]] == ["sampled x3"]
+    cost = comparison.front.cost
+    assert [p.label for p in cost.points] == ["sampled x3"]
     assert '<figure id="plot-front-cost">' in page
-    for label, reason in cost["left_out"].items():
+    for label, reason in cost.left_out.items():
         assert html.escape(f"{label}: left out of the cost front: {reason}") in page
     for chart in svgs(page):
         parse(chart)
 
 
-def test_reliability_lists_flaky_queries_and_pass_k(comparison: dict[str, Any], page: str) -> None:
+def test_reliability_lists_flaky_queries_and_pass_k(comparison: Comparison, page: str) -> None:
     tree = Tree(page)
     table = tree.table("Reliability, end-to-end mode")
-    rel = comparison["runs"][3]["reliability"]["e2e"]
-    assert rel["flaky"] == ["1", "4"]
+    rel = comparison.runs[3].reliability.e2e
+    assert rel is not None
+    assert rel.flaky == ["1", "4"]
     row = next(r for r in table["rows"] if "sampled x3" in r["cells"][0]["text"])
     texts = [c["text"] for c in row["cells"]]
     assert texts[1] == "3"
-    assert texts[2:5] == [f"{rel['pass_hat_k'][k]:.2f}" for k in ("1", "2", "3")]
+    assert texts[2:5] == [f"{rel.pass_hat_k[k]:.2f}" for k in ("1", "2", "3")]
     # Five queries, 1 and 4 passed in 2 of 3 epochs: pass^k = mean C(c,k)/C(3,k).
     assert texts[2:5] == ["86.67", "73.33", "60.00"]
     assert texts[5:8] == ["86.67", "100.00", "100.00"]
-    assert texts[5:8] == [f"{rel['pass_at_k'][k]:.2f}" for k in ("1", "2", "3")]
+    assert texts[5:8] == [f"{rel.pass_at_k[k]:.2f}" for k in ("1", "2", "3")]
     assert texts[8].startswith("2")
     assert "1, 4" in texts[8]
 
 
-def test_paired_tests_against_the_reference(comparison: dict[str, Any], page: str) -> None:
+def test_paired_tests_against_the_reference(comparison: Comparison, page: str) -> None:
     tree = Tree(page)
     table = tree.table("Paired against oracle, end-to-end mode")
-    paired = comparison["paired"]["runs"]
+    paired = comparison.paired.runs
     assert set(paired) == set(LABELS[1:])
     mock = next(r for r in table["rows"][1:] if HOSTILE in r["cells"][0]["text"])
-    ans = paired[HOSTILE]["metrics"]["e2e"]["ans_acc"]
+    e2e = paired[HOSTILE].metrics.e2e
+    assert e2e is not None
+    ans = e2e["ans_acc"]
+    assert ans.difference is not None
+    assert ans.p_value is not None
     headers = [c["text"] for c in table["rows"][0]["cells"]]
     cell = mock["cells"][headers.index("AnsAcc")]
-    assert cell["text"].startswith(f"{ans['difference']:+.2f}")
-    assert f"p={ans['p_value']:.3g}" in cell["text"]
+    assert cell["text"].startswith(f"{ans.difference:+.2f}")
+    assert f"p={ans.p_value:.3g}" in cell["text"]
     # The mock is far worse on 17 queries: significant, and marked so.
-    assert ans["p_value"] < 0.05
+    assert ans.p_value < 0.05
     assert "sig worse" in cell["attrs"]["class"]
     assert "significant" in cell["text"]
 
 
-def test_links_only_where_a_run_has_its_own_report(comparison: dict[str, Any], page: str) -> None:
+def test_links_only_where_a_run_has_its_own_report(comparison: Comparison, page: str) -> None:
     links = [a for t, a in Tree(page).elements if t == "a" and "run-link" in a.get("class", "")]
     assert links
     assert {a["href"] for a in links} == {"oracle.html"}
     # Without any html, no run link at all.
-    bare = copy.deepcopy(comparison)
-    for run in bare["runs"]:
-        run["html"] = None
+    bare = comparison.model_copy(deep=True)
+    for run in bare.runs:
+        run.html = None
     assert 'class="run-link"' not in render_comparison_html(bare)
 
 
@@ -343,15 +371,15 @@ def test_href(target: Any, expected: str | None) -> None:
     assert href(target) == expected
 
 
-def test_labels_and_ids_are_text_never_markup(page: str, comparison: dict[str, Any]) -> None:
+def test_labels_and_ids_are_text_never_markup(page: str, written: dict[str, Any]) -> None:
     assert HOSTILE not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
     assert "<script" not in page
-    hostile = copy.deepcopy(comparison)
+    hostile = copy.deepcopy(written)
     hostile["notes"].append("</style><script>alert(1)</script>")
     hostile["matrix"]["queries"][0]["query_id"] = '"><img src=x onerror=alert(1)>'
     hostile["runs"][0]["html"] = 'x.html" onclick="alert(1)'
-    text = render_comparison_html(hostile)
+    text = page_of(hostile)
     assert "<script" not in text
     assert "<img" not in text
     assert ' onclick="' not in text
@@ -377,19 +405,55 @@ def test_no_external_reference_and_no_script(page: str) -> None:
 # Missing pieces and perturbed comparisons
 
 
-def test_missing_pieces_are_said_not_raised(comparison: dict[str, Any]) -> None:
-    step_only = copy.deepcopy(comparison)
+def _no_front(x: str) -> dict[str, Any]:
+    return {"x": x, "points": [], "front": [], "left_out": {}}
+
+
+def test_missing_pieces_are_said_not_raised(written: dict[str, Any]) -> None:
+    step_only = copy.deepcopy(written)
     del step_only["tables"]["table4"]["e2e"]
     for run in step_only["runs"]:
-        run["reliability"] = {"step": {"epochs": 1, "k": [1], "pass_hat_k": {}, "pass_at_k": {}}}
+        run["reliability"] = {
+            "step": {"epochs": 1, "k": [1], "pass_hat_k": {}, "pass_at_k": {}, "flaky": []}
+        }
         run["cost"]["cost_per_case"] = None
-    step_only["front"] = {}
-    text = render_comparison_html(step_only)
+    step_only["front"] = {"cost": _no_front("cost_per_case"), "time": _no_front("wall_per_case_s")}
+    step_only["matrix"]["queries"][0]["cells"] = {}
+    step_only["paired"]["runs"] = {}
+    text = page_of(step_only)
     assert "No run has end-to-end mode" in text
     assert "Every run has one epoch" in text
     assert "No front to draw" in text
-    assert render_comparison_html({}).startswith("<!DOCTYPE html>")
-    assert "The comparison has no runs." in render_comparison_html({"runs": "nonsense"})
+    assert "No paired tests" in text
+    bare = {**written, "runs": [], "matrix": {"runs": [], "queries": [], "groups": []}}
+    text = page_of(bare)
+    assert "The comparison has no runs." in text
+    assert "No per-query matrix" in text
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({}, "cmp.json: not a pytest-gta comparison (schema None"),
+        ({"schema": "pytest-gta-comparison/2"}, "cmp.json: schema is pytest-gta-comparison/2: "),
+        ({"schema": "pytest-gta-comparison/1", "runs": "nonsense"}, "cmp.json: "),
+    ],
+)
+def test_what_is_not_a_comparison_is_a_usage_error(data: Any, message: str) -> None:
+    with pytest.raises(GtaUsageError) as refusal:
+        page_of(data)
+    assert str(refusal.value).startswith(message)
+
+
+def test_a_bad_field_is_named(written: dict[str, Any]) -> None:
+    broken = copy.deepcopy(written)
+    broken["runs"][1]["cost"]["cases"] = "many"
+    with pytest.raises(GtaUsageError) as refusal:
+        page_of(broken)
+    assert str(refusal.value).startswith("cmp.json: runs[1].cost.cases is 'many': ")
+    broken = {**written, "reference": "nobody"}
+    with pytest.raises(GtaUsageError, match="the reference 'nobody' is not a run's label"):
+        page_of(broken)
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -421,10 +485,10 @@ JUNK = st.one_of(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=st.data())
-def test_perturbed_comparisons_render_without_exception(
-    comparison: dict[str, Any], data: st.DataObject
+def test_perturbed_comparisons_are_refused_or_rendered(
+    written: dict[str, Any], data: st.DataObject
 ) -> None:
-    base = comparison
+    base = written
     paths = [p for p in _paths(base) if p]
     edits = data.draw(st.lists(st.tuples(st.sampled_from(paths), st.booleans(), JUNK), max_size=6))
     broken = copy.deepcopy(base)
@@ -439,7 +503,15 @@ def test_perturbed_comparisons_render_without_exception(
                 parent[path[-1]] = junk
         except (KeyError, IndexError, TypeError):
             continue
-    text = render_comparison_html(broken)
+    try:
+        text = page_of(broken)
+    except GtaUsageError as exc:
+        message = str(exc)
+    else:
+        message = ""
+    if message:
+        assert message.startswith("cmp.json: "), message
+        return
     assert text.startswith("<!DOCTYPE html>")
     assert text.endswith("</html>\n")
     for chart in svgs(text):
@@ -539,10 +611,10 @@ def test_point_charts_always_well_formed(values: list[Any]) -> None:
 # Size and the browser
 
 
-def test_page_size_for_twenty_runs_of_458_cases(comparison: dict[str, Any]) -> None:
+def test_page_size_for_twenty_runs_of_458_cases(written: dict[str, Any]) -> None:
     # 20 runs, every one the shape of the real ones, over 229 queries x 2 modes.
-    big = _scaled(comparison, runs=20, queries=229)
-    text = render_comparison_html(big)
+    big = _scaled(written, runs=20, queries=229)
+    text = page_of(big)
     size = len(text.encode("utf-8"))
     rows = Counter(re.findall(r'<tr class="q[ "]', text))
     assert sum(rows.values()) == 458
@@ -555,6 +627,7 @@ def _scaled(comparison: dict[str, Any], *, runs: int, queries: int) -> dict[str,
     originals = big["runs"]
     labels = [f"{originals[i % len(originals)]['label'][:20]} #{i}" for i in range(runs)]
     big["runs"] = [dict(originals[i % len(originals)], label=labels[i]) for i in range(runs)]
+    big["reference"] = labels[0]
     for table in big["tables"]["table4"].values():
         kept = [r for r in table["rows"] if r["kind"] == "run"][:1]
         table["rows"] = [dict(kept[0], label=label) for label in labels] + [
@@ -581,7 +654,7 @@ def _scaled(comparison: dict[str, Any], *, runs: int, queries: int) -> dict[str,
 
 @pytest.mark.slow
 def test_the_page_renders_in_chromium_with_no_network(
-    chromium: Any, runs_dir: Path, page: str, comparison: dict[str, Any], artifacts_dir: Path
+    chromium: Any, runs_dir: Path, page: str, comparison: Comparison, artifacts_dir: Path
 ) -> None:
     with serve_directory(runs_dir) as server:
         url = server.url("compare.html")
@@ -596,10 +669,10 @@ def test_the_page_renders_in_chromium_with_no_network(
     tree = Tree(result.dom)
     table = tree.table("Table 4, end-to-end mode")
     assert [r["attrs"]["data-label"] for r in table["rows"][1:]] == [
-        r["label"] for r in comparison["tables"]["table4"]["e2e"]["rows"]
+        r.label for r in _table4(comparison, "e2e").rows
     ]
     rows = [a for t, a in tree.elements if t == "tr" and "data-q" in a]
-    assert len(rows) == len(comparison["matrix"]["queries"])
+    assert len(rows) == len(comparison.matrix.queries)
     assert result.dom.count("<svg") >= len(svgs(page)) >= 10
     data = (artifacts_dir / "compare-html.png").read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")

@@ -2,13 +2,14 @@
 
 A model team runs GTA many times (checkpoints, ReAct against native calling, its own agent) and
 sets the runs beside the published leaderboard, as the paper's Table 4 sets one row per model.
-:func:`build_comparison` turns the runs' reports into the ``pytest-gta-comparison/1`` dict
-(docs/compare.md documents it field by field); :mod:`.runs_text` renders it for the terminal
-and as markdown, :mod:`.runs_html` as a page.
+:func:`build_comparison` turns the runs' reports into the ``pytest-gta-comparison/1``
+:class:`~pytest_gta.results.comparison.Comparison` (docs/compare.md documents it field by
+field); :mod:`.runs_text` renders it for the terminal and as markdown, :mod:`.runs_html` as a
+page.
 
 Nothing a run's report already says is computed again: its metrics, intervals, pass rates and
 error counts are copied from the report, so every number of a run here equals the one its own
-report shows. The paired tests against the reference run are :func:`.compare.compare`'s, the
+report shows. The paired tests against the reference run are :func:`.baseline.compare`'s, the
 gates' own statistics. What is new is only what needs several runs or every epoch at once:
 the per-query matrix, reliability over epochs (pass^k, pass@k), and the cost and time fronts.
 """
@@ -17,37 +18,58 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Literal, NamedTuple, TypeVar
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import OPT_COMPARE, OPT_COMPARE_REF, OPT_LEADERBOARD_ROWS, OPT_PRICE
 from pytest_gta.models.catalog import leaderboard_boards, leaderboard_numbers, leaderboard_rows
 from pytest_gta.report.baseline import Baseline, compare
-from pytest_gta.report.build import ordered
-from pytest_gta.report.schema import CaseRecord, RunReport, identity_of
-from pytest_gta.report.table import MODE_COLUMNS
+from pytest_gta.results.base import PerMode
+from pytest_gta.results.case import CaseResult
+from pytest_gta.results.comparison import (
+    COMPARISON_SCHEMA,
+    FRONT_KEYS,
+    MIXED,
+    TABLE4_COLUMNS,
+    TABLE5_COLUMNS,
+    ComparedDataset,
+    ComparedRun,
+    Comparison,
+    Front,
+    FrontKey,
+    FrontPoint,
+    Fronts,
+    Matrix,
+    MatrixCell,
+    MatrixGroup,
+    MatrixQuery,
+    Paired,
+    PublishedRow,
+    Reliability,
+    RunCost,
+    Table4,
+    Table4Row,
+    Table5,
+    Table5Row,
+    Tables,
+    Versus,
+    interval_value,
+    metric_value,
+)
+from pytest_gta.results.report import RunReport
 from pytest_gta.version import __version__
-from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, MODES, QUERY_TYPES
+from pytest_gta.vocabulary import CATEGORY_NAMES, MODES, QUERY_TYPES, Mode
 
-COMPARISON_SCHEMA = "pytest-gta-comparison/1"
-#: Table 4's columns per mode: the paper's percentages, every one higher-is-better (the
-#: call counts of a single run's table are not the paper's and would not rank runs).
-TABLE4_COLUMNS: dict[str, tuple[str, ...]] = {
-    mode: tuple(c.key for c in columns if c.percent) for mode, columns in MODE_COLUMNS.items()
-}
-#: Table 5's columns: the errored calls, then each error kind's share of them in percent.
-TABLE5_COLUMNS = ("errored_calls", *ERROR_KINDS)
 #: Values are compared for "best" at the precision the tables show (two decimals), so two
 #: rows that read the same are both marked, as the paper marks ties.
 BEST_DIGITS = 2
-#: The fronts: (name, the run's ``cost`` key on the x axis, lower is better); y is e2e AnsAcc.
-FRONTS = (("cost", "cost_per_case"), ("time", "wall_per_case_s"))
-#: How a matrix cell says that a query's epochs ended differently.
-MIXED = "mixed"
+
+S = TypeVar("S")
+E = TypeVar("E")
 
 
 @dataclass(frozen=True)
@@ -59,7 +81,6 @@ class RunInput:
     #: The report file(s) as given (a run's shards are merged into one report first).
     sources: tuple[str, ...]
     report: RunReport
-    records: tuple[CaseRecord, ...]
     #: The run's own HTML report beside it (a path, for links), if there is one.
     html: str | None = None
 
@@ -73,8 +94,8 @@ def build_comparison(
     level: float = 0.95,
     samples: int = 2000,
     notes: Sequence[str] = (),
-) -> dict[str, Any]:
-    """The ``pytest-gta-comparison/1`` dict of ``runs`` (docs/compare.md).
+) -> Comparison:
+    """The comparison (``pytest-gta-comparison/1``, docs/compare.md) of ``runs``.
 
     Args:
         runs: the runs in the order the tables list them; each report is on ``dataset``.
@@ -99,25 +120,40 @@ def build_comparison(
     ref = _reference(labels, reference)
     published = leaderboard_selection(leaderboard)
     out_notes = list(notes)
-    in_order = {run.label: ordered(run.records, dataset) for run in runs}
+    in_order = {run.label: ordered_cases(run.report.cases, dataset) for run in runs}
     entries = [_run_entry(run, in_order[run.label], out_notes) for run in runs]
     out_notes += _selection_notes(runs, in_order, published, dataset)
-    return {
-        "schema": COMPARISON_SCHEMA,
-        "pytest_gta": __version__,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "dataset": {"sha256": dataset.sha256, "path": dataset.root_str, "queries": len(dataset)},
-        "level": level,
-        "samples": samples,
-        "reference": ref,
-        "notes": out_notes,
-        "runs": entries,
-        "tables": {"table4": table4(entries, published), "table5": table5(entries)},
-        "leaderboard": published,
-        "paired": _paired(runs, in_order, ref, dataset, level=level, samples=samples),
-        "matrix": query_matrix(labels, in_order, ref, dataset),
-        "front": {name: front(entries, x) for name, x in FRONTS},
-    }
+    candidates = [
+        Candidate(e.label, e.modes, e.cost, metric_value(e.metrics.e2e, "ans_acc")) for e in entries
+    ]
+    return Comparison(
+        schema=COMPARISON_SCHEMA,
+        pytest_gta=__version__,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        dataset=ComparedDataset(sha256=dataset.sha256, path=dataset.root_str, queries=len(dataset)),
+        level=level,
+        samples=samples,
+        reference=ref,
+        notes=out_notes,
+        runs=entries,
+        tables=Tables(table4=table4(entries, published), table5=table5(entries)),
+        leaderboard=published,
+        paired=_paired(runs, in_order, ref, level=level, samples=samples, dataset=dataset),
+        matrix=query_matrix(labels, in_order, ref, dataset),
+        front=Fronts(
+            cost=front(candidates, FRONT_KEYS["cost"]), time=front(candidates, FRONT_KEYS["time"])
+        ),
+    )
+
+
+def ordered_cases(cases: Iterable[CaseResult], dataset: Dataset) -> list[CaseResult]:
+    """The cases of the dataset's queries by mode, dataset order and epoch (others dropped)."""
+    known = [c for c in cases if c.query_id in dataset.queries]
+    mode_order: dict[str, int] = {m: i for i, m in enumerate(MODES)}
+    return sorted(
+        known,
+        key=lambda c: (mode_order.get(c.mode, 99), dataset[c.query_id].position, c.epoch or 0),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,8 +173,8 @@ def _reference(labels: Sequence[str], reference: str | None) -> str:
     )
 
 
-def leaderboard_selection(names: Sequence[str]) -> list[dict[str, Any]]:
-    """The published rows ``names`` choose, as ``{"model", "board", "values"}``, in that order.
+def leaderboard_selection(names: Sequence[str]) -> list[PublishedRow]:
+    """The published rows ``names`` choose, in that order.
 
     A board name (``2026-02``) takes every row of that board; a model name (case-insensitive)
     its newest row. A row named twice is listed once.
@@ -149,7 +185,7 @@ def leaderboard_selection(names: Sequence[str]) -> list[dict[str, Any]]:
     boards = leaderboard_boards()
     newest = leaderboard_rows()
     by_lower = {model.lower(): model for model in newest}
-    chosen: dict[tuple[str, str], dict[str, Any]] = {}
+    chosen: dict[tuple[str, str], PublishedRow] = {}
     for raw in names:
         name = raw.strip()
         if not name:
@@ -170,96 +206,99 @@ def leaderboard_selection(names: Sequence[str]) -> list[dict[str, Any]]:
             values = {k: float(v) for k, v in numbers.items() if isinstance(v, int | float)}
             chosen.setdefault(
                 (row["board"], row["model"]),
-                {"model": row["model"], "board": row["board"], "values": values},
+                PublishedRow(model=row["model"], board=row["board"], values=values),
             )
     return list(chosen.values())
 
 
-def leaderboard_label(row: Mapping[str, Any]) -> str:
+def leaderboard_label(row: PublishedRow) -> str:
     """How the tables name a published row: ``MODEL@BOARD`` (a model may be on two boards)."""
-    return f"{row['model']}@{row['board']}"
+    return f"{row.model}@{row.board}"
 
 
 # --------------------------------------------------------------------------------------------
 # One run
 
 
-def _run_entry(run: RunInput, records: Sequence[CaseRecord], notes: list[str]) -> dict[str, Any]:
+def _in_modes(value: PerMode[S, E], modes: Sequence[str]) -> PerMode[S, E]:
+    """``value`` with only the modes of ``modes``."""
+    return value.model_copy(
+        update={mode: None for mode in MODES if mode not in modes and mode in value}
+    )
+
+
+def _run_entry(run: RunInput, cases: Sequence[CaseResult], notes: list[str]) -> ComparedRun:
     """The run's entry: its report's own numbers, its cost, its reliability over epochs."""
     report = run.report
-    identity = dict(identity_of(report))
-    modes = [m for m in MODES if m in report["metrics"]]
-    return {
-        "label": run.label,
-        "model": report["model"],
-        "protocol": identity["protocol"],
-        "agent": identity["agent"],
-        "identity": identity,
-        "sources": list(run.sources),
-        "html": run.html,
-        "modes": modes,
-        "epochs": int(report.get("epochs", 1)),
-        "cases": len(report["cases"]),
-        "settings": dict(report["settings"]),
-        "metrics": {m: dict(report["metrics"][m]) for m in modes},
-        "metrics_ci": {m: dict(report["metrics_ci"].get(m, {})) for m in modes},
-        "pass_rate": {m: report["pass_rate"][m] for m in modes if m in report["pass_rate"]},
-        "errors": {m: dict(report["errors"][m]) for m in modes if m in report["errors"]},
-        "tool_calls": {m: dict(v) for m, v in report["tool_calls"].items() if m in modes},
-        "outcomes": dict(report["outcomes"]),
-        "cost": cost_of(report, records),
-        "reliability": reliability_of(run.label, records, modes, report, notes),
-    }
+    # A hook may have renamed the run through the report's top-level label: that one is shown.
+    identity = report.identity.model_copy(update={"label": report.label})
+    modes: list[Mode] = [m for m in MODES if m in report.metrics]
+    return ComparedRun(
+        label=run.label,
+        model=report.model,
+        protocol=identity.protocol,
+        agent=identity.agent,
+        identity=identity,
+        sources=list(run.sources),
+        html=run.html,
+        modes=modes,
+        epochs=report.epochs,
+        cases=len(report.cases),
+        settings=report.settings,
+        metrics=report.metrics,
+        metrics_ci=_in_modes(report.metrics_ci, modes),
+        pass_rate=_in_modes(report.pass_rate, modes),
+        errors=_in_modes(report.errors, modes),
+        tool_calls=_in_modes(report.tool_calls, modes),
+        outcomes=report.outcomes,
+        cost=cost_of(report, cases),
+        reliability=reliability_of(run.label, cases, modes, report.epochs, notes),
+    )
 
 
-def cost_of(report: Mapping[str, Any], records: Sequence[CaseRecord]) -> dict[str, Any]:
+def cost_of(report: RunReport, cases: Sequence[CaseResult]) -> RunCost:
     """The run's tokens, cost and times, in total and per case that ran (skipped ones not).
 
     Tokens and cost are the report's ``usage``; the wall time its ``duration_s``. The wall time
     per case is that over the cases that ran: what the configuration (concurrency, workers
     included) costs in time, which is what the time front weighs. A merged report has no
-    ``duration_s`` (its shards ran apart): there it is the mean of the cases' own durations
-    (an episode played ahead counts its time in the pool). The model time is ``usage.model_s``,
-    else the sum of the cases' ``gta_model_s`` properties (``None`` where no case has one).
+    ``duration_s`` (its shards ran apart): there it is the mean of the scored cases' own
+    durations (an episode played ahead counts its time in the pool). The model time is
+    ``usage.model_s``, else the sum of the cases' ``model_s`` (``None`` where no case has one).
     """
-    ran = [r for r in records if r.outcome != "skipped"]
-    cases = len(ran)
-    usage = report.get("usage") or {}
-    tokens_in = int(usage.get("input_tokens") or 0)
-    tokens_out = int(usage.get("output_tokens") or 0)
-    cost = usage.get("cost_usd")
-    wall = report.get("duration_s")
+    ran = [c for c in cases if c.outcome != "skipped"]
+    count = len(ran)
+    usage = report.usage
+    tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+    cost = usage.cost_usd
+    wall = report.duration_s
     durations = [
-        float(duration)
-        for r in ran
-        if r.detail is not None and (duration := r.detail.get("duration")) is not None
+        float(c.duration) for c in ran if c.primitives is not None and c.duration is not None
     ]
-    model_s = usage.get("model_s")
-    if not isinstance(model_s, int | float):
-        timed = [
-            float(r.properties["gta_model_s"])
-            for r in records
-            if isinstance(r.properties.get("gta_model_s"), int | float)
-        ]
+    model_s: float | None
+    if isinstance(usage.model_s, int | float):
+        model_s = float(usage.model_s)
+    else:  # a report from before usage.model_s
+        timed = [c.model_s for c in cases if c.model_s is not None]
         model_s = sum(timed) if timed else None
 
-    def per_case(total: Any) -> float | None:
-        return None if total is None or not cases else float(total) / cases
+    def per_case(total: float | None) -> float | None:
+        return None if total is None or not count else float(total) / count
 
-    return {
-        "cases": cases,
-        "input_tokens": tokens_in,
-        "output_tokens": tokens_out,
-        "tokens_per_case": (tokens_in + tokens_out) / cases if cases else 0.0,
-        "cost_usd": None if cost is None else float(cost),
-        "cost_per_case": per_case(cost),
-        "wall_s": None if wall is None else float(wall),
-        "wall_per_case_s": per_case(wall)
+    return RunCost(
+        cases=count,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        tokens_per_case=(tokens_in + tokens_out) / count if count else 0.0,
+        cost_usd=None if cost is None else float(cost),
+        cost_per_case=per_case(cost),
+        wall_s=None if wall is None else float(wall),
+        wall_per_case_s=per_case(wall)
         if wall is not None
         else (sum(durations) / len(durations) if durations else None),
-        "model_s": None if model_s is None else float(model_s),
-        "model_per_case_s": per_case(model_s),
-    }
+        model_s=model_s,
+        model_per_case_s=per_case(model_s),
+    )
 
 
 def pass_hat_k(outcomes: Sequence[tuple[int, int]], k: int) -> float | None:
@@ -280,122 +319,128 @@ def pass_at_k(outcomes: Sequence[tuple[int, int]], k: int) -> float | None:
 
 def reliability_of(
     label: str,
-    records: Sequence[CaseRecord],
-    modes: Sequence[str],
-    report: Mapping[str, Any],
+    cases: Sequence[CaseResult],
+    modes: Sequence[Mode],
+    epochs: int,
     notes: list[str],
-) -> dict[str, Any]:
+) -> PerMode[Reliability, Reliability]:
     """Per mode: pass^k and pass@k for k = 1..epochs, and the flaky queries in dataset order.
 
-    An errored or skipped epoch counts as not passed. A query with fewer epochs than the run
-    is counted with its own number of epochs (and a note says so).
+    ``epochs`` is the report's. An errored or skipped epoch counts as not passed. A query with
+    fewer epochs than the run is counted with its own number of epochs (and a note says so).
     """
-    out: dict[str, Any] = {}
+    out: dict[str, Reliability] = {}
     for mode in modes:
         counts: dict[str, list[int]] = {}
-        for record in records:
-            if record.mode == mode:
-                slot = counts.setdefault(record.qid, [0, 0])
+        for case in cases:
+            if case.mode == mode:
+                slot = counts.setdefault(case.query_id, [0, 0])
                 slot[0] += 1
-                slot[1] += record.outcome == "passed"
+                slot[1] += case.outcome == "passed"
         pairs = [(n, c) for n, c in counts.values()]
         # The report's epochs count those in which some case ran; an epoch whose cases were
         # all skipped (a session stopped early) still counts here, as not passed.
-        epochs = max([int(report.get("epochs", 1)), *(n for n, _c in pairs)])
-        short = [qid for qid, (n, _c) in counts.items() if n < epochs]
+        most = max([epochs, *(n for n, _c in pairs)])
+        short = [qid for qid, (n, _c) in counts.items() if n < most]
         if short:
             notes.append(
                 f"{label}: {len(short)} {mode} quer{'y' if len(short) == 1 else 'ies'} "
                 f"({', '.join(short[:5])}{', ...' if len(short) > 5 else ''}) ran fewer than the "
-                f"run's {epochs} epochs; pass^k and pass@k count each with its own epochs"
+                f"run's {most} epochs; pass^k and pass@k count each with its own epochs"
             )
-        ks = list(range(1, epochs + 1))
-        out[mode] = {
-            "epochs": epochs,
-            "k": ks,
-            "pass_hat_k": {str(k): pass_hat_k(pairs, k) for k in ks},
-            "pass_at_k": {str(k): pass_at_k(pairs, k) for k in ks},
-            "flaky": [qid for qid, (n, c) in counts.items() if 0 < c < n],
-        }
-    return out
+        ks = list(range(1, most + 1))
+        out[mode] = Reliability(
+            epochs=most,
+            k=ks,
+            pass_hat_k={str(k): pass_hat_k(pairs, k) for k in ks},
+            pass_at_k={str(k): pass_at_k(pairs, k) for k in ks},
+            flaky=[qid for qid, (n, c) in counts.items() if 0 < c < n],
+        )
+    return PerMode[Reliability, Reliability](step=out.get("step"), e2e=out.get("e2e"))
 
 
 # --------------------------------------------------------------------------------------------
 # Tables
 
 
-def _rounded(value: Any) -> float | None:
-    return None if value is None else round(float(value), BEST_DIGITS)
+def _run_row(entry: ComparedRun, mode: Mode, columns: Sequence[str]) -> Table4Row:
+    metrics = entry.metrics.get(mode)
+    intervals = entry.metrics_ci.get(mode)
+    ci: dict[str, tuple[float, float]] = {}
+    for column in columns:
+        interval = interval_value(intervals, column)
+        if interval is not None and interval.low is not None and interval.high is not None:
+            ci[column] = (float(interval.low), float(interval.high))
+    return Table4Row(
+        label=entry.label,
+        kind="run",
+        board=None,
+        model=entry.model,
+        values={c: metric_value(metrics, c) for c in columns},
+        ci=ci,
+    )
 
 
 def table4(
-    entries: Sequence[Mapping[str, Any]], published: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
+    entries: Sequence[ComparedRun], published: Sequence[PublishedRow]
+) -> PerMode[Table4, Table4]:
     """Per mode, a row per run that has the mode, then the published rows; the best marked."""
-    out: dict[str, Any] = {}
+    out: dict[str, Table4] = {}
     for mode, columns in TABLE4_COLUMNS.items():
-        rows: list[dict[str, Any]] = []
-        for entry in entries:
-            if mode not in entry["modes"]:
-                continue
-            metrics, cis = entry["metrics"][mode], entry["metrics_ci"].get(mode, {})
-            rows.append(
-                {
-                    "label": entry["label"],
-                    "kind": "run",
-                    "board": None,
-                    "model": entry["model"],
-                    "values": {c: _float(metrics.get(c)) for c in columns},
-                    "ci": {
-                        c: [float(cis[c]["low"]), float(cis[c]["high"])]
-                        for c in columns
-                        if isinstance(cis.get(c), Mapping) and cis[c].get("low") is not None
-                    },
-                }
-            )
+        rows = [_run_row(entry, mode, columns) for entry in entries if mode in entry.modes]
         if not rows:
             continue
         for row in published:
             rows.append(
-                {
-                    "label": leaderboard_label(row),
-                    "kind": "leaderboard",
-                    "board": row["board"],
-                    "model": row["model"],
-                    "values": {c: _float(row["values"].get(c)) for c in columns},
-                    "ci": {},
-                }
+                Table4Row(
+                    label=leaderboard_label(row),
+                    kind="leaderboard",
+                    board=row.board,
+                    model=row.model,
+                    values={c: row.values.get(c) for c in columns},
+                    ci={},
+                )
             )
-        out[mode] = {"columns": list(columns), "rows": rows, "best": best_of(rows, columns)}
-    return out
+        out[mode] = Table4(columns=list(columns), rows=rows, best=best_of(rows, columns))
+    return PerMode[Table4, Table4](step=out.get("step"), e2e=out.get("e2e"))
 
 
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def best_of(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> dict[str, list[str]]:
+def best_of(rows: Sequence[Table4Row], columns: Sequence[str]) -> dict[str, list[str]]:
     """Per column, the labels of the rows with the highest value at display precision."""
     best: dict[str, list[str]] = {}
     for column in columns:
-        values = {row["label"]: _rounded(row["values"].get(column)) for row in rows}
+        values = {
+            row.label: None if (v := row.values.get(column)) is None else round(v, BEST_DIGITS)
+            for row in rows
+        }
         known = [v for v in values.values() if v is not None]
         top = max(known) if known else None
         best[column] = [label for label, v in values.items() if top is not None and v == top]
     return best
 
 
-def table5(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def table5(entries: Sequence[ComparedRun]) -> Table5:
     """A row per run and mode: the errored calls, and each error kind's share in percent."""
     rows = []
     for entry in entries:
-        for mode, counts in entry["errors"].items():
-            total = sum(int(counts.get(k, 0)) for k in ERROR_KINDS)
-            row: dict[str, Any] = {"label": entry["label"], "mode": mode, "errored_calls": total}
-            for kind in ERROR_KINDS:
-                row[kind] = int(counts.get(kind, 0)) / total * 100 if total else None
-            rows.append(row)
-    return {"columns": list(TABLE5_COLUMNS), "rows": rows}
+        for mode in MODES:
+            counts = entry.errors.get(mode)
+            if counts is None:
+                continue
+            total = counts.total()
+            kinds = (counts.format, counts.args, counts.other)
+            shares = [count / total * 100 if total else None for count in kinds]
+            rows.append(
+                Table5Row(
+                    label=entry.label,
+                    mode=mode,
+                    errored_calls=total,
+                    format=shares[0],
+                    args=shares[1],
+                    other=shares[2],
+                )
+            )
+    return Table5(columns=list(TABLE5_COLUMNS), rows=rows)
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,69 +449,63 @@ def table5(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _paired(
     runs: Sequence[RunInput],
-    in_order: Mapping[str, Sequence[CaseRecord]],
+    in_order: Mapping[str, Sequence[CaseResult]],
     reference: str,
-    dataset: Dataset,
     *,
     level: float,
     samples: int,
-) -> dict[str, Any]:
-    """Each run against the reference, by :func:`.compare.compare` (the gates' statistics)."""
+    dataset: Dataset,
+) -> Paired:
+    """Each run against the reference, by :func:`.baseline.compare` (the gates' statistics)."""
     ref = next(run for run in runs if run.label == reference)
-    baseline = Baseline(reference, ref.records, ref.report)
-    return {
-        "reference": reference,
-        "runs": {
-            run.label: dict(
-                compare(in_order[run.label], baseline, dataset, level=level, samples=samples)
-            )
+    baseline = Baseline(reference, tuple(in_order[reference]), ref.report)
+    return Paired(
+        reference=reference,
+        runs={
+            run.label: compare(in_order[run.label], baseline, dataset, level=level, samples=samples)
             for run in runs
             if run.label != reference
         },
-    }
+    )
 
 
-def _cell(records: Sequence[CaseRecord]) -> dict[str, Any]:
-    outcomes = {r.outcome for r in records}
-    return {
-        "outcome": next(iter(outcomes)) if len(outcomes) == 1 else MIXED,
-        "passed": sum(r.outcome == "passed" for r in records),
-        "epochs": len(records),
-    }
-
-
-def _rate(cell: Mapping[str, Any]) -> float:
-    return float(cell["passed"]) / float(cell["epochs"])
+def _cell(cases: Sequence[CaseResult]) -> MatrixCell:
+    outcomes = {c.outcome for c in cases}
+    return MatrixCell(
+        outcome=next(iter(outcomes)) if len(outcomes) == 1 else MIXED,
+        passed=sum(c.outcome == "passed" for c in cases),
+        epochs=len(cases),
+    )
 
 
 def query_matrix(
     labels: Sequence[str],
-    in_order: Mapping[str, Sequence[CaseRecord]],
+    in_order: Mapping[str, Sequence[CaseResult]],
     reference: str,
     dataset: Dataset,
-) -> dict[str, Any]:
+) -> Matrix:
     """Which run passes which query (every epoch counted), grouped by query type and category.
 
     A query flips when the runs that have it do not all pass it at the same rate; against the
     reference a run ``regressed`` a query whose pass rate fell, ``fixed`` one whose rate rose.
     """
-    by_case: dict[tuple[str, str], dict[str, list[CaseRecord]]] = {}
+    by_case: dict[tuple[Mode, str], dict[str, list[CaseResult]]] = {}
     for label in labels:
-        for record in in_order[label]:
-            by_case.setdefault((record.mode, record.qid), {}).setdefault(label, []).append(record)
+        for case in in_order[label]:
+            by_case.setdefault((case.mode, case.query_id), {}).setdefault(label, []).append(case)
     mode_order: dict[str, int] = {m: i for i, m in enumerate(MODES)}
     keys = sorted(by_case, key=lambda k: (mode_order[k[0]], dataset[k[1]].position))
     queries = []
     for mode, qid in keys:
         found = by_case[(mode, qid)]
-        cells: dict[str, Any] = {
+        cells = {
             label: _cell(found[label])
             if label in found
-            else {"outcome": None, "passed": 0, "epochs": 0}
+            else MatrixCell(outcome=None, passed=0, epochs=0)
             for label in labels
         }
-        rates = {label: _rate(cells[label]) for label in found}
-        versus: dict[str, str] = {}
+        rates = {label: cells[label].rate for label in found}
+        versus: dict[str, Versus] = {}
         if reference in rates:
             for label, rate in rates.items():
                 if label != reference:
@@ -476,50 +515,46 @@ def query_matrix(
                     )
         query = dataset[qid]
         queries.append(
-            {
-                "mode": mode,
-                "query_id": qid,
-                "type": query.type,
-                "categories": [c for c in CATEGORY_NAMES if c in query.categories],
-                "cells": cells,
-                "flip": len(set(rates.values())) > 1,
-                "versus_reference": versus,
-            }
+            MatrixQuery(
+                mode=mode,
+                query_id=qid,
+                type=query.type,
+                categories=[c for c in CATEGORY_NAMES if c in query.categories],
+                cells=cells,
+                flip=len(set(rates.values())) > 1,
+                versus_reference=versus,
+            )
         )
-    return {"runs": list(labels), "queries": queries, "groups": _groups(labels, queries)}
+    return Matrix(runs=list(labels), queries=queries, groups=_groups(labels, queries))
 
 
-def _groups(labels: Sequence[str], queries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _groups(labels: Sequence[str], queries: Sequence[MatrixQuery]) -> list[MatrixGroup]:
     """Per mode, query type and tool category: the queries, and each run's passed cases."""
-    groups: list[dict[str, Any]] = []
+    groups: list[MatrixGroup] = []
     for mode in MODES:
-        mine = [q for q in queries if q["mode"] == mode]
+        mine = [q for q in queries if q.mode == mode]
         if not mine:
             continue
-        for by, names, member in (
-            ("type", QUERY_TYPES, lambda q, n: q["type"] == n),
-            ("category", CATEGORY_NAMES, lambda q, n: n in q["categories"]),
-        ):
-            for name in names:
-                members = [q for q in mine if member(q, name)]
-                if not members:
-                    continue
-                groups.append(
-                    {
-                        "mode": mode,
-                        "by": by,
-                        "name": name,
-                        "queries": len(members),
-                        "passed": {
-                            label: sum(int(q["cells"][label]["passed"]) for q in members)
-                            for label in labels
-                        },
-                        "cases": {
-                            label: sum(int(q["cells"][label]["epochs"]) for q in members)
-                            for label in labels
-                        },
-                    }
+        kinds: list[tuple[Literal["type", "category"], str, list[MatrixQuery]]] = [
+            *(("type", name, [q for q in mine if q.type == name]) for name in QUERY_TYPES),
+            *(
+                ("category", name, [q for q in mine if name in q.categories])
+                for name in CATEGORY_NAMES
+            ),
+        ]
+        for by, name, members in kinds:
+            if not members:
+                continue
+            groups.append(
+                MatrixGroup(
+                    mode=mode,
+                    by=by,
+                    name=name,
+                    queries=len(members),
+                    passed={label: sum(q.cells[label].passed for q in members) for label in labels},
+                    cases={label: sum(q.cells[label].epochs for q in members) for label in labels},
                 )
+            )
     return groups
 
 
@@ -535,26 +570,34 @@ def pareto(points: Sequence[tuple[str, float, float]]) -> list[str]:
     ]
 
 
-def front(entries: Sequence[Mapping[str, Any]], x_key: str) -> dict[str, Any]:
+class Candidate(NamedTuple):
+    """A run as the fronts weigh it: its modes, its cost, its end-to-end AnsAcc."""
+
+    label: str
+    modes: Sequence[str]
+    cost: RunCost | None
+    ans_acc: float | None
+
+
+def front(candidates: Sequence[Candidate], x_key: FrontKey) -> Front:
     """The runs' (``x_key``, e2e AnsAcc) points and the Pareto front among them."""
     points = []
     left_out: dict[str, str] = {}
-    for entry in entries:
-        x = entry["cost"].get(x_key)
-        ans = entry["metrics"].get("e2e", {}).get("ans_acc")
-        if "e2e" not in entry["modes"]:
-            left_out[entry["label"]] = "no end-to-end mode (AnsAcc is an e2e metric)"
-        elif ans is None:
-            left_out[entry["label"]] = "AnsAcc is undefined (no query with an answer)"
+    for run in candidates:
+        x = None if run.cost is None else run.cost.x(x_key)
+        if "e2e" not in run.modes:
+            left_out[run.label] = "no end-to-end mode (AnsAcc is an e2e metric)"
+        elif run.ans_acc is None:
+            left_out[run.label] = "AnsAcc is undefined (no query with an answer)"
         elif x is None:
-            left_out[entry["label"]] = _MISSING_X[x_key]
+            left_out[run.label] = _MISSING_X[x_key]
         else:
-            points.append({"label": entry["label"], "x": float(x), "ans_acc": float(ans)})
-    on_front = pareto([(p["label"], p["x"], p["ans_acc"]) for p in points])
-    return {"x": x_key, "points": points, "front": on_front, "left_out": left_out}
+            points.append(FrontPoint(label=run.label, x=float(x), ans_acc=float(run.ans_acc)))
+    on_front = pareto([(p.label, p.x, p.ans_acc) for p in points])
+    return Front(x=x_key, points=points, front=on_front, left_out=left_out)
 
 
-_MISSING_X = {
+_MISSING_X: dict[FrontKey, str] = {
     "cost_per_case": f"no cost known (no prices for the model: {OPT_PRICE} sets them)",
     "wall_per_case_s": "no case durations in the report",
 }
@@ -566,14 +609,16 @@ _MISSING_X = {
 
 def _selection_notes(
     runs: Sequence[RunInput],
-    in_order: Mapping[str, Sequence[CaseRecord]],
-    published: Sequence[Mapping[str, Any]],
+    in_order: Mapping[str, Sequence[CaseResult]],
+    published: Sequence[PublishedRow],
     dataset: Dataset,
 ) -> list[str]:
     """What makes the tables' rows not strictly comparable: modes, query selections."""
     notes = []
     for mode in MODES:
-        having = {run.label: {r.qid for r in in_order[run.label] if r.mode == mode} for run in runs}
+        having = {
+            run.label: {c.query_id for c in in_order[run.label] if c.mode == mode} for run in runs
+        }
         having = {label: qids for label, qids in having.items() if qids}
         if not having:
             continue
@@ -591,7 +636,7 @@ def _selection_notes(
                 "over its own queries; the paired tests use the queries both runs have"
             )
     if published:
-        scored = max(len({r.qid for r in records}) for records in in_order.values())
+        scored = max(len({c.query_id for c in cases}) for cases in in_order.values())
         if scored != 229 or len(dataset) != 229:
             notes.append(
                 f"the runs scored at most {scored} of the dataset's {len(dataset)} queries; the "

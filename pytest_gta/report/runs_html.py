@@ -7,11 +7,12 @@ each run's interval under its value; Table 5; a plot per Table-4 metric; the pai
 against the reference run; reliability over epochs; cost and latency with their fronts; the
 per-query matrix. Each run's label links to its own HTML report where the comparison knows one.
 
-The page reads the comparison dict (``pytest-gta-comparison/1``, :mod:`pytest_gta.report.runs`)
-and nothing else, so it can be rendered again from the JSON. That dict may have been edited or
-written by another version: every read is defensive (:func:`~pytest_gta.report.runs_plots.as_map`
-and friends), a missing piece is said in a sentence, never an exception. Labels, query ids and
-notes are user data and only ever written escaped.
+The page reads the comparison (:class:`~pytest_gta.results.comparison.Comparison`, built by
+:mod:`pytest_gta.report.runs` or read back from its JSON by
+:func:`~pytest_gta.results.io.parse_comparison`) and nothing else, so it can be rendered again
+from the JSON. The reader checks every field's kind; what a comparison may still lack (a mode, a
+front, a run's cell in the matrix) is said in a sentence, never an exception. Labels, query ids
+and notes are user data and only ever written escaped.
 
 No script at all: the Content-Security-Policy allows none, and the one interaction the matrix
 needs (show only the queries that flip) is a checkbox and a CSS rule. 20 runs of 458 cases stay
@@ -23,23 +24,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 from pytest_gta.flags import OPT_EPOCHS, OPT_MODE, OPT_PRICE
 from pytest_gta.report.html import asset, esc
 from pytest_gta.report.plots import Plot
 from pytest_gta.report.runs_plots import (
-    as_list,
-    as_map,
-    as_number,
-    as_pair,
     front_plots,
     metric_plots,
     mode_title,
     reliability_plots,
 )
 from pytest_gta.report.table import METRIC_LABELS
+from pytest_gta.results.comparison import (
+    TABLE5_COLUMNS,
+    Comparison,
+    MatrixCell,
+    Reliability,
+    RunCost,
+)
+from pytest_gta.results.report import Interval, MetricComparison
 from pytest_gta.vocabulary import CATEGORY_NAMES, MODES, QUERY_TYPES
 
 CSP = (
@@ -80,22 +84,24 @@ COST_COLUMNS = (
 # Small pieces
 
 
-def _num(value: Any, decimals: int = 2, signed: bool = False) -> str:
-    number = as_number(value)
-    if number is None:
-        return "n/a"
-    return f"{number:+.{decimals}f}" if signed else f"{number:.{decimals}f}"
+def _num(value: float | None, decimals: int = 2) -> str:
+    return "n/a" if value is None else f"{float(value):.{decimals}f}"
 
 
 def _span(pair: tuple[float, float] | None) -> str:
     return "" if pair is None else f"[{pair[0]:.2f}, {pair[1]:.2f}]"
 
 
+def _ends(interval: Interval) -> tuple[float, float] | None:
+    low, high = interval.low, interval.high
+    return None if low is None or high is None else (low, high)
+
+
 def _muted(text: str) -> str:
     return f'<p class="muted">{esc(text)}</p>'
 
 
-def href(target: Any) -> str | None:
+def href(target: object) -> str | None:
     """A run report's path or URL as a link target, or ``None`` when it cannot be one.
 
     A path is percent-encoded (spaces, ``#``); a URL keeps its own encoding but only with a
@@ -119,17 +125,17 @@ def href(target: Any) -> str | None:
 class _Runs:
     """The comparison's runs by label: their index (for colours and matrix columns) and link."""
 
-    def __init__(self, comparison: Mapping[str, Any]) -> None:
-        self.runs = [as_map(r) for r in as_list(comparison.get("runs"))]
-        self.labels = [str(r.get("label")) for r in self.runs]
+    def __init__(self, comparison: Comparison) -> None:
+        self.runs = comparison.runs
+        self.labels = [run.label for run in self.runs]
         self.index = {label: i for i, label in reversed(list(enumerate(self.labels)))}
-        self.reference = str(comparison.get("reference"))
+        self.reference = comparison.reference
 
     def link(self, label: str) -> str:
         """The label as HTML, linked to the run's own report when there is one."""
         text = esc(label)
         index = self.index.get(label)
-        target = href(self.runs[index].get("html")) if index is not None else None
+        target = href(self.runs[index].html) if index is not None else None
         if target is None:
             return text
         return f'<a class="run-link" href="{esc(target)}">{text}</a>'
@@ -157,22 +163,22 @@ def _table(
 # Sections
 
 
-def header_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+def header_html(comparison: Comparison, runs: _Runs) -> str:
     """The comparison's facts, its notes and the list of runs."""
-    dataset = as_map(comparison.get("dataset"))
+    dataset = comparison.dataset
     facts = [
-        ("dataset", dataset.get("path", "n/a")),
-        ("dataset sha256", dataset.get("sha256", "n/a")),
-        ("queries", dataset.get("queries", "n/a")),
+        ("dataset", dataset.path),
+        ("dataset sha256", dataset.sha256),
+        ("queries", dataset.queries),
         ("runs", len(runs.runs)),
-        ("reference", comparison.get("reference", "n/a")),
-        ("interval level", comparison.get("level", "n/a")),
-        ("bootstrap samples", comparison.get("samples", "n/a")),
-        ("created", comparison.get("created_at", "n/a")),
-        ("pytest-gta", comparison.get("pytest_gta", "n/a")),
+        ("reference", comparison.reference),
+        ("interval level", comparison.level),
+        ("bootstrap samples", comparison.samples),
+        ("created", comparison.created_at),
+        ("pytest-gta", comparison.pytest_gta),
     ]
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
-    notes = [str(n) for n in as_list(comparison.get("notes"))]
+    notes = comparison.notes
     notes_html = (
         '<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"
         if notes
@@ -181,20 +187,19 @@ def header_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
     rows = []
     for i, run in enumerate(runs.runs):
         label = runs.labels[i]
-        identity = as_map(run.get("identity"))
-        git = as_map(identity.get("git"))
-        commit = str(git.get("short") or "") + (" (dirty)" if git.get("dirty") else "")
-        how = f"agent {run['agent']}" if run.get("agent") else run.get("protocol")
+        git = run.identity.git
+        commit = "" if git is None else git.short + (" (dirty)" if git.dirty else "")
+        how = f"agent {run.agent}" if run.agent else run.protocol
         rows.append(
             f'<tr><td>{i + 1}</td><td class="text">{runs.link(label)} '
             f"{runs.badge(label) if label == runs.reference else ''}</td>"
-            f'<td class="text">{esc(run.get("model", "n/a"))}</td>'
+            f'<td class="text">{esc(run.model)}</td>'
             f'<td class="text">{esc(how or "n/a")}</td>'
-            f'<td class="text">{esc(", ".join(str(m) for m in as_list(run.get("modes"))))}</td>'
-            f"<td>{esc(run.get('epochs', 'n/a'))}</td><td>{esc(run.get('cases', 'n/a'))}</td>"
+            f'<td class="text">{esc(", ".join(run.modes))}</td>'
+            f"<td>{esc(run.epochs)}</td><td>{esc(run.cases)}</td>"
             f'<td class="text">{esc(commit)}</td>'
-            f'<td class="text">{esc(identity.get("started_at") or "")}</td>'
-            f'<td class="src">{esc(", ".join(str(s) for s in as_list(run.get("sources"))))}</td>'
+            f'<td class="text">{esc(run.identity.started_at or "")}</td>'
+            f'<td class="src">{esc(", ".join(run.sources))}</td>'
             "</tr>"
         )
     table = (
@@ -220,31 +225,29 @@ def header_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
     return f'<dl class="facts">{dl}</dl>{notes_html}{table}'
 
 
-def table4_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+def table4_html(comparison: Comparison, runs: _Runs) -> str:
     """Table 4 per mode: one row per run, then the leaderboard rows; the best in bold."""
-    table4 = as_map(as_map(comparison.get("tables")).get("table4"))
+    table4 = comparison.tables.table4
     parts = []
     for mode, table in table4.items():
-        table = as_map(table)
-        columns = [str(c) for c in as_list(table.get("columns"))]
-        best = {m: {str(x) for x in as_list(v)} for m, v in as_map(table.get("best")).items()}
+        columns = table.columns
+        best = {m: set(v) for m, v in table.best.items()}
         rows = []
-        for row in (as_map(r) for r in as_list(table.get("rows"))):
-            label = str(row.get("label"))
-            published = row.get("kind") == "leaderboard"
-            values, ci = as_map(row.get("values")), as_map(row.get("ci"))
+        for row in table.rows:
+            label = row.label
+            published = row.kind == "leaderboard"
             if published:
-                board = row.get("board")
+                board = row.board
                 name = (
                     f'{esc(label)} <span class="pub">published'
-                    f"{esc(' ' + str(board)) if board else ''}</span>"
+                    f"{esc(' ' + board) if board else ''}</span>"
                 )
             else:
                 name = f"{runs.link(label)} {runs.badge(label)}"
             cells = []
             for metric in columns:
-                text = _num(values.get(metric))
-                interval = _span(as_pair(ci.get(metric)))
+                text = _num(row.values.get(metric))
+                interval = _span(row.ci.get(metric))
                 is_best = label in best.get(metric, ()) and text != "n/a"
                 shown = f"<b>{text}</b>" if is_best else text
                 extra = f'<span class="ci">{interval}</span>' if interval else ""
@@ -257,7 +260,7 @@ def table4_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
             )
         parts.append(
             _table(
-                f"Table 4, {mode_title(str(mode))} (percent; best per column in bold; "
+                f"Table 4, {mode_title(mode)} (percent; best per column in bold; "
                 f"each run's {_level(comparison)} interval below its value)",
                 ["run", *(METRIC_LABELS.get(c, c) for c in columns)],
                 rows,
@@ -280,24 +283,23 @@ def table4_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
     return "".join(parts)
 
 
-def _level(comparison: Mapping[str, Any]) -> str:
-    level = as_number(comparison.get("level"))
-    return "confidence" if level is None else f"{level * 100:g}%"
+def _level(comparison: Comparison) -> str:
+    return f"{comparison.level * 100:g}%"
 
 
-def table5_html(comparison: Mapping[str, Any]) -> str:
+def table5_html(comparison: Comparison) -> str:
     """Table 5: the errored calls of each run and mode by type."""
-    table = as_map(as_map(comparison.get("tables")).get("table5"))
-    columns = [str(c) for c in as_list(table.get("columns"))] or list(TABLE5_LABELS)
+    table = comparison.tables.table5
+    columns = table.columns or list(TABLE5_COLUMNS)
     rows = []
-    for row in (as_map(r) for r in as_list(table.get("rows"))):
+    for row in table.rows:
         cells = "".join(
-            f"<td>{esc(row.get(c, 'n/a')) if c == 'errored_calls' else _num(row.get(c))}</td>"
+            f"<td>{esc(row.errored_calls) if c == 'errored_calls' else _num(row.share(c))}</td>"
             for c in columns
         )
         rows.append(
-            f'<tr><th scope="row">{esc(row.get("label"))}</th>'
-            f'<td class="text">{esc(row.get("mode"))}</td>{cells}</tr>'
+            f'<tr><th scope="row">{esc(row.label)}</th>'
+            f'<td class="text">{esc(row.mode)}</td>{cells}</tr>'
         )
     if not rows:
         return _muted("No Table 5: the comparison lists no errored calls.")
@@ -320,13 +322,11 @@ def plots_html(plots: Sequence[Plot], empty: str) -> str:
     return f'<div class="plots">{figures}</div>'
 
 
-def paired_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+def paired_html(comparison: Comparison, runs: _Runs) -> str:
     """Per mode, each run against the reference: difference, interval, p-value, significance."""
-    paired = as_map(comparison.get("paired"))
-    against = as_map(paired.get("runs"))
-    reference = str(paired.get("reference", runs.reference))
-    level = as_number(comparison.get("level"))
-    alpha = 1 - level if level is not None and 0 < level < 1 else 0.05
+    against = comparison.paired.runs
+    reference = comparison.paired.reference
+    alpha = 1 - comparison.level
     if not against:
         return _muted(
             "No paired tests: the comparison has a single run, or none shares queries with "
@@ -334,9 +334,9 @@ def paired_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
         )
     modes: list[str] = []
     for result in against.values():
-        for mode in as_map(as_map(result).get("metrics")):
+        for mode in result.metrics.modes():
             if mode not in modes:
-                modes.append(str(mode))
+                modes.append(mode)
     parts = [
         _muted(
             f"Each run against the reference {reference} on the queries both ran: the paired "
@@ -348,25 +348,22 @@ def paired_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
     for mode in modes:
         metrics: list[str] = []
         for result in against.values():
-            for metric in as_map(as_map(as_map(result).get("metrics")).get(mode)):
+            for metric in result.metrics.get(mode) or {}:
                 if metric not in metrics:
-                    metrics.append(str(metric))
+                    metrics.append(metric)
         rows = []
         for label, result in against.items():
-            result = as_map(result)
-            table = as_map(as_map(result.get("metrics")).get(mode))
+            table = result.metrics.get(mode)
             if not table:
                 continue
-            flipped = as_map(result.get("flipped"))
-            counts = {
-                k: sum(1 for e in as_list(flipped.get(k)) if as_map(e).get("mode") == mode)
-                for k in ("regressed", "fixed")
-            }
-            matched = as_map(as_map(result.get("cases")).get(mode)).get("matched", "n/a")
-            cells = "".join(_paired_cell(as_map(table.get(m)), alpha) for m in metrics)
+            regressed = sum(1 for e in result.flipped.regressed if e.mode == mode)
+            fixed = sum(1 for e in result.flipped.fixed if e.mode == mode)
+            counts = result.cases.get(mode)
+            matched = "n/a" if counts is None else counts.matched
+            cells = "".join(_paired_cell(table.get(m), alpha) for m in metrics)
             rows.append(
-                f'<tr><th scope="row">{runs.link(str(label))} {runs.badge(str(label))}</th>'
-                f"<td>{esc(matched)}</td><td>{counts['regressed']}</td><td>{counts['fixed']}</td>"
+                f'<tr><th scope="row">{runs.link(label)} {runs.badge(label)}</th>'
+                f"<td>{esc(matched)}</td><td>{regressed}</td><td>{fixed}</td>"
                 f"{cells}</tr>"
             )
         parts.append(
@@ -386,14 +383,14 @@ def paired_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
     return "".join(parts)
 
 
-def _paired_cell(row: Mapping[str, Any], alpha: float) -> str:
-    difference = as_number(row.get("difference"))
-    if difference is None:
+def _paired_cell(row: MetricComparison | None, alpha: float) -> str:
+    if row is None or row.difference is None:
         return '<td class="na">n/a</td>'
-    p = as_number(row.get("p_value"))
+    difference = float(row.difference)
+    p = row.p_value
     significant = p is not None and p < alpha
     cls = ("sig better" if difference > 0 else "sig worse") if significant else ""
-    interval = _span(as_pair(row.get("ci")))
+    interval = _span(_ends(row.ci))
     p_text = "p n/a" if p is None else f"p={p:.3g}"
     mark = ' <span class="sig-mark">significant</span>' if significant else ""
     return (
@@ -402,17 +399,13 @@ def _paired_cell(row: Mapping[str, Any], alpha: float) -> str:
     )
 
 
-def reliability_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+def reliability_html(comparison: Comparison, runs: _Runs) -> str:
     """pass^k and pass@k per run and mode, with its flaky queries; or why there are none."""
-    by_mode: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    by_mode: dict[str, list[tuple[str, Reliability]]] = {}
     for label, run in zip(runs.labels, runs.runs, strict=True):
-        for mode, rel in as_map(run.get("reliability")).items():
-            by_mode.setdefault(str(mode), []).append((label, as_map(rel)))
-    several = any(
-        (as_number(rel.get("epochs")) or 0) > 1
-        for entries in by_mode.values()
-        for _, rel in entries
-    )
+        for mode, rel in run.reliability.items():
+            by_mode.setdefault(mode, []).append((label, rel))
+    several = any(rel.epochs > 1 for entries in by_mode.values() for _, rel in entries)
     if not several:
         return _muted(
             "Every run has one epoch: pass^k and pass@k need several samples of each query "
@@ -426,15 +419,15 @@ def reliability_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
         )
     ]
     for mode, entries in by_mode.items():
-        top = max(int(as_number(rel.get("epochs")) or 1) for _, rel in entries)
+        top = max(rel.epochs or 1 for _, rel in entries)
         if top < 2:
             parts.append(_muted(f"Every run has one epoch in {mode_title(mode)}."))
             continue
         ks = [str(k) for k in range(1, min(top, 50) + 1)]
         rows = []
         for label, rel in entries:
-            hats, ats = as_map(rel.get("pass_hat_k")), as_map(rel.get("pass_at_k"))
-            flaky = [str(q) for q in as_list(rel.get("flaky"))]
+            hats, ats = rel.pass_hat_k, rel.pass_at_k
+            flaky = rel.flaky
             cells = "".join(f"<td>{_num(hats.get(k))}</td>" for k in ks)
             cells += "".join(f"<td>{_num(ats.get(k))}</td>" for k in ks)
             listed = (
@@ -445,7 +438,7 @@ def reliability_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
             )
             rows.append(
                 f'<tr><th scope="row">{runs.link(label)} {runs.badge(label)}</th>'
-                f"<td>{esc(rel.get('epochs', 'n/a'))}</td>{cells}<td>{listed}</td></tr>"
+                f"<td>{esc(rel.epochs)}</td>{cells}<td>{listed}</td></tr>"
             )
         parts.append(
             _table(
@@ -467,18 +460,19 @@ def reliability_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
     return "".join(parts)
 
 
-def cost_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+def _cost(cost: RunCost, key: str) -> float | None:
+    value = getattr(cost, key, None)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def cost_html(comparison: Comparison, runs: _Runs) -> str:
     """Each run's tokens, cost and time per case, the fronts as plots, what was left out."""
-    fronts = as_map(comparison.get("front"))
-    on_front = {
-        kind: {str(x) for x in as_list(as_map(fronts.get(kind)).get("front"))}
-        for kind in ("cost", "time")
-    }
+    fronts = dict(comparison.front.items())
+    on_front = {kind: set(front.front) for kind, front in fronts.items()}
     rows = []
     for label, run in zip(runs.labels, runs.runs, strict=True):
-        cost = as_map(run.get("cost"))
         cells = "".join(
-            f"<td>{_num(cost.get(key), decimals)}</td>" for key, _, decimals in COST_COLUMNS
+            f"<td>{_num(_cost(run.cost, key), decimals)}</td>" for key, _, decimals in COST_COLUMNS
         )
         marks = ", ".join(kind for kind in ("cost", "time") if label in on_front[kind])
         rows.append(
@@ -496,8 +490,8 @@ def cost_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
             )
         )
     left_out = []
-    for kind in ("cost", "time"):
-        for label, reason in as_map(as_map(fronts.get(kind)).get("left_out")).items():
+    for kind, front in fronts.items():
+        for label, reason in front.left_out.items():
             left_out.append(f"{label}: left out of the {kind} front: {reason}")
     if left_out:
         parts.append('<ul class="left-out">' + "".join(f"<li>{esc(t)}</li>" for t in left_out))
@@ -516,16 +510,13 @@ def cost_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
 # The per-query matrix
 
 
-def _cell(cell: Mapping[str, Any], versus: Any) -> str:
+def _cell(cell: MatrixCell | None, versus: str | None) -> str:
     """One run's result on one query: outcome (one epoch) or passed/epochs; flips outlined."""
-    epochs = as_number(cell.get("epochs"))
-    passed = as_number(cell.get("passed"))
-    outcome = cell.get("outcome")
-    if epochs is not None and epochs > 1 and passed is not None:
-        cls = "P" if passed >= epochs else "F" if passed <= 0 else "M"
-        text = f"{passed:g}/{epochs:g}"
-    elif isinstance(outcome, str) and outcome in CELLS:
-        cls, text = CELLS[outcome]
+    if cell is not None and cell.epochs > 1:
+        cls = "P" if cell.passed >= cell.epochs else "F" if cell.passed <= 0 else "M"
+        text = f"{cell.passed:g}/{cell.epochs:g}"
+    elif cell is not None and cell.outcome in CELLS:
+        cls, text = CELLS[cell.outcome]
     else:
         cls, text = "N", ""
     if versus == "regressed":
@@ -535,10 +526,14 @@ def _cell(cell: Mapping[str, Any], versus: Any) -> str:
     return f'<td class="{cls}">{text}</td>'
 
 
-def _group_row(group: Mapping[str, Any], labels: Sequence[str], cls: str) -> str:
+def _group_row(
+    name: str,
+    queries: int,
+    passed: Mapping[str, int],
+    cases: Mapping[str, int],
+    labels: Sequence[str],
+) -> str:
     """A group's summary: each run's passed cases, ``passed/cases`` where epochs multiply them."""
-    passed, cases = as_map(group.get("passed")), as_map(group.get("cases"))
-    queries = group.get("queries", "n/a")
     cells = []
     for label in labels:
         count, total = passed.get(label, ""), cases.get(label)
@@ -547,25 +542,25 @@ def _group_row(group: Mapping[str, Any], labels: Sequence[str], cls: str) -> str
         else:
             shown = f"{count}/{total}" if total not in (None, queries) else f"{count}"
         cells.append(f"<td>{esc(shown)}</td>")
-    name = f"{group.get('name')} ({queries} queries; passed per run)"
-    return f'<tr class="{cls}"><th scope="row" colspan="2">{esc(name)}</th>{"".join(cells)}</tr>'
+    title = f"{name} ({queries} queries; passed per run)"
+    return f'<tr class="group"><th scope="row" colspan="2">{esc(title)}</th>{"".join(cells)}</tr>'
 
 
-def matrix_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
+def matrix_html(comparison: Comparison, runs: _Runs) -> str:
     """Per mode, a row per query grouped by query type, a column per run; category totals."""
-    matrix = as_map(comparison.get("matrix"))
-    labels = [str(x) for x in as_list(matrix.get("runs"))] or runs.labels
-    queries = [as_map(q) for q in as_list(matrix.get("queries"))]
+    matrix = comparison.matrix
+    labels = matrix.runs or runs.labels
+    queries = matrix.queries
     if not queries:
         return _muted("No per-query matrix: the comparison lists no query.")
-    groups = [as_map(g) for g in as_list(matrix.get("groups"))]
-    modes = list(dict.fromkeys(str(q.get("mode")) for q in queries))
+    groups = matrix.groups
+    modes = list(dict.fromkeys(q.mode for q in queries))
     head = "".join(
         f'<th class="run" title="{esc(label)}">{runs.index.get(label, i) + 1}</th>'
         for i, label in enumerate(labels)
     )
     tags = {c: c[0].upper() for c in CATEGORY_NAMES}
-    flips = sum(bool(q.get("flip")) for q in queries)
+    flips = sum(q.flip for q in queries)
     parts = [
         _muted(
             "One row per query and mode, one column per run (numbered as in the runs table; "
@@ -579,42 +574,40 @@ def matrix_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
     ]
     for mode in modes:
         rows = []
-        in_mode = [q for q in queries if str(q.get("mode")) == mode]
-        types = list(dict.fromkeys([*QUERY_TYPES, *(str(q.get("type")) for q in in_mode)]))
+        in_mode = [q for q in queries if q.mode == mode]
+        types = list(dict.fromkeys([*QUERY_TYPES, *(q.type for q in in_mode)]))
         for qtype in types:
-            members = [q for q in in_mode if str(q.get("type")) == qtype]
+            members = [q for q in in_mode if q.type == qtype]
             if not members:
                 continue
             summary = next(
-                (
-                    g
-                    for g in groups
-                    if str(g.get("mode")) == mode
-                    and g.get("by") == "type"
-                    and str(g.get("name")) == qtype
-                ),
-                {"name": qtype, "queries": len(members), "passed": {}},
+                (g for g in groups if g.mode == mode and g.by == "type" and g.name == qtype), None
             )
-            rows.append(_group_row(summary, labels, "group"))
-            for query in members:
-                cells = as_map(query.get("cells"))
-                versus = as_map(query.get("versus_reference"))
-                cats = [str(c) for c in as_list(query.get("categories"))]
-                tag = "".join(tags.get(c, "?") for c in cats)
-                qid = str(query.get("query_id"))
-                flip = " flipped" if query.get("flip") else ""
-                row_cells = "".join(
-                    _cell(as_map(cells.get(label)), versus.get(label)) for label in labels
+            rows.append(
+                _group_row(qtype, len(members), {}, {}, labels)
+                if summary is None
+                else _group_row(
+                    summary.name, summary.queries, summary.passed, summary.cases, labels
                 )
+            )
+            for query in members:
+                cells = query.cells
+                versus = query.versus_reference
+                cats = query.categories
+                tag = "".join(tags.get(c, "?") for c in cats)
+                qid = query.query_id
+                flip = " flipped" if query.flip else ""
+                row_cells = "".join(_cell(cells.get(label), versus.get(label)) for label in labels)
                 rows.append(
                     f'<tr class="q{flip}" data-q="{esc(qid)}"><th scope="row">{esc(qid)}</th>'
                     f'<td class="cats" title="{esc(", ".join(cats))}">{esc(tag)}</td>'
                     f"{row_cells}</tr>"
                 )
-        by_category = [
-            g for g in groups if str(g.get("mode")) == mode and g.get("by") == "category"
-        ]
-        category_rows = "".join(_group_row(g, labels, "group") for g in by_category)
+        category_rows = "".join(
+            _group_row(g.name, g.queries, g.passed, g.cases, labels)
+            for g in groups
+            if g.mode == mode and g.by == "category"
+        )
         parts.append(
             f'<div class="matrix-wrap"><table class="matrix" data-mode="{esc(mode)}">'
             f"<caption>Per-query results, {esc(mode_title(mode))} "
@@ -636,10 +629,8 @@ def matrix_html(comparison: Mapping[str, Any], runs: _Runs) -> str:
 # The page
 
 
-def render_comparison_html(comparison: Mapping[str, Any]) -> str:
+def render_comparison_html(comparison: Comparison) -> str:
     """The whole page (see the module docstring)."""
-    if not isinstance(comparison, Mapping):
-        comparison = {}
     runs = _Runs(comparison)
     sections = [
         ("runs", "Runs", header_html(comparison, runs)),

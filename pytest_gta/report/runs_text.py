@@ -1,24 +1,32 @@
 """Pure renderers of a comparison of runs (:mod:`.runs`): terminal text and markdown.
 
-Like :mod:`.table` for one run, they only read the ``pytest-gta-comparison/1`` dict, so the
-terminal, the markdown file and the JSON can never disagree. Both renderers share
-:func:`sections`; they differ in how a best value is marked (``*`` in the terminal, bold in
-markdown, as the paper bolds it) and in that only markdown lists the whole per-query matrix.
+Like :mod:`.table` for one run, they only read the comparison
+(:class:`~pytest_gta.results.comparison.Comparison`), so the terminal, the markdown file and
+the JSON can never disagree. Both renderers share :func:`sections`; they differ in how a best
+value is marked (``*`` in the terminal, bold in markdown, as the paper bolds it) and in that
+only markdown lists the whole per-query matrix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from pytest_gta.report.table import (
     METRIC_LABELS,
     MODE_TITLES,
     aligned,
     fmt,
-    interval_text,
     markdown_table,
 )
+from pytest_gta.results.comparison import (
+    TABLE5_COLUMNS,
+    Comparison,
+    MatrixCell,
+    MatrixQuery,
+    Table4Row,
+    metric_value,
+)
+from pytest_gta.results.report import Interval
 
 #: (title, headers, rows) of one table.
 Section = tuple[str, list[str], list[list[str]]]
@@ -30,6 +38,8 @@ MAX_IDS = 20
 MAX_NOTES = 10
 #: Where a run is on a front, as the cost table shows it.
 FRONT_NAMES = {"cost": "cost", "time": "time"}
+#: Table 5's error kinds, in its columns' order.
+ERROR_COLUMNS = TABLE5_COLUMNS[1:]
 
 
 def _star(text: str) -> str:
@@ -40,11 +50,11 @@ def _bold(text: str) -> str:
     return f"**{text}**"
 
 
-def row_name(row: Mapping[str, Any]) -> str:
+def row_name(row: Table4Row) -> str:
     """How a Table 4 row is named: the run's label, or ``MODEL (published BOARD)``."""
-    if row.get("kind") == "leaderboard":
-        return f"{row.get('model')} (published {row.get('board')})"
-    return str(row["label"])
+    if row.kind == "leaderboard":
+        return f"{row.model} (published {row.board})"
+    return row.label
 
 
 def _ids(ids: Sequence[str]) -> str:
@@ -52,42 +62,45 @@ def _ids(ids: Sequence[str]) -> str:
     return shown + (f", ... ({len(ids)} in all)" if len(ids) > MAX_IDS else "")
 
 
-def _seconds(value: Any, digits: int = 2) -> str:
+def _seconds(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{float(value):.{digits}f}"
 
 
-def _money(value: Any) -> str:
+def _money(value: float | None) -> str:
     return "n/a" if value is None else f"{float(value):.4f}"
 
 
-def table4_sections(comparison: Mapping[str, Any], mark: Marker) -> list[Section]:
+def _span(low: float | None, high: float | None) -> str:
+    """An interval as the tables show it, ``[low, high]`` to one decimal (``n/a``: none)."""
+    if low is None or high is None:
+        return "n/a"
+    return f"[{float(low):.1f}, {float(high):.1f}]"
+
+
+def _pair(pair: tuple[float, float] | None) -> str:
+    return _span(None, None) if pair is None else _span(*pair)
+
+
+def _interval(interval: Interval) -> str:
+    return _span(interval.low, interval.high)
+
+
+def table4_sections(comparison: Comparison, mark: Marker) -> list[Section]:
     """Table 4 per mode: a row per run with its interval line, then the published rows."""
     out = []
-    level = float(comparison.get("level", 0.95)) * 100
-    for mode, table in comparison["tables"]["table4"].items():
-        columns = table["columns"]
-        best = table.get("best", {})
+    level = comparison.level * 100
+    for mode, table in comparison.tables.table4.items():
+        columns = table.columns
+        best = table.best
         rows: list[list[str]] = []
-        for row in table["rows"]:
+        for row in table.rows:
             cells = []
             for column in columns:
-                text = fmt(row["values"].get(column))
-                cells.append(mark(text) if row["label"] in best.get(column, []) else text)
+                text = fmt(row.values.get(column))
+                cells.append(mark(text) if row.label in best.get(column, []) else text)
             rows.append([row_name(row), *cells])
-            if row.get("ci"):
-                rows.append(
-                    [
-                        f"  {level:g}% CI",
-                        *(
-                            interval_text(
-                                {"low": row["ci"][c][0], "high": row["ci"][c][1]}
-                                if c in row["ci"]
-                                else None
-                            )
-                            for c in columns
-                        ),
-                    ]
-                )
+            if row.ci:
+                rows.append([f"  {level:g}% CI", *(_pair(row.ci.get(c)) for c in columns)])
         out.append(
             (
                 f"Table 4, {MODE_TITLES.get(mode, mode)} (percent; best per column marked)",
@@ -98,16 +111,16 @@ def table4_sections(comparison: Mapping[str, Any], mark: Marker) -> list[Section
     return out
 
 
-def table5_section(comparison: Mapping[str, Any]) -> list[Section]:
+def table5_section(comparison: Comparison) -> list[Section]:
     """Table 5: a row per run and mode, the error kinds' shares of the errored calls."""
     rows = [
         [
-            str(row["label"]),
-            str(row["mode"]),
-            str(row["errored_calls"]),
-            *("-" if row[k] is None else fmt(row[k]) for k in ("format", "args", "other")),
+            row.label,
+            row.mode,
+            str(row.errored_calls),
+            *("-" if (share := row.share(k)) is None else fmt(share) for k in ERROR_COLUMNS),
         ]
-        for row in comparison["tables"]["table5"]["rows"]
+        for row in comparison.tables.table5.rows
     ]
     if not rows:
         return []
@@ -120,42 +133,43 @@ def table5_section(comparison: Mapping[str, Any]) -> list[Section]:
     ]
 
 
-def _p(value: Any) -> str:
+def _p(value: float | None) -> str:
     return "n/a" if value is None else f"{float(value):.4f}"
 
 
-def paired_sections(comparison: Mapping[str, Any]) -> list[Section]:
+def paired_sections(comparison: Comparison) -> list[Section]:
     """Per mode, each run against the reference: difference, interval, p-values, flips."""
-    paired = comparison.get("paired", {})
-    reference = paired.get("reference")
-    level = float(comparison.get("level", 0.95)) * 100
+    paired = comparison.paired
+    level = comparison.level * 100
     by_mode: dict[str, list[list[str]]] = {}
     matched: dict[str, list[str]] = {}
-    for label, result in paired.get("runs", {}).items():
-        flipped = result.get("flipped", {})
-        for mode, metrics in result.get("metrics", {}).items():
-            counts = result.get("cases", {}).get(mode, {})
-            matched.setdefault(mode, []).append(f"{label} {counts.get('matched', '?')}")
-            regressed = sum(1 for e in flipped.get("regressed", []) if e.get("mode") == mode)
-            fixed = sum(1 for e in flipped.get("fixed", []) if e.get("mode") == mode)
+    for label, result in paired.runs.items():
+        flipped = result.flipped
+        for mode, metrics in result.metrics.items():
+            counts = result.cases.get(mode)
+            matched.setdefault(mode, []).append(
+                f"{label} {'?' if counts is None else counts.matched}"
+            )
+            regressed = sum(1 for e in flipped.regressed if e.mode == mode)
+            fixed = sum(1 for e in flipped.fixed if e.mode == mode)
             for metric, row in metrics.items():
-                difference = row.get("difference")
+                difference = row.difference
                 by_mode.setdefault(mode, []).append(
                     [
-                        str(label),
+                        label,
                         METRIC_LABELS.get(metric, metric),
-                        fmt(row.get("baseline")),
-                        fmt(row.get("this")),
+                        fmt(row.baseline),
+                        fmt(row.this),
                         "n/a" if difference is None else f"{float(difference):+.2f}",
-                        interval_text(row.get("ci")),
-                        _p(row.get("p_value")),
-                        _p(row.get("p_drop")),
+                        _interval(row.ci),
+                        _p(row.p_value),
+                        _p(row.p_drop),
                         f"{regressed}/{fixed}" if metric == "pass_rate" else "",
                     ]
                 )
     return [
         (
-            f"Paired tests against {reference}, {MODE_TITLES.get(mode, mode)} "
+            f"Paired tests against {paired.reference}, {MODE_TITLES.get(mode, mode)} "
             f"(queries matched: {', '.join(matched[mode])})",
             [
                 "run",
@@ -174,25 +188,25 @@ def paired_sections(comparison: Mapping[str, Any]) -> list[Section]:
     ]
 
 
-def reliability_section(comparison: Mapping[str, Any]) -> list[Section]:
+def reliability_section(comparison: Comparison) -> list[Section]:
     """pass^k and pass@k per run and mode for every k up to the most epochs a run has."""
     entries = [
-        (run["label"], mode, values)
-        for run in comparison["runs"]
-        for mode, values in run.get("reliability", {}).items()
+        (run.label, mode, values)
+        for run in comparison.runs
+        for mode, values in run.reliability.items()
     ]
     if not entries:
         return []
-    most = max(int(values["epochs"]) for _l, _m, values in entries)
+    most = max(values.epochs for _l, _m, values in entries)
     ks = [str(k) for k in range(1, most + 1)]
     rows = [
         [
-            str(label),
+            label,
             mode,
-            str(values["epochs"]),
-            *(fmt(values["pass_hat_k"].get(k)) if k in values["pass_hat_k"] else "" for k in ks),
-            *(fmt(values["pass_at_k"].get(k)) if k in values["pass_at_k"] else "" for k in ks),
-            str(len(values["flaky"])),
+            str(values.epochs),
+            *(fmt(values.pass_hat_k.get(k)) if k in values.pass_hat_k else "" for k in ks),
+            *(fmt(values.pass_at_k.get(k)) if k in values.pass_at_k else "" for k in ks),
+            str(len(values.flaky)),
         ]
         for label, mode, values in entries
     ]
@@ -213,38 +227,35 @@ def reliability_section(comparison: Mapping[str, Any]) -> list[Section]:
     ]
 
 
-def flaky_lines(comparison: Mapping[str, Any]) -> list[str]:
+def flaky_lines(comparison: Comparison) -> list[str]:
     """The flaky queries of each run and mode (passed in some epochs, failed in others)."""
     return [
-        f"flaky ({run['label']}, {mode}): {_ids(values['flaky'])}"
-        for run in comparison["runs"]
-        for mode, values in run.get("reliability", {}).items()
-        if values["flaky"]
+        f"flaky ({run.label}, {mode}): {_ids(values.flaky)}"
+        for run in comparison.runs
+        for mode, values in run.reliability.items()
+        if values.flaky
     ]
 
 
-def cost_section(comparison: Mapping[str, Any]) -> list[Section]:
+def cost_section(comparison: Comparison) -> list[Section]:
     """Each run's tokens, cost and times per case, and the fronts it is on."""
-    fronts = comparison.get("front", {})
+    fronts = comparison.front.items()
     rows = []
-    for run in comparison["runs"]:
-        cost = run["cost"]
-        on = [
-            FRONT_NAMES.get(name, name)
-            for name, front in fronts.items()
-            if run["label"] in front.get("front", [])
-        ]
+    for run in comparison.runs:
+        cost = run.cost
+        on = [FRONT_NAMES.get(name, name) for name, front in fronts if run.label in front.front]
+        ans_acc = metric_value(run.metrics.e2e, "ans_acc")
         rows.append(
             [
-                str(run["label"]),
-                str(cost["cases"]),
-                f"{float(cost['tokens_per_case']):.0f}",
-                _money(cost["cost_usd"]),
-                _money(cost["cost_per_case"]),
-                _seconds(cost["wall_s"], 1),
-                _seconds(cost["wall_per_case_s"]),
-                _seconds(cost["model_per_case_s"]),
-                fmt(run["metrics"].get("e2e", {}).get("ans_acc")) if "e2e" in run["modes"] else "",
+                run.label,
+                str(cost.cases),
+                f"{float(cost.tokens_per_case):.0f}",
+                _money(cost.cost_usd),
+                _money(cost.cost_per_case),
+                _seconds(cost.wall_s, 1),
+                _seconds(cost.wall_per_case_s),
+                _seconds(cost.model_per_case_s),
+                fmt(ans_acc) if "e2e" in run.modes else "",
                 ",".join(on) or "-",
             ]
         )
@@ -268,28 +279,28 @@ def cost_section(comparison: Mapping[str, Any]) -> list[Section]:
     ]
 
 
-def front_lines(comparison: Mapping[str, Any]) -> list[str]:
+def front_lines(comparison: Comparison) -> list[str]:
     """Which runs each front leaves out, and why."""
     return [
         f"{name} front leaves out {label}: {reason}"
-        for name, front in comparison.get("front", {}).items()
-        for label, reason in front.get("left_out", {}).items()
+        for name, front in comparison.front.items()
+        for label, reason in front.left_out.items()
     ]
 
 
-def group_sections(comparison: Mapping[str, Any]) -> list[Section]:
+def group_sections(comparison: Comparison) -> list[Section]:
     """Per mode, each query type's and tool category's cases passed by each run."""
-    matrix = comparison["matrix"]
-    labels = matrix["runs"]
+    matrix = comparison.matrix
+    labels = matrix.runs
     by_mode: dict[str, list[list[str]]] = {}
-    for group in matrix["groups"]:
-        by_mode.setdefault(group["mode"], []).append(
+    for group in matrix.groups:
+        by_mode.setdefault(group.mode, []).append(
             [
-                f"{group['by']} {group['name']}",
-                str(group["queries"]),
+                f"{group.by} {group.name}",
+                str(group.queries),
                 *(
-                    f"{group['passed'][label]}/{group['cases'][label]}"
-                    if group["cases"].get(label)
+                    f"{group.passed.get(label, 0)}/{group.cases[label]}"
+                    if group.cases.get(label)
                     else "-"
                     for label in labels
                 ),
@@ -306,21 +317,21 @@ def group_sections(comparison: Mapping[str, Any]) -> list[Section]:
     ]
 
 
-def matrix_lines(comparison: Mapping[str, Any]) -> list[str]:
+def matrix_lines(comparison: Comparison) -> list[str]:
     """Per mode: how many queries flip across the runs, which, and each run's flips."""
-    matrix = comparison["matrix"]
+    matrix = comparison.matrix
     lines = []
-    for mode in dict.fromkeys(q["mode"] for q in matrix["queries"]):
-        queries = [q for q in matrix["queries"] if q["mode"] == mode]
-        flips = [q["query_id"] for q in queries if q["flip"]]
+    for mode in dict.fromkeys(q.mode for q in matrix.queries):
+        queries = [q for q in matrix.queries if q.mode == mode]
+        flips = [q.query_id for q in queries if q.flip]
         lines.append(
             f"{mode}: {len(flips)} of {len(queries)} queries flip across the runs"
             + (f": {_ids(flips)}" if flips else "")
         )
         versus: dict[str, dict[str, list[str]]] = {}
         for query in queries:
-            for label, verdict in query["versus_reference"].items():
-                versus.setdefault(label, {}).setdefault(verdict, []).append(query["query_id"])
+            for label, verdict in query.versus_reference.items():
+                versus.setdefault(label, {}).setdefault(verdict, []).append(query.query_id)
         for label, verdicts in versus.items():
             parts = [
                 f"{kind} {len(verdicts[kind])} ({_ids(verdicts[kind])})"
@@ -328,13 +339,11 @@ def matrix_lines(comparison: Mapping[str, Any]) -> list[str]:
                 if verdicts.get(kind)
             ]
             if parts:
-                lines.append(
-                    f"{mode}: {label} against {comparison['reference']}: " + ", ".join(parts)
-                )
+                lines.append(f"{mode}: {label} against {comparison.reference}: " + ", ".join(parts))
     return lines
 
 
-def sections(comparison: Mapping[str, Any], mark: Marker) -> list[Section]:
+def sections(comparison: Comparison, mark: Marker) -> list[Section]:
     """Every table both renderers show, in order."""
     return [
         *table4_sections(comparison, mark),
@@ -346,28 +355,28 @@ def sections(comparison: Mapping[str, Any], mark: Marker) -> list[Section]:
     ]
 
 
-def header_lines(comparison: Mapping[str, Any]) -> list[str]:
+def header_lines(comparison: Comparison) -> list[str]:
     """What was compared: the dataset, the runs and where they came from, the reference."""
-    dataset = comparison["dataset"]
+    dataset = comparison.dataset
     lines = [
-        f"{len(comparison['runs'])} runs on {dataset['path']} ({dataset['queries']} queries; "
-        f"sha256 {str(dataset['sha256'])[:16]}); paired tests against {comparison['reference']}",
+        f"{len(comparison.runs)} runs on {dataset.path} ({dataset.queries} queries; "
+        f"sha256 {dataset.sha256[:16]}); paired tests against {comparison.reference}",
     ]
-    for run in comparison["runs"]:
-        how = f"agent {run['agent']}" if run.get("agent") else str(run.get("protocol"))
-        epochs = f", {run['epochs']} epochs" if int(run["epochs"]) > 1 else ""
+    for run in comparison.runs:
+        how = f"agent {run.agent}" if run.agent else str(run.protocol)
+        epochs = f", {run.epochs} epochs" if run.epochs > 1 else ""
         lines.append(
-            f"run {run['label']}: {run['model']} [{how}], modes {','.join(run['modes'])}, "
-            f"{run['cases']} cases{epochs} ({', '.join(run['sources'])})"
+            f"run {run.label}: {run.model} [{how}], modes {','.join(run.modes)}, "
+            f"{run.cases} cases{epochs} ({', '.join(run.sources)})"
         )
     return lines
 
 
-def _notes(comparison: Mapping[str, Any]) -> list[str]:
-    return [*front_lines(comparison), *comparison.get("notes", [])]
+def _notes(comparison: Comparison) -> list[str]:
+    return [*front_lines(comparison), *comparison.notes]
 
 
-def render_text(comparison: Mapping[str, Any]) -> list[str]:
+def render_text(comparison: Comparison) -> list[str]:
     """The terminal summary of a comparison, line by line."""
     lines = header_lines(comparison)
     for title, headers, rows in sections(comparison, _star):
@@ -388,28 +397,27 @@ def render_text(comparison: Mapping[str, Any]) -> list[str]:
 _CELL_MARKS = {"passed": "pass", "failed": "fail", "error": "error", "skipped": "skip"}
 
 
-def _cell_text(cell: Mapping[str, Any]) -> str:
-    if cell.get("outcome") is None:
+def _cell_text(cell: MatrixCell | None) -> str:
+    if cell is None or cell.outcome is None:
         return "-"
-    if int(cell["epochs"]) > 1:
-        return f"{cell['passed']}/{cell['epochs']}"
-    return _CELL_MARKS.get(str(cell["outcome"]), str(cell["outcome"]))
+    if cell.epochs > 1:
+        return f"{cell.passed}/{cell.epochs}"
+    return _CELL_MARKS.get(cell.outcome, cell.outcome)
 
 
-def matrix_markdown(comparison: Mapping[str, Any]) -> list[str]:
+def matrix_markdown(comparison: Comparison) -> list[str]:
     """The whole per-query matrix, per mode and query type; flipping queries in bold."""
-    matrix = comparison["matrix"]
-    labels = matrix["runs"]
+    labels = comparison.matrix.runs
     lines: list[str] = []
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for query in matrix["queries"]:
-        groups.setdefault((query["mode"], query["type"]), []).append(query)
+    groups: dict[tuple[str, str], list[MatrixQuery]] = {}
+    for query in comparison.matrix.queries:
+        groups.setdefault((query.mode, query.type), []).append(query)
     for (mode, kind), queries in groups.items():
         rows = [
             [
-                _bold(q["query_id"]) if q["flip"] else q["query_id"],
-                ", ".join(q["categories"]) or "-",
-                *(_cell_text(q["cells"][label]) for label in labels),
+                _bold(q.query_id) if q.flip else q.query_id,
+                ", ".join(q.categories) or "-",
+                *(_cell_text(q.cells.get(label)) for label in labels),
             ]
             for q in queries
         ]
@@ -431,7 +439,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return markdown_table(_cells(headers), [_cells(row) for row in rows])
 
 
-def render_markdown(comparison: Mapping[str, Any]) -> str:
+def render_markdown(comparison: Comparison) -> str:
     """The same tables as markdown (best in bold), plus the whole per-query matrix."""
     lines = ["# GTA comparison", "", *[f"- {line}" for line in header_lines(comparison)]]
     for title, headers, rows in sections(comparison, _bold):

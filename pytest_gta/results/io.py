@@ -7,6 +7,9 @@
   other versions, so an unknown or newer schema, a malformed file or a field of the wrong kind is
   a :class:`~pytest_gta.errors.GtaUsageError` naming the file and the field, never a traceback;
   a report of an earlier version is migrated on the way (:mod:`pytest_gta.results.migrate`).
+* :func:`dump_comparison` / :func:`load_comparison` / :func:`parse_comparison` do the same for
+  a comparison of runs (``--gta-compare``'s ``--gta-report``,
+  :class:`~pytest_gta.results.comparison.Comparison`).
 * :func:`case_to_wire` / :func:`case_from_wire` carry a finished case from an xdist worker to
   the controller as the model's JSON, read back by the same class.
 """
@@ -23,23 +26,28 @@ from typing import Any
 from pydantic import ValidationError
 
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.flags import OPT_MERGE, OPT_REPORT
+from pytest_gta.flags import OPT_COMPARE, OPT_MERGE, OPT_REPORT
 from pytest_gta.jsonsafe import JsonInputError, loads, read_json
 from pytest_gta.results.case import CaseResult, case_properties
+from pytest_gta.results.comparison import COMPARISON_FAMILY, COMPARISON_SCHEMA, Comparison
 from pytest_gta.results.migrate import migrate_report
 from pytest_gta.results.report import SCHEMA, SCHEMA_FAMILY, RunReport
 
 __all__ = [
+    "COMPARISON_HOW",
     "MAX_REPORT_BYTES",
     "MERGE_HOW",
     "CaseWire",
     "ReportFile",
     "case_from_wire",
     "case_to_wire",
+    "dump_comparison",
     "dump_json",
     "dump_report",
     "field_problem",
+    "load_comparison",
     "load_report",
+    "parse_comparison",
     "parse_report",
     "refresh_properties",
 ]
@@ -48,6 +56,8 @@ __all__ = [
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 #: How a reader's messages say where reports come from (``--gta-merge``'s; baselines say theirs).
 MERGE_HOW = f"{OPT_MERGE} reads the {OPT_REPORT} files that the shard jobs wrote"
+#: How the comparison reader's messages say where comparisons come from.
+COMPARISON_HOW = f"a comparison is the {OPT_REPORT} file that pytest {OPT_COMPARE} wrote"
 #: A value shown in a message is cut to this many characters.
 _SHOWN = 200
 
@@ -73,6 +83,11 @@ def dump_report(report: RunReport) -> str:
     """The text of a ``--gta-report`` file (see the module docstring)."""
     refresh_properties(report)
     return dump_json(report.to_json_value())
+
+
+def dump_comparison(comparison: Comparison) -> str:
+    """The text of a comparison's ``--gta-report`` file (strict JSON)."""
+    return dump_json(comparison.to_json_value())
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,10 +143,10 @@ def _path(loc: Sequence[int | str], classes: frozenset[str]) -> str:
 
 
 @functools.cache
-def _class_names() -> frozenset[str]:
+def _class_names(root: type = RunReport) -> frozenset[str]:
     """The names of the model's classes (a union member's tag in an error's location)."""
     names: set[str] = set()
-    todo: list[Any] = [RunReport]
+    todo: list[Any] = [root]
     seen: set[Any] = set()
     while todo:
         cls = todo.pop()
@@ -159,23 +174,24 @@ def _classes_in(annotation: Any) -> list[Any]:
     return found
 
 
-def field_problem(exc: ValidationError) -> str:
+def field_problem(exc: ValidationError, root: type = RunReport, what: str = "report") -> str:
     """The first problem of a validation error, as ``field is VALUE: why``.
 
-    A value that fits no member of a union (a number field given ``true``) fails once per
-    member; the message says every kind that was wanted.
+    ``root`` is the class that was validated, ``what`` how messages call a document of it. A
+    value that fits no member of a union (a number field given ``true``) fails once per member;
+    the message says every kind that was wanted.
     """
     errors = exc.errors(include_url=False)
     if not errors:
         return str(exc)
-    known = _class_names()
+    known = _class_names(root)
     first = min(errors, key=lambda e: len(e["loc"]))
     where = _path(first["loc"], known)
     same = [e for e in errors if _path(e["loc"], known) == where]
     if first["type"] == "missing":
-        return f"{where or 'the report'} is missing"
+        return f"{where or 'the ' + what} is missing"
     if first["type"] == "extra_forbidden":
-        return f"{where} is not a field of this report version"
+        return f"{where} is not a field of this {what} version"
     wanted = list(dict.fromkeys(_wanted(e["msg"]) for e in same))
     why = (
         "Input should be " + ", ".join(wanted[:-1]) + " or " + wanted[-1]
@@ -184,7 +200,7 @@ def field_problem(exc: ValidationError) -> str:
     )
     value = first["input"]
     shown = show_value(repr(value) if isinstance(value, str) else value)
-    return f"{where or 'the report'} is {shown}: {why}"
+    return f"{where or 'the ' + what} is {shown}: {why}"
 
 
 def _wanted(message: str) -> str:
@@ -238,26 +254,67 @@ def parse_report(label: str, data: Any, how: str = MERGE_HOW) -> ReportFile:
     return ReportFile(label, report)
 
 
+def _read(path: Path, label: str, how: str, what: str) -> Any:
+    """A file's JSON; a usage error naming ``label`` when it is not JSON of a sane size."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_REPORT_BYTES:
+            raise GtaUsageError(
+                f"{label}: {size} bytes is larger than any {what} ({MAX_REPORT_BYTES} at most); "
+                f"{how}"
+            )
+        return read_json(path)
+    except FileNotFoundError:
+        raise GtaUsageError(f"{label}: no such file; {how}") from None
+    except (OSError, JsonInputError) as exc:
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise GtaUsageError(f"{label}: {text}; {how}") from None
+
+
 def load_report(path: Path, label: str, how: str = MERGE_HOW) -> ReportFile:
     """Read and check one report file (see :func:`parse_report`).
 
     Raises:
         GtaUsageError: the file is missing, unreadable, too large, not JSON, or not a report.
     """
-    try:
-        size = path.stat().st_size
-        if size > MAX_REPORT_BYTES:
+    return parse_report(label, _read(path, label, how, "report"), how)
+
+
+def parse_comparison(label: str, data: Any, how: str = COMPARISON_HOW) -> Comparison:
+    """Check a loaded comparison (``pytest-gta-comparison/1``) and read it into the model.
+
+    Raises:
+        GtaUsageError: naming ``label`` and the first field that is missing or wrong; a
+            comparison of another schema version names it and this one.
+    """
+    hint = f"; {how}" if how else ""
+    prefix = f"{label}: " if label else ""
+    found = data.get("schema") if isinstance(data, dict) else None
+    if found != COMPARISON_SCHEMA:
+        if isinstance(found, str) and found.startswith(COMPARISON_FAMILY):
             raise GtaUsageError(
-                f"{label}: {size} bytes is larger than any report ({MAX_REPORT_BYTES} at most); "
-                f"{how}"
+                f"{prefix}schema is {show_value(found)}: the comparison was written by a "
+                f"pytest-gta of another comparison schema than this one ({COMPARISON_SCHEMA}); "
+                f"read it with the version that wrote it{hint}"
             )
-        data = read_json(path)
-    except FileNotFoundError:
-        raise GtaUsageError(f"{label}: no such file; {how}") from None
-    except (OSError, JsonInputError) as exc:
-        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise GtaUsageError(f"{label}: {text}; {how}") from None
-    return parse_report(label, data, how)
+        raise GtaUsageError(
+            f"{prefix}not a pytest-gta comparison (schema {found!r}, expected "
+            f"{COMPARISON_SCHEMA!r}){hint}"
+        )
+    try:
+        return Comparison.model_validate(data)
+    except ValidationError as exc:
+        problem = field_problem(exc, Comparison, "comparison")
+        raise GtaUsageError(f"{prefix}{problem}{hint}") from None
+
+
+def load_comparison(path: Path, label: str, how: str = COMPARISON_HOW) -> Comparison:
+    """Read and check one comparison file (see :func:`parse_comparison`).
+
+    Raises:
+        GtaUsageError: the file is missing, unreadable, too large, not JSON, or not a comparison.
+    """
+    return parse_comparison(label, _read(path, label, how, "comparison"), how)
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ job that keeps its reports in one directory shows its trend; other JSON there (t
 own file, a tool's output) is skipped with a note. Files given one by one keep their order.
 
 Every report is read through the report's one reader
-(:func:`~pytest_gta.report.schema.load_report`), so a bad field is a usage error naming the
-file and the field. Reports on another dataset cannot be compared (a usage error naming both
+(:func:`~pytest_gta.results.io.load_report`), so a bad field is a usage error naming the file
+and the field. Reports on another dataset cannot be compared (a usage error naming both
 files and ``dataset.sha256``); settings that differ between runs (protocol, scoring, turns,
 tools, sampling, epochs, selection) can, and are noted once each, naming the runs. The reports
 of one sharded run (``--gta-shard=K/N``: same model, settings, label and commit) are grouped and
@@ -23,13 +23,12 @@ the GitHub job summary, and exits 0; anything it cannot compare is exit status 4
 from __future__ import annotations
 
 import json
-import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -57,15 +56,16 @@ from pytest_gta.report.merge import (
 from pytest_gta.report.runs import RunInput, build_comparison
 from pytest_gta.report.runs_html import render_comparison_html
 from pytest_gta.report.runs_text import render_markdown, render_text
-from pytest_gta.report.schema import (
+from pytest_gta.results.comparison import Comparison
+from pytest_gta.results.io import (
     MAX_REPORT_BYTES,
-    SCHEMA_FAMILY,
     ReportFile,
-    RunReport,
-    identity_of,
+    dump_comparison,
     load_report,
+    parse_comparison,
     parse_report,
 )
+from pytest_gta.results.report import SCHEMA_FAMILY, Interval, RunReport
 from pytest_gta.session.finish import (
     Output,
     find_dataset,
@@ -75,21 +75,33 @@ from pytest_gta.session.finish import (
 
 #: How the reader's messages say where compared reports come from.
 COMPARE_HOW = f"{OPT_COMPARE} reads the {OPT_REPORT} files of the runs it compares"
-#: The settings whose differences between runs are noted: (the field as a note names it, its
-#: section: the report's top level, ``settings`` or ``generation``, its key).
-#: Sampling is compared only between runs that generated (the oracle and replays have none).
-NOTED_SETTINGS: tuple[tuple[str, str, str], ...] = (
-    ("protocol", "", "protocol"),
-    ("settings.sim_model", "settings", "sim_model"),
-    ("settings.sim_threshold", "settings", "sim_threshold"),
-    ("settings.max_turns", "settings", "max_turns"),
-    ("settings.tools", "settings", "tools"),
-    ("settings.generation.temperature", "generation", "temperature"),
-    ("settings.generation.max_tokens", "generation", "max_tokens"),
-    ("settings.generation.seed", "generation", "seed"),
-    ("epochs", "", "epochs"),
-    ("settings.ids", "settings", "ids"),
-    ("settings.limit", "settings", "limit"),
+
+
+def _generation(key: str) -> Callable[[RunReport], Any]:
+    """A generation setting of a run's report (:data:`ABSENT`: the run did not generate)."""
+
+    def read(report: RunReport) -> Any:
+        generation = report.settings.generation
+        return generation[key] if generation is not None and key in generation else ABSENT
+
+    return read
+
+
+#: The settings whose differences between runs are noted: (the field as a note names it, how
+#: to read it from a report). Sampling is compared only between runs that generated (the
+#: oracle and replays have none).
+NOTED_SETTINGS: tuple[tuple[str, Callable[[RunReport], Any]], ...] = (
+    ("protocol", lambda report: report.protocol),
+    ("settings.sim_model", lambda report: report.settings.sim_model),
+    ("settings.sim_threshold", lambda report: report.settings.sim_threshold),
+    ("settings.max_turns", lambda report: report.settings.max_turns),
+    ("settings.tools", lambda report: report.settings.tools),
+    ("settings.generation.temperature", _generation("temperature")),
+    ("settings.generation.max_tokens", _generation("max_tokens")),
+    ("settings.generation.seed", _generation("seed")),
+    ("epochs", lambda report: report.epochs),
+    ("settings.ids", lambda report: report.settings.ids),
+    ("settings.limit", lambda report: report.settings.limit),
 )
 
 
@@ -116,129 +128,56 @@ class Run:
         """The report files as the user named them."""
         return tuple(part.label for part in self.parts)
 
-    @property
-    def records(self) -> tuple[Any, ...]:
-        """Every case's record, over all the run's shards."""
-        return tuple(record for part in self.parts for record in part.records)
-
 
 # --------------------------------------------------------------------------------------------
 # What the reports say about their run (checked by the reader; older reports' filled in)
 
 
-def run_label(report: Mapping[str, Any]) -> str:
-    """The run's label: ``--gta-label``'s, else ``model [protocol]`` or ``model [agent X]``."""
-    return identity_of(report)["label"]
-
-
-def started_at(report: Mapping[str, Any]) -> datetime | None:
+def started_at(report: RunReport) -> datetime | None:
     """When the run started (``identity.started_at``); ``None``: a report without dates."""
-    text = identity_of(report)["started_at"]
+    text = report.identity.started_at
     return None if text is None else parse_utc(text)
 
 
-def commit(report: Mapping[str, Any]) -> str | None:
+def commit(report: RunReport) -> str | None:
     """The git commit of the project under test, when the run recorded one."""
-    git = identity_of(report)["git"]
-    return None if git is None else git["commit"]
+    git = report.identity.git
+    return None if git is None else git.commit
 
 
 # --------------------------------------------------------------------------------------------
 # Finding the reports
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _number_or_null(value: Any) -> bool:
-    return value is None or _is_number(value)
-
-
-def _count_or_null(value: Any) -> bool:
-    return value is None or _is_count(value)
-
-
-def _seconds_or_null(value: Any) -> bool:
-    return value is None or (_is_number(value) and value >= 0)
-
-
-def _epochs(value: Any) -> bool:
-    low, high = RANGES[OPT_EPOCHS]
-    return _is_count(value) and low <= value <= high
-
-
-def _is_object(value: Any) -> bool:
-    return isinstance(value, dict)
-
-
 def _refuse(report: ReportFile, where: str, value: Any, wanted: str) -> GtaUsageError:
-    shown = "absent" if value is ABSENT else show_value(value)
-    return GtaUsageError(f"{report.label}: {where} is {shown}, not {wanted}; {COMPARE_HOW}")
-
-
-def _check_nested(
-    report: ReportFile, value: Any, where: str, depth: int, test: Callable[[Any], bool], wanted: str
-) -> None:
-    """``value`` is objects ``depth`` deep whose leaves pass ``test``; else a usage error."""
-    if depth:
-        if not isinstance(value, dict):
-            raise _refuse(report, where, value, "an object")
-        for key, inner in value.items():
-            _check_nested(report, inner, f"{where}.{key}", depth - 1, test, wanted)
-    elif not test(value):
-        raise _refuse(report, where, value, wanted)
-
-
-#: What :func:`check_copied` checks: (field, depth of objects, test of the leaves, their kind).
-COPIED_FIELDS: tuple[tuple[str, int, Callable[[Any], bool], str], ...] = (
-    ("metrics", 2, _number_or_null, "a number or null"),
-    ("metrics_ci", 2, _is_object, "an object"),
-    ("pass_rate", 1, _is_number, "a number"),
-    ("errors", 2, _is_count, "a count"),
-    ("tool_calls", 2, _is_count, "a count"),
-    ("outcomes", 1, _is_count, "a count"),
-)
+    return GtaUsageError(
+        f"{report.label}: {where} is {show_value(value)}, not {wanted}; {COMPARE_HOW}"
+    )
 
 
 def check_copied(report: ReportFile) -> None:
-    """The run's numbers that the comparison copies from its report have the right kinds.
+    """What the comparison copies from a run's report and the report's reader lets through.
 
-    The report's reader (:func:`~pytest_gta.report.schema.parse_report`) checks what
-    ``--gta-merge`` reads, the cases; a merge computes the tables again, a comparison copies
-    them (so that a run's numbers are its report's), so they are checked here.
+    The reader checks every field's kind; a comparison also counts over the run's epochs (so
+    they must be a number of epochs ``--gta-epochs`` could have run), divides its wall time,
+    and shows each interval as ``[low, high]``.
 
     Raises:
         GtaUsageError: naming the file and the field.
     """
-    data: Mapping[str, Any] = report.data
-    for name, depth, test, wanted in COPIED_FIELDS:
-        _check_nested(report, data.get(name, ABSENT), name, depth, test, wanted)
-    for mode, intervals in data["metrics_ci"].items():
-        for metric, interval in intervals.items():
-            ends = [interval.get(end, ABSENT) for end in ("low", "high")]
-            for end, value in zip(("low", "high"), ends, strict=True):
-                if not _number_or_null(value):
-                    where = f"metrics_ci.{mode}.{metric}.{end}"
-                    raise _refuse(report, where, value, "a number or null")
-            if (ends[0] is None) != (ends[1] is None):
-                where = f"metrics_ci.{mode}.{metric}"
-                raise _refuse(report, where, interval, "an interval (both ends, or neither)")
+    data = report.report
     low, high = RANGES[OPT_EPOCHS]
-    usage = data["usage"]
-    for where, value, test, wanted in (
-        ("epochs", data.get("epochs", 1), _epochs, f"a number of epochs ({low:g} to {high:g})"),
-        ("duration_s", data.get("duration_s"), _seconds_or_null, "seconds"),
-        ("usage.input_tokens", usage.get("input_tokens"), _count_or_null, "a count"),
-        ("usage.output_tokens", usage.get("output_tokens"), _count_or_null, "a count"),
-        ("usage.model_s", usage.get("model_s"), _seconds_or_null, "seconds"),
-    ):
-        if not test(value):
-            raise _refuse(report, where, value, wanted)
+    if not low <= data.epochs <= high:
+        raise _refuse(report, "epochs", data.epochs, f"a number of epochs ({low:g} to {high:g})")
+    if data.duration_s is not None and data.duration_s < 0:
+        raise _refuse(report, "duration_s", data.duration_s, "seconds")
+    for mode, intervals in data.metrics_ci.items():
+        for metric, interval in intervals:
+            if isinstance(interval, Interval) and (interval.low is None) != (interval.high is None):
+                where = f"metrics_ci.{mode}.{metric}"
+                raise _refuse(
+                    report, where, interval.to_json_value(), "an interval (both ends, or neither)"
+                )
 
 
 def _read_candidate(path: Path, label: str, found: Found) -> None:
@@ -278,7 +217,7 @@ def _in_directory(directory: Path, given: str) -> Found:
             f"not its subdirectories); {COMPARE_HOW}"
         )
     epoch = datetime.min.replace(tzinfo=timezone.utc)
-    found.reports.sort(key=lambda r: (started_at(r.data) or epoch, Path(r.label).name))
+    found.reports.sort(key=lambda r: (started_at(r.report) or epoch, Path(r.label).name))
     return found
 
 
@@ -309,9 +248,9 @@ def check_one_dataset(reports: Sequence[ReportFile]) -> None:
         GtaUsageError: naming both files, the field and both values.
     """
     first = reports[0]
-    sha = first.data["dataset"]["sha256"]
+    sha = first.report.dataset.sha256
     for report in reports[1:]:
-        theirs = report.data["dataset"]["sha256"]
+        theirs = report.report.dataset.sha256
         if theirs != sha:
             raise GtaUsageError(
                 f"{report.label}: dataset.sha256 is {show_value(theirs)}, {first.label} has "
@@ -326,18 +265,17 @@ def check_one_dataset(reports: Sequence[ReportFile]) -> None:
 
 def _shard_key(report: ReportFile) -> str:
     """What the shards of one run share: model, protocol, dataset, settings, label, commit."""
-    data = report.data
-    shard = report.shard or {}
-    settings = {k: v for k, v in data["settings"].items() if k not in SELECTION_SETTINGS}
+    data = report.report
+    settings = data.settings.to_json_value()
     return json.dumps(
         [
-            data["model"],
-            data["protocol"],
-            data["dataset"]["sha256"],
-            settings,
-            run_label(data),
+            data.model,
+            data.protocol,
+            data.dataset.sha256,
+            {k: v for k, v in settings.items() if k not in SELECTION_SETTINGS},
+            data.label,
             commit(data),
-            shard.get("total"),
+            None if data.shard is None else data.shard.total,
         ],
         sort_keys=True,
         default=str,
@@ -354,14 +292,15 @@ def group_runs(reports: Sequence[ReportFile]) -> list[list[ReportFile]]:
     groups: list[list[ReportFile]] = []
     open_runs: dict[str, list[ReportFile]] = {}
     for report in reports:
-        shard = report.shard
+        shard = report.report.shard
         if shard is None:
             groups.append([report])
             continue
         key = _shard_key(report)
         group = open_runs.get(key)
         if group is None or any(
-            (part.shard or {}).get("index") == shard["index"] for part in group
+            part.report.shard is not None and part.report.shard.index == shard.index
+            for part in group
         ):
             group = []
             groups.append(group)
@@ -378,17 +317,11 @@ def make_run(
     Raises:
         GtaUsageError: the shards are not of one run (as ``--gta-merge`` refuses them).
     """
-    if parts[0].shard is None:
-        return Run(parts, parts[0].data), []
+    if parts[0].report.shard is None:
+        return Run(parts, parts[0].report), []
     warnings = coverage_warnings(parts, command=OPT_COMPARE)
     check_same_run(parts)
-    merged = merge_reports(
-        parts,
-        dataset,
-        warnings,
-        confidence=level,
-        samples=samples,
-    )
+    merged = merge_reports(parts, dataset, warnings, confidence=level, samples=samples)
     return Run(parts, merged), warnings
 
 
@@ -397,7 +330,7 @@ def unique_labels(runs: Sequence[Run]) -> None:
     taken: set[str] = set()
     counts: dict[str, int] = {}
     for run in runs:
-        base = run_label(run.report)
+        base = run.report.label
         label = base
         while label in taken:
             counts[base] = counts.get(base, 1) + 1
@@ -409,19 +342,12 @@ def unique_labels(runs: Sequence[Run]) -> None:
 def setting_notes(runs: Sequence[Run]) -> list[str]:
     """One note per setting that differs between runs, naming the runs with each value."""
     notes = []
-    for name, section, key in NOTED_SETTINGS:
+    for name, read in NOTED_SETTINGS:
         values: dict[str, list[str]] = {}
         for run in runs:
-            report = run.report
-            if section == "generation":
-                generation = report.get("settings", {}).get("generation")
-                if not isinstance(generation, Mapping) or key not in generation:
-                    continue
-                value = generation[key]
-            elif section == "settings":
-                value = report.get("settings", {}).get(key)
-            else:
-                value = cast(Mapping[str, Any], report).get(key)
+            value = read(run.report)
+            if value is ABSENT:
+                continue
             shown = show_value(value if value is not None else "none")
             values.setdefault(shown, []).append(run.label)
         if len(values) > 1:
@@ -433,17 +359,12 @@ def setting_notes(runs: Sequence[Run]) -> list[str]:
 def html_beside(run: Run, source: Path | None, page: Path | None) -> str | None:
     """The run's own HTML report, as a link from the comparison page (absolute without one).
 
-    The path the report recorded (``settings.report_html``), else the report's file with
-    ``.html`` for ``.json``; a merged run's shards have none of their own worth linking.
+    The report's file with ``.html`` for ``.json``; a merged run's shards have none of their
+    own worth linking.
     """
     if len(run.parts) != 1 or source is None:
         return None
-    recorded = run.report.get("settings", {}).get("report_html")
-    candidate = (
-        Path(recorded) if isinstance(recorded, str) and recorded else source.with_suffix(".html")
-    )
-    if not candidate.is_absolute():
-        candidate = source.parent / candidate
+    candidate = source.with_suffix(".html")
     if not candidate.is_file():
         return None
     if page is None:
@@ -459,7 +380,7 @@ def html_beside(run: Run, source: Path | None, page: Path | None) -> str | None:
 class Compared:
     """What :func:`compare` made: the comparison, and how many reports it read."""
 
-    comparison: dict[str, Any]
+    comparison: Comparison
     reports: int
     dataset_root: Path
 
@@ -509,7 +430,6 @@ def run_inputs(
             label=run.label,
             sources=run.sources,
             report=run.report,
-            records=run.records,
             html=html_beside(run, found.files.get(run.parts[0].label), settings.page),
         )
         for run in runs
@@ -517,7 +437,7 @@ def run_inputs(
     return inputs, notes
 
 
-def comparison_of(found: Found, dataset: Dataset, settings: CompareSettings) -> dict[str, Any]:
+def comparison_of(found: Found, dataset: Dataset, settings: CompareSettings) -> Comparison:
     """The comparison of the reports found, on ``dataset`` (the one they all ran on).
 
     Raises:
@@ -546,21 +466,29 @@ def compare(config: pytest.Config, settings: GtaSettings) -> Compared:
     paths: list[Path] = resolve_option(config, "gta_compare").value
     found = find_reports(paths, given)
     check_one_dataset(found.reports)
-    dataset = find_dataset(config, found.reports, ran="the runs", command=OPT_COMPARE)
+    dataset = find_dataset(config, found.reports[:1], ran="the runs", command=OPT_COMPARE)
     comparison = comparison_of(found, dataset, CompareSettings.of(settings))
     return Compared(comparison, len(found.reports), dataset.root)
 
 
-def comparison_outputs(comparison: Mapping[str, Any], settings: GtaSettings) -> list[Output]:
+def cleaned(comparison: Comparison) -> Comparison:
+    """The comparison as the command shows and writes it: every text cleaned.
+
+    Reports were cleaned when written; a hand-edited one may still hold a secret, which every
+    output of the command then redacts.
+
+    Raises:
+        GtaUsageError: what cleaning left is not a comparison (a number too long to print).
+    """
+    return parse_comparison(OPT_COMPARE, Cleaner().value(comparison.to_json_value()), "")
+
+
+def comparison_outputs(comparison: Comparison, settings: GtaSettings) -> list[Output]:
     """``--gta-report`` (the JSON), ``--gta-report-md``, ``--gta-report-html``, the job summary."""
     outputs = []
     if settings.report.json is not None:
         outputs.append(
-            Output(
-                settings.report.json,
-                lambda: json.dumps(comparison, indent=2, allow_nan=False) + "\n",
-                option=OPT_REPORT,
-            )
+            Output(settings.report.json, lambda: dump_comparison(comparison), option=OPT_REPORT)
         )
     if settings.report.md is not None:
         outputs.append(
@@ -593,11 +521,10 @@ def compare_command(config: pytest.Config) -> int:
     settings = resolve_settings(config)
     try:
         compared = compare(config, settings)
+        comparison = cleaned(compared.comparison)
     except GtaUsageError as exc:
         raise pytest.UsageError(f"pytest-gta: {exc}") from None
-    # Reports were cleaned when written; a hand-edited one may still hold a secret or a NaN.
-    comparison: dict[str, Any] = Cleaner().value(compared.comparison)
-    runs = comparison["runs"]
+    runs = comparison.runs
     _say(
         f"compared {len(runs)} runs from {compared.reports} reports on the dataset at "
         f"{compared.dataset_root}"

@@ -1,0 +1,112 @@
+"""The published JSON Schemas of the report and of the comparison (docs/schema/).
+
+Dashboards and other tools ingest ``--gta-report`` files (a run's report,
+``pytest-gta-report/1``; a comparison of runs, ``pytest-gta-comparison/1``) and can validate
+them against these schemas. The schemas are generated from the classes that read and write the
+files (:class:`~pytest_gta.results.report.RunReport`,
+:class:`~pytest_gta.results.comparison.Comparison`), in serialization mode and by alias, so
+they describe the JSON exactly as written, each field's docstring as its description.
+
+The committed files are kept in step with the classes by a test; after changing a class, write
+them again::
+
+    python -m pytest_gta.results.jsonschema docs/schema
+    python -m pytest_gta.results.jsonschema --check docs/schema   # exit status 1 when stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_gta.results.base import Doc
+from pytest_gta.results.comparison import Comparison
+from pytest_gta.results.report import RunReport
+
+__all__ = [
+    "COMMAND",
+    "SCHEMA_DIALECT",
+    "SCHEMA_FILES",
+    "comparison_schema",
+    "json_schema",
+    "main",
+    "report_schema",
+    "schema_text",
+    "stale_files",
+]
+
+#: The JSON Schema dialect pydantic generates.
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+#: Each published file and the class it describes.
+SCHEMA_FILES: dict[str, type[Doc]] = {
+    "report.schema.json": RunReport,
+    "comparison.schema.json": Comparison,
+}
+#: What a stale file's message says to run.
+COMMAND = "python -m pytest_gta.results.jsonschema"
+
+
+def json_schema(cls: type[Doc]) -> dict[str, Any]:
+    """The JSON Schema of the JSON ``cls`` writes (serialization mode, by alias)."""
+    schema = cls.model_json_schema(mode="serialization", by_alias=True)
+    return {"$schema": SCHEMA_DIALECT, **schema}
+
+
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema of a run's report (``pytest-gta-report/1``)."""
+    return json_schema(RunReport)
+
+
+def comparison_schema() -> dict[str, Any]:
+    """The JSON Schema of a comparison of runs (``pytest-gta-comparison/1``)."""
+    return json_schema(Comparison)
+
+
+def schema_text(cls: type[Doc]) -> str:
+    """A schema file's text: stable formatting, so the committed file diffs line by line."""
+    return json.dumps(json_schema(cls), indent=2, sort_keys=False) + "\n"
+
+
+def stale_files(directory: Path) -> list[Path]:
+    """The schema files in ``directory`` that are missing or differ from the classes."""
+    stale = []
+    for name, cls in SCHEMA_FILES.items():
+        path = directory / name
+        try:
+            current = path.read_text(encoding="utf-8")
+        except OSError:
+            current = None
+        if current != schema_text(cls):
+            stale.append(path)
+    return stale
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write the schema files into DIR, or with ``--check`` say which are stale (exit 1)."""
+    parser = argparse.ArgumentParser(
+        prog=COMMAND, description="Write (or check) the JSON Schemas of pytest-gta's reports."
+    )
+    parser.add_argument("directory", metavar="DIR", type=Path, help="docs/schema")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 naming any stale file"
+    )
+    args = parser.parse_args(argv)
+    directory: Path = args.directory
+    if args.check:
+        stale = stale_files(directory)
+        for path in stale:
+            print(f"{path} is stale: run {COMMAND} {directory}", file=sys.stderr)
+        return 1 if stale else 0
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, cls in SCHEMA_FILES.items():
+        (directory / name).write_text(schema_text(cls), encoding="utf-8")
+        print(f"wrote {directory / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
