@@ -64,11 +64,9 @@ QUIET_FLAGS = (
     "--disable-dev-shm-usage",
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
 )
-#: The hosts Chromium (150 to 156) still contacts on its own under ``QUIET_FLAGS`` (seen only through a
-#: proxy, which resolves names for it); ``RequestLog.page_requests`` leaves them out.
-CHROMIUM_OWN_HOSTS = frozenset(
-    {"update.googleapis.com", "accounts.google.com", "www.google.com"}
-)
+#: The hosts Chromium (150 to 156) still contacts on its own under ``QUIET_FLAGS`` (seen only
+#: through a proxy, which resolves names for it); ``RequestLog.page_requests`` leaves them out.
+CHROMIUM_OWN_HOSTS = frozenset({"update.googleapis.com", "accounts.google.com", "www.google.com"})
 
 # Chromium logs a console message as ``INFO:CONSOLE:12] "text", source: url (12)`` (156) or
 # ``INFO:CONSOLE(12)] ...`` (older builds).
