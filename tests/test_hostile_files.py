@@ -728,12 +728,15 @@ def merge_and_render(shard: Path, baseline: Path | None, dataset: Any) -> str:
     from pytest_gta.outward import Cleaner
     from pytest_gta.report import merge
     from pytest_gta.report.baseline import comparable_run, conclude, read_baseline
+    from pytest_gta.report.build import typed_report
     from pytest_gta.report.html import render_html
     from pytest_gta.report.junit import junit_xml
     from pytest_gta.report.schema import load_report
     from pytest_gta.report.table import render_markdown, render_text
+    from pytest_gta.results.io import parse_report
 
     reports = [load_report(shard, str(shard))]
+    parse_report(str(shard), reports[0].data)  # TRANSITIONAL, as --gta-merge does
     notes = merge.coverage_warnings(reports)
     merge.check_same_run(reports)
     report = merge.merge_reports(reports, dataset, notes, samples=20)
@@ -758,11 +761,12 @@ def merge_and_render(shard: Path, baseline: Path | None, dataset: Any) -> str:
             samples=20,
         )
     report = Cleaner().value(report)
-    render_text(report)
-    render_markdown(report)
-    junit_xml(report, "pytest")
     json.dumps(report, allow_nan=False)
-    return render_html(report, dataset, None)
+    typed = typed_report(report, dataset)  # TRANSITIONAL, as --gta-merge does
+    render_text(typed)
+    render_markdown(typed)
+    junit_xml(typed, "pytest")
+    return render_html(typed, dataset, None)
 
 
 @settings(max_examples=200, deadline=None)

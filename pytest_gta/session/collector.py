@@ -22,11 +22,12 @@ from pytest_gta.detail import DETAIL_KEY, STOPPED_KEY, CaseDetail
 from pytest_gta.options import GtaSettings
 from pytest_gta.provenance import GitProbe, utc_now
 from pytest_gta.report.baseline import Baseline, regressed_nodeids
-from pytest_gta.report.build import build_report
+from pytest_gta.report.build import build_report, typed_report
 from pytest_gta.report.images import ImageStore
 from pytest_gta.report.junit import suite_properties
 from pytest_gta.report.schema import CaseRecord, GitInfo, Identity, RunReport, make_identity
 from pytest_gta.report.table import render_text
+from pytest_gta.results.report import RunReport as TypedReport
 from pytest_gta.session.finish import Finisher
 from pytest_gta.signals import INTERRUPTS, cause_of
 from pytest_gta.version import __version__
@@ -265,7 +266,7 @@ class GtaCollector:
         cache = getattr(self.config, "cache", None)
         if cache is not None and "comparison" in report:
             cache.set(REGRESSIONS_CACHE_KEY, regressed_nodeids(report["comparison"]))
-        add_junit_properties(self.config, report)
+        add_junit_properties(self.config, typed_report(report, None))  # TRANSITIONAL
         finisher = self._finisher()
         written = finisher.write(report, int(session.exitstatus), finisher.outputs(report))
         session.exitstatus = written.status
@@ -279,7 +280,7 @@ class GtaCollector:
         if self.report is None:
             return
         terminalreporter.write_sep("=", "GTA results")
-        for line in render_text(self.report):
+        for line in render_text(typed_report(self.report, None)):  # TRANSITIONAL
             terminalreporter.write_line(line)
         settings = self.settings
         for path in (
@@ -302,7 +303,7 @@ class GtaCollector:
 REGRESSIONS_CACHE_KEY = "pytest-gta/regressions"
 
 
-def add_junit_properties(config: pytest.Config, report: RunReport) -> None:
+def add_junit_properties(config: pytest.Config, report: TypedReport) -> None:
     """Suite-level JUnit properties: each metric, its interval, the gates' verdict.
 
     Through pytest's own ``LogXML`` (what the ``record_testsuite_property`` fixture uses), found

@@ -40,6 +40,7 @@ from pytest_gta.options import (
 )
 from pytest_gta.outward import Cleaner
 from pytest_gta.report.baseline import Baseline, comparable_run, conclude, read_baseline
+from pytest_gta.report.build import typed_report
 from pytest_gta.report.html import render_html
 from pytest_gta.report.images import ImageStore, store_case_images
 from pytest_gta.report.inspect_log import write_inspect_logs
@@ -47,6 +48,7 @@ from pytest_gta.report.junit import junit_xml
 from pytest_gta.report.merge import check_same_run, coverage_warnings, merge_reports
 from pytest_gta.report.schema import CaseRecord, ReportFile, RunReport, dump_report, load_report
 from pytest_gta.report.table import render_markdown, render_text
+from pytest_gta.results.io import parse_report
 from pytest_gta.validation import dataset_sha256, load_dataset
 from pytest_gta.vocabulary import MODES
 
@@ -79,9 +81,13 @@ def report_outputs(report: RunReport, json_path: Path | None, md_path: Path | No
     outputs = []
     if json_path is not None:
         outputs.append(Output(json_path, lambda: dump_report(report), option="--gta-report"))
+
+    def markdown() -> str:
+        return render_markdown(typed_report(report, None))  # TRANSITIONAL
+
     if md_path is not None:
-        outputs.append(Output(md_path, lambda: render_markdown(report), option="--gta-report-md"))
-    summary = step_summary_output(lambda: render_markdown(report))
+        outputs.append(Output(md_path, markdown, option="--gta-report-md"))
+    summary = step_summary_output(markdown)
     if summary is not None:
         outputs.append(summary)
     return outputs
@@ -111,14 +117,15 @@ def html_output(
     """
 
     def render() -> str:
+        typed = typed_report(report, dataset)  # TRANSITIONAL
         if store is not None and dataset is not None:
-            for case in report.get("cases", []):
-                query = dataset.queries.get(str(case.get("query_id")))
-                if query is not None and not case.get("images"):
-                    case["images"] = store_case_images(
+            for case in typed.cases:
+                query = dataset.queries.get(case.query_id)
+                if query is not None and not case.images:
+                    case.images = store_case_images(
                         store, [f.path for f in query.files], [], [dataset.root]
                     )
-        return render_html(report, dataset, store, max_bytes=int(max_mb * 1024 * 1024))
+        return render_html(typed, dataset, store, max_bytes=int(max_mb * 1024 * 1024))
 
     return Output(path, render, option="--gta-report-html")
 
@@ -245,7 +252,7 @@ class Finisher:
             outputs.append(
                 Output(
                     Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath)))),
-                    lambda: junit_xml(report, suite),
+                    lambda: junit_xml(typed_report(report, None), suite),  # TRANSITIONAL
                     option="--junitxml",
                 )
             )
@@ -367,6 +374,10 @@ def merge_command(config: pytest.Config) -> int:
     settings = resolve_settings(config)
     try:
         reports = [load_report(path, label) for path, label in zip(paths, given, strict=True)]
+        for shard in reports:
+            # TRANSITIONAL: the typed reader checks, naming the file, what the renderers will
+            # read of the merged report (the merge itself still reads the dicts).
+            parse_report(shard.label, shard.data)
         warnings = coverage_warnings(reports)
         check_same_run(reports)
         dataset = find_dataset(config, reports)
@@ -388,7 +399,7 @@ def merge_command(config: pytest.Config) -> int:
     for warning in warnings:
         _say(f"warning: {warning}")
     print(" GTA results ".center(80, "="), flush=True)
-    for line in render_text(report):
+    for line in render_text(typed_report(report, None)):  # TRANSITIONAL
         print(line, flush=True)
     # The shard jobs reported the cases; here only the gates and harness errors count.
     written = finisher.write(report, int(pytest.ExitCode.OK), finisher.outputs(report, junit=True))

@@ -18,10 +18,13 @@ import pytest
 from pytest_gta.case import Case
 from pytest_gta.detail import CaseDetail
 from pytest_gta.options import GtaSettings
+from pytest_gta.report.build import typed_report
 from pytest_gta.report.explain import generated_images
 from pytest_gta.report.html import case_detail, esc, summary_html
 from pytest_gta.report.images import ImageStore
-from pytest_gta.report.schema import CaseEntry, case_entry
+from pytest_gta.report.schema import case_entry
+from pytest_gta.results.case import CaseResult as TypedCase
+from pytest_gta.results.case import CaseUsage
 from pytest_gta.run.runner import CaseResult
 from pytest_gta.session.collector import GtaCollector
 
@@ -38,12 +41,14 @@ _STYLE = (
 )
 
 
-def case_view(case: Case, result: CaseResult, detail: CaseDetail) -> CaseEntry:
-    """The case as the JSON report's ``cases`` entries have it (what :func:`case_detail` reads).
+def case_view(case: Case, result: CaseResult, detail: CaseDetail) -> TypedCase:
+    """The case as the report's ``cases`` have it (what :func:`case_detail` reads), verdict whole.
 
     Made while the case's test runs, before pytest's report of it exists: no node id yet.
     """
-    return case_entry(
+    # TRANSITIONAL: the report's case entry, read into the typed case, until the run layer
+    # builds the typed case itself.
+    entry = case_entry(
         case.mode,
         case.query.qid,
         case.epoch if case.repeated else None,
@@ -53,6 +58,21 @@ def case_view(case: Case, result: CaseResult, detail: CaseDetail) -> CaseEntry:
         nodeid="",
         properties=dict(result.properties()),
         detail=detail,
+    )
+    usage = result.usage
+    counted = CaseUsage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        calls=usage.calls,
+        cached_calls=usage.cached_calls,
+    )
+    return TypedCase.model_validate(
+        {
+            **entry,
+            "verdict": result.verdict,
+            "usage": counted if counted.any else None,
+            "model_s": result.model_s,
+        }
     )
 
 
@@ -68,7 +88,7 @@ def case_extras(
     from pytest_html import extras  # type: ignore[import-untyped]
 
     view = case_view(case, result, detail)
-    keys: Mapping[str, Any] = view["images"]
+    keys = view.images
 
     def image(written: str) -> str:
         key = keys.get(written)
@@ -129,5 +149,5 @@ class GtaHtmlHooks:
             postfix.append(
                 "<h2>GTA results</h2><style>.gta-summary table{border-collapse:collapse}"
                 ".gta-summary td,.gta-summary th{border:1px solid #d0d7de;padding:2px 8px}"
-                "</style>" + summary_html(report)
+                "</style>" + summary_html(typed_report(report, None))  # TRANSITIONAL
             )
