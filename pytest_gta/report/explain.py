@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import JsonValue
+
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.report.table import header_lines, identity_facts, model_time
 from pytest_gta.results.case import CaseResult, E2EPrimitives, ScoreValue, Step
@@ -145,12 +147,12 @@ class StepView:
 
     kind: str
     role: str | None = None
-    content: Any = None
+    content: JsonValue = None
     tool: str = ""
     category: str = ""
-    arguments: Any = None
+    arguments: JsonValue = None
     #: ``(type, message)`` of a call that failed.
-    error: tuple[Any, str] | None = None
+    error: tuple[JsonValue, str] | None = None
 
 
 def step_view(step: Step) -> StepView:
