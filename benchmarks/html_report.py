@@ -43,10 +43,12 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.release import oracle_command, release_path  # noqa: E402
 from pytest_gta.options.report import DEFAULT_REPORT_HTML_MAX_MB  # noqa: E402
 from pytest_gta.outward import Cleaner  # noqa: E402
+from pytest_gta.report.build import complete_verdicts  # noqa: E402
 from pytest_gta.report.html import render_html  # noqa: E402
 from pytest_gta.report.images import ImageStore  # noqa: E402
 from pytest_gta.report.merge import merge_reports  # noqa: E402
 from pytest_gta.report.schema import load_report  # noqa: E402
+from pytest_gta.results.io import parse_report  # noqa: E402
 from pytest_gta.validation import load_dataset  # noqa: E402
 
 SAMPLE = ROOT / "fixtures" / "gta_sample"
@@ -145,10 +147,13 @@ def main() -> None:
         )
         if built["metrics"] != report["metrics"]:
             sys.exit("the report built again differs from the run's own metrics")
+        # The page renders the typed report, its cases judged (what a report file read back gets).
+        typed = parse_report("r.json", report).report
+        complete_verdicts(typed.cases, dataset, typed.settings.sim_threshold)
         render_s, page = median_seconds(
-            repeat, lambda: render_html(report, dataset, store, max_bytes=limit)
+            repeat, lambda: render_html(typed, dataset, store, max_bytes=limit)
         )
-        whole = render_html(report, dataset, store, max_bytes=1 << 40)
+        whole = render_html(typed, dataset, store, max_bytes=1 << 40)
         images = len(list(store.root.glob("*.json")))
         print(
             f"{len(report['cases'])} cases ({source}, both modes), {images} stored images; "

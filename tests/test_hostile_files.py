@@ -760,12 +760,11 @@ def merge_and_render(shard: Path, baseline: Path | None, dataset: Any) -> str:
             samples=20,
         )
     report = RunReport.model_validate(Cleaner().value(report.to_json_value()))
-    shown = report.to_json_value()  # TRANSITIONAL: the renderers still read the dict
-    render_text(shown)
-    render_markdown(shown)
-    junit_xml(shown, "pytest")
-    json.dumps(shown, allow_nan=False)
-    return render_html(shown, dataset, None)
+    json.dumps(report.to_json_value(), allow_nan=False)
+    render_text(report)
+    render_markdown(report)
+    junit_xml(report, "pytest")
+    return render_html(report, dataset, None)
 
 
 @settings(max_examples=200, deadline=None)

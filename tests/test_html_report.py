@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from conftest import FAST_SIM, SAMPLE
 from pytest_gta.report import html as page
+from pytest_gta.report.build import complete_verdicts
 from pytest_gta.report.images import (
     THUMB_PX,
     ImageStore,
@@ -30,8 +31,11 @@ from pytest_gta.report.images import (
     sniff,
     store_case_images,
 )
+from pytest_gta.results.case import Verdict
+from pytest_gta.results.io import parse_report
 from pytest_gta.validation import load_dataset
 from tests.gta_run import gta
+from tests.report_models import case_result, run_report
 
 PIL = pytest.importorskip("PIL.Image")
 
@@ -215,8 +219,10 @@ def test_size_limit_keeps_thumbnails_and_says_so(pytester):
     # A limit the sample's text fits under but not its full-size images: thumbnails stay.
     store = ImageStore(pytester.path / "bt" / "gta-images0")
     dataset = load_dataset(SAMPLE)
-    without = len(page.render_html(report, dataset, store, max_bytes=1).encode())
-    limited = page.render_html(report, dataset, store, max_bytes=without + 300_000)
+    typed = parse_report("r.json", report).report
+    complete_verdicts(typed.cases, dataset, typed.settings.sim_threshold)
+    without = len(page.render_html(typed, dataset, store, max_bytes=1).encode())
+    limited = page.render_html(typed, dataset, store, max_bytes=without + 300_000)
     assert len(limited.encode()) <= without + 300_000
     small = Page(limited)
     text = " ".join(small.text)
@@ -298,25 +304,18 @@ def test_pytest_html_without_gta_is_untouched(pytester):
 
 
 def test_render_without_dataset_or_images_still_gives_a_page():
-    report = {
-        "model": "m<b>",
-        "protocol": "react",
-        "dataset": {"path": "/d", "sha256": "ab" * 32, "queries": 1},
-        "outcomes": {"passed": 0, "failed": 1, "error": 0, "skipped": 0},
-        "cases": [
-            {
-                "id": "e2e-1",
-                "query_id": "1",
-                "mode": "e2e",
-                "type": "objective",
-                "outcome": "failed",
-                "score": 0.0,
-                "message": "<img src=x onerror=alert(1)>",
-                "steps": [{"role": "assistant", "content": "</template><script>x()</script>"}],
-                "images": {"a.jpg": "../../etc/passwd"},
-            }
+    report = run_report(
+        model="m<b>",
+        outcomes={"passed": 0, "failed": 1, "error": 0, "skipped": 0},
+        cases=[
+            case_result(
+                query_id="1",
+                message="<img src=x onerror=alert(1)>",
+                steps=[{"role": "assistant", "content": "</template><script>x()</script>"}],
+                images={"a.jpg": "../../etc/passwd"},
+            )
         ],
-    }
+    )
     text = page.render_html(report, None, None)
     assert "<img src=x" not in text
     assert "</template><script>x()" not in text
@@ -435,30 +434,95 @@ def test_broken_store_entries_read_as_missing(tmp_path, entry):
     assert store.get("../abc") is None
 
 
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=20,
+)
+#: A well-formed call of any tool and arguments, failed or not.
+CALL = st.fixed_dictionaries(
+    {
+        "role": st.just("assistant"),
+        "tool_calls": st.lists(
+            st.fixed_dictionaries(
+                {"function": st.fixed_dictionaries({"name": st.text(), "arguments": JSON})}
+            ),
+            min_size=1,
+            max_size=2,
+        ),
+    },
+    optional={"error": JSON},
+)
+#: Step records as a prediction file may hold them: any JSON, or a call of any shape.
+STEPS = st.lists(
+    JSON
+    | CALL
+    | st.fixed_dictionaries(
+        {"role": st.sampled_from(["assistant", "tool", "user"]), "tool_calls": JSON},
+        optional={"content": JSON, "error": JSON},
+    ),
+    max_size=5,
+)
+STEP_OUTCOME = st.fixed_dictionaries(
+    {
+        "gt_type": st.sampled_from(["tool", "answer", "tool_return"]),
+        "pred_type": st.sampled_from(["tool", "answer", "none"]),
+        "error": st.sampled_from([None, "format", "args", "other"]),
+        "tool_ok": st.booleans(),
+        "args_ok": st.booleans(),
+        "answer": st.none() | st.tuples(st.sampled_from(["bool", "f32"]), st.floats(0, 1)),
+    }
+)
+
+
 @settings(max_examples=80)
 @given(
-    steps=st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
-        max_leaves=20,
-    ),
+    mode=st.sampled_from(["step", "e2e"]),
+    query_id=st.sampled_from(["0", "1", "10", "not in the dataset"]),
+    steps=STEPS,
+    replies=st.lists(st.text(), max_size=4),
+    outcomes=st.none() | st.lists(STEP_OUTCOME, max_size=4),
+    turn=st.none() | st.integers(-3, 6),
+    whitelist=st.none() | st.lists(st.booleans(), max_size=4),
     outcome=st.sampled_from(["passed", "failed", "error", "skipped"]),
 )
-def test_hostile_case_records_render(steps, outcome):
-    case = {
-        "id": "e2e-0",
-        "query_id": "0",
-        "mode": "e2e",
-        "outcome": outcome,
-        "score": 0.5,
-        "steps": steps if isinstance(steps, list) else [steps],
-        "replies": [steps] if not isinstance(steps, list) else steps,
-        "primitives": steps if isinstance(steps, dict) else None,
-        "images": steps if isinstance(steps, dict) else {},
-    }
+def test_hostile_case_records_render(
+    mode, query_id, steps, replies, outcomes, turn, whitelist, outcome
+):
+    """A case's recorded values (steps, replies) are outside input; its typed fields may say
+    anything their types allow (a step-mode turn past the steps, a check of fewer groups)."""
+    none = {"perception": 0, "operation": 0, "logic": 0, "creativity": 0}
+    primitives: Any = None
+    if outcomes is not None:
+        primitives = (
+            {"has_answer_ref": True, "steps": outcomes}
+            if mode == "step"
+            else {
+                "has_answer_ref": True,
+                "answer": None,
+                "imggen": None,
+                "tool_calls": len(steps),
+                "tool_call_errors": 0,
+                "errors": {"format": 0, "args": 0, "other": 0},
+                "predicted": none,
+                "reference": none,
+                "hits": none,
+            }
+        )
+    check = None if whitelist is None else {"whitelist": whitelist, "blacklist_hit": "no"}
+    case = case_result(
+        mode=mode,
+        query_id=query_id,
+        outcome=outcome,
+        steps=steps,
+        replies=replies,
+        primitives=primitives,
+        verdict=Verdict(passed=False, score=0.5, message="", turn=turn, answer_check=check),
+    )
     dataset = load_dataset(SAMPLE)
-    fragment = page.case_detail(case, dataset["0"], threshold=0.5, image=lambda _w: "")
-    assert "e2e-0" in fragment
+    query = dataset.queries.get(query_id)
+    fragment = page.case_detail(case, query, threshold=0.5, image=lambda _w: "")
+    assert case.id in fragment
     Page(fragment)
 
 

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from pytest_gta.quirks import summary_lines
 from pytest_gta.report.build import build_report
-from pytest_gta.report.table import MAX_NOTES, render_markdown, render_text
+from pytest_gta.report.table import MAX_NOTES, quirk_lines, render_markdown, render_text
 from pytest_gta.results.case import CaseResult
+from pytest_gta.results.report import Quirk, RunReport
 from tests.report_builders import run_settings
+from tests.report_models import run_report
 
 
-def minimal_report(**overrides):
-    report = {
-        "model": "m",
-        "protocol": "react",
-        "dataset": {"path": "/d", "sha256": "a" * 64, "queries": 3, "selected": 2, "source": "x"},
-        "settings": {"modes": ["e2e"], "tools": None, "sim_model": "s", "sim_threshold": 0.5},
+def minimal_report(**overrides) -> RunReport:
+    sections = {
+        "settings": {"modes": ["e2e"], "sim_model": "s", "sim_threshold": 0.5},
         "metrics": {
             "e2e": {
                 "ans_acc": 50.0,
@@ -26,15 +26,13 @@ def minimal_report(**overrides):
                 "tool_call_error": 1,
             }
         },
-        "metrics_excluding_errors": {},
         "errors": {"e2e": {"format": 1, "args": 0, "other": 0}},
         "tool_calls": {"e2e": {"successful": 2, "failed": 1}},
         "outcomes": {"passed": 1, "failed": 1, "error": 0, "skipped": 0},
         "outcomes_by_mode": {"e2e": {"passed": 1, "failed": 1, "error": 0, "skipped": 0}},
-        "notes": [],
     }
-    report.update(overrides)
-    return report
+    sections.update(overrides)
+    return run_report(**sections)
 
 
 def test_text_tables():
@@ -61,6 +59,26 @@ def test_markdown_tables():
     text = render_markdown(minimal_report())
     assert "| model | P F1 | O F1 | L F1 | C F1 | AnsAcc | Ans+I | Calls | Call errors |" in text
     assert "| m [react] | 1.00 | 0.00 | 0.00 | 0.00 | 50.00 | n/a | 3 | 1 |" in text
+
+
+def test_quirk_lines_are_the_data_info_lines():
+    quirks = [
+        Quirk(
+            kind=f"k{n}",
+            title=f"title {n}",
+            scoring="s",
+            queries=[str(q) for q in range(n)],
+            details=[],
+            replay_fails={},
+        )
+        for n in (1, 3, 15)
+    ]
+    entries = [q.to_json_value() for q in quirks]
+    assert quirk_lines(quirks, shown=12) == summary_lines(entries, shown=12)
+    assert quirk_lines(quirks, shown=12)[0] == "title 1: 1 query (0)"
+    assert quirk_lines(quirks, shown=12)[2].endswith("10, 11, ... (3 more))")
+    lines = render_text(minimal_report(dataset={"quirks": entries}))
+    assert "dataset quirk: title 3: 3 queries (0, 1, 2)" in lines
 
 
 def test_build_report_counts_errors_as_wrong_and_excludes_skips(sample_dataset):

@@ -1,37 +1,37 @@
 """What the HTML report says about a run and its cases, as plain data: no markup here.
 
 The page (:mod:`pytest_gta.report.html`) and pytest-html's extras render what these functions
-decide: the run's facts, what went wrong in a case and why, which step diverged, how it was
-scored. Keeping the decisions out of the markup lets a test check them directly, and keeps
-them in one place when the page's layout changes.
+decide from the typed report: the run's facts, what went wrong in a case and why, which step
+diverged, how it was scored. Keeping the decisions out of the markup lets a test check them
+directly, and keeps them in one place when the page's layout changes.
 
-The step-mode divergence is the scorer's own decision (:func:`pytest_gta.scoring.verdict.
-first_divergence`, the ``turn`` of a step-mode verdict), taken from the per-step outcomes the
-scorer recorded in the case's primitives, so the step the page marks is the step the failure
-message names. End to end the scorer does not align steps (it counts calls per category); the
-first differing call (:func:`e2e_divergence`) is a reader's aid, not a verdict.
+Nothing here scores. The step-mode divergence is the scorer's own decision, the ``turn`` of the
+case's step-mode :class:`~pytest_gta.results.case.Verdict` (the step its failure message names),
+and an objective answer's whitelist and blacklist hits are the verdict's ``answer_check``; a
+case without a verdict has no mark and no checks. End to end the scorer does not align steps (it
+counts calls per category); the first differing call (:func:`e2e_divergence`) is a reader's aid
+read from the recorded steps and the dataset's reference chain, not a verdict.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gta.dataset import Dataset, Query, call_function
+from pydantic import JsonValue
+
+from pytest_gta.dataset import Dataset, Query
 from pytest_gta.report.table import header_lines, identity_facts, model_time
-from pytest_gta.scoring.answer import blacklist_hit, whitelist_hits
-from pytest_gta.scoring.metrics import StepCaseScore
-from pytest_gta.scoring.verdict import first_divergence
+from pytest_gta.results.case import CaseResult, E2EPrimitives, ScoreValue, Step
+from pytest_gta.results.report import RunReport
 from pytest_gta.vocabulary import CATEGORY_NAMES, tool_category
 
 # --------------------------------------------------------------------------------------------
 # The run
 
 
-def duration_text(seconds: Any) -> str:
+def duration_text(seconds: object) -> str:
     """A duration as a person reads it (``n/a`` when it is not a number)."""
     if not isinstance(seconds, int | float):
         return "n/a"
@@ -41,90 +41,89 @@ def duration_text(seconds: Any) -> str:
     return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
-def facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+def facts(report: RunReport) -> list[tuple[str, str]]:
     """The run's header as (label, value) pairs: what ran, on what, how, at what cost."""
-    dataset = report.get("dataset") or {}
-    settings = report.get("settings") or {}
-    out = [
-        ("model", f"{report.get('model')} (protocol {report.get('protocol')})"),
-    ]
-    agent = settings.get("agent")
-    if isinstance(agent, Mapping) and agent.get("name"):
-        out.append(("agent under test", f"{agent['name']} ({agent.get('kind')})"))
+    dataset = report.dataset
+    settings = report.settings
+    out = [("model", f"{report.model} (protocol {report.protocol})")]
+    agent = settings.agent
+    if agent is not None and agent.name:
+        out.append(("agent under test", f"{agent.name} ({agent.kind})"))
     out += identity_facts(report)
     out += [
-        ("modes", ", ".join(settings.get("modes") or [])),
+        ("modes", ", ".join(settings.modes)),
         (
             "dataset",
-            f"{dataset.get('path')} ({dataset.get('source', '')}; {dataset.get('queries')} "
-            f"queries, {dataset.get('selected')} selected)",
+            f"{dataset.path} ({dataset.source}; {dataset.queries} "
+            f"queries, {dataset.selected} selected)",
         ),
-        ("dataset sha256", str(dataset.get("sha256"))),
+        ("dataset sha256", dataset.sha256),
     ]
-    if settings.get("tools"):
-        out.append(("tools", str(settings["tools"])))
-    routes = settings.get("tool_routes")
-    if isinstance(routes, Mapping) and routes:
-        out.append(("tool routes", ", ".join(f"{k}: {v}" for k, v in routes.items())))
-    backends = settings.get("tool_backends")
-    if isinstance(backends, Mapping):
-        sandbox = [
-            f"{name}: {info['sandbox']}"
-            for name, info in backends.items()
-            if isinstance(info, Mapping) and info.get("sandbox")
-        ]
-        if sandbox:
-            out.append(("sandbox", ", ".join(sandbox)))
-    if settings.get("sim_model"):
-        out.append(
-            ("similarity", f"{settings['sim_model']} (pass at >= {settings.get('sim_threshold')})")
-        )
-    generation = settings.get("generation")
-    if isinstance(generation, Mapping) and generation:
-        out.append(("generation", ", ".join(f"{k} {v}" for k, v in generation.items())))
-    for key in ("limit", "ids", "max_turns", "shard"):
-        if settings.get(key) is not None:
-            out.append((key.replace("_", " "), str(settings[key])))
-    if isinstance(report.get("epochs"), int) and report["epochs"] > 1:
-        out.append(("epochs", str(report["epochs"])))
-    usage = report.get("usage") or {}
-    if usage.get("calls") or usage.get("cached_calls"):
-        cost = usage.get("cost_usd")
+    if settings.tools:
+        out.append(("tools", settings.tools))
+    if settings.tool_routes:
+        out.append(("tool routes", ", ".join(f"{k}: {v}" for k, v in settings.tool_routes.items())))
+    sandbox = [
+        f"{name}: {info['sandbox']}"
+        for name, info in (settings.tool_backends or {}).items()
+        if info.get("sandbox")
+    ]
+    if sandbox:
+        out.append(("sandbox", ", ".join(sandbox)))
+    if settings.sim_model:
+        out.append(("similarity", f"{settings.sim_model} (pass at >= {settings.sim_threshold})"))
+    if settings.generation:
+        out.append(("generation", ", ".join(f"{k} {v}" for k, v in settings.generation.items())))
+    for name, value in (
+        ("limit", settings.limit),
+        ("ids", settings.ids),
+        ("max turns", settings.max_turns),
+        ("shard", settings.shard),
+    ):
+        if value is not None:
+            out.append((name, str(value)))
+    if report.epochs > 1:
+        out.append(("epochs", str(report.epochs)))
+    usage = report.usage
+    if usage.calls or usage.cached_calls:
+        cost = usage.cost_usd
         out.append(
             (
                 "usage",
-                f"{usage.get('calls')} model calls ({usage.get('cached_calls')} from the cache), "
-                f"{usage.get('input_tokens')} tokens in, {usage.get('output_tokens')} out"
+                f"{usage.calls} model calls ({usage.cached_calls} from the cache), "
+                f"{usage.input_tokens} tokens in, {usage.output_tokens} out"
                 + ("" if cost is None else f", about ${float(cost):.4f}")
                 + model_time(usage),
             )
         )
-    out.append(("duration", duration_text(report.get("duration_s"))))
-    out.append(("pytest-gta", str(settings.get("pytest_gta", ""))))
+    out.append(("duration", duration_text(report.duration_s)))
+    out.append(("pytest-gta", settings.pytest_gta))
     return out
 
 
-def run_warnings(report: Mapping[str, Any]) -> list[str]:
+def run_warnings(report: RunReport) -> list[str]:
     """What a reader must know before trusting the numbers: an interrupted or stopped run."""
     out = []
     lines = header_lines(report)
     if lines and lines[0].startswith("INTERRUPTED"):
         out.append(lines[0])
-    if report.get("stopped"):
-        out.append(f"stopped early: {report['stopped']}")
+    if report.stopped:
+        out.append(f"stopped early: {report.stopped}")
     return out
 
 
-def flips(report: Mapping[str, Any]) -> dict[str, str]:
+def flips(report: RunReport) -> dict[str, str]:
     """``{"mode-query_id": "regressed" | "fixed"}`` against the baseline (empty without one)."""
-    comparison = report.get("comparison")
-    if not isinstance(comparison, Mapping):
+    comparison = report.comparison
+    if comparison is None:
         return {}
     out = {}
-    for kind in ("regressed", "fixed"):
-        for entry in comparison.get("flipped", {}).get(kind, []):
-            key = (entry.get("mode"), str(entry.get("query_id")))
-            out["{}-{}".format(*key)] = kind
+    for kind, entries in (
+        ("regressed", comparison.flipped.regressed),
+        ("fixed", comparison.flipped.fixed),
+    ):
+        for entry in entries:
+            out[f"{entry.mode}-{entry.query_id}"] = kind
     return out
 
 
@@ -132,15 +131,9 @@ def flips(report: Mapping[str, Any]) -> dict[str, str]:
 # Steps
 
 
-def call_parts(step: Mapping[str, Any]) -> tuple[str, Any] | None:
-    """``(tool name, arguments)`` of a call step, or ``None`` if its record is malformed."""
-    try:
-        function = call_function(step)
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return None
-    if not isinstance(function, Mapping):  # a text or a list where the call belongs
-        return None
-    return str(function.get("name")), function.get("arguments")
+def reference_steps(query: Query) -> list[Step]:
+    """The query's reference chain as written in the dataset (relative paths), as steps."""
+    return [Step(dict(message)) for message in query.dialogs]
 
 
 @dataclass(frozen=True)
@@ -153,68 +146,44 @@ class StepView:
     """
 
     kind: str
-    role: Any = None
-    content: Any = None
+    role: str | None = None
+    content: JsonValue = None
     tool: str = ""
     category: str = ""
-    arguments: Any = None
+    arguments: JsonValue = None
     #: ``(type, message)`` of a call that failed.
-    error: tuple[Any, str] | None = None
+    error: tuple[JsonValue, str] | None = None
 
 
-def step_view(step: Any) -> StepView:
+def step_view(step: Step) -> StepView:
     """What a step is: a call (with its tool, arguments and error), an output or an answer."""
-    if not isinstance(step, Mapping):
-        return StepView("raw", content=step)
-    role = step.get("role")
-    if step.get("tool_calls"):
-        parts = call_parts(step)
-        name, args = parts if parts else ("?", step.get("tool_calls"))
-        error = step.get("error")
-        failed = (error.get("type"), str(error.get("msg"))) if isinstance(error, Mapping) else None
+    record = step.record
+    if record is None:
+        return StepView("raw", content=step.root)
+    role = step.role
+    if step.is_call:
+        call = step.call
+        # A malformed call shows its record's tool_calls as they are.
+        name, args = (call.name, call.arguments) if call else ("?", record["tool_calls"])
+        error = step.error
+        failed = None if error is None else (error.type, error.msg)
         return StepView(
             "call", role, tool=name, category=tool_category(name), arguments=args, error=failed
         )
     if role == "tool":
-        return StepView("output", role, step.get("content"))
+        return StepView("output", role, step.content)
     if role == "assistant":
-        return StepView("answer", role, step.get("content"))
-    return StepView("other", role, step.get("content"))
+        return StepView("answer", role, step.content)
+    return StepView("other", role, step.content)
 
 
-def _call_indices(steps: Sequence[Any]) -> list[int]:
-    return [i for i, s in enumerate(steps) if isinstance(s, Mapping) and s.get("tool_calls")]
+def _call_indices(steps: Sequence[Step]) -> list[int]:
+    return [i for i, s in enumerate(steps) if s.is_call]
 
 
-def final_answer(steps: Sequence[Any]) -> str | None:
-    """The model's answer: the content of its last assistant step without a call."""
-    for step in reversed(steps):
-        if (
-            isinstance(step, Mapping)
-            and step.get("role") == "assistant"
-            and not step.get("tool_calls")
-        ):
-            return str(step.get("content"))
-    return None
-
-
-def generated_images(case: Mapping[str, Any]) -> list[str]:
+def generated_images(case: CaseResult) -> list[str]:
     """Paths of images the case's tools produced (tool outputs of type image), in order."""
-    paths = []
-    for step in case.get("steps") or []:
-        if not isinstance(step, Mapping) or step.get("role") != "tool":
-            continue
-        content = step.get("content")
-        for item in content if isinstance(content, list) else [content]:
-            if isinstance(item, Mapping) and item.get("type") == "image":
-                paths.append(str(item.get("content")))
-    return list(dict.fromkeys(paths))
-
-
-def tokens(case: Mapping[str, Any]) -> int:
-    """The case's tokens in and out (0 for recorded predictions)."""
-    props = case.get("properties") or {}
-    return int(props.get("gta_tokens_in", 0) or 0) + int(props.get("gta_tokens_out", 0) or 0)
+    return list(dict.fromkeys(path for step in case.steps for path in step.output_images()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,7 +199,7 @@ class Divergence:
     why: str
 
 
-def e2e_divergence(reference: Sequence[Any], steps: Sequence[Any]) -> Divergence | None:
+def e2e_divergence(reference: Sequence[Step], steps: Sequence[Step]) -> Divergence | None:
     """The first call that differs from the reference chain's call at the same position.
 
     End-to-end scoring does not align steps (it counts calls per category); for a reader the
@@ -244,39 +213,29 @@ def e2e_divergence(reference: Sequence[Any], steps: Sequence[Any]) -> Divergence
         got_i = got_calls[n] if n < len(got_calls) else None
         if ref_i is None:
             return Divergence(None, got_i, "the model called a tool after the reference answered")
-        ref_parts = call_parts(reference[ref_i])
+        ref_call = reference[ref_i].call
+        expected = ref_call.name if ref_call else "?"
         if got_i is None:
-            expected = ref_parts[0] if ref_parts else "?"
             return Divergence(ref_i, None, f"the model answered; the reference called {expected}")
-        got_parts = call_parts(steps[got_i])
-        expected = ref_parts[0] if ref_parts else "?"
-        got = got_parts[0] if got_parts else "?"
+        got_call = steps[got_i].call
+        got = got_call.name if got_call else "?"
         if expected != got:
             return Divergence(
                 ref_i, got_i, f"expected a call to {expected}; the model called {got}"
             )
-        if isinstance(steps[got_i].get("error"), Mapping):
+        if steps[got_i].error is not None:
             return Divergence(ref_i, got_i, f"the call to {got} failed")
     return None
 
 
-def step_divergence(primitives: Any, ref: Any, threshold: Any) -> int | None:
-    """The first step-mode step the scorer judged wrong, as the case's verdict points at it.
+def step_divergence(case: CaseResult) -> int | None:
+    """The step-mode step the page marks: the first the scorer judged wrong.
 
-    ``primitives`` are the per-step outcomes the scorer recorded (the case entry's
-    ``primitives``), ``ref`` the query's reference answer and ``threshold`` the run's
-    ``sim_threshold``. Without a usable threshold (a hand-made report) a subjective summary
-    cannot be judged and counts as matching; primitives that are not the scorer's shape (a
-    hostile report) mark no step rather than a wrong one.
+    The verdict's ``turn`` (:func:`pytest_gta.scoring.verdict.first_divergence`), so the page
+    marks the step the failure message names; a case without a verdict marks none.
     """
-    if not isinstance(primitives, Mapping):
-        return None
-    try:
-        scored = StepCaseScore.from_json(primitives)
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-        return None
-    usable = isinstance(threshold, int | float) and not isinstance(threshold, bool)
-    return first_divergence(scored, ref, float(threshold) if usable else -math.inf)
+    verdict = case.verdict
+    return verdict.turn if verdict is not None and case.mode == "step" else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,8 +248,8 @@ class CaseFacts:
 
     outcome: str
     score: float
-    mode: Any
-    type: Any
+    mode: str
+    type: str
     duration: str
     tokens: int
     #: ``tool by backend`` per tool the case used (end to end).
@@ -300,20 +259,18 @@ class CaseFacts:
     message_is_error: bool
 
 
-def case_facts(case: Mapping[str, Any]) -> CaseFacts:
+def case_facts(case: CaseResult) -> CaseFacts:
     """The facts of one case, its failure message included."""
-    outcome = str(case.get("outcome"))
-    backends = case.get("backends") or {}
     return CaseFacts(
-        outcome=outcome,
-        score=float(case.get("score") or 0.0),
-        mode=case.get("mode"),
-        type=case.get("type"),
-        duration=duration_text(case.get("duration")),
-        tokens=tokens(case),
-        backends=[f"{k} by {v}" for k, v in backends.items()],
-        message=str(case["message"]) if case.get("message") else "",
-        message_is_error=outcome == "error",
+        outcome=case.outcome,
+        score=case.score,
+        mode=case.mode,
+        type=case.type,
+        duration=duration_text(case.duration),
+        tokens=case.tokens(),
+        backends=[f"{k} by {v}" for k, v in case.backends.items()],
+        message=case.message,
+        message_is_error=case.outcome == "error",
     )
 
 
@@ -340,22 +297,21 @@ def opening(query: Query) -> Opening:
 class Turn:
     """A step of the model's end-to-end chain and the raw reply that produced it."""
 
-    step: Any
+    step: Step
     #: The model's raw text for a call or an answer (``None`` for a tool's output).
     reply: str | None
     diverges: bool
 
 
-def e2e_turns(case: Mapping[str, Any], mark: int | None) -> list[Turn]:
+def e2e_turns(case: CaseResult, mark: int | None) -> list[Turn]:
     """The model's end-to-end steps, each call or answer beside the reply it came from."""
-    replies = case.get("replies") or []
+    replies = case.replies
     out = []
     turn = 0
-    for index, step in enumerate(case.get("steps") or []):
-        is_output = isinstance(step, Mapping) and step.get("role") == "tool"
+    for index, step in enumerate(case.steps):
         reply = None
-        if not is_output and turn < len(replies):
-            reply = str(replies[turn])
+        if step.role != "tool" and turn < len(replies):
+            reply = replies[turn]
             turn += 1
         out.append(Turn(step, reply, index == mark))
     return out
@@ -366,26 +322,26 @@ class StepPair:
     """Step mode: one reference step and what the model predicted from the prefix before it."""
 
     number: int
-    reference: Any
+    reference: Step | None
     #: ``None`` when the run was cut short before this step.
-    model: Any
+    model: Step | None
     reply: str | None
     diverges: bool
 
 
-def step_pairs(case: Mapping[str, Any], query: Query | None, threshold: Any) -> list[StepPair]:
+def step_pairs(case: CaseResult, query: Query | None) -> list[StepPair]:
     """Per reference step (per model step without the dataset), the pair and the scorer's mark."""
-    steps = case.get("steps") or []
-    replies = case.get("replies") or []
-    ref = query.gt_answer if query is not None else None
-    wrong = step_divergence(case.get("primitives"), ref, threshold)
+    steps = case.steps
+    replies = case.replies
+    wrong = step_divergence(case)
     indices = query.assistant_indices if query is not None else tuple(range(len(steps)))
+    reference = reference_steps(query) if query is not None else None
     return [
         StepPair(
             number=n + 1,
-            reference=query.dialogs[index] if query is not None else None,
+            reference=reference[index] if reference is not None else None,
             model=steps[n] if n < len(steps) else None,
-            reply=str(replies[n]) if n < len(replies) else None,
+            reply=replies[n] if n < len(replies) else None,
             diverges=n == wrong,
         )
         for n, index in enumerate(indices)
@@ -396,15 +352,12 @@ def step_pairs(case: Mapping[str, Any], query: Query | None, threshold: Any) -> 
 # How a case was scored
 
 
-def score_text(raw: Any) -> str:
+def score_text(score: ScoreValue | None) -> str:
     """A recorded score (``[kind, value]``) as ``0.1234 (kind)``, or ``n/a``."""
-    if isinstance(raw, list | tuple) and len(raw) == 2:
-        kind, value = raw
-        try:
-            return f"{float(value):.4f} ({kind})"
-        except (TypeError, ValueError):
-            return "n/a"
-    return "n/a"
+    if score is None:
+        return "n/a"
+    kind, value = score
+    return f"{float(value):.4f} ({kind})"
 
 
 @dataclass(frozen=True)
@@ -423,12 +376,12 @@ class StepRow:
     """One reference step's outcome as the scorer recorded it."""
 
     number: int
-    gt_type: Any
-    pred_type: Any
+    gt_type: str
+    pred_type: str
     tool_ok: bool
     args_ok: bool
     answer: str
-    error: Any
+    error: str
 
 
 @dataclass(frozen=True)
@@ -442,65 +395,64 @@ class Scoring:
     #: Subjective references (the closest counts) and the similarity against the threshold.
     references: list[Any] | None
     similarity: str
-    threshold: Any
+    threshold: float | None
     #: End to end: the Ans+I score of an image query, else the answer score ("" for none).
     imggen: str
     answer_score: str
     #: End to end: ``(category, reference, model, matched)`` call counts for the F1 metrics.
-    categories: list[tuple[str, Any, Any, Any]]
+    categories: list[tuple[str, int, int, int]]
     #: Step mode: per reference step.
     steps: list[StepRow]
 
 
-def _whitelist(answer: str, ref: Mapping[str, Any]) -> WhitelistCheck:
-    try:
-        hits = whitelist_hits(answer, ref)
-        black = blacklist_hit(answer, ref)
-    except (KeyError, TypeError, re.error):
-        hits, black = [], None
+def _whitelist(case: CaseResult, ref: Mapping[str, Any]) -> WhitelistCheck | None:
+    """The verdict's check of the final answer against the reference's aliases."""
+    check = case.verdict.answer_check if case.verdict is not None else None
+    if check is None:
+        return None
     groups = [
         ([str(alias) for alias in group], hit)
-        for group, hit in zip(ref.get("whitelist", []), hits, strict=False)
+        for group, hit in zip(ref.get("whitelist", []), check.whitelist, strict=False)
     ]
     blacklist = ref.get("blacklist")
     aliases = [str(a) for g in blacklist for a in g] if blacklist else None
-    return WhitelistCheck(groups, aliases, black)
+    return WhitelistCheck(groups, aliases, check.blacklist_hit)
 
 
-def scoring(case: Mapping[str, Any], query: Query | None, threshold: Any) -> Scoring | None:
-    """How the case was scored; ``None`` when it was not (the case did not finish)."""
-    primitives = case.get("primitives")
-    if not isinstance(primitives, Mapping):
+def scoring(case: CaseResult, query: Query | None, threshold: float | None) -> Scoring | None:
+    """How the case was scored; ``None`` when it was not (the case did not finish).
+
+    ``threshold`` is the run's ``sim_threshold``, shown beside a subjective answer's similarity.
+    """
+    primitives = case.primitives
+    if primitives is None:
         return None
-    answer = final_answer(case.get("steps") or [])
+    answer = case.final_answer()
     ref = query.gt_answer if query is not None else None
-    e2e = case.get("mode") == "e2e"
-    if e2e:
-        answer_score = primitives.get("answer")
+    if isinstance(primitives, E2EPrimitives):
+        answer_score = primitives.answer
     else:
-        outcomes = primitives.get("steps") or []
-        last = outcomes[-1] if outcomes and isinstance(outcomes[-1], Mapping) else {}
-        answer_score = last.get("answer")
+        answer_score = primitives.steps[-1].answer if primitives.steps else None
     objective = None
     references = None
     if isinstance(ref, Mapping) and answer is not None:
-        objective = _whitelist(answer, ref)
+        objective = _whitelist(case, ref)
     elif isinstance(ref, list):
         references = ref
     imggen = shown_score = ""
     categories = []
     steps = []
-    if e2e:
-        if primitives.get("imggen") is not None:
-            imggen = score_text(primitives["imggen"])
+    if isinstance(primitives, E2EPrimitives):
+        if primitives.imggen is not None:
+            imggen = score_text(primitives.imggen)
         elif answer_score is not None and not isinstance(ref, list):
             shown_score = score_text(answer_score)
         categories = [
             (
                 c,
-                primitives.get("reference", {}).get(c, 0),
-                primitives.get("predicted", {}).get(c, 0),
-                primitives.get("hits", {}).get(c, 0),
+                primitives.reference.get(c),
+                primitives.predicted.get(c),
+                primitives.hits.get(c),
             )
             for c in CATEGORY_NAMES
         ]
@@ -508,15 +460,14 @@ def scoring(case: Mapping[str, Any], query: Query | None, threshold: Any) -> Sco
         steps = [
             StepRow(
                 number=n + 1,
-                gt_type=o.get("gt_type"),
-                pred_type=o.get("pred_type"),
-                tool_ok=bool(o.get("tool_ok")),
-                args_ok=bool(o.get("args_ok")),
-                answer=score_text(o.get("answer")) if o.get("answer") else "",
-                error=o.get("error") or "",
+                gt_type=o.gt_type,
+                pred_type=o.pred_type,
+                tool_ok=o.tool_ok,
+                args_ok=o.args_ok,
+                answer=score_text(o.answer) if o.answer else "",
+                error=o.error or "",
             )
-            for n, o in enumerate(primitives.get("steps") or [])
-            if isinstance(o, Mapping)
+            for n, o in enumerate(primitives.steps)
         ]
     return Scoring(
         answer=answer,
@@ -540,10 +491,10 @@ def scoring(case: Mapping[str, Any], query: Query | None, threshold: Any) -> Sco
 class CaseRow:
     """A case's row in the page's table: what it shows, filters, sorts and searches on."""
 
-    id: Any
-    outcome: Any
-    mode: Any
-    type: Any
+    id: str
+    outcome: str
+    mode: str
+    type: str
     tools: list[str]
     categories: list[str]
     #: Lower-case text the search box matches: id, query, message and tools.
@@ -558,33 +509,27 @@ class CaseRow:
     message: str
 
 
-def case_row(case: Mapping[str, Any], query: Query | None, flip: str) -> CaseRow:
+def case_row(case: CaseResult, query: Query | None, flip: str) -> CaseRow:
     """What the case table knows of one case."""
     tools = list(query.called_tools) if query is not None else []
     search = " ".join(
-        [
-            str(case.get("id")),
-            query.text if query is not None else "",
-            str(case.get("message") or ""),
-            *tools,
-        ]
+        [case.id, query.text if query is not None else "", case.message, *tools]
     ).lower()
-    duration = case.get("duration")
-    seconds = float(duration) if isinstance(duration, int | float) else -1.0
+    seconds = case.duration if case.duration is not None else -1.0
     return CaseRow(
-        id=case.get("id"),
-        outcome=case.get("outcome"),
-        mode=case.get("mode"),
-        type=case.get("type"),
+        id=case.id,
+        outcome=case.outcome,
+        mode=case.mode,
+        type=case.type,
         tools=tools,
         categories=list(query.categories) if query is not None else [],
         search=search,
-        score=float(case.get("score") or 0.0),
+        score=case.score,
         seconds=seconds,
-        duration=duration_text(duration) if seconds >= 0 else "",
-        tokens=tokens(case),
+        duration=duration_text(seconds) if seconds >= 0 else "",
+        tokens=case.tokens(),
         flip=flip,
-        message=str(case.get("message") or ""),
+        message=case.message,
     )
 
 
@@ -600,24 +545,23 @@ class CaseTable:
     flipped: bool
 
 
-def case_table(report: Mapping[str, Any], dataset: Dataset | None) -> CaseTable:
+def case_table(report: RunReport, dataset: Dataset | None) -> CaseTable:
     """Every case as a row; cases that flipped against the baseline come first."""
     flipped = flips(report)
-    cases = list(report.get("cases", []))
     order = {"regressed": 0, "fixed": 1}
 
-    def query_of(case: Mapping[str, Any]) -> Query | None:
-        return None if dataset is None else dataset.queries.get(str(case.get("query_id")))
+    def query_of(case: CaseResult) -> Query | None:
+        return None if dataset is None else dataset.queries.get(case.query_id)
 
-    def flip_of(case: Mapping[str, Any]) -> str:
-        return flipped.get(f"{case.get('mode')}-{case.get('query_id')}", "")
+    def flip_of(case: CaseResult) -> str:
+        return flipped.get(f"{case.mode}-{case.query_id}", "")
 
-    cases.sort(key=lambda c: order.get(flip_of(c), 2))
+    cases = sorted(report.cases, key=lambda c: order.get(flip_of(c), 2))
     queries = [q for q in map(query_of, cases) if q is not None]
     return CaseTable(
         rows=[case_row(c, query_of(c), flip_of(c)) for c in cases],
-        modes=sorted({str(c.get("mode")) for c in cases}),
-        types=sorted({str(c.get("type")) for c in cases}),
+        modes=sorted({c.mode for c in cases}),
+        types=sorted({c.type for c in cases}),
         tools=sorted({t for q in queries for t in q.called_tools}),
         flipped=bool(flipped),
     )

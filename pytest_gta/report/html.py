@@ -35,6 +35,7 @@ from pytest_gta.report.explain import (
     facts,
     generated_images,
     opening,
+    reference_steps,
     run_warnings,
     scoring,
     step_pairs,
@@ -43,6 +44,8 @@ from pytest_gta.report.explain import (
 from pytest_gta.report.images import ImageStore, StoredImage
 from pytest_gta.report.plots import Plot, all_plots
 from pytest_gta.report.table import gate_lines, identity_facts, sections
+from pytest_gta.results.case import AgentRun, CaseResult, Step
+from pytest_gta.results.report import RunReport
 from pytest_gta.vocabulary import CATEGORY_NAMES, OUTCOMES
 
 #: Text of a tool output or reply beyond this many characters is cut, saying so.
@@ -85,7 +88,7 @@ def table_html(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]
     )
 
 
-def gates_html(report: Mapping[str, Any]) -> str:
+def gates_html(report: RunReport) -> str:
     """The gates' verdicts and what they mean for the exit status ("" without gates)."""
     lines = gate_lines(report)
     if not lines:
@@ -97,32 +100,30 @@ def gates_html(report: Mapping[str, Any]) -> str:
     return f'<section id="gates"><h2>Gates</h2><ul class="gates">{items}</ul></section>'
 
 
-def tables_html(report: Mapping[str, Any]) -> str:
+def tables_html(report: RunReport) -> str:
     """Every table of the terminal summary, the gates and the notes."""
     parts = [table_html(title, headers, rows) for title, headers, rows in sections(report)]
     parts.append(gates_html(report))
-    notes = report.get("notes") or []
-    if notes:
+    if report.notes:
         parts.append(
             '<section id="notes"><h2>Notes</h2><ul>'
-            + "".join(f"<li>{esc(n)}</li>" for n in notes)
+            + "".join(f"<li>{esc(n)}</li>" for n in report.notes)
             + "</ul></section>"
         )
     return "".join(parts)
 
 
-def header_html(report: Mapping[str, Any]) -> str:
+def header_html(report: RunReport) -> str:
     """The run's facts, the outcome counts and the state (interrupted, stopped)."""
     rows = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts(report))
-    outcomes = report.get("outcomes") or {}
     badges = "".join(
-        f'<span class="badge {o}">{esc(outcomes.get(o, 0))} {o}</span>' for o in OUTCOMES
+        f'<span class="badge {o}">{report.outcomes.get(o)} {o}</span>' for o in OUTCOMES
     )
     state = "".join(f'<p class="warn">{esc(line)}</p>' for line in run_warnings(report))
     return f'{state}<p class="outcomes">{badges}</p><dl class="facts">{rows}</dl>'
 
 
-def summary_html(report: Mapping[str, Any]) -> str:
+def summary_html(report: RunReport) -> str:
     """Header and tables: what pytest-html's summary shows of a GTA run."""
     return f'<div class="gta-summary">{header_html(report)}{tables_html(report)}</div>'
 
@@ -168,11 +169,12 @@ def _args_html(arguments: Any, image: ImageHtml) -> str:
     return f'<table class="args">{"".join(rows)}</table>'
 
 
-def _step_html(step: Any, image: ImageHtml, extra: str = "", cls: str = "") -> str:
+def _step_html(step: Step, image: ImageHtml, extra: str = "", cls: str = "") -> str:
     """A recorded or reference step: a call, a tool output or an answer."""
     view = step_view(step)
     if view.kind == "raw":
-        return f'<li class="step {cls}"><pre>{esc(_clip(_json_text(step)))}</pre>{extra}</li>'
+        shown = esc(_clip(_json_text(view.content)))
+        return f'<li class="step {cls}"><pre>{shown}</pre>{extra}</li>'
     if view.kind == "call":
         err = ""
         if view.error is not None:
@@ -221,7 +223,7 @@ def _why_html(why: str) -> str:
     return f'<p class="diverge-why">first divergence: {esc(why)}</p>'
 
 
-def scoring_html(case: Mapping[str, Any], query: Query | None, threshold: Any) -> str:
+def scoring_html(case: CaseResult, query: Query | None, threshold: float | None) -> str:
     """How the case was scored: answer checks, similarity against the threshold, counts."""
     scored = scoring(case, query, threshold)
     if scored is None:
@@ -256,7 +258,7 @@ def scoring_html(case: Mapping[str, Any], query: Query | None, threshold: Any) -
         parts.append(
             f"<p>similarity {esc(scored.similarity)}; passes at &gt;= {esc(scored.threshold)}</p>"
         )
-    if case.get("mode") == "e2e":
+    if case.mode == "e2e":
         if scored.imggen:
             parts.append(f"<p>image generation (Ans+I) score {esc(scored.imggen)}</p>")
         elif scored.answer_score:
@@ -289,7 +291,7 @@ def _mark(value: bool) -> str:
     return '<span class="hit">yes</span>' if value else '<span class="miss">no</span>'
 
 
-def _turns(case: Mapping[str, Any], image: ImageHtml, mark: int | None, why: str) -> str:
+def _turns(case: CaseResult, image: ImageHtml, mark: int | None, why: str) -> str:
     """The model's end-to-end turns: reply (thought, action, input), the call, its output."""
     items = []
     for turn in e2e_turns(case, mark):
@@ -300,20 +302,18 @@ def _turns(case: Mapping[str, Any], image: ImageHtml, mark: int | None, why: str
     return f'<ol class="chain model">{"".join(items)}</ol>'
 
 
-def _reference(query: Query, image: ImageHtml, mark: int | None, why: str) -> str:
+def _reference(chain: Sequence[Step], image: ImageHtml, mark: int | None, why: str) -> str:
     items = []
-    for index, step in enumerate(query.dialogs[1:]):
+    for index, step in enumerate(chain):
         extra = _why_html(why) if index == mark else ""
         items.append(_step_html(step, image, extra, "diverge" if index == mark else ""))
     return f'<ol class="chain reference">{"".join(items)}</ol>'
 
 
-def _step_mode(
-    case: Mapping[str, Any], query: Query | None, image: ImageHtml, threshold: Any
-) -> str:
+def _step_mode(case: CaseResult, query: Query | None, image: ImageHtml) -> str:
     """Step mode: per reference step, what it was and what the model predicted from its prefix."""
     rows = []
-    for pair in step_pairs(case, query, threshold):
+    for pair in step_pairs(case, query):
         cls = " diverge" if pair.diverges else ""
         why = '<p class="diverge-why">first divergence</p>' if pair.diverges else ""
         rows.append(
@@ -349,7 +349,7 @@ def _opening_html(query: Query) -> str:
 
 
 def case_detail(
-    case: Mapping[str, Any], query: Query | None, *, threshold: Any, image: ImageHtml
+    case: CaseResult, query: Query | None, *, threshold: float | None, image: ImageHtml
 ) -> str:
     """Everything about one case, for its drill-down (and pytest-html's extra)."""
     said = case_facts(case)
@@ -364,7 +364,7 @@ def case_detail(
     if said.backends:
         meta.append("tools: " + esc(", ".join(said.backends)))
     parts = [
-        f'<h3 id="case-{esc(case.get("id"))}">{esc(case.get("id"))}</h3>',
+        f'<h3 id="case-{esc(case.id)}">{esc(case.id)}</h3>',
         f'<p class="meta">{" · ".join(meta)}</p>',
     ]
     if said.message:
@@ -379,28 +379,27 @@ def case_detail(
         )
     if said.mode == "step":
         parts.append(
-            '<section class="chains"><h4>Steps</h4>'
-            f"{_step_mode(case, query, image, threshold)}</section>"
+            f'<section class="chains"><h4>Steps</h4>{_step_mode(case, query, image)}</section>'
         )
     else:
-        reference = list(query.dialogs[1:]) if query is not None else []
-        divergence = e2e_divergence(reference, case.get("steps") or [])
+        reference = reference_steps(query)[1:] if query is not None else []
+        divergence = e2e_divergence(reference, case.steps)
         why = divergence.why if divergence else ""
         model_mark = divergence.model if divergence else None
         # An agent's turns are its logged tool calls and its answer (what the server saw).
-        who = "agent" if "agent" in case else "model"
+        who = "agent" if case.agent is not None else "model"
         ref_mark = divergence.reference if divergence else None
         parts.append(
             f'<section class="chains"><h4>The {who}\'s turns beside the reference chain</h4>'
             + (_why_html(why) if divergence else "")
             + (_opening_html(query) if query is not None else "")
             + '<div class="pair"><div><h5>reference chain</h5>'
-            + (_reference(query, image, ref_mark, why) if query is not None else "")
+            + (_reference(reference, image, ref_mark, why) if query is not None else "")
             + f"</div><div><h5>{who} (what it {'called' if who == 'agent' else 'saw and did'})</h5>"
             f"{_turns(case, image, model_mark, why)}</div></div></section>"
         )
-    if isinstance(case.get("agent"), Mapping):
-        parts.append(_agent_html(case))
+    if case.agent is not None:
+        parts.append(_agent_html(case.agent, case))
     made = [image(p) for p in generated_images(case)]
     if any(made):
         parts.append(
@@ -413,36 +412,32 @@ def case_detail(
     return "".join(parts)
 
 
-def _agent_html(case: Mapping[str, Any]) -> str:
+def _agent_html(agent: AgentRun, case: CaseResult) -> str:
     """The agent under test's run: how it ended, its stderr's end, its model traffic."""
-    agent = case["agent"]
-    facts = [f"agent {esc(agent.get('name'))}", f"duration {esc(agent.get('duration'))} s"]
-    if "exit_status" in agent:
-        facts.append(f"exit status {esc(agent['exit_status'])}")
-    calls = case.get("tool_log") or []
+    facts = [f"agent {esc(agent.name)}", f"duration {esc(agent.duration)} s"]
+    if agent.exit_status is not None:
+        facts.append(f"exit status {esc(agent.exit_status)}")
+    calls = case.tool_log or []
     facts.append(f"{len(calls)} tool call(s) logged by the server")
     parts = [f'<section class="agent"><h4>Agent</h4><p class="meta">{" · ".join(facts)}</p>']
-    if agent.get("stderr_tail"):
+    if agent.stderr_tail:
         parts.append(
             f"<details><summary>stderr (end)</summary><pre>"
-            f"{esc(_clip(str(agent['stderr_tail']), 4000))}</pre></details>"
+            f"{esc(_clip(agent.stderr_tail, 4000))}</pre></details>"
         )
-    exchanges = case.get("exchanges") or []
+    exchanges = case.exchanges or []
     if exchanges:
         items = []
         for number, exchange in enumerate(exchanges, 1):
-            said = [
-                f"#{number} {esc(exchange.get('api'))}",
-                f"status {esc(exchange.get('status'))}",
-            ]
-            if exchange.get("cached"):
+            said = [f"#{number} {esc(exchange.api)}", f"status {esc(exchange.status)}"]
+            if exchange.cached:
                 said.append("cached")
-            if exchange.get("retries"):
-                said.append(f"{esc(exchange['retries'])} retries")
+            if exchange.retries:
+                said.append(f"{esc(exchange.retries)} retries")
             items.append(
                 f"<li><details><summary>{' · '.join(said)}</summary>"
-                f"<h5>request</h5><pre>{esc(_clip(_json_text(exchange.get('request')), 8000))}"
-                f"</pre><h5>reply</h5><pre>{esc(_clip(str(exchange.get('reply') or ''), 8000))}"
+                f"<h5>request</h5><pre>{esc(_clip(_json_text(exchange.request), 8000))}"
+                f"</pre><h5>reply</h5><pre>{esc(_clip(exchange.reply, 8000))}"
                 "</pre></details></li>"
             )
         parts.append(
@@ -483,7 +478,7 @@ def _select(name: str, label: str, values: Sequence[str]) -> str:
     )
 
 
-def cases_html(report: Mapping[str, Any], dataset: Dataset | None) -> str:
+def cases_html(report: RunReport, dataset: Dataset | None) -> str:
     """The case table (flipped cases first when there is a baseline) and its filters."""
     table = case_table(report, dataset)
     rows = "".join(_case_row(row) for row in table.rows)
@@ -580,15 +575,14 @@ class _Images:
 
 
 def render_html(
-    report: Mapping[str, Any],
+    report: RunReport,
     dataset: Dataset | None,
     store: ImageStore | None,
     *,
     max_bytes: int = 10 * 1024 * 1024,
 ) -> str:
     """The whole page (see the module docstring); ``max_bytes`` bounds it, images first to go."""
-    settings = report.get("settings") or {}
-    threshold = settings.get("sim_threshold")
+    threshold = report.settings.sim_threshold
     plots = all_plots(report, dataset)
     head_parts = [
         header_html(report),
@@ -599,16 +593,15 @@ def render_html(
     markup = "".join(head_parts)
     images = _Images(store)
     templates = []
-    for case in report.get("cases", []):
-        query = None if dataset is None else dataset.queries.get(str(case.get("query_id")))
-        keys = case.get("images") if isinstance(case.get("images"), Mapping) else {}
+    for case in report.cases:
+        query = None if dataset is None else dataset.queries.get(case.query_id)
 
-        def image(written: str, keys: Mapping[str, Any] = keys) -> str:
+        def image(written: str, keys: Mapping[str, str] = case.images) -> str:
             key = keys.get(written)
-            return images.reference(key, written) if isinstance(key, str) else ""
+            return images.reference(key, written) if key is not None else ""
 
         body = case_detail(case, query, threshold=threshold, image=image)
-        templates.append(f'<template id="t-{esc(case.get("id"))}">{body}</template>')
+        templates.append(f'<template id="t-{esc(case.id)}">{body}</template>')
     text_bytes = len(markup) + sum(len(t) for t in templates) + PAGE_OVERHEAD
     entries = images.data(max(0, max_bytes - text_bytes))
     notes = []
@@ -627,9 +620,9 @@ def render_html(
         "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
         f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
     )
-    title = f"GTA report: {report.get('model')} [{report.get('protocol')}]"
+    title = f"GTA report: {report.model} [{report.protocol}]"
     if any(name == "label" for name, _ in identity_facts(report)):
-        title = f"GTA report: {report.get('label')}"
+        title = f"GTA report: {report.label}"
     data = json.dumps(entries, separators=(",", ":")).replace("</", "<\\/")
     page = (
         "<!DOCTYPE html>\n"

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
-from typing import Any
+
+from pytest_gta.report.table import interval_of, metric_value
+from pytest_gta.results.base import Scalar
+from pytest_gta.results.report import RunReport
 
 #: Characters XML 1.0 cannot hold; written as ``#xNN``, as pytest's ``bin_xml_escape`` does.
 _ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -34,43 +36,41 @@ def junit_names(nodeid: str) -> tuple[str, str]:
     return ".".join(names[:-1]), names[-1]
 
 
-def suite_properties(report: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def suite_properties(report: RunReport) -> list[tuple[str, Scalar]]:
     """``gta_<mode>_<metric>`` with ``_ci_low``/``_ci_high``, and ``gta_gates_passed``.
 
     First what identifies the run: ``gta_label`` and, inside a git repository, ``gta_commit``
     (with ``gta_commit_dirty``), so a dashboard that keeps the XML of every nightly run can
     tell them apart; the cases' own properties stay as pytest writes them.
     """
-    out: list[tuple[str, Any]] = []
-    if isinstance(report.get("label"), str):
-        out.append(("gta_label", report["label"]))
-    identity = report.get("identity")
-    git = identity.get("git") if isinstance(identity, Mapping) else None
-    if isinstance(git, Mapping) and isinstance(git.get("commit"), str):
-        out.append(("gta_commit", git["commit"]))
-        if isinstance(git.get("dirty"), bool):
-            out.append(("gta_commit_dirty", str(git["dirty"]).lower()))
-    for mode, metrics in report.get("metrics", {}).items():
-        intervals = report.get("metrics_ci", {}).get(mode, {})
-        for metric, value in metrics.items():
+    out: list[tuple[str, Scalar]] = [("gta_label", report.label)]
+    git = report.identity.git
+    if git is not None:
+        out.append(("gta_commit", git.commit))
+        if git.dirty is not None:
+            out.append(("gta_commit_dirty", str(git.dirty).lower()))
+    for mode, metrics in report.metrics.items():
+        intervals = report.metrics_ci.get(mode)
+        # In the report's order of the metrics (its JSON's), not the tables' order of columns.
+        for metric in type(metrics).model_fields:
+            value = metric_value(metrics, metric)
             if value is None:
                 continue
             out.append((f"gta_{mode}_{metric}", value))
-            interval = intervals.get(metric) or {}
-            if interval.get("low") is not None:
-                out.append((f"gta_{mode}_{metric}_ci_low", interval["low"]))
-                out.append((f"gta_{mode}_{metric}_ci_high", interval["high"]))
-    for mode, rate in report.get("pass_rate", {}).items():
+            interval = interval_of(intervals, metric)
+            if interval is not None and interval.low is not None:
+                out.append((f"gta_{mode}_{metric}_ci_low", interval.low))
+                out.append((f"gta_{mode}_{metric}_ci_high", interval.high))
+    for mode, rate in report.pass_rate.items():
         out.append((f"gta_{mode}_pass_rate", rate))
-    gates = report.get("gates")
-    if isinstance(gates, dict):
-        out.append(("gta_gates_passed", str(bool(gates.get("passed"))).lower()))
+    if report.gates is not None:
+        out.append(("gta_gates_passed", str(report.gates.passed).lower()))
     return out
 
 
-def junit_xml(report: Mapping[str, Any], suite_name: str = "pytest") -> str:
+def junit_xml(report: RunReport, suite_name: str = "pytest") -> str:
     """The XML text for ``report``'s cases (see module docstring)."""
-    cases = list(report.get("cases", []))
+    cases = report.cases
     counts = dict.fromkeys(OUTCOME_ELEMENTS, 0)
     total_time = 0.0
     root = ET.Element("testsuites", name="pytest tests")
@@ -81,25 +81,22 @@ def junit_xml(report: Mapping[str, Any], suite_name: str = "pytest") -> str:
         for key, value in shared:
             ET.SubElement(holder, "property", name=key, value=xml_text(value))
     for case in cases:
-        classname, name = junit_names(xml_text(case.get("nodeid") or case.get("id")))
-        duration = case.get("duration")
-        seconds = float(duration) if isinstance(duration, int | float) else 0.0
+        classname, name = junit_names(xml_text(case.nodeid or case.id))
+        seconds = case.duration if case.duration is not None else 0.0
         total_time += seconds
         testcase = ET.SubElement(
             suite, "testcase", classname=classname, name=name, time=f"{seconds:.3f}"
         )
-        properties = case.get("properties") or {}
-        if properties:
+        if case.properties:
             holder = ET.SubElement(testcase, "properties")
-            for key, value in properties.items():
+            for key, value in case.properties.items():
                 if value is not None:
                     ET.SubElement(holder, "property", name=xml_text(key), value=xml_text(value))
-        outcome = str(case.get("outcome"))
-        element = OUTCOME_ELEMENTS.get(outcome)
+        element = OUTCOME_ELEMENTS.get(case.outcome)
         if element is None:
             continue
-        counts[outcome] += 1
-        message = xml_text(case.get("message") or "")
+        counts[case.outcome] += 1
+        message = xml_text(case.message)
         attributes = {"message": message}
         if element == "skipped":
             attributes["type"] = "pytest.skip"

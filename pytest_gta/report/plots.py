@@ -1,6 +1,6 @@
 """The HTML report's plots: what a reader looks for first, drawn from the report as inline SVG.
 
-Each function reads the report dict (and the dataset, for the reference chains) and returns a
+Each function reads the typed report (and the dataset, for the reference chains) and returns a
 :class:`Plot`, or ``None`` when the run has nothing to show for it (no step mode, no errors).
 The numbers come from the same per-case records as the tables, never from a second run of the
 scorer; the drawing is :mod:`pytest_gta.report.svg`.
@@ -8,20 +8,22 @@ scorer; the drawing is :mod:`pytest_gta.report.svg`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_gta.dataset import Dataset, call_function
 from pytest_gta.report import svg
-from pytest_gta.report.explain import call_parts
 from pytest_gta.report.table import (
     E2E_COLUMNS,
     METRIC_LABELS,
     MODE_COLUMNS,
     MODE_TITLES,
     baseline_label,
+    interval_of,
+    metric_value,
 )
+from pytest_gta.results.case import CaseResult, Step, StepPrimitives
+from pytest_gta.results.report import E2EIntervals, RunReport, StepIntervals
 from pytest_gta.vocabulary import ERROR_KINDS, QUERY_TYPES
 
 ERROR_LABELS = {"format": "format", "args": "argument format", "other": "N/A (other)"}
@@ -37,13 +39,13 @@ class Plot:
     caption: str
 
 
-def _ran(report: Mapping[str, Any], mode: str) -> Iterator[Mapping[str, Any]]:
-    for case in report.get("cases", []):
-        if case.get("mode") == mode and case.get("outcome") != "skipped":
+def _ran(report: RunReport, mode: str) -> Iterator[CaseResult]:
+    for case in report.cases:
+        if case.mode == mode and case.outcome != "skipped":
             yield case
 
 
-def tool_accuracy(report: Mapping[str, Any], dataset: Dataset | None) -> Plot | None:
+def tool_accuracy(report: RunReport, dataset: Dataset | None) -> Plot | None:
     """Per reference tool: how often the model chose it, and with the right arguments.
 
     Step mode scores exactly this (ToolAcc and ArgAcc per reference step), so it is drawn from
@@ -54,22 +56,23 @@ def tool_accuracy(report: Mapping[str, Any], dataset: Dataset | None) -> Plot | 
     if dataset is None:
         return None
     tallies: dict[str, list[int]] = {}
-    step_cases = [c for c in _ran(report, "step") if isinstance(c.get("primitives"), Mapping)]
+    step_cases = [
+        (c, c.primitives) for c in _ran(report, "step") if isinstance(c.primitives, StepPrimitives)
+    ]
     if step_cases:
-        for case in step_cases:
-            query = dataset.queries.get(str(case.get("query_id")))
+        for case, primitives in step_cases:
+            query = dataset.queries.get(case.query_id)
             if query is None:
                 continue
-            outcomes = case["primitives"].get("steps") or []
-            for index, outcome in zip(query.assistant_indices, outcomes, strict=False):
+            for index, outcome in zip(query.assistant_indices, primitives.steps, strict=False):
                 message = query.dialogs[index]
-                if not message.get("tool_calls") or not isinstance(outcome, Mapping):
+                if not message.get("tool_calls"):
                     continue
                 name = str(call_function(message).get("name"))
                 slot = tallies.setdefault(name, [0, 0, 0])
                 slot[0] += 1
-                slot[1] += bool(outcome.get("tool_ok"))
-                slot[2] += bool(outcome.get("args_ok"))
+                slot[1] += outcome.tool_ok
+                slot[2] += outcome.args_ok
         names = sorted(tallies)
         series = [
             svg.Series("tool right", [tallies[n][1] / tallies[n][0] * 100 for n in names]),
@@ -83,10 +86,10 @@ def tool_accuracy(report: Mapping[str, Any], dataset: Dataset | None) -> Plot | 
         )
     else:
         for case in _ran(report, "e2e"):
-            query = dataset.queries.get(str(case.get("query_id")))
+            query = dataset.queries.get(case.query_id)
             if query is None:
                 continue
-            calls = model_calls(case.get("steps") or [])
+            calls = model_calls(case.steps)
             called = {name for name, _ in calls}
             for name in query.called_tools:
                 slot = tallies.setdefault(name, [0, 0, 0, 0])
@@ -124,25 +127,23 @@ def tool_accuracy(report: Mapping[str, Any], dataset: Dataset | None) -> Plot | 
     )
 
 
-def model_calls(steps: Sequence[Any]) -> list[tuple[str, bool]]:
+def model_calls(steps: Sequence[Step]) -> list[tuple[str, bool]]:
     """The model's tool calls in recorded steps: ``(tool name, failed)`` each."""
     calls = []
     for step in steps:
-        if not isinstance(step, Mapping) or not step.get("tool_calls"):
-            continue
-        parts = call_parts(step)
-        if parts is not None:
-            calls.append((parts[0], isinstance(step.get("error"), Mapping)))
+        call = step.call if step.is_call else None
+        if call is not None:
+            calls.append((call.name, step.error is not None))
     return calls
 
 
-def category_f1(report: Mapping[str, Any]) -> Plot | None:
+def category_f1(report: RunReport) -> Plot | None:
     """The P/O/L/C F1 bars of Table 4 (end to end), with their intervals."""
-    metrics = report.get("metrics", {}).get("e2e")
-    if not metrics:
+    metrics = report.metrics.e2e
+    if metrics is None:
         return None
     keys = [c.key for c in E2E_COLUMNS if c.key.endswith("_f1")]
-    ci = report.get("metrics_ci", {}).get("e2e", {})
+    values = [metric_value(metrics, k) for k in keys]
     title = "Tool selection F1 per category (end-to-end)"
     caption = (
         "Per tool category, the F1 of the model's calls against the reference chains' (the "
@@ -154,7 +155,7 @@ def category_f1(report: Mapping[str, Any]) -> Plot | None:
         svg.grouped_bars(
             title,
             [METRIC_LABELS[k] for k in keys],
-            [svg.Series("this run", [metrics.get(k) for k in keys], _intervals(ci, keys))],
+            [svg.Series("this run", values, _intervals(report.metrics_ci.e2e, keys))],
             unit="%",
             max_value=100,
             description=caption,
@@ -163,21 +164,23 @@ def category_f1(report: Mapping[str, Any]) -> Plot | None:
     )
 
 
-def _intervals(ci: Mapping[str, Any], keys: Sequence[str]) -> list[tuple[float, float] | None]:
+def _intervals(
+    ci: StepIntervals | E2EIntervals | None, keys: Sequence[str]
+) -> list[tuple[float, float] | None]:
     out: list[tuple[float, float] | None] = []
     for key in keys:
-        interval = ci.get(key)
-        if isinstance(interval, Mapping) and interval.get("low") is not None:
-            out.append((float(interval["low"]), float(interval["high"])))
+        interval = interval_of(ci, key)
+        if interval is not None and interval.low is not None and interval.high is not None:
+            out.append((float(interval.low), float(interval.high)))
         else:
             out.append(None)
     return out
 
 
-def error_breakdown(report: Mapping[str, Any]) -> Plot | None:
+def error_breakdown(report: RunReport) -> Plot | None:
     """Table 5 as stacked bars: the errored calls of each mode by type."""
-    errors = report.get("errors", {})
-    modes = [m for m, counts in errors.items() if sum(counts.values())]
+    errors = {m: counts for m, counts in report.errors.items() if counts.total()}
+    modes = list(errors)
     if not modes:
         return None
     title = "Errored tool calls by type (Table 5)"
@@ -186,7 +189,7 @@ def error_breakdown(report: Mapping[str, Any]) -> Plot | None:
         "(arguments the tool could not take) and other tool errors (the paper's N/A)."
     )
     parts = [
-        svg.Series(ERROR_LABELS[kind], [float(errors[m].get(kind, 0)) for m in modes])
+        svg.Series(ERROR_LABELS[kind], [float(errors[m].get(kind)) for m in modes])
         for kind in ERROR_KINDS
     ]
     return Plot(
@@ -197,13 +200,13 @@ def error_breakdown(report: Mapping[str, Any]) -> Plot | None:
     )
 
 
-def calls_per_tool(report: Mapping[str, Any]) -> Plot | None:
+def calls_per_tool(report: RunReport) -> Plot | None:
     """Figure 6 per tool: the model's successful and failed calls to each tool."""
     tallies: dict[str, list[int]] = {}
-    for case in report.get("cases", []):
-        if case.get("outcome") == "skipped":
+    for case in report.cases:
+        if case.outcome == "skipped":
             continue
-        for name, failed in model_calls(case.get("steps") or []):
+        for name, failed in model_calls(case.steps):
             slot = tallies.setdefault(name, [0, 0])
             slot[1 if failed else 0] += 1
     if not tallies:
@@ -223,14 +226,12 @@ def calls_per_tool(report: Mapping[str, Any]) -> Plot | None:
     )
 
 
-def score_distribution(report: Mapping[str, Any]) -> Plot | None:
+def score_distribution(report: RunReport) -> Plot | None:
     """Per mode and query type, the histogram of the cases' scores."""
     groups: list[tuple[str, list[float]]] = []
     for mode in MODE_COLUMNS:
         for qtype in QUERY_TYPES:
-            scores = [
-                float(c.get("score", 0.0)) for c in _ran(report, mode) if c.get("type") == qtype
-            ]
+            scores = [c.score for c in _ran(report, mode) if c.type == qtype]
             if scores:
                 groups.append((f"{mode} / {qtype}", scores))
     if not groups:
@@ -248,36 +249,34 @@ def score_distribution(report: Mapping[str, Any]) -> Plot | None:
     )
 
 
-def beside_references(report: Mapping[str, Any]) -> list[Plot]:
+def beside_references(report: RunReport) -> list[Plot]:
     """Per mode, this run's metrics beside the leaderboard row and the baseline."""
     plots = []
-    board = report.get("leaderboard") or None
-    comparison = report.get("comparison") if isinstance(report.get("comparison"), Mapping) else None
-    for mode, metrics in report.get("metrics", {}).items():
-        if not metrics or mode not in MODE_COLUMNS:
-            continue
+    board = report.leaderboard
+    comparison = report.comparison
+    for mode, metrics in report.metrics.items():
         keys = [c.key for c in MODE_COLUMNS[mode] if c.percent]
-        ci = report.get("metrics_ci", {}).get(mode, {})
-        series = [svg.Series("this run", [metrics.get(k) for k in keys], _intervals(ci, keys))]
+        ci = report.metrics_ci.get(mode)
+        series = [
+            svg.Series("this run", [metric_value(metrics, k) for k in keys], _intervals(ci, keys))
+        ]
         named = ["this run"]
         if board is not None:
             series.append(
                 svg.Series(
-                    f"leaderboard {board.get('board')}: {board.get('model')}",
-                    [board.get(k) for k in keys],
+                    f"leaderboard {board.board}: {board.model}", [board.get(k) for k in keys]
                 )
             )
             named.append("the leaderboard row")
-        if comparison is not None:
-            rows = comparison.get("metrics", {}).get(mode, {})
-            if rows:
-                series.append(
-                    svg.Series(
-                        f"baseline: {baseline_label(comparison)}",
-                        [rows.get(k, {}).get("baseline") for k in keys],
-                    )
+        rows = comparison.metrics.get(mode) if comparison is not None else None
+        if comparison is not None and rows:
+            series.append(
+                svg.Series(
+                    f"baseline: {baseline_label(comparison)}",
+                    [rows[k].baseline if k in rows else None for k in keys],
                 )
-                named.append("the baseline")
+            )
+            named.append("the baseline")
         title = f"Table 4, {MODE_TITLES[mode]}: " + ", ".join(named)
         caption = (
             "The paper's metrics of this run (with its bootstrap interval)"
@@ -302,7 +301,7 @@ def beside_references(report: Mapping[str, Any]) -> list[Plot]:
     return plots
 
 
-def all_plots(report: Mapping[str, Any], dataset: Dataset | None) -> list[Plot]:
+def all_plots(report: RunReport, dataset: Dataset | None) -> list[Plot]:
     """Every plot the run has data for, in the order the page shows them."""
     candidates = [
         *beside_references(report),

@@ -1,7 +1,8 @@
-"""Pure renderers of a report dict: terminal text and markdown.
+"""Pure renderers of the typed report: terminal text and markdown.
 
-They only read the report, so what is printed, written as markdown and written as JSON can never
-disagree. The metric registry below names each column the way the paper does.
+They only read the report (:class:`~pytest_gta.results.report.RunReport`), never score, so what
+is printed, written as markdown and written as JSON can never disagree. The metric registry
+below names each column the way the paper does.
 """
 
 from __future__ import annotations
@@ -11,7 +12,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gta.flags import OPT_MERGE
-from pytest_gta.quirks import summary_lines
+from pytest_gta.results.report import (
+    BaselineComparison,
+    E2EIntervals,
+    E2EMetrics,
+    E2ESpread,
+    Interval,
+    LeaderboardRow,
+    NoMetrics,
+    Quirk,
+    RunReport,
+    RunUsage,
+    Spread,
+    StepIntervals,
+    StepMetrics,
+    StepSpread,
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +64,7 @@ MODE_TITLES = {"step": "step-by-step mode", "e2e": "end-to-end mode"}
 MODE_COLUMNS = {"step": STEP_COLUMNS, "e2e": E2E_COLUMNS}
 
 
-def fmt(value: Any, percent: bool = True) -> str:
+def fmt(value: float | None, percent: bool = True) -> str:
     """A metric for display: two decimals for percentages, ``n/a`` for undefined."""
     if value is None:
         return "n/a"
@@ -78,26 +94,45 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> lis
     return lines
 
 
-def sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+def metric_value(metrics: StepMetrics | E2EMetrics | LeaderboardRow, key: str) -> float | None:
+    """A Table 4 metric by its column key (``None``: undefined, or not a metric of the section)."""
+    value = getattr(metrics, key, None)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def interval_of(intervals: StepIntervals | E2EIntervals | None, key: str) -> Interval | None:
+    """A metric's bootstrap interval by its column key (``None``: the section has none)."""
+    value = getattr(intervals, key, None)
+    return value if isinstance(value, Interval) else None
+
+
+def spread_of(spread: StepSpread | E2ESpread, key: str) -> Spread | None:
+    """A metric's spread over epochs by its column key (``None``: never measured)."""
+    value = getattr(spread, key, None)
+    return value if isinstance(value, Spread) else None
+
+
+Section = tuple[str, list[str], list[list[str]]]
+
+
+def sections(report: RunReport) -> list[Section]:
     """(title, headers, rows) of every table, shared by both renderers."""
-    sections = []
-    model = f"{report.get('model')} [{report.get('protocol', 'react')}]"
-    board = report.get("leaderboard") or None
-    for metrics_key, suffix in (
-        ("metrics", ""),
-        ("metrics_excluding_errors", ", errored cases excluded"),
-    ):
-        if metrics_key == "metrics_excluding_errors" and not report["outcomes"].get("error"):
+    sections: list[Section] = []
+    model = f"{report.model} [{report.protocol}]"
+    board = report.leaderboard
+    for suffix in ("", ", errored cases excluded"):
+        if suffix and not report.outcomes.error:
             continue
-        for mode, metrics in report.get(metrics_key, {}).items():
-            if not metrics:
+        by_mode = report.metrics_excluding_errors if suffix else report.metrics
+        for mode, metrics in by_mode.items():
+            if isinstance(metrics, NoMetrics):
                 continue
             columns = MODE_COLUMNS[mode]
-            rows = [[model, *(fmt(metrics.get(c.key), c.percent) for c in columns)]]
+            rows = [[model, *(fmt(metric_value(metrics, c.key), c.percent) for c in columns)]]
             if not suffix:
                 rows += _uncertainty_rows(report, mode, columns)
             if board is not None and not suffix:
-                label = f"leaderboard {board['board']}: {board['model']} [react]"
+                label = f"leaderboard {board.board}: {board.model} [react]"
                 rows.append([label, *(fmt(board.get(c.key), c.percent) for c in columns)])
             sections.append(
                 (
@@ -106,13 +141,13 @@ def sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
                     rows,
                 )
             )
-    errors = report.get("errors", {})
-    if errors:
+    if report.errors:
         rows = []
-        for mode, counts in errors.items():
-            total = sum(counts.values())
+        for mode, counts in report.errors.items():
+            total = counts.total()
             shares = [
-                fmt(counts[k] / total * 100) if total else "-" for k in ("format", "args", "other")
+                fmt(n / total * 100) if total else "-"
+                for n in (counts.format, counts.args, counts.other)
             ]
             rows.append([mode, str(total), *shares])
         sections.append(
@@ -122,18 +157,15 @@ def sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
                 rows,
             )
         )
-    calls = report.get("tool_calls", {})
-    if calls:
+    if report.tool_calls:
         sections.append(
             (
                 "Figure 6, tool calls",
                 ["mode", "successful", "failed"],
-                [[m, str(c["successful"]), str(c["failed"])] for m, c in calls.items()],
+                [[m, str(c.successful), str(c.failed)] for m, c in report.tool_calls.items()],
             )
         )
-    by_mode = report.get("outcomes_by_mode", {})
-    if by_mode:
-        rates = report.get("pass_rate", {})
+    if report.outcomes_by_mode:
         sections.append(
             (
                 "Outcomes",
@@ -141,48 +173,56 @@ def sections(report: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[
                 [
                     [
                         m,
-                        *(str(o.get(k, 0)) for k in ("passed", "failed", "error", "skipped")),
-                        fmt(rates.get(m)),
+                        *(str(n) for n in (o.passed, o.failed, o.error, o.skipped)),
+                        fmt(report.pass_rate.get(m)),
                     ]
-                    for m, o in by_mode.items()
+                    for m, o in report.outcomes_by_mode.items()
                 ],
             )
         )
-    sections += _comparison_sections(report.get("comparison"))
+    sections += _comparison_sections(report.comparison)
     return sections
 
 
-def interval_text(interval: Any) -> str:
-    """An interval as the tables show it, ``[low, high]`` to one decimal (``n/a``: none)."""
-    if not isinstance(interval, Mapping) or interval.get("low") is None:
+def bounds_text(low: float | None, high: float | None) -> str:
+    """``[low, high]`` to one decimal, as the tables show an interval (``n/a``: none)."""
+    if low is None or high is None:
         return "n/a"
-    return f"[{float(interval['low']):.1f}, {float(interval['high']):.1f}]"
+    return f"[{float(low):.1f}, {float(high):.1f}]"
 
 
-def _uncertainty_rows(
-    report: Mapping[str, Any], mode: str, columns: Sequence[Column]
-) -> list[list[str]]:
+def interval_text(interval: Interval | Mapping[str, Any] | None) -> str:
+    """An interval as the tables show it, ``[low, high]`` to one decimal (``n/a``: none)."""
+    if isinstance(interval, Mapping):
+        # TRANSITIONAL: report.runs_text still passes the comparison's interval dicts.
+        return bounds_text(interval.get("low"), interval.get("high"))
+    return "n/a" if interval is None else bounds_text(interval.low, interval.high)
+
+
+def _uncertainty_rows(report: RunReport, mode: str, columns: Sequence[Column]) -> list[list[str]]:
     """Under a run's row: its intervals and, with epochs, the spread over them."""
     rows = []
-    intervals = report.get("metrics_ci", {}).get(mode, {})
-    if intervals:
-        level = next((i.get("level") for i in intervals.values() if i), 0.95)
+    intervals = report.metrics_ci.get(mode)
+    if intervals is not None:
+        # One level for the whole run: the pass rate's interval has it like every other.
+        level = intervals.pass_rate.level
         rows.append(
             [
                 f"  {float(level) * 100:g}% CI",
-                *(interval_text(intervals.get(c.key)) if c.percent else "" for c in columns),
+                *(
+                    interval_text(interval_of(intervals, c.key)) if c.percent else ""
+                    for c in columns
+                ),
             ]
         )
-    spread = report.get("metrics_spread", {}).get(mode, {})
-    if spread:
-        epochs = max((s.get("epochs", 0) for s in spread.values() if s), default=0)
+    spread = report.metrics_spread.get(mode)
+    if spread is not None:
+        spreads = [spread_of(spread, c.key) for c in columns]
+        epochs = max((s.epochs for s in spreads if s is not None), default=0)
         rows.append(
             [
                 f"  sd over {epochs} epochs",
-                *(
-                    f"±{float(spread[c.key]['std']):.2f}" if spread.get(c.key) else "n/a"
-                    for c in columns
-                ),
+                *(f"±{s.std:.2f}" if s is not None else "n/a" for s in spreads),
             ]
         )
     return rows
@@ -193,60 +233,57 @@ MAX_FLIPPED = 20
 METRIC_LABELS = {c.key: c.label for c in (*STEP_COLUMNS, *E2E_COLUMNS)} | {"pass_rate": "pass rate"}
 
 
-def _p(value: Any) -> str:
+def _p(value: float | None) -> str:
     return "n/a" if value is None else f"{float(value):.4f}"
 
 
-def baseline_label(comparison: Mapping[str, Any]) -> str:
+def baseline_label(comparison: BaselineComparison) -> str:
     """How tables and plots name the baseline: as given, with the leaderboard board it took."""
-    label = str(comparison.get("baseline"))
-    board = comparison.get("board")
-    if board and not label.endswith(f"@{board}"):
+    label = comparison.baseline
+    board = comparison.board
+    if isinstance(board, str) and board and not label.endswith(f"@{board}"):
         label += f" (board {board})"
     return label
 
 
-def _comparison_sections(comparison: Any) -> list[tuple[str, list[str], list[list[str]]]]:
-    if not isinstance(comparison, Mapping):
+def _comparison_sections(comparison: BaselineComparison | None) -> list[Section]:
+    if comparison is None:
         return []
-    sections = []
-    level = float(comparison.get("level", 0.95)) * 100
-    paired = comparison.get("paired", True)
-    for mode, metrics in comparison.get("metrics", {}).items():
-        counts = comparison.get("cases", {}).get(mode, {})
+    sections: list[Section] = []
+    level = float(comparison.level) * 100
+    paired = comparison.paired
+    for mode, metrics in comparison.metrics.items():
+        counts = comparison.cases.get(mode)
         title = f"Comparison with {baseline_label(comparison)}, {MODE_TITLES.get(mode, mode)}"
-        if counts:
-            title += f" ({counts.get('matched')} queries matched)"
+        if counts is not None:
+            title += f" ({counts.matched} queries matched)"
         headers = ["metric", "baseline", "this run", "difference", f"{level:g}% CI"]
         headers += ["p", "p(drop)"] if paired else ["p(below)"]
         rows = []
         for metric, row in metrics.items():
             cells = [
                 METRIC_LABELS.get(metric, metric),
-                fmt(row.get("baseline")),
-                fmt(row.get("this")),
-                "n/a" if row.get("difference") is None else f"{float(row['difference']):+.2f}",
-                interval_text(row.get("ci")),
+                fmt(row.baseline),
+                fmt(row.this),
+                "n/a" if row.difference is None else f"{float(row.difference):+.2f}",
+                interval_text(row.ci),
             ]
-            cells += (
-                [_p(row.get("p_value")), _p(row.get("p_drop"))]
-                if paired
-                else [_p(row.get("p_drop"))]
-            )
+            cells += [_p(row.p_value), _p(row.p_drop)] if paired else [_p(row.p_drop)]
             rows.append(cells)
         sections.append((title, headers, rows))
-    flipped = comparison.get("flipped", {})
-    for kind, title in (("regressed", "Regressed cases"), ("fixed", "Fixed cases")):
-        entries = flipped.get(kind, [])
+    for entries, title in (
+        (comparison.flipped.regressed, "Regressed cases"),
+        (comparison.flipped.fixed, "Fixed cases"),
+    ):
         if not entries:
             continue
         rows = [
             [
-                e["id"],
-                fmt(float(e["baseline_pass_rate"]) * 100),
-                fmt(float(e["pass_rate"]) * 100),
-                ",".join(e.get("outcomes", [])),
-                (e.get("nodeids") or [""])[0],
+                e.id,
+                fmt(e.baseline_pass_rate * 100),
+                fmt(e.pass_rate * 100),
+                ",".join(e.outcomes),
+                (e.nodeids or [""])[0],
             ]
             for e in entries[:MAX_FLIPPED]
         ]
@@ -261,22 +298,20 @@ def _comparison_sections(comparison: Any) -> list[tuple[str, list[str], list[lis
     return sections
 
 
-def gate_lines(report: Mapping[str, Any]) -> list[str]:
+def gate_lines(report: RunReport) -> list[str]:
     """The gates' verdicts, one line each, then what they mean for the exit status."""
-    gates = report.get("gates")
-    if not isinstance(gates, Mapping):
+    gates = report.gates
+    if gates is None:
         return []
-    lines = []
-    for verdict in gates.get("verdicts", []):
-        mark = "PASS" if verdict.get("passed") else "FAIL"
-        lines.append(f"gate {mark}: {verdict.get('reason')}")
-    errored = int(report.get("outcomes", {}).get("error", 0))
-    failed = int(report.get("outcomes", {}).get("failed", 0))
-    if not gates.get("passed"):
-        held = sum(1 for v in gates.get("verdicts", []) if v.get("passed"))
+    verdicts = gates.verdicts
+    lines = [f"gate {'PASS' if v.passed else 'FAIL'}: {v.reason}" for v in verdicts]
+    errored = report.outcomes.error
+    failed = report.outcomes.failed
+    if not gates.passed:
+        held = sum(1 for v in verdicts if v.passed)
         lines.append(
-            f"gates: {len(gates.get('verdicts', [])) - held} of {len(gates.get('verdicts', []))} "
-            "failed: the run fails (exit status 1)"
+            f"gates: {len(verdicts) - held} of {len(verdicts)} failed: the run fails "
+            "(exit status 1)"
         )
     elif errored:
         lines.append(
@@ -295,99 +330,108 @@ def gate_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def identity_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+def identity_facts(report: RunReport) -> list[tuple[str, str]]:
     """The run's label (when one was given), commit and dates, as (name, value) pairs.
 
-    What tells this run from the others a team keeps; an older report (or a hook's) without an
-    identity has none of it, and nothing is shown.
+    What tells this run from the others a team keeps; an identity filled in for an older
+    report has no commit or dates, and shows none.
     """
-    found = report.get("identity")
-    identity: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    identity = report.identity
     out = []
-    label = report.get("label")
     # Shown when chosen: by --gta-label, or by a hook that renamed the run.
-    if isinstance(label, str) and (identity.get("label_given") or label != identity.get("label")):
-        out.append(("label", label))
-    git = identity.get("git")
-    if isinstance(git, Mapping) and git.get("short"):
-        commit = str(git["short"])
-        if git.get("branch"):
-            commit += f" on {git['branch']}"
-        if git.get("dirty"):
+    if identity.label_given or report.label != identity.label:
+        out.append(("label", report.label))
+    git = identity.git
+    if git is not None:
+        commit = git.short
+        if git.branch:
+            commit += f" on {git.branch}"
+        if git.dirty:
             commit += ", dirty (tracked files differ from it)"
         out.append(("commit", commit))
-    for key, name in (("started_at", "started"), ("finished_at", "finished")):
-        if isinstance(identity.get(key), str):
-            out.append((name, identity[key]))
+    for value, name in ((identity.started_at, "started"), (identity.finished_at, "finished")):
+        if value is not None:
+            out.append((name, value))
     return out
 
 
-def header_lines(report: Mapping[str, Any]) -> list[str]:
-    """The lines above the tables: what ran on what, how, and at what cost."""
-    dataset = report["dataset"]
-    settings = report.get("settings", {})
+def quirk_lines(quirks: Sequence[Quirk], *, shown: int) -> list[str]:
+    """One line per kind of quirk: ``title: N queries (ids)``.
+
+    The line ``--gta-data-info`` prints for each (:func:`pytest_gta.quirks.summary_lines`),
+    written here from the report's typed quirks: the quirks module scores, a renderer does not.
+    """
     lines = []
-    if report.get("interrupted"):
-        finished = sum(1 for c in report.get("cases", []) if c.get("outcome") != "skipped")
-        how = f" ({report['interrupted_by']})" if report.get("interrupted_by") else ""
+    for quirk in quirks:
+        queries = quirk.queries
+        noun = "query" if len(queries) == 1 else "queries"
+        ids = ", ".join(queries[:shown])
+        if len(queries) > shown:
+            ids += f", ... ({len(queries) - shown} more)"
+        lines.append(f"{quirk.title}: {len(queries)} {noun} ({ids})")
+    return lines
+
+
+def header_lines(report: RunReport) -> list[str]:
+    """The lines above the tables: what ran on what, how, and at what cost."""
+    dataset = report.dataset
+    settings = report.settings
+    lines = []
+    if report.interrupted:
+        finished = sum(1 for c in report.cases if c.outcome != "skipped")
+        how = f" ({report.interrupted_by})" if report.interrupted_by else ""
         lines.append(f"INTERRUPTED{how}: these tables cover the {finished} case(s) that finished")
     lines += [
-        f"model: {report['model']}  protocol: {report['protocol']}  "
-        f"modes: {','.join(settings.get('modes', []))}",
+        f"model: {report.model}  protocol: {report.protocol}  modes: {','.join(settings.modes)}",
     ]
-    agent = settings.get("agent")
-    if isinstance(agent, Mapping) and agent.get("name"):
-        lines.append(f"agent under test: {agent['name']} ({agent.get('kind')})")
+    agent = settings.agent
+    if agent is not None and agent.name:
+        lines.append(f"agent under test: {agent.name} ({agent.kind})")
     run = [f"{name}: {value}" for name, value in identity_facts(report) if name != "finished"]
     if run:
         lines.append("  ".join(run))
     lines += [
-        f"dataset: {dataset['path']} ({dataset.get('source', '')}; {dataset['queries']} queries, "
-        f"{dataset.get('selected', dataset['queries'])} selected; sha256 {dataset['sha256'][:16]})",
+        f"dataset: {dataset.path} ({dataset.source}; {dataset.queries} queries, "
+        f"{dataset.selected} selected; sha256 {dataset.sha256[:16]})",
     ]
-    quirks = dataset.get("quirks")
-    if isinstance(quirks, list) and quirks:
-        # One line per kind; how each is scored: --gta-data-info, the report's dataset.quirks.
-        lines += [f"dataset quirk: {line}" for line in summary_lines(quirks, shown=12)]
-    epochs = report.get("epochs")
-    if isinstance(epochs, int) and epochs > 1:
+    # One line per kind; how each is scored: --gta-data-info, the report's dataset.quirks.
+    lines += [f"dataset quirk: {line}" for line in quirk_lines(dataset.quirks, shown=12)]
+    if report.epochs > 1:
         lines.append(
-            f"epochs: {epochs} (every case ran {epochs} times: the metrics are the mean over the "
-            "epochs, the 'sd' rows their spread)"
+            f"epochs: {report.epochs} (every case ran {report.epochs} times: the metrics are the "
+            "mean over the epochs, the 'sd' rows their spread)"
         )
-    shard = report.get("shard")
-    if isinstance(shard, Mapping):
+    shard = report.shard
+    if shard is not None:
         lines.append(
-            f"shard: {shard.get('spec')} ({len(shard.get('cases', []))} of "
-            f"{shard.get('selected')} selected cases; pytest {OPT_MERGE} joins the shards)"
+            f"shard: {shard.spec} ({len(shard.cases)} of {shard.selected} selected cases; "
+            f"pytest {OPT_MERGE} joins the shards)"
         )
-    merged = report.get("merged")
-    if isinstance(merged, Mapping):
+    merged = report.merged
+    if merged is not None:
         lines.append(
-            f"merged from {len(merged.get('reports', []))} reports"
-            + (f": shards {', '.join(merged['shards'])}" if merged.get("shards") else "")
+            f"merged from {len(merged.reports)} reports"
+            + (f": shards {', '.join(merged.shards)}" if merged.shards else "")
         )
     extras = []
-    if settings.get("tools"):
-        extras.append(f"tools: {settings['tools']}")
-    if settings.get("sim_model"):
-        extras.append(
-            f"similarity: {settings['sim_model']} (pass at >= {settings.get('sim_threshold')})"
-        )
+    if settings.tools:
+        extras.append(f"tools: {settings.tools}")
+    if settings.sim_model:
+        extras.append(f"similarity: {settings.sim_model} (pass at >= {settings.sim_threshold})")
     if extras:
         lines.append("  ".join(extras))
-    generation = settings.get("generation")
-    if isinstance(generation, Mapping) and generation:
+    generation = settings.generation
+    if generation:
         # Built-in adapters describe these; a third-party describe() may say anything else.
         shown = [k for k in ("temperature", "max_tokens", "seed", "cache") if k in generation]
         parts = [f"{k} {generation[k]}" for k in shown or generation]
         if generation.get("base_url"):
             parts.append(f"endpoint {generation['base_url']}")
         lines.append("generation: " + ", ".join(parts))
-    timings = report.get("timings") or {}
+    timings = report.timings or {}
     loads = []
     for key, what in (("model_load_s", "model"), ("similarity_load_s", "similarity model")):
-        seconds = [t[key] for t in timings.values() if isinstance(t, Mapping) and key in t]
+        seconds = [t[key] for t in timings.values() if key in t]
         if seconds:
             loads.append(f"{what} {max(seconds):.1f} s")
     if loads:
@@ -395,31 +439,31 @@ def header_lines(report: Mapping[str, Any]) -> list[str]:
     memory = [
         f"{process} {t['peak_rss_mb']:.0f} MB"
         for process, t in sorted(timings.items())
-        if isinstance(t, Mapping) and isinstance(t.get("peak_rss_mb"), int | float)
+        if "peak_rss_mb" in t
     ]
     if memory:
         lines.append(f"peak memory per process: {', '.join(memory)}")
-    usage = report.get("usage") or {}
-    if usage.get("calls") or usage.get("cached_calls"):
-        cost = usage.get("cost_usd")
+    usage = report.usage
+    if usage.calls or usage.cached_calls:
+        cost = usage.cost_usd
         lines.append(
-            f"usage: {usage['calls']} model calls ({usage['cached_calls']} more from the cache), "
-            f"{usage['input_tokens']} tokens in, {usage['output_tokens']} out"
+            f"usage: {usage.calls} model calls ({usage.cached_calls} more from the cache), "
+            f"{usage.input_tokens} tokens in, {usage.output_tokens} out"
             + ("" if cost is None else f", about ${cost:.4f}")
             + model_time(usage)
         )
     return lines
 
 
-def model_time(usage: Mapping[str, Any]) -> str:
+def model_time(usage: RunUsage) -> str:
     """``, 12.3 s waiting on the model`` when the report has the cases' model time."""
-    seconds = usage.get("model_s")
-    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+    seconds = usage.model_s
+    if isinstance(seconds, int | float) and seconds > 0:
         return f", {seconds:.1f} s waiting on the model"
     return ""
 
 
-def render_text(report: Mapping[str, Any]) -> list[str]:
+def render_text(report: RunReport) -> list[str]:
     """The terminal summary, line by line."""
     lines = header_lines(report)
     for title, headers, rows in sections(report):
@@ -427,7 +471,7 @@ def render_text(report: Mapping[str, Any]) -> list[str]:
     gates = gate_lines(report)
     if gates:
         lines += ["", *gates]
-    notes = list(report.get("notes", []))
+    notes = report.notes
     for note in notes[:MAX_NOTES]:
         lines.append(f"note: {note}")
     if len(notes) > MAX_NOTES:
@@ -435,7 +479,7 @@ def render_text(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_markdown(report: Mapping[str, Any]) -> str:
+def render_markdown(report: RunReport) -> str:
     """The same tables as markdown, for CI job summaries and pull requests."""
     lines = ["# GTA results", "", *[f"- {line}" for line in header_lines(report)]]
     for title, headers, rows in sections(report):
@@ -443,7 +487,6 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     gates = gate_lines(report)
     if gates:
         lines += ["", "## Gates", "", *[f"- {line}" for line in gates]]
-    notes = report.get("notes", [])
-    if notes:
-        lines += ["", "## Notes", "", *[f"- {n}" for n in notes]]
+    if report.notes:
+        lines += ["", "## Notes", "", *[f"- {n}" for n in report.notes]]
     return "\n".join(lines) + "\n"

@@ -342,7 +342,7 @@ class GtaCollector:
         if self.report is None:
             return
         terminalreporter.write_sep("=", "GTA results")
-        for line in render_text(self.report.to_json_value()):  # TRANSITIONAL
+        for line in render_text(self.report):
             terminalreporter.write_line(line)
         settings = self.settings
         for path in (
@@ -378,7 +378,7 @@ def add_junit_properties(config: pytest.Config, report: RunReport) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return
-    for name, value in suite_properties(report.to_json_value()):  # TRANSITIONAL
+    for name, value in suite_properties(report):
         xml.add_global_property(name, value)
 
 

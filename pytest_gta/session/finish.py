@@ -90,10 +90,8 @@ def report_outputs(report: RunReport, json_path: Path | None, md_path: Path | No
     if json_path is not None:
         outputs.append(Output(json_path, lambda: dump_report(report), option=OPT_REPORT))
     if md_path is not None:
-        outputs.append(
-            Output(md_path, lambda: render_markdown(_dict(report)), option=OPT_REPORT_MD)
-        )
-    summary = step_summary_output(lambda: render_markdown(_dict(report)))
+        outputs.append(Output(md_path, lambda: render_markdown(report), option=OPT_REPORT_MD))
+    summary = step_summary_output(lambda: render_markdown(report))
     if summary is not None:
         outputs.append(summary)
     return outputs
@@ -130,7 +128,7 @@ def html_output(
                     case.images = store_case_images(
                         store, [f.path for f in query.files], [], [dataset.root]
                     )
-        return render_html(_dict(report), dataset, store, max_bytes=int(max_mb * 1024 * 1024))
+        return render_html(report, dataset, store, max_bytes=int(max_mb * 1024 * 1024))
 
     return Output(path, render, option=OPT_REPORT_HTML)
 
@@ -270,7 +268,7 @@ class Finisher:
             outputs.append(
                 Output(
                     Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath)))),
-                    lambda: junit_xml(_dict(report), suite),
+                    lambda: junit_xml(report, suite),
                     option="--junitxml",
                 )
             )
@@ -415,7 +413,7 @@ def merge_command(config: pytest.Config) -> int:
     for warning in warnings:
         _say(f"warning: {warning}")
     print(" GTA results ".center(80, "="), flush=True)
-    for line in render_text(_dict(report)):
+    for line in render_text(report):
         print(line, flush=True)
     # The shard jobs reported the cases; here only the gates and harness errors count.
     written = finisher.write(report, int(pytest.ExitCode.OK), finisher.outputs(report, junit=True))

@@ -46,7 +46,7 @@ def case_extras(
     # pytest-html is optional (this runs only with --html): not imported where it is absent.
     from pytest_html import extras  # type: ignore[import-untyped]
 
-    view = result.to_json_value()  # TRANSITIONAL: until explain/html take the typed case
+    view = result
     keys: Mapping[str, Any] = result.images
 
     def image(written: str) -> str:
@@ -108,5 +108,5 @@ class GtaHtmlHooks:
             postfix.append(
                 "<h2>GTA results</h2><style>.gta-summary table{border-collapse:collapse}"
                 ".gta-summary td,.gta-summary th{border:1px solid #d0d7de;padding:2px 8px}"
-                "</style>" + summary_html(report.to_json_value())  # TRANSITIONAL
+                "</style>" + summary_html(report)
             )
