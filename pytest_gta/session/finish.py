@@ -40,6 +40,7 @@ from pytest_gta.options import (
 )
 from pytest_gta.outward import Cleaner
 from pytest_gta.report.baseline import Baseline, comparable_run, conclude, read_baseline
+from pytest_gta.report.build import typed_report
 from pytest_gta.report.html import render_html
 from pytest_gta.report.images import ImageStore, store_case_images
 from pytest_gta.report.inspect_log import write_inspect_logs
@@ -125,12 +126,12 @@ def html_output(
 
 def inspect_output(directory: Path, report: RunReport, dataset: Dataset) -> Output:
     """``--gta-inspect-log``: the run as Inspect AI logs in ``directory``, one file per mode."""
-    return Output(
-        directory,
-        lambda: "",
-        option="--gta-inspect-log",
-        save=lambda: write_inspect_logs(report, dataset, directory),
-    )
+
+    def save() -> list[Path]:
+        typed = typed_report(report, dataset)  # TRANSITIONAL
+        return write_inspect_logs(typed, dataset, directory)
+
+    return Output(directory, lambda: "", option="--gta-inspect-log", save=save)
 
 
 def write_outputs(outputs: Sequence[Output]) -> list[tuple[Output, str | None]]:
