@@ -47,8 +47,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.release import oracle_command, release_path  # noqa: E402
 from pytest_gta.report.merge import merge_reports  # noqa: E402
 from pytest_gta.report.runs import build_comparison  # noqa: E402
-from pytest_gta.report.schema import dump_report, parse_report  # noqa: E402
-from pytest_gta.results.io import load_report  # noqa: E402
+from pytest_gta.results.io import dump_report, load_report, parse_report  # noqa: E402
+from pytest_gta.results.report import RunReport  # noqa: E402
 from pytest_gta.session.compare_command import (  # noqa: E402
     CompareSettings,
     Found,
@@ -116,7 +116,7 @@ def _wrong(primitives: dict[str, Any]) -> None:
             return
 
 
-def variant(base: dict[str, Any], n: int, dataset: Any) -> dict[str, Any]:
+def variant(base: dict[str, Any], n: int, dataset: Any) -> RunReport:
     """Run ``n`` of the history: its label and date, and a share of its answers wrong."""
     report = json.loads(json.dumps(base))
     rng = random.Random(n)
@@ -127,16 +127,20 @@ def variant(base: dict[str, Any], n: int, dataset: Any) -> dict[str, Any]:
             case["outcome"], case["score"] = "failed", 0.0
     night = FIRST_NIGHT + timedelta(days=n)
     label = f"nightly-{night:%Y-%m-%d}"
-    # TRANSITIONAL: --gta-merge's code still reads the dict report.
-    read = parse_report(f"run {n}", report)
-    rebuilt: dict[str, Any] = dict(merge_reports([read], dataset))
-    rebuilt.pop("merged", None)
-    identity = dict(rebuilt["identity"])
+    # Built again as --gta-merge builds a report, then named and dated as that night's run.
+    rebuilt = merge_reports([parse_report(f"run {n}", report)], dataset)
     stamp = night.isoformat().replace("+00:00", "Z")
-    identity.update(label=label, label_given=True, started_at=stamp, finished_at=stamp)
-    rebuilt["label"], rebuilt["identity"] = label, identity
-    rebuilt["duration_s"] = base.get("duration_s")
-    return rebuilt
+    identity = rebuilt.identity.model_copy(
+        update={"label": label, "label_given": True, "started_at": stamp, "finished_at": stamp}
+    )
+    return rebuilt.model_copy(
+        update={
+            "merged": None,
+            "label": label,
+            "identity": identity,
+            "duration_s": base.get("duration_s"),
+        }
+    )
 
 
 def main() -> None:
@@ -163,7 +167,7 @@ def main() -> None:
         history.mkdir()
         for n in range(args.reports):
             report = variant(base, n, dataset)
-            (history / f"run-{n:02d}.json").write_text(dump_report(report))  # type: ignore[arg-type]
+            (history / f"run-{n:02d}.json").write_text(dump_report(report))
         cases = len(base["cases"])
         html = importlib.util.find_spec("pytest_gta.report.runs_html") is not None
         outputs = ["--gta-report=cmp.json", "--gta-report-md=cmp.md"]

@@ -47,8 +47,7 @@ from pytest_gta.report.build import complete_verdicts  # noqa: E402
 from pytest_gta.report.html import render_html  # noqa: E402
 from pytest_gta.report.images import ImageStore  # noqa: E402
 from pytest_gta.report.merge import merge_reports  # noqa: E402
-from pytest_gta.report.schema import load_report  # noqa: E402
-from pytest_gta.results.io import parse_report  # noqa: E402
+from pytest_gta.results.io import load_report, parse_report  # noqa: E402
 from pytest_gta.validation import load_dataset  # noqa: E402
 
 SAMPLE = ROOT / "fixtures" / "gta_sample"
@@ -143,7 +142,7 @@ def main() -> None:
         dump_s, _ = median_seconds(repeat, lambda: json.dumps(report, indent=2))
         # What the controller's build does: aggregate, then clean for output (outward JSON).
         build_s, built = median_seconds(
-            repeat, lambda: Cleaner().value(merge_reports([shard], dataset))
+            repeat, lambda: Cleaner().value(merge_reports([shard], dataset).to_json_value())
         )
         if built["metrics"] != report["metrics"]:
             sys.exit("the report built again differs from the run's own metrics")
@@ -163,7 +162,7 @@ def main() -> None:
         print(f"| what | seconds (median of {repeat}) | ratio |")
         print("|---|---:|---:|")
         print(f"| JSON report written (floor) | {dump_s:.3f} | 1.0x |")
-        cases = len(shard.records)
+        cases = len(shard.cases)
         print(f"| report build ({cases} cases) | {build_s:.3f} | {build_s / dump_s:.1f}x |")
         print(f"| HTML report rendered | {render_s:.3f} | {render_s / dump_s:.1f}x |")
         print(f"| budget | {BUDGET_S:.1f} | render at {render_s / BUDGET_S:.0%} of it |")

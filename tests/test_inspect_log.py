@@ -4,12 +4,12 @@ Real runs on the bundled sample (the oracle in both modes, an OpenCompass predic
 fails every query, two epochs, two shards merged, a model behind a real HTTP server whose URL
 carries a password) write their logs; ``inspect_ai.log.read_eval_log`` reads every file, whole
 and as ``inspect view`` lists it (``header_only``), and each sample and metric is checked against
-the run's own JSON report. Inspect's CLI (``inspect log dump``) parses the file too.
+the run's own JSON report, read as the typed report the logs are written from. Inspect's CLI
+(``inspect log dump``) parses the file too.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -22,7 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_gta.options.report import check_inspect_log
-from pytest_gta.report.inspect_log import eval_logs, log_file_name
+from pytest_gta.report.inspect_log import MODE_METRICS, eval_logs, log_file_name
+from pytest_gta.results.case import Step as RecordedStep
+from pytest_gta.results.io import parse_report
+from pytest_gta.results.report import RunReport
+from pytest_gta.scoring.metrics import E2E_METRICS, STEP_METRICS
 from tests.gta_run import BOTH_MODES, FAST_SIM, ORACLE, SAMPLE_DATA, gta, gta_process, read_report
 from tests.scripted_server import ScriptedServer, Step, chat_completion
 from tests.test_gates import write_predictions
@@ -42,38 +46,43 @@ def read_logs(directory: Path, header_only: bool = False) -> dict[str, Any]:
     return {log.eval.task: log for log in logs}
 
 
-def check_against_report(directory: Path, report: dict[str, Any], status: str = "success"):
+def typed(data: dict[str, Any]) -> RunReport:
+    """A run's JSON report as the typed report the session writes the logs from."""
+    return parse_report("gta.json", data).report
+
+
+def check_against_report(directory: Path, report: RunReport, status: str = "success"):
     """The logs hold the report's cases and metrics, one log per mode the run ran."""
     logs = read_logs(directory)
-    modes = report["settings"]["modes"]
+    modes = report.settings.modes
     assert sorted(logs) == sorted(f"gta_{m}" for m in modes)
     for mode in modes:
         log = logs[f"gta_{mode}"]
         assert log.status == status
-        assert log.eval.model == report["model"]
-        assert log.eval.dataset.location == report["dataset"]["path"]
-        assert log.eval.metadata["dataset_sha256"] == report["dataset"]["sha256"]
+        assert log.eval.model == report.model
+        assert log.eval.dataset.location == report.dataset.path
+        assert log.eval.metadata["dataset_sha256"] == report.dataset.sha256
         assert log.eval.task_args["mode"] == mode
-        cases = {(c["query_id"], c["epoch"] or 0): c for c in report["cases"] if c["mode"] == mode}
+        cases = {(c.query_id, c.epoch or 0): c for c in report.cases if c.mode == mode}
         assert len(log.samples) == len(cases)
         epochs = sorted({e for _, e in cases})
         for sample in log.samples:
             case = cases[(sample.metadata["query_id"], epochs[sample.epoch - 1])]
-            assert sample.id == f"{mode}-{case['query_id']}"
-            assert sample.metadata["case_id"] == case["id"]
+            assert sample.id == f"{mode}-{case.query_id}"
+            assert sample.metadata["case_id"] == case.id
             score = sample.scores["gta"]
-            assert score.value == case["score"]
-            assert score.metadata["outcome"] == case["outcome"]
-            assert (score.explanation or "") == case["message"]
+            assert score.value == case.score
+            assert score.metadata["outcome"] == case.outcome
+            assert (score.explanation or "") == case.message
         # The results' metrics are the report's, number for number.
         metrics = log.results.scores[0].metrics
-        expected = {k: v for k, v in report["metrics"][mode].items() if isinstance(v, int | float)}
-        expected["pass_rate"] = report["pass_rate"][mode]
+        expected = {k: v for k, v in report.metrics.get(mode) or () if isinstance(v, int | float)}
+        expected["pass_rate"] = report.pass_rate.get(mode)
         assert {k: m.value for k, m in metrics.items()} == expected
-        ci = report["metrics_ci"][mode]
+        ci = dict(report.metrics_ci.get(mode) or ())
         for name, metric in metrics.items():
             if name in ci:
-                assert metric.metadata == ci[name]
+                assert metric.metadata == ci[name].to_json_value()
         assert log.results.total_samples == len(cases)
         # What `inspect view` lists: the header alone, with the same results.
         header = inspect_log.read_eval_log(log.location, header_only=True)
@@ -83,12 +92,17 @@ def check_against_report(directory: Path, report: dict[str, Any], status: str = 
     return logs
 
 
+def test_the_metrics_are_table_4s_in_its_order():
+    """The metric names come from the report's sections, in the scorer's order (headline first)."""
+    assert MODE_METRICS == {"step": STEP_METRICS, "e2e": E2E_METRICS}
+
+
 @pytest.fixture(scope="module")
-def oracle_run(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
+def oracle_run(tmp_path_factory) -> tuple[Path, RunReport]:
     """The oracle in both modes, in a fresh process: its log directory and its report."""
     cwd = tmp_path_factory.mktemp("oracle")
     run = gta_process(cwd, SAMPLE_DATA, ORACLE, BOTH_MODES, FAST_SIM, LOGS)
-    return cwd / "logs", run.report
+    return cwd / "logs", typed(run.report)
 
 
 def test_an_oracle_run_reads_back_sample_by_sample(oracle_run):
@@ -98,7 +112,7 @@ def test_an_oracle_run_reads_back_sample_by_sample(oracle_run):
     assert e2e.eval.run_id == logs["gta_step"].eval.run_id
     assert next(iter(e2e.results.scores[0].metrics)) == "ans_acc"  # Inspect's headline
     sample = next(s for s in e2e.samples if s.id == "e2e-3")
-    query = next(c for c in report["cases"] if c["id"] == "e2e-3")
+    query = next(c for c in report.cases if c.id == "e2e-3")
     assert sample.input.startswith("The first picture shows what my two friends and I ordered")
     assert sample.metadata["files"][0].endswith("image/image_8.jpg")
     assert sample.target == ["15.10 / 15.1", "5.03"]  # every group, any alternative
@@ -112,7 +126,7 @@ def test_an_oracle_run_reads_back_sample_by_sample(oracle_run):
     assert first.tool_calls[0].arguments["text"] == "coffee cup"
     assert sample.messages[2].tool_call_id == first.tool_calls[0].id
     assert sample.messages[2].text == "3"
-    assert sample.output.completion == query["steps"][-1]["content"]
+    assert sample.output.completion == query.steps[-1].content
     # Step mode: each prediction, then the reference step the next request was given.
     step = next(s for s in logs["gta_step"].samples if s.id == "step-0")
     assert [m.role for m in step.messages] == ["user"] + ["assistant", "system"] * 3
@@ -148,22 +162,21 @@ def test_inspect_cli_dumps_the_log(oracle_run):
     assert done.returncode == 0, done.stderr[-2000:]
     dumped = json.loads(done.stdout)
     assert dumped["status"] == "success"
-    assert len(dumped["samples"]) == report["outcomes_by_mode"]["e2e"]["passed"]
+    assert report.outcomes_by_mode.e2e is not None
+    assert len(dumped["samples"]) == report.outcomes_by_mode.e2e.passed
 
 
 def test_status_identity_and_errored_cases_come_from_the_report(oracle_run, sample_dataset):
     _, report = oracle_run
-    report = copy.deepcopy(report)
+    report = report.model_copy(deep=True)
     assert [log.status for log in eval_logs(report, sample_dataset)] == ["success", "success"]
-    report["label"] = "nightly [react]"
-    report["identity"] = {
-        "label": "nightly [react]",
-        "started_at": "2026-02-03T10:00:00Z",
-        "finished_at": "2026-02-03T10:05:30+00:00",
-    }
-    errored = next(c for c in report["cases"] if c["id"] == "e2e-5")
-    errored.update(outcome="error", score=0.0, message="ConnectError: the model went away")
-    report["interrupted"], report["interrupted_by"] = True, "SIGTERM"
+    report.label = report.identity.label = "nightly [react]"
+    report.identity.started_at = "2026-02-03T10:00:00Z"
+    report.identity.finished_at = "2026-02-03T10:05:30+00:00"
+    errored = next(c for c in report.cases if c.id == "e2e-5")
+    errored.outcome, errored.score = "error", 0.0
+    errored.message = "ConnectError: the model went away"
+    report.interrupted, report.interrupted_by = True, "SIGTERM"
     step, e2e = eval_logs(report, sample_dataset)
     assert (e2e.status, e2e.error.message) == ("cancelled", "interrupted by SIGTERM")
     assert step.status == "cancelled"
@@ -182,7 +195,7 @@ def test_status_identity_and_errored_cases_come_from_the_report(oracle_run, samp
     assert sample.error.message == "ConnectError: the model went away"
     assert sample.scores["gta"].value == 0.0
     assert e2e.results.completed_samples == 16
-    report["interrupted"], report["stopped"] = False, "--gta-max-cost=0.5 reached"
+    report.interrupted, report.stopped = False, "--gta-max-cost=0.5 reached"
     assert eval_logs(report, sample_dataset)[0].status == "error"
     # Written twice, the same report gives the same ids (a file is replaced, not duplicated).
     assert eval_logs(report, sample_dataset)[1].eval.task_id == e2e.eval.task_id
@@ -232,9 +245,9 @@ def test_status_identity_and_errored_cases_come_from_the_report(oracle_run, samp
 def test_any_recorded_steps_make_a_valid_log(oracle_run, sample_dataset, steps, replies):
     """Prediction files hold whatever their harness wrote: the log is still Inspect's."""
     _, report = oracle_run
-    report = copy.deepcopy(report)
-    for case in report["cases"][:: len(report["cases"]) // 2]:
-        case["steps"], case["replies"] = steps, replies
+    report = report.model_copy(deep=True)
+    for case in report.cases[:: len(report.cases) // 2]:
+        case.steps, case.replies = [RecordedStep(s) for s in steps], replies
     for log in eval_logs(report, sample_dataset):
         again = inspect_log.EvalLog.model_validate_json(log.model_dump_json())
         assert len(again.samples) == len(log.samples) == 17
@@ -252,7 +265,7 @@ def test_failing_prediction_file(pytester, sample_dataset, dist_args):
         *dist_args,
     )
     assert run.ret == pytest.ExitCode.TESTS_FAILED, run.output[-3000:]
-    logs = check_against_report(pytester.path / "logs", run.report)
+    logs = check_against_report(pytester.path / "logs", typed(run.report))
     samples = logs["gta_e2e"].samples
     assert {s.scores["gta"].metadata["outcome"] for s in samples} == {"failed"}
     assert all(s.scores["gta"].explanation for s in samples)
@@ -264,7 +277,7 @@ def test_failing_prediction_file(pytester, sample_dataset, dist_args):
 def test_epochs_are_inspect_epochs(pytester):
     run = gta(pytester, SAMPLE_DATA, ORACLE, FAST_SIM, "--gta-epochs=2", LOGS)
     assert run.ret == pytest.ExitCode.OK, run.output[-3000:]
-    logs = check_against_report(pytester.path / "logs", run.report)
+    logs = check_against_report(pytester.path / "logs", typed(run.report))
     log = logs["gta_e2e"]
     assert log.eval.config.epochs == 2
     assert sorted((s.id, s.epoch) for s in log.samples) == sorted(
@@ -286,7 +299,7 @@ def test_a_merge_of_shards_writes_the_log(pytester):
     )
     assert merged.ret == 0, merged.stderr.str()
     merged.stdout.fnmatch_lines([f"pytest-gta: written to {pytester.path / 'logs'}"])
-    report = read_report(pytester.path / "merged.json")
+    report = typed(read_report(pytester.path / "merged.json"))
     logs = check_against_report(pytester.path / "logs", report)
     assert len(logs["gta_e2e"].samples) == 17
     assert logs["gta_e2e"].eval.metadata["merged"]["shards"] == ["1/2", "2/2"]
@@ -300,7 +313,7 @@ def test_an_unwritable_directory_is_reported_not_raised(pytester):
         ["pytest-gta: could not write */blocker/logs (--gta-inspect-log): *"]
     )
     assert "Traceback" not in run.output
-    assert run.report["outcomes"]["passed"] == 17  # the other files are still written
+    assert typed(run.report).outcomes.passed == 17  # the other files are still written
     merged = pytester.runpytest(
         "--gta-merge", "gta.json", SAMPLE_DATA, "--gta-inspect-log=blocker/logs"
     )

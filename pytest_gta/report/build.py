@@ -544,13 +544,3 @@ def complete_verdicts(cases: Sequence[CaseResult], dataset: Dataset, threshold: 
             case.verdict = judge(case.mode, steps, gold, query.gt_answer, scored, float(threshold))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             continue
-
-
-def typed_report(report: RunReport | Mapping[str, Any], dataset: Dataset | None) -> RunReport:
-    """TRANSITIONAL: the typed report, for call sites written while reports were dicts."""
-    if isinstance(report, RunReport):
-        return report
-    typed = RunReport.model_validate(dict(report))
-    if dataset is not None:
-        complete_verdicts(typed.cases, dataset, typed.settings.sim_threshold)
-    return typed

@@ -2,9 +2,10 @@
 
 A team that evaluates with `Inspect <https://inspect.aisi.org.uk/>`_ browses its runs in
 ``inspect view``; a GTA run written here opens there beside them. The log is made from the
-finished report (already cleaned of secrets and non-finite numbers, see
-:mod:`pytest_gta.outward`) and the dataset, through Inspect's pydantic models and its
-``write_eval_log``, so the file is whatever Inspect itself would write and read.
+finished report (the typed :class:`~pytest_gta.results.report.RunReport`, already cleaned of
+secrets and non-finite numbers, see :mod:`pytest_gta.outward`) and the dataset, through
+Inspect's pydantic models and its ``write_eval_log``, so the file is whatever Inspect itself
+would write and read.
 
 One log per mode: Inspect's results, its headline metric and its sample list are per task, and
 GTA's two modes are two tasks with different metrics (Table 4's two halves), so each is a task
@@ -27,18 +28,20 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from pydantic import JsonValue
 
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.files import write_output
-from pytest_gta.report.schema import CaseEntry, RunReport
-from pytest_gta.scoring.metrics import E2E_METRICS, STEP_METRICS
-from pytest_gta.version import __version__
+from pytest_gta.results.base import Doc, Number
+from pytest_gta.results.case import CaseResult, E2EPrimitives, Step, StepPrimitives
+from pytest_gta.results.report import E2EMetrics, Interval, RunReport, StepMetrics
 from pytest_gta.vocabulary import ERROR_KINDS, MODES, Mode
 
 if TYPE_CHECKING:
-    from inspect_ai.log import EvalLog, EvalSample
+    from inspect_ai.log import EvalLog, EvalResults, EvalSample
     from inspect_ai.model import ChatMessage, ChatMessageAssistant
     from inspect_ai.tool import ToolCall
 
@@ -48,8 +51,12 @@ SCORER = "gta"
 TASKS: dict[str, str] = {"step": "gta_step", "e2e": "gta_e2e"}
 TASK_TITLES: dict[str, str] = {"step": "GTA step-by-step", "e2e": "GTA end-to-end"}
 #: Table 4's metrics per mode, in the order Inspect shows them: its headline is the first
-#: (InstAcc for step mode, AnsAcc end to end, the paper's lead numbers).
-MODE_METRICS: dict[str, tuple[str, ...]] = {"step": STEP_METRICS, "e2e": E2E_METRICS}
+#: (InstAcc for step mode, AnsAcc end to end, the paper's lead numbers). The report's metric
+#: sections list them in that order, so the names come from there (a renderer never scores).
+MODE_METRICS: dict[str, tuple[str, ...]] = {
+    "step": tuple(StepMetrics.model_fields),
+    "e2e": tuple(E2EMetrics.model_fields),
+}
 #: Base62, as Inspect's own ids (shortuuid) look: no ``_`` or ``-``, which its file names split on.
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 #: Outcomes of a case that was scored (Inspect's "completed" samples).
@@ -77,9 +84,9 @@ def _short_id(*parts: Any) -> str:
     return "".join(out)
 
 
-def _utc(value: Any) -> str | None:
+def _utc(value: str | None) -> str | None:
     """An ISO-8601 time as Inspect writes it (UTC, ``+00:00``, seconds); ``None`` if unreadable."""
-    if not isinstance(value, str) or not value:
+    if not value:
         return None
     try:
         moment = datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
@@ -88,6 +95,27 @@ def _utc(value: Any) -> str | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc).isoformat(timespec="seconds")
+
+
+def _json(section: Doc | None) -> JsonValue:
+    """A report section as the report file writes it, so the log's metadata reads the same."""
+    return None if section is None else cast(JsonValue, section.to_json_value())
+
+
+def _json_map(sections: Mapping[str, Doc] | None) -> JsonValue:
+    """A ``{name: section}`` of the report (``by_type``, ``metrics_by_epoch``) as JSON."""
+    return None if sections is None else {key: _json(value) for key, value in sections.items()}
+
+
+def _field(record: JsonValue, key: str) -> JsonValue:
+    """``key`` of a recorded JSON object (``None``: absent, or not an object).
+
+    Recorded steps are kept as their model or harness wrote them, any JSON
+    (:class:`~pytest_gta.results.case.Step`): the transcript shows whatever shape they have.
+    """
+    if isinstance(record, dict) and key in record:
+        return record[key]
+    return None
 
 
 def log_file_name(created: str, mode: str, task_id: str) -> str:
@@ -109,31 +137,34 @@ def log_file_name(created: str, mode: str, task_id: str) -> str:
 # A case's transcript
 
 
-def _arguments(value: Any) -> tuple[dict[str, Any], str | None]:
+def _arguments(value: JsonValue) -> tuple[dict[str, Any], str | None]:
     """A recorded call's arguments as Inspect holds them, and why they are not an object.
 
     The official records keep what the model wrote; arguments that are not a JSON object (a
     raw string the model could not format) are an argument error there, and a parse error here.
     """
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return {str(k): v for k, v in value.items()}, None
     return {}, f"arguments as written: {_text(value)}"
 
 
-def _tool_calls(step: Mapping[str, Any], turn: int) -> list[ToolCall]:
-    """The calls of an assistant step (``{"type": "function", "function": {...}}`` each)."""
+def _tool_calls(step: Step, turn: int) -> list[ToolCall]:
+    """The calls of an assistant step (``{"type": "function", "function": {...}}`` each).
+
+    All of them as recorded, malformed ones too (``Step.call`` is the first well-formed one).
+    """
     from inspect_ai.tool import ToolCall  # a heavy optional dependency (see the module doc)
 
-    calls = step.get("tool_calls")
+    calls = _field(step.root, "tool_calls")
     if not isinstance(calls, list):
         return []
     out = []
     for n, call in enumerate(calls):
-        function = call.get("function") if isinstance(call, Mapping) else None
-        if not isinstance(function, Mapping):
+        function = _field(call, "function")
+        if not isinstance(function, dict):
             function = {"name": None, "arguments": call}
-        arguments, problem = _arguments(function.get("arguments"))
-        name = function.get("name")
+        arguments, problem = _arguments(_field(function, "arguments"))
+        name = _field(function, "name")
         out.append(
             ToolCall(
                 id=f"call_{turn}_{n}",
@@ -145,7 +176,7 @@ def _tool_calls(step: Mapping[str, Any], turn: int) -> list[ToolCall]:
     return out
 
 
-def _tool_output(content: Any) -> str:
+def _tool_output(content: JsonValue) -> str:
     """A tool step's content (``[{"type": "text", "content": ...}]``) as the text it showed."""
     if content is None:
         return ""
@@ -153,25 +184,25 @@ def _tool_output(content: Any) -> str:
         return _text(content)
     parts = []
     for item in content:
-        if isinstance(item, Mapping) and item.get("type") == "text":
-            parts.append(_text(item.get("content")))
-        elif isinstance(item, Mapping) and "content" in item:
+        if _field(item, "type") == "text":
+            parts.append(_text(_field(item, "content")))
+        elif isinstance(item, dict) and "content" in item:
             # An image or file the tool made: its path (the viewer cannot open local files).
-            parts.append(f"[{_text(item.get('type'))}] {_text(item.get('content'))}")
+            parts.append(f"[{_text(_field(item, 'type'))}] {_text(item['content'])}")
         else:
             parts.append(_text(item))
     return "\n".join(parts)
 
 
 def _assistant(
-    recorded: Mapping[str, Any], turn: int, reply: str | None, model: str, **metadata: Any
+    recorded: Step, turn: int, reply: str | None, model: str, **metadata: Any
 ) -> ChatMessageAssistant:
     """An assistant step: the raw reply when there is one (its Thought), the parsed calls."""
     from inspect_ai.model import ChatMessageAssistant  # a heavy optional dependency
 
-    content = recorded.get("content")
+    content = recorded.content
     text = reply if reply is not None else ("" if content is None else _text(content))
-    error = recorded.get("error")
+    error = _field(recorded.root, "error")
     if error is not None:
         metadata["error"] = error
     return ChatMessageAssistant(
@@ -183,23 +214,29 @@ def _assistant(
     )
 
 
-def _error_text(error: Any) -> str:
+def _error_text(error: JsonValue) -> str:
     """An errored step's ``{"type": state, "msg": ...}`` as one line."""
-    if isinstance(error, Mapping):
-        return f"{_text(error.get('type'))}: {_text(error.get('msg'))}"
+    if isinstance(error, dict):
+        return f"{_text(_field(error, 'type'))}: {_text(_field(error, 'msg'))}"
     return _text(error)
 
 
-def _aligned_replies(entry: CaseEntry, steps: Sequence[Any]) -> list[str | None]:
+def _not_a_step(step: Step) -> ChatMessage:
+    """A recorded value that is not a step record, shown as written (the viewer skips nothing)."""
+    from inspect_ai.model import ChatMessageSystem  # a heavy optional dependency
+
+    return ChatMessageSystem(content=_text(step.root), metadata={"recorded": True})
+
+
+def _aligned_replies(case: CaseResult) -> list[str | None]:
     """Each step's raw model reply, where the replies are one per assistant step (our loops)."""
-    assistant = [s for s in steps if isinstance(s, Mapping) and s.get("role") != "tool"]
-    replies = entry.get("replies") or []
-    if len(replies) == len(assistant) and all(isinstance(r, str) for r in replies):
-        return list(replies)
+    assistant = [s for s in case.steps if s.record is not None and s.role != "tool"]
+    if len(case.replies) == len(assistant):
+        return list(case.replies)
     return [None] * len(assistant)
 
 
-def _e2e_messages(entry: CaseEntry, model: str) -> list[ChatMessage]:
+def _e2e_messages(case: CaseResult, model: str) -> list[ChatMessage]:
     """An end-to-end episode: each turn's reply and calls, each call's tool reply."""
     from inspect_ai.model import (  # a heavy optional dependency (see the module doc)
         ChatMessageSystem,
@@ -207,18 +244,19 @@ def _e2e_messages(entry: CaseEntry, model: str) -> list[ChatMessage]:
     )
     from inspect_ai.tool import ToolCallError
 
-    steps = list(entry.get("steps") or [])
-    replies = iter(_aligned_replies(entry, steps))
+    replies = iter(_aligned_replies(case))
     messages: list[ChatMessage] = []
     last: ChatMessageAssistant | None = None
-    for turn, step in enumerate(steps):
-        if not isinstance(step, Mapping):
-            messages.append(ChatMessageSystem(content=_text(step), metadata={"recorded": True}))
+    for turn, step in enumerate(case.steps):
+        if step.record is None:
+            messages.append(
+                ChatMessageSystem(content=_text(step.root), metadata={"recorded": True})
+            )
             continue
-        if step.get("role") == "tool":
+        if step.role == "tool":
             call = last.tool_calls[0] if last is not None and last.tool_calls else None
             error = last.metadata.get("error") if last is not None and last.metadata else None
-            text = _tool_output(step.get("content"))
+            text = _tool_output(step.content)
             messages.append(
                 ChatMessageTool(
                     content=text or (_error_text(error) if error is not None else ""),
@@ -247,7 +285,7 @@ def _reference_line(gold: Mapping[str, Any], output: Mapping[str, Any] | None) -
 
 
 def _step_messages(
-    entry: CaseEntry, dataset: Dataset, query: Query | None, model: str
+    case: CaseResult, dataset: Dataset, query: Query | None, model: str
 ) -> list[ChatMessage]:
     """Step mode: each step's prediction, then the reference step the next one was given.
 
@@ -257,16 +295,17 @@ def _step_messages(
     """
     from inspect_ai.model import ChatMessageSystem  # a heavy optional dependency
 
-    steps = list(entry.get("steps") or [])
-    replies = iter(_aligned_replies(entry, steps))
+    replies = iter(_aligned_replies(case))
     dialogs = dataset.reference_dialogs(query) if query is not None else []
     gold = [i for i, m in enumerate(dialogs) if m.get("role") == "assistant"]
     messages: list[ChatMessage] = []
-    for n, step in enumerate(steps):
-        if isinstance(step, Mapping):
+    for n, step in enumerate(case.steps):
+        if step.record is not None:
             messages.append(_assistant(step, n, next(replies, None), model, step=n + 1))
         else:
-            messages.append(ChatMessageSystem(content=_text(step), metadata={"recorded": True}))
+            messages.append(
+                ChatMessageSystem(content=_text(step.root), metadata={"recorded": True})
+            )
         if n < len(gold):
             index = gold[n]
             after = dialogs[index + 1] if index + 1 < len(dialogs) else None
@@ -281,19 +320,17 @@ def _step_messages(
     return messages
 
 
-def _final_answer(entry: CaseEntry) -> str:
-    """The case's answer: the last assistant step without calls (an agent's own answer)."""
-    agent = entry.get("agent")
-    if isinstance(agent, Mapping) and isinstance(agent.get("answer"), str):
-        return str(agent["answer"])
-    for step in reversed(entry.get("steps") or []):
-        if (
-            isinstance(step, Mapping)
-            and step.get("role") == "assistant"
-            and not step.get("tool_calls")
-            and step.get("content") is not None
-        ):
-            return _text(step["content"])
+def _final_answer(case: CaseResult) -> str:
+    """The case's answer: the agent's own, else the last assistant step without calls.
+
+    Unlike ``CaseResult.final_answer``, an answer step without content is passed over, and a
+    non-text one is shown as JSON, as the transcript shows it.
+    """
+    if case.agent is not None and case.agent.answer is not None:
+        return case.agent.answer
+    for step in reversed(case.steps):
+        if step.is_answer and step.content is not None:
+            return _text(step.content)
     return ""
 
 
@@ -321,8 +358,21 @@ def _target(query: Query | None) -> str | list[str]:
     return "" if answer is None else _text(answer)
 
 
+def _error_counts(case: CaseResult) -> dict[str, int | None]:
+    """The case's errored calls by Table 5 class, as its ``gta_errors_*`` properties count them.
+
+    ``None`` each where the case was not scored (:func:`~pytest_gta.results.case.case_properties`).
+    """
+    primitives = case.primitives
+    if isinstance(primitives, StepPrimitives):
+        return {k: sum(s.error == k for s in primitives.steps) for k in ERROR_KINDS}
+    if isinstance(primitives, E2EPrimitives):
+        return {k: primitives.errors.get(k) for k in ERROR_KINDS}
+    return dict.fromkeys(ERROR_KINDS)
+
+
 def _sample(
-    entry: CaseEntry, dataset: Dataset, epochs: Mapping[int, int], model: str
+    case: CaseResult, dataset: Dataset, epochs: Mapping[int, int], model: str
 ) -> EvalSample:
     """One case as an Inspect sample: input, target, transcript, output, score, metadata."""
     from inspect_ai.log import EvalError, EvalSample  # a heavy optional dependency
@@ -335,48 +385,45 @@ def _sample(
     )
     from inspect_ai.scorer import Score
 
-    mode, qid = entry["mode"], entry["query_id"]
+    mode, qid = case.mode, case.query_id
     query = dataset.queries.get(qid)
     text = query.text if query is not None else ""
-    properties = dict(entry.get("properties") or {})
-    answer = _final_answer(entry)
+    answer = _final_answer(case)
     transcript = (
-        _step_messages(entry, dataset, query, model)
+        _step_messages(case, dataset, query, model)
         if mode == "step"
-        else _e2e_messages(entry, model)
+        else _e2e_messages(case, model)
     )
-    outcome = entry["outcome"]
-    message = entry.get("message") or ""
-    tokens_in = properties.get("gta_tokens_in")
-    tokens_out = properties.get("gta_tokens_out")
+    outcome = case.outcome
+    message = case.message
     usage = {}
-    if isinstance(tokens_in, int) or isinstance(tokens_out, int):
-        used_in, used_out = int(tokens_in or 0), int(tokens_out or 0)
+    if case.usage is not None and case.usage.any:
+        used_in, used_out = case.usage.input_tokens, case.usage.output_tokens
         usage[model] = ModelUsage(
             input_tokens=used_in, output_tokens=used_out, total_tokens=used_in + used_out
         )
     files = dataset.abs_files(query) if query is not None else []
     metadata: dict[str, Any] = {
-        "case_id": entry["id"],
+        "case_id": case.id,
         "query_id": qid,
         "mode": mode,
-        "type": entry.get("type"),
-        "epoch": entry.get("epoch"),
+        "type": case.type,
+        "epoch": case.epoch,
         "outcome": outcome,
-        "nodeid": entry.get("nodeid"),
+        "nodeid": case.nodeid,
         "files": files,
         "tools": list(query.tool_names) if query is not None else [],
         "categories": list(query.categories) if query is not None else [],
         "reference": query.gt_answer if query is not None else None,
-        "backends": entry.get("backends") or {},
-        "errors": {k: properties.get(f"gta_errors_{k}") for k in ERROR_KINDS},
+        "backends": dict(case.backends),
+        "errors": _error_counts(case),
         "error_kind": "harness" if outcome == "error" else None,
     }
-    if "agent" in entry:
-        metadata["agent"] = entry["agent"]
+    if case.agent is not None:
+        metadata["agent"] = _json(case.agent)
     return EvalSample(
         id=Case.format_id(mode, qid),
-        epoch=epochs.get(entry.get("epoch") or 0, 1),
+        epoch=epochs[case.epoch or 0],
         input=text,
         target=_target(query),
         messages=[ChatMessageUser(content=text, source="input"), *transcript],
@@ -392,16 +439,16 @@ def _sample(
         ),
         scores={
             SCORER: Score(
-                value=float(entry.get("score") or 0.0),
+                value=float(case.score),
                 answer=answer,
                 explanation=message or None,
-                metadata={"outcome": outcome, "properties": properties},
+                metadata={"outcome": outcome, "properties": dict(case.properties)},
             )
         },
         metadata=metadata,
         model_usage=usage,
-        total_time=entry.get("duration"),
-        uuid=_short_id("sample", model, entry["id"], entry.get("nodeid")),
+        total_time=case.duration,
+        uuid=_short_id("sample", model, case.id, case.nodeid),
         error=(
             EvalError(message=message or "error", traceback=message, traceback_ansi=message)
             if outcome == "error"
@@ -414,25 +461,28 @@ def _sample(
 # The log of one mode
 
 
-def _results(report: RunReport, mode: str, cases: Sequence[CaseEntry]) -> Any:
+def _number(section: Doc | None, name: str) -> Number | None:
+    """The metric ``name`` of a metrics section (``None``: undefined, or not in the section)."""
+    value = getattr(section, name, None)
+    return value if isinstance(value, int | float) else None
+
+
+def _results(report: RunReport, mode: str, cases: Sequence[CaseResult]) -> EvalResults:
     """Inspect's results: every Table 4 metric and the pass rate, each with its interval."""
     from inspect_ai.log import EvalMetric, EvalResults, EvalScore  # a heavy optional dependency
 
-    values = dict(report.get("metrics", {}).get(mode, {}))
-    pass_rate = report.get("pass_rate", {}).get(mode)
-    if pass_rate is not None:
-        values["pass_rate"] = pass_rate
-    intervals = report.get("metrics_ci", {}).get(mode, {})
+    values = report.metrics.get(mode)
+    pass_rate = report.pass_rate.get(mode)
+    intervals = report.metrics_ci.get(mode)
     metrics = {}
     for name in (*MODE_METRICS[mode], "pass_rate"):
-        value = values.get(name)
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        value = pass_rate if name == "pass_rate" else _number(values, name)
+        if value is None:
             continue  # undefined here (no answer queries): Inspect's metrics are numbers
-        interval = intervals.get(name)
-        metrics[name] = EvalMetric(
-            name=name, value=value, metadata=dict(interval) if interval else None
-        )
-    scored = sum(1 for c in cases if c["outcome"] in _SCORED)
+        interval = getattr(intervals, name, None)  # the counts (tool_call) have none
+        metadata = interval.to_json_value() if isinstance(interval, Interval) else None
+        metrics[name] = EvalMetric(name=name, value=value, metadata=metadata)
+    scored = sum(1 for c in cases if c.outcome in _SCORED)
     return EvalResults(
         total_samples=len(cases),
         completed_samples=scored,
@@ -445,42 +495,36 @@ def _results(report: RunReport, mode: str, cases: Sequence[CaseEntry]) -> Any:
                 metrics=metrics,
                 metadata={
                     "percent": True,
-                    "outcomes": report.get("outcomes_by_mode", {}).get(mode),
-                    "errors": report.get("errors", {}).get(mode),
-                    "tool_calls": report.get("tool_calls", {}).get(mode),
-                    "denominators": report.get("denominators", {}).get(mode),
-                    "by_type": report.get("by_type", {}).get(mode),
+                    "outcomes": _json(report.outcomes_by_mode.get(mode)),
+                    "errors": _json(report.errors.get(mode)),
+                    "tool_calls": _json(report.tool_calls.get(mode)),
+                    "denominators": _json(report.denominators.get(mode)),
+                    "by_type": _json_map(report.by_type.get(mode)),
                 },
             )
         ],
-        metadata=_by_mode(
-            report, mode, "metrics_excluding_errors", "metrics_spread", "metrics_by_epoch"
-        )
-        or None,
+        metadata=_by_mode(report, mode) or None,
     )
 
 
-def _by_mode(report: RunReport, mode: str, *keys: str) -> dict[str, Any]:
-    """The report's per-mode sections ``keys``, this mode's part of each that has one."""
-    data: Mapping[str, Any] = report
-    found = {key: (data.get(key) or {}).get(mode) for key in keys}
+def _by_mode(report: RunReport, mode: str) -> dict[str, JsonValue]:
+    """This mode's part of the report's per-mode sections beside the metrics, where it has one."""
+    found = {
+        "metrics_excluding_errors": _json(report.metrics_excluding_errors.get(mode)),
+        "metrics_spread": _json(report.metrics_spread.get(mode)),
+        "metrics_by_epoch": _json_map(report.metrics_by_epoch.get(mode)),
+    }
     return {key: value for key, value in found.items() if value is not None}
 
 
 def _status(report: RunReport) -> tuple[Literal["success", "cancelled", "error"], str | None]:
     """Inspect's status: ``cancelled`` after Ctrl-C/SIGTERM, ``error`` when the run stopped."""
-    if report.get("interrupted"):
-        how = report.get("interrupted_by")
+    if report.interrupted:
+        how = report.interrupted_by
         return "cancelled", f"interrupted{f' by {how}' if how else ''}"
-    if report.get("stopped"):
-        return "error", str(report["stopped"])
+    if report.stopped:
+        return "error", report.stopped
     return "success", None
-
-
-def _identity(report: RunReport) -> dict[str, Any]:
-    """The run's identity where the report records it (``identity``, ``label``), else ``{}``."""
-    found = report.get("identity")
-    return dict(found) if isinstance(found, Mapping) else {}
 
 
 def mode_log(report: RunReport, dataset: Dataset, mode: str, created: str) -> EvalLog:
@@ -497,40 +541,55 @@ def mode_log(report: RunReport, dataset: Dataset, mode: str, created: str) -> Ev
     )
     from inspect_ai.model import ModelUsage
 
-    settings = dict(report.get("settings") or {})
-    identity = _identity(report)
-    model = str(report.get("model") or "unknown")
-    cases = [c for c in report.get("cases", []) if c.get("mode") == mode]
-    epochs = {e: n + 1 for n, e in enumerate(sorted({c.get("epoch") or 0 for c in cases}))}
-    run_key = (created, model, report.get("label"), report["dataset"].get("sha256"))
+    settings = report.settings
+    identity = report.identity
+    model = report.model or "unknown"
+    cases = [c for c in report.cases if c.mode == mode]
+    epochs = {e: n + 1 for n, e in enumerate(sorted({c.epoch or 0 for c in cases}))}
+    run_key = (created, model, report.label, report.dataset.sha256)
     task_id = _short_id("task", *run_key, mode)
     samples = [_sample(c, dataset, epochs, model) for c in cases]
-    agent = settings.get("agent")
-    protocol = report.get("protocol")
+    agent = _json(settings.agent)
+    protocol = report.protocol
+    # The agent's settings as Python writes a dict: what the solver has always been named.
     solver = f"agent {agent}" if agent else f"gta_{mode}_{protocol}"
-    generation = settings.get("generation") or {}
     status, why = _status(report)
-    used_in = sum(int(c.get("properties", {}).get("gta_tokens_in") or 0) for c in cases)
-    used_out = sum(int(c.get("properties", {}).get("gta_tokens_out") or 0) for c in cases)
+    base_url = _field(settings.generation, "base_url")  # without its password (outward)
+    used_in = sum(c.usage.input_tokens for c in cases if c.usage is not None and c.usage.any)
+    used_out = sum(c.usage.output_tokens for c in cases if c.usage is not None and c.usage.any)
     task_args = {
-        key: settings.get(key)
-        for key in ("tools", "sim_model", "sim_threshold", "max_turns", "limit", "ids", "shard")
-        if settings.get(key) is not None
+        key: value
+        for key, value in (
+            ("tools", settings.tools),
+            ("sim_model", settings.sim_model),
+            ("sim_threshold", settings.sim_threshold),
+            ("max_turns", settings.max_turns),
+            ("limit", settings.limit),
+            ("ids", settings.ids),
+            ("shard", settings.shard),
+        )
+        if value is not None
     }
-    metadata = {
-        "pytest_gta": settings.get("pytest_gta", __version__),
-        "dataset_sha256": report["dataset"].get("sha256"),
-        "dataset_source": report["dataset"].get("source"),
+    metadata: dict[str, Any] = {
+        "pytest_gta": settings.pytest_gta,
+        "dataset_sha256": report.dataset.sha256,
+        "dataset_source": report.dataset.source,
         "protocol": protocol,
         "agent": agent,
-        "settings": settings,
-        "usage": report.get("usage"),
-        "leaderboard": report.get("leaderboard"),
-        "notes": report.get("notes", []),
+        "settings": _json(settings),
+        "usage": _json(report.usage),
+        "leaderboard": _json(report.leaderboard),
+        "notes": list(report.notes),
     }
-    for key in ("label", "identity", "shard", "merged", "gates", "duration_s"):
-        if report.get(key) is not None:
-            metadata[key] = report.get(key)
+    optional: dict[str, JsonValue] = {
+        "label": report.label,
+        "identity": _json(identity),
+        "shard": _json(report.shard),
+        "merged": _json(report.merged),
+        "gates": _json(report.gates),
+        "duration_s": report.duration_s,
+    }
+    metadata.update({key: value for key, value in optional.items() if value is not None})
     return EvalLog(
         status=status,
         eval=EvalSpec(
@@ -539,26 +598,26 @@ def mode_log(report: RunReport, dataset: Dataset, mode: str, created: str) -> Ev
             created=created,
             task=TASKS[mode],
             task_id=task_id,
-            task_version=str(settings.get("pytest_gta", __version__)),
+            task_version=settings.pytest_gta,
             task_display_name=TASK_TITLES[mode],
             task_args={"mode": mode, "protocol": protocol, **task_args},
             solver=solver,
-            tags=[t for t in ("gta", mode, report.get("label")) if isinstance(t, str)],
+            tags=["gta", mode, report.label],
             dataset=EvalDataset(
                 name="gta",
-                location=str(report["dataset"].get("path")),
-                samples=len({c["query_id"] for c in cases}),
-                sample_ids=list(dict.fromkeys(Case.format_id(mode, c["query_id"]) for c in cases)),
+                location=report.dataset.path,
+                samples=len({c.query_id for c in cases}),
+                sample_ids=list(dict.fromkeys(Case.format_id(mode, c.query_id) for c in cases)),
                 shuffled=False,
             ),
             model=model,
-            model_base_url=generation.get("base_url"),
+            model_base_url=base_url if isinstance(base_url, str) else None,
             config=EvalConfig(
-                epochs=max(int(report.get("epochs") or 1), 1),
-                limit=settings.get("limit"),
-                sample_id=settings.get("ids"),
+                epochs=max(report.epochs, 1),
+                limit=settings.limit,
+                sample_id=settings.ids,
             ),
-            packages={"pytest-gta": str(metadata["pytest_gta"])},
+            packages={"pytest-gta": settings.pytest_gta},
             metadata=metadata,
         ),
         plan=EvalPlan(
@@ -570,16 +629,16 @@ def mode_log(report: RunReport, dataset: Dataset, mode: str, created: str) -> Ev
                         "mode": mode,
                         "protocol": protocol,
                         "agent": agent,
-                        "max_turns": settings.get("max_turns"),
-                        "tool_routes": settings.get("tool_routes"),
+                        "max_turns": settings.max_turns,
+                        "tool_routes": settings.tool_routes,
                     },
                 )
             ],
         ),
         results=_results(report, mode, cases),
         stats=EvalStats(
-            started_at=_utc(identity.get("started_at")) or created,
-            completed_at=_utc(identity.get("finished_at")) or "",
+            started_at=_utc(identity.started_at) or created,
+            completed_at=_utc(identity.finished_at) or "",
             model_usage=(
                 {
                     model: ModelUsage(
@@ -602,13 +661,11 @@ def eval_logs(report: RunReport, dataset: Dataset, now: datetime | None = None) 
 
     ``created`` is when the run started (the report's ``identity.started_at``), else ``now``.
     """
-    identity = _identity(report)
     moment = now or datetime.now(timezone.utc)
-    created = _utc(identity.get("started_at")) or moment.astimezone(timezone.utc).isoformat(
+    created = _utc(report.identity.started_at) or moment.astimezone(timezone.utc).isoformat(
         timespec="seconds"
     )
-    ran = report.get("settings", {}).get("modes") or []
-    modes: list[Mode] = [m for m in MODES if m in ran]
+    modes: list[Mode] = [m for m in MODES if m in report.settings.modes]
     return [mode_log(report, dataset, mode, created) for mode in modes]
 
 

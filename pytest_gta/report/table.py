@@ -7,9 +7,8 @@ below names each column the way the paper does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_gta.flags import OPT_MERGE
 from pytest_gta.results.report import (
@@ -191,11 +190,8 @@ def bounds_text(low: float | None, high: float | None) -> str:
     return f"[{float(low):.1f}, {float(high):.1f}]"
 
 
-def interval_text(interval: Interval | Mapping[str, Any] | None) -> str:
+def interval_text(interval: Interval | None) -> str:
     """An interval as the tables show it, ``[low, high]`` to one decimal (``n/a``: none)."""
-    if isinstance(interval, Mapping):
-        # TRANSITIONAL: report.runs_text still passes the comparison's interval dicts.
-        return bounds_text(interval.get("low"), interval.get("high"))
     return "n/a" if interval is None else bounds_text(interval.low, interval.high)
 
 

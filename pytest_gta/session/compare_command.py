@@ -46,7 +46,6 @@ from pytest_gta.jsonsafe import JsonInputError, read_json
 from pytest_gta.options import RANGES, GtaSettings, resolve_option, resolve_settings
 from pytest_gta.outward import Cleaner
 from pytest_gta.provenance import parse_utc
-from pytest_gta.report.fields import ABSENT, show_value
 from pytest_gta.report.merge import (
     SELECTION_SETTINGS,
     check_same_run,
@@ -64,6 +63,7 @@ from pytest_gta.results.io import (
     load_report,
     parse_comparison,
     parse_report,
+    show_value,
 )
 from pytest_gta.results.report import SCHEMA_FAMILY, Interval, RunReport
 from pytest_gta.session.finish import (
@@ -73,6 +73,8 @@ from pytest_gta.session.finish import (
     write_outputs,
 )
 
+#: A setting the run did not have (a run that did not generate has no sampling settings).
+ABSENT = object()
 #: How the reader's messages say where compared reports come from.
 COMPARE_HOW = f"{OPT_COMPARE} reads the {OPT_REPORT} files of the runs it compares"
 

@@ -21,7 +21,6 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -139,7 +138,7 @@ def inspect_output(directory: Path, report: RunReport, dataset: Dataset) -> Outp
         directory,
         lambda: "",
         option=OPT_INSPECT_LOG,
-        save=lambda: write_inspect_logs(_dict(report), dataset, directory),
+        save=lambda: write_inspect_logs(report, dataset, directory),
     )
 
 
@@ -423,8 +422,3 @@ def merge_command(config: pytest.Config) -> int:
         else:
             _say(f"could not write {output.label}: {error}")
     return written.status
-
-
-def _dict(report: RunReport) -> Any:
-    """TRANSITIONAL: the report as the renderers took it before they took the typed report."""
-    return report.to_json_value()
