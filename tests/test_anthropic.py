@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from anthropic.resources.messages.messages import DEPRECATED_MODELS
 
-from conftest import FAST_SIM, SAMPLE
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models import chat
 from pytest_gta.models.anthropic_chat import (
@@ -44,9 +43,10 @@ from pytest_gta.types import (
     ToolResult,
     Usage,
 )
-from tests.gta_run import SAMPLE_DATA
-from tests.run_context import play_e2e
-from tests.scripted_server import ScriptedServer, Step, anthropic_message
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.paths import SAMPLE
+from tests.helpers.run_context import play_e2e
+from tests.helpers.scripted_server import ScriptedServer, Step, anthropic_message
 
 KEY = "sk-ant-test-secret-0123456789"
 #: A served name no SDK release lists as deprecated: the SDK warns on every call to a listed

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.outward import Cleaner
 from pytest_gta.session.compare_command import CompareSettings, comparison_of, find_reports
-from tests.gta_run import (
+from tests.helpers.gta_run import (
     BOTH_MODES,
     FAST_SIM,
     ORACLE,

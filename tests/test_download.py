@@ -1,9 +1,9 @@
 """``pytest --gta-download``: fetch, verify, unpack, lock (issue 5).
 
 The release and the Hub cannot be reached from CI, so every download here is real HTTP against
-a server on 127.0.0.1 (``tests/file_server.py``) serving zips the tests build from the bundled
-sample, or a local file. The tests' project manifest (``data/manifest.json`` under the pytester
-rootdir) records the sample's sha256s as the ``gta_dataset`` entry, which is exactly what a
+a server on 127.0.0.1 (``tests/helpers/file_server.py``) serving zips the tests build from the
+bundled sample, or a local file. The tests' project manifest (``data/manifest.json`` under the
+pytester rootdir) records the sample's sha256s as the ``gta_dataset`` entry, which is exactly what a
 project does after ``--gta-download --gta-record-manifest``.
 """
 
@@ -37,9 +37,9 @@ from pytest_gta.install.manifest import (
     entry_for,
 )
 from pytest_gta.install.sources import HttpSettings, SourceUnavailable, fetch_url
-from tests.file_server import FileServer, serve_file
-from tests.gta_run import FAST_SIM, SAMPLE_DATA
-from tests.hf_server import PointAt, serve_hf_repo
+from tests.helpers.file_server import FileServer, serve_file
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.hf_server import PointAt, serve_hf_repo
 
 SAMPLE = bundled_sample_path()
 FILES = dataset_files(SAMPLE)

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.gates import (
     Floor,
@@ -33,8 +32,8 @@ from pytest_gta.gates import (
     parse_min_drop,
 )
 from pytest_gta.report.baseline import load_baseline
-from tests.gta_run import SAMPLE_DATA, gta, read_report
-from tests.oracle_server import OracleServer
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA, gta, read_report
+from tests.helpers.oracle_server import OracleServer
 from tests.test_opencompass import answer, foreign_dialogs, perfect_episode
 
 

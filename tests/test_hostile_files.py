@@ -32,14 +32,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM, SAMPLE
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.files import write_output
 from pytest_gta.models.cache import MAX_TOKENS, SCHEMA, CacheEntryWarning, ResponseCache
 from pytest_gta.models.opencompass import OpenCompassPredictions
 from pytest_gta.types import ModelOutput, ToolCall, Usage
-from tests.gta_run import BOTH_MODES, SAMPLE_DATA, gta_process
-from tests.gta_run import ORACLE as ORACLE_MODEL
+from tests.helpers.gta_run import BOTH_MODES, FAST_SIM, SAMPLE_DATA, gta_process
+from tests.helpers.gta_run import ORACLE as ORACLE_MODEL
+from tests.helpers.paths import SAMPLE
 from tests.test_opencompass import e2e_records
 from tests.test_shard import _paths as tree_paths
 

@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaToolError
 from pytest_gta.report.images import MAX_PIXELS, ImageStore, declared_size
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.validation import load_dataset
+from tests.helpers.gta_run import FAST_SIM
 from tool_backends import image_tools
 
 SAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "gta_sample"

@@ -26,12 +26,12 @@ from pytest_gta.errors import GtaUsageError
 from pytest_gta.options import parse_label
 from pytest_gta.provenance import git_state, label_problem, parse_utc
 from pytest_gta.report.schema import default_label, identity_of, parse_report
-from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
-from tests.oracle_server import OracleServer
+from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
+from tests.helpers.oracle_server import OracleServer
+from tests.helpers.paths import HELPERS
 from tests.test_gates import JSON, write_predictions
 
-TESTS = Path(__file__).parent
-AGENTS = TESTS / "gta_agents.py"
+AGENTS = HELPERS / "gta_agents.py"
 #: The oracle on the sample, end to end.
 BASE = (ORACLE, SAMPLE_DATA, FAST_SIM)
 #: The smallest real run: one objective query (no similarity model needed).

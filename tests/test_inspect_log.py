@@ -23,13 +23,21 @@ from hypothesis import strategies as st
 
 from pytest_gta.options import check_inspect_log
 from pytest_gta.report.inspect_log import eval_logs, log_file_name
-from tests.gta_run import BOTH_MODES, FAST_SIM, ORACLE, SAMPLE_DATA, gta, gta_process, read_report
-from tests.scripted_server import ScriptedServer, Step, chat_completion
+from tests.helpers.gta_run import (
+    BOTH_MODES,
+    FAST_SIM,
+    ORACLE,
+    SAMPLE_DATA,
+    gta,
+    gta_process,
+    read_report,
+)
+from tests.helpers.optional import require
+from tests.helpers.scripted_server import ScriptedServer, Step, chat_completion
 from tests.test_gates import write_predictions
 
-inspect_log = pytest.importorskip(
-    "inspect_ai.log", reason='--gta-inspect-log needs pip install "pytest-gta[inspect]"'
-)
+require("inspect_ai")
+from inspect_ai import log as inspect_log  # noqa: E402
 
 LOGS = "--gta-inspect-log=logs"
 
@@ -135,9 +143,8 @@ def test_the_file_is_named_and_listed_as_inspect_does(oracle_run):
 def test_inspect_cli_dumps_the_log(oracle_run):
     directory, report = oracle_run
     path = next(directory.glob("*gta-e2e*.eval"))
+    require("inspect-cli")
     inspect_cli = Path(sys.executable).with_name("inspect")
-    if not inspect_cli.exists():
-        pytest.skip("the inspect command is not beside this Python")
     done = subprocess.run(
         [str(inspect_cli), "log", "dump", str(path)],
         capture_output=True,

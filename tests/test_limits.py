@@ -1,6 +1,6 @@
 """Every limit bounds: reply sizes, whole-request deadlines, numeric options, URLs (issue 23).
 
-Endpoints are real servers on 127.0.0.1 (tests/hostile_server.py) that stream without end,
+Endpoints are real servers on 127.0.0.1 (tests/helpers/hostile_server.py) that stream without end,
 trickle one byte at a time (headers too) or compress; the adapters talk to them through their
 real SDKs. Black-box runs check that a case ends as the issue asks (the model's failed turn for
 an oversized model reply, an error for a trickling endpoint, within the timeout) with its report
@@ -25,7 +25,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.endpoint import ReplyTooLarge, bound_client, size_text
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models import chat
@@ -35,9 +34,9 @@ from pytest_gta.options import OPTIONS, RANGES, parse_max_reply_bytes, parse_url
 from pytest_gta.shard import Shard, shard_items
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
 from pytest_gta.urls import check_url
-from tests.gta_run import SAMPLE_DATA
-from tests.hostile_server import HostileServer, compressed, stream_forever, trickle
-from tests.scripted_server import ScriptedServer, Step, anthropic_message, chat_completion
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.hostile_server import HostileServer, compressed, stream_forever, trickle
+from tests.helpers.scripted_server import ScriptedServer, Step, anthropic_message, chat_completion
 from tool_backends.http_client import request_with_retries
 
 REQUEST = ModelRequest((ChatMessage("user", "hi"),), (), CaseContext("0", "e2e", 0))

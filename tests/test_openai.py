@@ -1,8 +1,8 @@
 """The OpenAI adapter against a real HTTP server on 127.0.0.1, through the official SDK.
 
-The server (tests/scripted_server.py) answers from a script and records every request, so these
-tests check the exact requests we send (ReAct and native, images, stop words), the retry policy
-(429 with Retry-After, 5xx, timeouts, a server dying mid-run), the response cache, usage
+The server (tests/helpers/scripted_server.py) answers from a script and records every request, so
+these tests check the exact requests we send (ReAct and native, images, stop words), the retry
+policy (429 with Retry-After, 5xx, timeouts, a server dying mid-run), the response cache, usage
 accounting and the budget, end to end through pytest.
 """
 
@@ -15,16 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models import chat
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.generation import GenerationSettings, official_body, react_max_tokens
 from pytest_gta.run import loops
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
-from tests.gta_run import BOTH_MODES, SAMPLE_DATA, gta
-from tests.run_context import play_e2e
-from tests.scripted_server import ScriptedServer, Step, chat_completion
+from tests.helpers.gta_run import BOTH_MODES, FAST_SIM, SAMPLE_DATA, gta
+from tests.helpers.run_context import play_e2e
+from tests.helpers.scripted_server import ScriptedServer, Step, chat_completion
 
 SECRET = "sk-test-secret-0123456789"
 QWEN_HF = "Qwen/Qwen1.5-7B-Chat"

