@@ -554,7 +554,7 @@ def test_two_concurrent_downloads_fetch_once_and_both_succeed(project: pytest.Py
         # "waiting for pid N ...", or "waiting for another process ..." when the second process
         # reads the lock file between the first one's flock and its writing its pid there.
         while not any(WAITING in line for out in lines for line in list(out)):
-            assert time.monotonic() < deadline, lines
+            assert time.monotonic() < deadline, lines  # bound: catches a hang
             assert all(p.poll() is None for p in procs), lines
             time.sleep(0.05)
         gate.set()

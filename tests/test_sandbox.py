@@ -484,7 +484,7 @@ def wait_for(condition, what: str) -> None:
     """Poll ``condition`` until it holds; a generous deadline turns a hang into a failure."""
     deadline = time.monotonic() + 120
     while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"  # bound: catches a hang
         time.sleep(0.05)
 
 

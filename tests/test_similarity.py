@@ -545,7 +545,7 @@ def test_assemble_concurrent_processes(tmp_path: Path) -> None:
     deadline = time.monotonic() + 120
     while len(list(tmp_path.glob("ready-*"))) < len(procs):
         assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
-        assert time.monotonic() < deadline, "the processes never got ready"
+        assert time.monotonic() < deadline, "the processes never got ready"  # bound: catches a hang
         time.sleep(0.01)
     go.touch()
     results = [proc.communicate(timeout=120) for proc in procs]

@@ -165,7 +165,8 @@ def hold_engine_until(fake, model, waiting) -> None:
     assert fake.ENTERED.wait(120), "no chat call started"
     deadline = time.monotonic() + 120
     while model.engine._queue.qsize() < waiting:
-        assert time.monotonic() < deadline, f"{model.engine._queue.qsize()} of {waiting} queued"
+        queued = model.engine._queue.qsize()
+        assert time.monotonic() < deadline, f"{queued} of {waiting} queued"  # bound: catches a hang
         time.sleep(0.001)
     fake.GATE.set()
 

@@ -11,6 +11,7 @@ else a test shares lives here and is imported by its package path, ``from tests.
 - :mod:`~tests.helpers.release`: where the real GTA release is looked for.
 - :mod:`~tests.helpers.processes`: what a child process that a test interrupts needs.
 - :mod:`~tests.helpers.run_context`: a run layer's context on replay tools.
+- :mod:`~tests.helpers.retries`: the waits the model adapters' retry loop chose.
 - servers on 127.0.0.1: :mod:`~tests.helpers.scripted_server`,
   :mod:`~tests.helpers.oracle_server`, :mod:`~tests.helpers.agent_model_server`,
   :mod:`~tests.helpers.hostile_server`, :mod:`~tests.helpers.file_server`,
