@@ -115,12 +115,14 @@ class GtaRun:
         found it missing is skipped with the install hint here, rather than failing on a
         missing report or an exit status, and fails under ``PYTEST_GTA_REQUIRE_SIMILARITY``.
         """
+        __tracebackhide__ = True  # a skip or failure is reported at the test's line
         if FAST_SIM_MISSING in self.output:
             require("similarity")
 
     @property
     def report(self) -> dict[str, Any]:
         """The JSON report, read once; a missing report fails with the run's output."""
+        __tracebackhide__ = True
         if self._report is None:
             if not self.report_path.is_file():
                 self.needs_fast_sim()
@@ -150,6 +152,7 @@ def gta(
         fresh_process: run in a fresh interpreter (``runpytest_subprocess``) rather than in
             process; for what an in-process run cannot show (signals, process-global state).
     """
+    __tracebackhide__ = True
     path = pytester.path / (report if report is not None else REPORT)
     extra: tuple[str, ...] = ()
     if report is not None:
@@ -171,6 +174,7 @@ def gta_process(
     pytester is per test; a report that several tests read is made once by a subprocess here.
     ``check`` fails the calling fixture, with the run's output, when the run exits non-zero.
     """
+    __tracebackhide__ = True
     path = cwd / report
     path.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}

@@ -333,6 +333,7 @@ def require(name: str) -> None:
 
     Works in a test, a fixture and at a module's top level (where the skip covers the module).
     """
+    __tracebackhide__ = True  # the skip is reported at the caller's line, not here
     reason = missing(name)
     if reason is None:
         return
