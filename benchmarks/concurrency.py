@@ -9,8 +9,8 @@ by side in one run, for several ``-n`` (xdist workers) x ``--gta-concurrency`` c
   with ``--generated``, a dataset of GTA shape generated in a temporary directory from the
   bundled sample's chains (its queries cycled under new ids, each query text with a
   ``[copy N]`` suffix so no two collide; images copied; nothing downloaded);
-* a fake OpenAI-compatible model on 127.0.0.1 (``tests/oracle_server.py``) answers every chat
-  completion after a fixed latency, like a perfect model: it finds the query among the messages
+* a fake OpenAI-compatible model on 127.0.0.1 (``tests/helpers/oracle_server.py``) answers every
+  chat completion after a fixed latency, like a perfect model: it finds the query among the messages
   and the turn by the assistant messages so far (the reference prefix in step mode, its own
   earlier replies in end-to-end mode, which equal the reference because it answers correctly),
   and replies with that reference step rendered as ReAct text (the ``oracle`` model's renderer);
@@ -66,8 +66,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.release import RELEASE_ENV, release_path  # noqa: E402
 from pytest_gta.dataset import Dataset, Query, bundled_sample_path  # noqa: E402
 from pytest_gta.validation import load_dataset  # noqa: E402
-from tests.oracle_server import PerfectModel  # noqa: E402
-from tests.scripted_server import ScriptedServer  # noqa: E402
+from tests.helpers.oracle_server import PerfectModel  # noqa: E402
+from tests.helpers.scripted_server import ScriptedServer  # noqa: E402
 
 SERVED = "fake-gta"
 DEFAULT_CONFIGS = "0x32,2x16,0x1"

@@ -45,10 +45,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from conftest import find_release  # noqa: E402
 from pytest_gta.dataset import call_function  # noqa: E402
 from pytest_gta.tools import ToolContext, ToolInvocation  # noqa: E402
 from pytest_gta.validation import load_dataset  # noqa: E402
+from tests.helpers.release import find_release  # noqa: E402
 from tool_backends import ocr  # noqa: E402
 
 _WORD = re.compile(r"[^\W_]+")

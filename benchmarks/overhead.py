@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.release import release_path  # noqa: E402
-from tests.scripted_server import ScriptedServer, Step, chat_completion  # noqa: E402
+from tests.helpers.scripted_server import ScriptedServer, Step, chat_completion  # noqa: E402
 
 #: Left out of every timed pytest: the cache plugin writes files, Hypothesis (a dev extra here)
 #: spends about a second in its summary; neither is the harness.

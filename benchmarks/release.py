@@ -1,7 +1,7 @@
 """Where the benchmarks find the real GTA release: where the project's tests find it.
 
 ``--data PATH`` when given, else ``$PYTEST_GTA_RELEASE``, else ``../shared/gta_release`` beside
-the checkout (the root ``conftest.py``'s ``find_release``, so a benchmark and the tests never
+the checkout (``tests/helpers/release.py``'s ``find_release``, so a benchmark and the tests never
 disagree about which copy they measured). The release is read in place, never copied.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from conftest import RELEASE_ENV, find_release  # noqa: E402
+from tests.helpers.release import RELEASE_ENV, find_release  # noqa: E402
 
 __all__ = ["RELEASE_ENV", "oracle_command", "release_path"]
 

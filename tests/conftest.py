@@ -26,31 +26,36 @@ from typing import Any
 import pytest
 from execnet.gateway_io import popen_bootstrapline
 
-from conftest import ROOT
 from pytest_gta.dataset import Dataset, bundled_sample_path
 from pytest_gta.tools import ToolContext
 from pytest_gta.validation import load_dataset
-from tests.browser import BINARY_ENV, INSTALL_HINT, Chromium, find_chromium
-from tests.hf_server import PointAt
+from tests.helpers.browser import BINARY_ENV, Chromium, find_chromium
+from tests.helpers.hf_server import PointAt
+from tests.helpers.optional import require
+from tests.helpers.paths import ROOT, TESTS
 
 # -- the slow rule --------------------------------------------------------------------------------
 
 #: Source text that starts pytest elsewhere: pytester's subprocess run, the shared helpers'
-#: subprocess forms (tests/gta_run.py), ``python -m pytest`` spelled out, and xdist's ``-n``.
+#: subprocess forms (tests/helpers/gta_run.py), ``python -m pytest`` spelled out, and xdist's
+#: ``-n``.
 SUBPROCESS_SIGNS = re.compile(
     r"runpytest_subprocess|fresh_process=True|gta_process\(|\"-m\",\s*\"pytest\"|\"-n\"|"
     r"\bXDIST\b|--numprocesses"
 )
-TESTS = Path(__file__).parent
 
 
 def _is_ours(func: object) -> bool:
-    """Whether ``func`` is a function defined in the self-tests (not pytest's or a library's)."""
+    """Whether ``func`` is a function defined in the self-tests (not pytest's or a library's).
+
+    The test modules, the conftest files and the helpers of ``tests/helpers/``, so that a test
+    that starts pytest through a helper (:func:`~tests.helpers.gta_run.gta_process`) is seen.
+    """
     code = getattr(func, "__code__", None)
     if not isinstance(func, FunctionType) or code is None:
         return False
-    where = Path(code.co_filename)
-    return where.parent == TESTS or where == ROOT / "conftest.py"
+    where = Path(code.co_filename).resolve()
+    return where.is_relative_to(TESTS) or where == ROOT / "conftest.py"
 
 
 @functools.cache
@@ -224,21 +229,18 @@ def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PointAt
 
 @pytest.fixture(scope="session")
 def chromium() -> Chromium:
-    """The installed Chromium, headless (tests/browser.py).
+    """The installed Chromium, headless (tests/helpers/browser.py).
 
     Skipped with the install hint where there is none, except under
     ``PYTEST_GTA_REQUIRE_CHROMIUM=1`` (set by ``.ci/run``), where a missing browser would
     otherwise turn the report's browser checks into a silent skip.
     """
+    chosen = os.environ.get(BINARY_ENV)
+    if chosen and find_chromium() is None:
+        pytest.fail(f"{BINARY_ENV}={chosen} names no executable; point it at a Chromium")
+    require("chromium")
     binary = find_chromium()
-    if binary is None:
-        chosen = os.environ.get(BINARY_ENV)
-        if chosen:
-            pytest.fail(f"{BINARY_ENV}={chosen} names no executable; point it at a Chromium")
-        reason = f"no Chromium on PATH: {INSTALL_HINT}"
-        if os.environ.get("PYTEST_GTA_REQUIRE_CHROMIUM"):
-            pytest.fail(f"PYTEST_GTA_REQUIRE_CHROMIUM is set but {reason}")
-        pytest.skip(reason)
+    assert binary is not None
     return Chromium(binary)
 
 

@@ -7,8 +7,6 @@ import email.parser
 import email.policy
 import io
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,8 +23,9 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
 from pytest_gta.types import ToolMeta, ToolParam
-from tests.gta_run import SAMPLE_DATA
-from tests.scripted_server import Recorded, ScriptedServer, Step
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.optional import agentlego_server, require
+from tests.helpers.scripted_server import Recorded, ScriptedServer, Step
 from tool_backends.agentlego import AgentLegoBackend, make_agentlego
 
 LISTED = ["OCR", "Calculator", "TextToBbox", "CountGivenObject", "TextToImage", "MultiOut"]
@@ -253,9 +252,9 @@ def real_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
     Found on PATH or through ``GTA_AGENTLEGO_SERVER`` (it can live in its own virtualenv, since
     it pins an older FastAPI than llama-cpp-python's server wants).
     """
-    executable = os.environ.get("GTA_AGENTLEGO_SERVER") or shutil.which("agentlego-server")
-    if not executable:
-        pytest.skip("agentlego-server is not installed (pip install 'agentlego[server]==0.2.0')")
+    require("agentlego-server")
+    executable = agentlego_server()
+    assert executable is not None
     port = free_port()
     command = [executable, "start", "Calculator", "--host", "127.0.0.1", "--port", str(port)]
     log_path = tmp_path_factory.mktemp("agentlego") / "server.log"
@@ -308,8 +307,6 @@ def test_files_outside_the_dataset_are_never_uploaded(
 
 
 def test_server_down_is_an_error_outcome_not_a_failed_score(pytester):
-    from conftest import FAST_SIM
-
     port = free_port()  # nobody listens there
     result = pytester.runpytest(
         SAMPLE_DATA,

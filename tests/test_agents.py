@@ -3,8 +3,9 @@
 Black-box runs on the bundled sample with the replay tools: a perfect agent (the reference calls
 through ``task.tools``, or over MCP with the SDK's ``mcp.Client`` from a separate program)
 must give the oracle's end-to-end numbers, case for case; the hostile agents of
-``tests/gta_agents.py`` and ``tests/gta_agent_cli.py`` must each end as a scored mistake or a
-per-case error, with nothing left running and no secret of the environment written anywhere.
+``tests/helpers/gta_agents.py`` and ``tests/helpers/gta_agent_cli.py`` must each end as a scored
+mistake or a per-case error, with nothing left running and no secret of the environment written
+anywhere.
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ from pytest_gta.options.agents import agent_words, parse_agent_env
 from pytest_gta.run.agent_command import agent_environment, decode_output
 from pytest_gta.run.agent_under_test import AgentTask, ToolClient
 from pytest_gta.vocabulary import AGENT_PLACEHOLDERS
-from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
-from tests.oracle_server import OracleServer
+from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
+from tests.helpers.oracle_server import OracleServer
+from tests.helpers.paths import HELPERS, ROOT
 
-TESTS = Path(__file__).parent
-ROOT = TESTS.parent
-AGENTS = TESTS / "gta_agents.py"
-CLI = TESTS / "gta_agent_cli.py"
+AGENTS = HELPERS / "gta_agents.py"
+CLI = HELPERS / "gta_agent_cli.py"
 REPLAY_TOOLS = "--gta-tools=replay"
 #: What every run here passes: the oracle model (no HTTP endpoint), the sample, the replay tools.
 RUN = (ORACLE, SAMPLE_DATA, FAST_SIM, REPLAY_TOOLS)
@@ -41,7 +41,7 @@ SECRET = "sk-distinctive-3f9c1e7a5b2d4c6e8f0a"
 
 
 def command(mode: str, *extra: str | Path) -> str:
-    """``--gta-agent-command`` running ``tests/gta_agent_cli.py MODE {query_file} ...``."""
+    """``--gta-agent-command`` running ``tests/helpers/gta_agent_cli.py MODE {query_file} ...``."""
     words = [sys.executable, str(CLI), mode, "{query_file}", *map(str, extra)]
     return "--gta-agent-command=" + shlex.join(words)
 
@@ -59,7 +59,7 @@ def oracle_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture
 def agent_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The command agents import ``tests.gta_agents``: the checkout on their path."""
+    """The command agents import ``tests.helpers.gta_agents``: the checkout on their path."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 
 
@@ -196,7 +196,7 @@ def test_hostile_python_agents(pytester, xdist):
         f"--gta-agent={AGENTS}:hostile",
         *xdist,
     )
-    assert time.monotonic() - started < 120
+    assert time.monotonic() - started < 120  # bound: catches a hang (agent timeouts)
     cases = by_id(run.report)
     assert cases["e2e-0"]["outcome"] == "passed"
     # An unknown tool is the agent's mistake, logged and scored; the reference calls still count.
@@ -255,7 +255,7 @@ def test_hostile_command_agents(pytester, agent_env, monkeypatch, xdist):
         *xdist,
         fresh_process=True,
     )
-    assert time.monotonic() - started < 180
+    assert time.monotonic() - started < 180  # bound: catches a hang (agent timeouts)
     cases = by_id(run.report)
     # The victim's calls are its own; the thief, given its URL after it ended, was refused.
     assert len(cases["e2e-0"]["tool_log"]) == 2
@@ -413,7 +413,7 @@ def test_no_agent_outlives_pytest(tmp_path, signum, monkeypatch):
     try:
         deadline = time.monotonic() + 60
         while not pid_file.is_file() or not pid_file.read_text().strip():
-            assert time.monotonic() < deadline, "the agent never started"
+            assert time.monotonic() < deadline, "the agent never started"  # bound: catches a hang
             time.sleep(0.1)
         pids = [int(p) for p in pid_file.read_text().split()]
         assert all(_alive(p) for p in pids)

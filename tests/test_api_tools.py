@@ -12,7 +12,7 @@ import pytest
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
-from tests.scripted_server import ScriptedServer, Step
+from tests.helpers.scripted_server import ScriptedServer, Step
 from tests.test_agentlego import form_fields
 from tool_backends.api_tools import ApiBackend, format_search_results, make_api
 

@@ -23,12 +23,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import ROOT
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.models.oracle import CLOSING_ANSWER, OracleModel, render_reference
 from pytest_gta.run import loops
 from pytest_gta.types import ModelOutput, ModelRequest, ResultItem, ToolMeta, ToolResult
 from pytest_gta.validation import load_dataset
+from tests.helpers.paths import ROOT
 
 SCRIPT = ROOT / "benchmarks" / "concurrency.py"
 

@@ -1,4 +1,4 @@
-"""The browser harness (tests/browser.py) sees what the HTML report's test relies on.
+"""The browser harness (tests/helpers/browser.py) sees what the HTML report's test relies on.
 
 Real Chromium, real HTTP server: a page's script runs before the DOM is dumped, a request the
 page makes reaches the logging server, a Content-Security-Policy blocks it and says so on the
@@ -25,14 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, default_sigint
-from tests.browser import (
+from tests.helpers.browser import (
     CHROMIUM_OWN_HOSTS,
     BrowserError,
     Chromium,
     RequestLog,
     serve_directory,
 )
+from tests.helpers.paths import ROOT
+from tests.helpers.processes import default_sigint
 
 pytestmark = pytest.mark.slow
 
@@ -223,7 +224,7 @@ def test_ctrl_c_leaves_no_chromium_behind(chromium: Chromium, tmp_path: Path):
     local = tmp_path / "spin.html"
     local.write_text(SPIN)
     code = (
-        "import sys; from tests.browser import Chromium; "
+        "import sys; from tests.helpers.browser import Chromium; "
         "Chromium(sys.argv[1], timeout_s=600).dump_dom(sys.argv[2])"
     )
     child = subprocess.Popen(

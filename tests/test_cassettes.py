@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaToolMiss, GtaUsageError
 from pytest_gta.tools import RECORDER_GROUP, ToolContext, ToolInvocation, ToolSet, make_recorder
 from pytest_gta.types import ResultItem, ToolResult
 from pytest_gta.validation import load_dataset
+from tests.helpers.gta_run import FAST_SIM
 from tool_backends import cassettes as cassettes_module
 from tool_backends.cassettes import Cassettes, portable_arguments
 from tool_backends.replay import ReplayBackend

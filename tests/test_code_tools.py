@@ -58,7 +58,7 @@ def attack(dataset, context, tool, code, match=None):
     start = time.monotonic()
     with pytest.raises(GtaToolError, match=match) as info:
         call(dataset, context, tool, **{key: textwrap.dedent(code)})
-    assert time.monotonic() - start < WITHIN_S
+    assert time.monotonic() - start < WITHIN_S  # bound: catches a runaway
     return str(info.value)
 
 
@@ -313,7 +313,7 @@ def test_rlimit_fallback(tmp_path):
             start = time.monotonic()
             with pytest.raises(GtaToolError):
                 worker.run("solver", textwrap.dedent(code), timeout=LIMIT_S)
-            assert time.monotonic() - start < WITHIN_S
+            assert time.monotonic() - start < WITHIN_S  # bound: catches a runaway
         assert worker.run("solver", solve).text == "2*sqrt(2)"
     finally:
         worker.close()

@@ -32,7 +32,7 @@ from pytest_gta.session.compare_command import (
     comparison_of,
     find_reports,
 )
-from tests.gta_run import (
+from tests.helpers.gta_run import (
     BOTH_MODES,
     FAST_SIM,
     ORACLE,

@@ -22,7 +22,7 @@ from pytest_gta.datainfo import (
     format_statistics,
 )
 from pytest_gta.dataset import bundled_sample_path
-from tests.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
 
 SAMPLE = bundled_sample_path()
 LETTER = {

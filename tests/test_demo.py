@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from pytest_gta import demo
+from tests.helpers.optional import require
+from tests.helpers.paths import ROOT
 
 README = (ROOT / "README.md").read_text()
 
@@ -107,10 +108,7 @@ def test_a_broken_harness_fails_in_plain_words(tmp_path):
 @pytest.mark.slow
 def test_the_demo_runs_the_real_model_end_to_end(tmp_path):
     """A short demo (two queries, two turns) with the real SmolLM2 on transformers."""
-    from tests.test_transformers import _unavailable
-
-    if _unavailable():
-        pytest.skip(_unavailable())
+    require("transformers")
     result = run_demo(tmp_path, "--gta-ids=1,2", "--gta-max-turns=2", FAST)
     output = result.stdout
     assert result.returncode == 0, output[-4000:] + result.stderr[-2000:]

@@ -1,9 +1,9 @@
 """``pytest --gta-download``: fetch, verify, unpack, lock (issue 5).
 
 The release and the Hub cannot be reached from CI, so every download here is real HTTP against
-a server on 127.0.0.1 (``tests/file_server.py``) serving zips the tests build from the bundled
-sample, or a local file. The tests' project manifest (``data/manifest.json`` under the pytester
-rootdir) records the sample's sha256s as the ``gta_dataset`` entry, which is exactly what a
+a server on 127.0.0.1 (``tests/helpers/file_server.py``) serving zips the tests build from the
+bundled sample, or a local file. The tests' project manifest (``data/manifest.json`` under the
+pytester rootdir) records the sample's sha256s as the ``gta_dataset`` entry, which is exactly what a
 project does after ``--gta-download --gta-record-manifest``.
 """
 
@@ -37,9 +37,9 @@ from pytest_gta.install.manifest import (
     entry_for,
 )
 from pytest_gta.install.sources import HttpSettings, SourceUnavailable, fetch_url
-from tests.file_server import FileServer, serve_file
-from tests.gta_run import FAST_SIM, SAMPLE_DATA
-from tests.hf_server import PointAt, serve_hf_repo
+from tests.helpers.file_server import FileServer, serve_file
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.hf_server import PointAt, serve_hf_repo
 
 SAMPLE = bundled_sample_path()
 FILES = dataset_files(SAMPLE)
@@ -554,7 +554,7 @@ def test_two_concurrent_downloads_fetch_once_and_both_succeed(project: pytest.Py
         # "waiting for pid N ...", or "waiting for another process ..." when the second process
         # reads the lock file between the first one's flock and its writing its pid there.
         while not any(WAITING in line for out in lines for line in list(out)):
-            assert time.monotonic() < deadline, lines
+            assert time.monotonic() < deadline, lines  # bound: catches a hang
             assert all(p.poll() is None for p in procs), lines
             time.sleep(0.05)
         gate.set()

@@ -25,7 +25,7 @@ from pytest_gta.run.pipeline import Pipeline
 from pytest_gta.run.runner import run_case
 from pytest_gta.tools import ToolSet
 from pytest_gta.types import ModelOutput, ModelRequest
-from tests.run_context import run_context
+from tests.helpers.run_context import run_context
 
 #: Sample queries whose chains call tools (0: one call; 5: the longest chain).
 QUERIES = ("0", "5")

@@ -2,21 +2,22 @@
 
 Each example is a real agent framework's loop (the OpenAI Agents SDK, smolagents, LangGraph, and a
 plain-Python agent CLI) over the case's MCP endpoint, driven by the perfect function-calling
-model of ``tests/agent_model_server.py`` through the recording proxy, on the bundled sample with
-the replay tools. A perfect model makes the reference calls and gives the reference answers, so
-the run must reproduce the ``oracle`` model's end-to-end numbers, case for case: proof that the
-whole tool path (MCP schemas, arguments, image paths, results, the answer) works in each framework.
+model of ``tests/helpers/agent_model_server.py`` through the recording proxy, on the bundled
+sample with the replay tools. A perfect model makes the reference calls and gives the reference
+answers, so the run must reproduce the ``oracle`` model's end-to-end numbers, case for case: proof
+that the whole tool path (MCP schemas, arguments, image paths, results, the answer) works in each
+framework.
 
 smolagents' and LangGraph's MCP adapters need mcp<2, so those two run as commands with the
 python of a virtualenv of their own (``.ci/run`` makes them and names them in
 ``GTA_SMOLAGENTS_PYTHON`` and ``GTA_LANGGRAPH_PYTHON``; by default ``.venv-smolagents`` and
 ``.venv-langgraph`` beside the checkout). Where one is missing the test skips, or fails under
-``PYTEST_GTA_REQUIRE_EXAMPLES=1`` (``.ci/run`` sets it), as the other required tools do.
+``PYTEST_GTA_REQUIRE_EXAMPLES=1`` (``.ci/run`` sets it), as the other required tools do
+(``require``, tests/helpers/optional.py).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -32,41 +33,28 @@ import pytest
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.options.agents import agent_words
-from tests.agent_model_server import AgentModelServer, Conversation, FunctionCallingModel
-from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, GtaRun, gta_process
+from tests.helpers import optional
+from tests.helpers.agent_model_server import AgentModelServer, Conversation, FunctionCallingModel
+from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, GtaRun, gta_process
+from tests.helpers.optional import require
 from tests.test_mcp_server import URL, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 E2E_REPLAY = ("--gta-mode=e2e", "--gta-tools=replay")
 SERVED = "agent-fc"
-REQUIRE_ENV = "PYTEST_GTA_REQUIRE_EXAMPLES"
-#: The framework of each example, the virtualenv its command runs in (None: this one), and the
-#: API its requests use.
-VENVS = {"langgraph": "GTA_LANGGRAPH_PYTHON", "smolagents": "GTA_SMOLAGENTS_PYTHON"}
-
-
-def missing(reason: str) -> None:
-    """Skip, or fail where the examples are required (CI)."""
-    if os.environ.get(REQUIRE_ENV):
-        pytest.fail(f"{REQUIRE_ENV} is set but {reason}")
-    pytest.skip(reason)
 
 
 def venv_python(framework: str) -> str:
-    """The python of the framework's own virtualenv (``$GTA_<NAME>_PYTHON`` or the default)."""
-    variable = VENVS[framework]
-    python = os.environ.get(variable) or str(ROOT / f".venv-{framework}" / "bin" / "python")
-    if not Path(python).is_file():
-        missing(f"{python} is missing; make the virtualenv (docs/agents.md) or set ${variable}")
-    return python
+    """The python of the framework's own virtualenv, or skipped (failed in CI) without it."""
+    require(f"{framework}-venv")
+    return optional.venv_python(framework)
 
 
 def agent_option(example: str) -> str:
     """The ``--gta-agent`` or ``--gta-agent-command`` option that runs ``example``."""
     if example == "openai_agents":
-        if importlib.util.find_spec("agents") is None:
-            missing("openai-agents is not installed (pip install 'pytest-gta[examples]')")
+        require("openai-agents")
         return f"--gta-agent={EXAMPLES / 'openai_agents_agent.py'}:agent"
     python = sys.executable if example == "cli" else venv_python(example)
     script = EXAMPLES / f"{example}_agent.py"
@@ -272,8 +260,7 @@ def test_smolagents_results_and_final_answer_tool(fc_model: FunctionCallingModel
 
 @pytest.mark.slow
 def test_agent_concurrency_benchmark_prints_its_row_and_matches_the_oracle(tmp_path: Path) -> None:
-    if importlib.util.find_spec("agents") is None:
-        missing("openai-agents is not installed (pip install 'pytest-gta[examples]')")
+    require("openai-agents")
     command = [
         sys.executable,
         str(ROOT / "benchmarks" / "agent_concurrency.py"),

@@ -35,8 +35,8 @@ from pytest_gta.run.runner import CaseRun, Scorer
 from pytest_gta.scoring.metrics import StepCaseScore
 from pytest_gta.scoring.verdict import answer_check, first_divergence
 from pytest_gta.types import ModelOutput, ModelRequest
-from tests.report_models import case_result
-from tests.run_context import result_of
+from tests.helpers.report_models import case_result
+from tests.helpers.run_context import result_of
 
 THRESHOLD = 0.5
 MARK = re.compile(r'<div class="pair diverge"><div><h5>reference step (\d+)</h5>')

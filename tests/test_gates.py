@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.gates import Floor, GateSettings, MetricRef
 from pytest_gta.options.gates import (
@@ -32,9 +31,9 @@ from pytest_gta.report.baseline import load_baseline
 from pytest_gta.report.gate_verdicts import exit_status, judge
 from pytest_gta.results.base import PerMode
 from pytest_gta.results.report import GatesVerdict
-from tests.gta_run import SAMPLE_DATA, gta, read_report
-from tests.oracle_server import OracleServer
-from tests.report_builders import stored_report
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA, gta, read_report
+from tests.helpers.oracle_server import OracleServer
+from tests.helpers.report_builders import stored_report
 from tests.test_opencompass import answer, foreign_dialogs, perfect_episode
 
 

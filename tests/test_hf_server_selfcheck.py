@@ -1,4 +1,4 @@
-"""Proves that ``tests/hf_server.py`` is a Hub that ``huggingface_hub.snapshot_download`` accepts.
+"""Proves that ``tests/helpers/hf_server.py`` is a Hub that ``snapshot_download`` accepts.
 
 What in-process tests must patch (huggingface_hub 2.4.0). ``huggingface_hub.constants`` reads
 its environment once, at import, so setting ``HF_ENDPOINT``/``HF_HOME``/``HF_HUB_OFFLINE`` with
@@ -47,7 +47,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from tests.hf_server import PointAt, git_blob_oid, serve_hf_repo
+from tests.helpers.hf_server import PointAt, git_blob_oid, serve_hf_repo
 
 FILES = {
     "README.md": b"---\nlicense: apache-2.0\n---\n# GTA\n",

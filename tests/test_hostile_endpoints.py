@@ -1,9 +1,9 @@
 """Whatever a model endpoint answers, a case ends as a scored reply or an infrastructure error.
 
 The OpenAI and Anthropic adapters talk through their real SDKs to a real server on 127.0.0.1
-(tests/scripted_server.py) that answers 200 with what a chat server should never send: an HTML
-page, JSON of the wrong shape, truncated or non-UTF-8 JSON, absurd usage numbers. Unit tests pin
-each class's outcome, message and retry decision; a Hypothesis test throws random bodies and
+(tests/helpers/scripted_server.py) that answers 200 with what a chat server should never send: an
+HTML page, JSON of the wrong shape, truncated or non-UTF-8 JSON, absurd usage numbers. Unit tests
+pin each class's outcome, message and retry decision; a Hypothesis test throws random bodies and
 statuses at both adapters; a black-box run checks that such cases end as pytest *errors* with the
 GTA tables printed and no traceback.
 """
@@ -22,14 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models import chat
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall
-from tests.gta_run import SAMPLE_DATA
-from tests.scripted_server import (
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.scripted_server import (
     Recorded,
     ScriptedServer,
     Step,

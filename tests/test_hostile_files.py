@@ -32,14 +32,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM, SAMPLE
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.files import write_output
 from pytest_gta.models.cache import MAX_TOKENS, SCHEMA, CacheEntryWarning, ResponseCache
 from pytest_gta.models.opencompass import OpenCompassPredictions
 from pytest_gta.types import ModelOutput, ToolCall, Usage
-from tests.gta_run import BOTH_MODES, SAMPLE_DATA, gta_process
-from tests.gta_run import ORACLE as ORACLE_MODEL
+from tests.helpers.gta_run import BOTH_MODES, FAST_SIM, SAMPLE_DATA, gta_process
+from tests.helpers.gta_run import ORACLE as ORACLE_MODEL
+from tests.helpers.paths import SAMPLE
 from tests.test_opencompass import e2e_records
 from tests.test_shard import _paths as tree_paths
 
@@ -88,7 +88,7 @@ def fifo_at(path: Path) -> Iterator[Watchdog]:
     finally:
         dog.stop()
     assert not dog.fired, f"a reader blocked on {path} for {HANG_S} s"
-    assert time.monotonic() - started < HANG_S
+    assert time.monotonic() - started < HANG_S  # bound: catches a reader blocked on the FIFO
 
 
 class FifoReader:
@@ -176,7 +176,7 @@ def test_report_to_a_fifo_nobody_reads_is_an_error_not_a_hang(pytester):
     os.mkfifo(fifo)
     started = time.monotonic()
     result = pytester.runpytest(*ORACLE, f"--gta-report={fifo}")
-    assert time.monotonic() - started < HANG_S
+    assert time.monotonic() - started < HANG_S  # bound: catches a reader blocked on the FIFO
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [f"pytest-gta: could not write {fifo} (--gta-report): a FIFO that no process reads;*"]

@@ -24,7 +24,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.case import Case
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.opencompass import OpenCompassPredictions
@@ -32,8 +31,8 @@ from pytest_gta.results.io import CaseWire, case_to_wire
 from pytest_gta.run.runner import Scorer
 from pytest_gta.scoring.metrics import E2ECaseScore, StepCaseScore
 from pytest_gta.vocabulary import CATEGORY_NAMES, IMAGEGEN_TOOLS, tool_category
-from tests.gta_run import SAMPLE_DATA
-from tests.run_context import result_of
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.run_context import result_of
 from tests.test_opencompass import e2e_records, step_records, tool_step
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -16,8 +16,9 @@ import re
 
 import pytest
 
-from conftest import FAST_SIM, SAMPLE
-from tests.browser import serve_directory
+from tests.helpers.browser import serve_directory
+from tests.helpers.gta_run import FAST_SIM
+from tests.helpers.paths import SAMPLE
 from tests.test_html_report import Page
 
 pytestmark = pytest.mark.slow

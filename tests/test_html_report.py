@@ -21,7 +21,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM, SAMPLE
 from pytest_gta.report import html as page
 from pytest_gta.report.build import complete_verdicts
 from pytest_gta.report.images import (
@@ -34,10 +33,13 @@ from pytest_gta.report.images import (
 from pytest_gta.results.case import Verdict
 from pytest_gta.results.io import parse_report
 from pytest_gta.validation import load_dataset
-from tests.gta_run import gta
-from tests.report_models import case_result, run_report
+from tests.helpers.gta_run import FAST_SIM, gta
+from tests.helpers.optional import require
+from tests.helpers.paths import SAMPLE
+from tests.helpers.report_models import case_result, run_report
 
-PIL = pytest.importorskip("PIL.Image")
+require("pillow")
+from PIL import Image  # noqa: E402
 
 REPLAY = ["--gta-model=oracle", "--gta-tools=strict-replay", FAST_SIM]
 
@@ -264,7 +266,7 @@ def blob(path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])
 def test_pytest_html_rows_carry_score_transcript_and_images(pytester, xdist):
-    pytest.importorskip("pytest_html")
+    require("pytest-html")
     result = pytester.runpytest_subprocess(
         *replay_args("--gta-ids=0,10", "--html=ph.html", "--self-contained-html"), *xdist
     )
@@ -292,7 +294,7 @@ def test_pytest_html_rows_carry_score_transcript_and_images(pytester, xdist):
 
 
 def test_pytest_html_without_gta_is_untouched(pytester):
-    pytest.importorskip("pytest_html")
+    require("pytest-html")
     pytester.makepyfile("def test_plain():\n    assert True\n")
     result = pytester.runpytest_subprocess("--html=ph.html")
     assert result.ret == 0
@@ -325,7 +327,7 @@ def test_render_without_dataset_or_images_still_gives_a_page():
 
 
 def write_image(path: Path, size: tuple[int, int], fmt: str, color: str = "red") -> Path:
-    image = PIL.new("RGB", size, color)
+    image = Image.new("RGB", size, color)
     image.save(path, format=fmt)
     return path
 
@@ -342,7 +344,7 @@ def test_images_are_stored_once_and_scaled(tmp_path):
     stored = store.get(key)
     assert stored is not None
     assert (stored.width, stored.height) == (3000, 1500)
-    thumb = PIL.open(io.BytesIO(store.read(stored, "thumb") or b""))
+    thumb = Image.open(io.BytesIO(store.read(stored, "thumb") or b""))
     assert max(thumb.size) == THUMB_PX
     assert len(list(store.root.glob(f"{key}*"))) == 3  # index entry, thumb, full
     png = write_image(tmp_path / "plot.png", (100, 80), "PNG", "white")

@@ -27,13 +27,21 @@ from pytest_gta.results.case import Step as RecordedStep
 from pytest_gta.results.io import parse_report
 from pytest_gta.results.report import RunReport
 from pytest_gta.scoring.metrics import E2E_METRICS, STEP_METRICS
-from tests.gta_run import BOTH_MODES, FAST_SIM, ORACLE, SAMPLE_DATA, gta, gta_process, read_report
-from tests.scripted_server import ScriptedServer, Step, chat_completion
+from tests.helpers.gta_run import (
+    BOTH_MODES,
+    FAST_SIM,
+    ORACLE,
+    SAMPLE_DATA,
+    gta,
+    gta_process,
+    read_report,
+)
+from tests.helpers.optional import require
+from tests.helpers.scripted_server import ScriptedServer, Step, chat_completion
 from tests.test_gates import write_predictions
 
-inspect_log = pytest.importorskip(
-    "inspect_ai.log", reason='--gta-inspect-log needs pip install "pytest-gta[inspect]"'
-)
+require("inspect_ai")
+from inspect_ai import log as inspect_log  # noqa: E402
 
 LOGS = "--gta-inspect-log=logs"
 
@@ -149,9 +157,8 @@ def test_the_file_is_named_and_listed_as_inspect_does(oracle_run):
 def test_inspect_cli_dumps_the_log(oracle_run):
     directory, report = oracle_run
     path = next(directory.glob("*gta-e2e*.eval"))
+    require("inspect-cli")
     inspect_cli = Path(sys.executable).with_name("inspect")
-    if not inspect_cli.exists():
-        pytest.skip("the inspect command is not beside this Python")
     done = subprocess.run(
         [str(inspect_cli), "log", "dump", str(path)],
         capture_output=True,

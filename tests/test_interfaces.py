@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from mypy import api as mypy_api
 
-from conftest import FAST_SIM
 from pytest_gta import (
     BaseModelAdapter,
     BaseRecordedSource,
@@ -39,7 +38,7 @@ from pytest_gta.models.base import OPTIONAL_MEMBERS, adopt
 from pytest_gta.run import loops
 from pytest_gta.tools import ToolSet, adopt_backend
 from pytest_gta.types import CaseContext, ChatMessage, ModelRequest
-from tests.gta_run import SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
 
 REQUEST = ModelRequest((ChatMessage("user", "hi"),), (), CaseContext("0", "step", 1))
 

@@ -17,14 +17,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM, ROOT
 from pytest_gta.errors import GtaDataError, GtaUsageError
 from pytest_gta.models import catalog
 from pytest_gta.models.base import resolve_spec
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.report.baseline import leaderboard_baseline
-from tests.gta_run import SAMPLE_DATA, gta
-from tests.scripted_server import ScriptedServer
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA, gta
+from tests.helpers.paths import ROOT
+from tests.helpers.scripted_server import ScriptedServer
 from tests.test_gates import report_of, write_predictions
 
 #: The official table as the task's authors keep it, beside the repository (absent elsewhere).

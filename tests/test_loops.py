@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from conftest import SAMPLE
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.models.base import BaseModelAdapter
@@ -19,7 +18,8 @@ from pytest_gta.run import loops
 from pytest_gta.tools import ToolContext, ToolSet
 from pytest_gta.types import ChatMessage, ModelOutput, ModelRequest, ResultItem, Usage
 from pytest_gta.validation import load_dataset
-from tests.run_context import play_e2e
+from tests.helpers.paths import SAMPLE
+from tests.helpers.run_context import play_e2e
 from tool_backends.replay import ReplayBackend
 
 #: Every query of the sample, the release's irregular chain shapes (13-16) included.

@@ -29,8 +29,10 @@ from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.mcp.calls import MAX_ARGUMENT_CHARS, CallLimitReached, CaseTools
 from pytest_gta.tools import ToolBackendContext, ToolSet, ToolSpec, make_backend
 from pytest_gta.vocabulary import INVALID_ACTION
+from tests.helpers.optional import require
 
-mcp = pytest.importorskip("mcp")
+require("mcp")
+import mcp  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from pytest_gta.mcp.gateway import McpGateway  # noqa: E402
@@ -149,7 +151,7 @@ def test_replay_calls_and_their_official_records(gateway, sample_dataset, tmp_pa
     assert entries[1]["arguments"] == {"expression": "1.29+3.45+4.50"}
     assert entries[1]["output"] == [{"type": "text", "content": "9.24"}]
     assert entries[1]["error"] is None
-    assert all(0 <= e["duration"] < TIMEOUT for e in entries)
+    assert all(0 <= e["duration"] < TIMEOUT for e in entries)  # bound: within the call timeout
     assert [e["error"]["type"] for e in entries[2:]] == [
         "ARGS_ERROR",
         "ARGS_ERROR",
@@ -179,7 +181,7 @@ def test_replay_calls_and_their_official_records(gateway, sample_dataset, tmp_pa
 def test_drawbox_returns_a_path_and_the_image_and_takes_the_path_back(
     gateway, sample_dataset, tmp_path
 ):
-    pytest.importorskip("PIL")
+    require("pillow")
     endpoint = gateway.open(case_tools(sample_dataset, tmp_path, "11", "local", "replay"))
     assert endpoint.tools.backends["DrawBox"] == "local"
     balls = image(sample_dataset, "image_5.jpg")

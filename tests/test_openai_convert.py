@@ -12,7 +12,6 @@ import re
 
 import pytest
 
-from conftest import SAMPLE
 from pytest_gta.models.chat import MalformedReply
 from pytest_gta.models.generation import GenerationSettings, official_body
 from pytest_gta.models.openai_convert import (
@@ -36,6 +35,7 @@ from pytest_gta.types import (
     ToolParam,
     Usage,
 )
+from tests.helpers.paths import SAMPLE
 
 IMAGE = str(SAMPLE / "image" / "image_0.jpg")
 OCR = ToolMeta(

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_SIM
 from pytest_gta.models.opencompass import map_paths
-from tests.gta_run import SAMPLE_DATA, gta
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA, gta
 
 FOREIGN = "/home/PJLAB/mazerun/opencompass/data/gta_dataset"
 

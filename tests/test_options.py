@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_SIM
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.options import OPTIONS, RANGES, GtaSettings, doc, resolve_option, resolve_settings
 from pytest_gta.options.table import FEATURES
+from tests.helpers.gta_run import FAST_SIM
 
 #: Every flag and its ini twin (``None``: a command, no twin), as registered before the table
 #: existed. A rename here is a breaking change for users' ini files and scripts.

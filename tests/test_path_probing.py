@@ -20,12 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.protocol import react as p
 from pytest_gta.tools import ToolContext
 from pytest_gta.types import ToolResult
 from pytest_gta.validation import load_dataset
-from tests.gta_run import SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Episodes running ahead of pytest's loop (``--gta-concurrency``), black box and in parts.
 
-The model is a real HTTP server on 127.0.0.1 (``tests/oracle_server.py``) answering with the
+The model is a real HTTP server on 127.0.0.1 (``tests/helpers/oracle_server.py``) answering with the
 reference chain after a fixed latency, talked to by the official ``openai`` SDK; it counts the
 requests it holds at once, which is how these tests see concurrency without timing anything.
 """
@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from conftest import FAST_SIM, default_sigint
 from pytest_gta.case import Case
 from pytest_gta.errors import GtaBudgetExhausted
 from pytest_gta.models.base import BaseModelAdapter, BaseRecordedSource
@@ -30,9 +29,11 @@ from pytest_gta.run.context import RunContext
 from pytest_gta.run.pipeline import Pipeline, Stopped
 from pytest_gta.session.xdist import ahead_scheduling
 from pytest_gta.types import ModelOutput, ModelRequest
-from tests.gta_run import untimed
-from tests.oracle_server import OracleServer
-from tests.run_context import run_context
+from tests.helpers.gta_run import FAST_SIM, untimed
+from tests.helpers.optional import require
+from tests.helpers.oracle_server import OracleServer
+from tests.helpers.processes import default_sigint
+from tests.helpers.run_context import run_context
 
 MODEL = "--gta-model=openai/oracle-http"
 
@@ -172,6 +173,7 @@ def test_a_spent_budget_stops_the_pool(pytester, oracle):
 
 
 def test_no_pool_thread_outlives_the_session(pytester, oracle):
+    require("similarity")
     result = pytester.runpytest(
         *_base(oracle),
         FAST_SIM,

@@ -11,9 +11,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import FAST_SIM, SAMPLE
 from pytest_gta import hookspecs
-from tests.gta_run import REPORT, SAMPLE_DATA, gta, read_report, untimed
+from tests.helpers.gta_run import FAST_SIM, REPORT, SAMPLE_DATA, gta, read_report, untimed
+from tests.helpers.paths import SAMPLE
 
 OBJECTIVE = 9  # queries 0-6, 15 and 16 of the sample
 ALL = 17

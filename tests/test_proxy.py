@@ -1,7 +1,7 @@
 """The recording model proxy, driven by the official ``openai`` and ``anthropic`` SDKs.
 
-The upstream is a scripted server on 127.0.0.1 (:mod:`tests.scripted_server`); the agents are
-the SDK clients pointed at a case's proxy URL, as an agent under test would be.
+The upstream is a scripted server on 127.0.0.1 (:mod:`tests.helpers.scripted_server`); the agents
+are the SDK clients pointed at a case's proxy URL, as an agent under test would be.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import http.client
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from pytest_gta.proxy.wire import (
     request_body,
 )
 from pytest_gta.types import Usage
-from tests.scripted_server import ScriptedServer, Step, anthropic_message, chat_completion
+from tests.helpers.scripted_server import ScriptedServer, Step, anthropic_message, chat_completion
 
 #: The real key: distinctive, so that finding it anywhere is a leak.
 REAL_KEY = "sk-real-UPSTREAM-4f9c1e7a2b5d8e03"
@@ -194,16 +193,17 @@ def test_chat_stream_passes_chunk_by_chunk_and_asks_for_usage(server, proxy):
         chat_chunk({}, usage={"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}),
         done=True,
     )
-    server.then(Step(chunks=chunks, chunk_delay=0.3, content_type="text/event-stream"))
+    step = Step(chunks=chunks, hold=threading.Event(), content_type="text/event-stream")
+    server.then(step)
     case = proxy.open("stream")
-    started = time.monotonic()
     stream = oa(case).chat.completions.create(model="x", messages=MESSAGES, stream=True)
     first = next(iter(stream))
-    first_after = time.monotonic() - started
+    assert step.hold is not None
+    step.hold.set()
     rest = list(stream)
-    # The first chunk came before the upstream had sent the rest (5 pauses of 0.3 s).
+    # The first chunk reached the client while the upstream still held back the rest.
     assert first.choices[0].delta.content == "Thought: "
-    assert first_after < 1.0 < time.monotonic() - started
+    assert not step.held_out, "the proxy waited for the whole upstream body"
     assert rest[-1].usage.prompt_tokens == 30
     assert server.requests[-1].json["stream_options"] == {"include_usage": True}
     assert case.wait()  # the SDK stopped at [DONE]; the proxy records at the stream's end

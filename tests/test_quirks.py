@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.errors import DatasetError
 from pytest_gta.models.oracle import CLOSING_ANSWER, OracleModel
 from pytest_gta.quirks import (
@@ -32,6 +31,7 @@ from pytest_gta.quirks import (
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.types import CaseContext, ModelRequest
 from pytest_gta.validation import load_dataset
+from tests.helpers.gta_run import FAST_SIM
 from tool_backends.replay import ReplayBackend
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from tests.helpers.paths import ROOT
 
 README = (ROOT / "README.md").read_text()
 DOCS = ROOT / "docs"

@@ -20,7 +20,7 @@ from pytest_gta import outward
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.generation import GenerationSettings
-from tests.scripted_server import ScriptedServer, Step
+from tests.helpers.scripted_server import ScriptedServer, Step
 from tests.test_hostile_endpoints import REQUEST
 
 KEY = "gw-key-2f7e9c1a5d3b"

@@ -27,7 +27,7 @@ from pytest_gta.quirks import find_quirks, summarize
 from pytest_gta.run import loops
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.validation import load_dataset
-from tests.gta_run import BOTH_MODES, ORACLE, gta, untimed
+from tests.helpers.gta_run import BOTH_MODES, ORACLE, gta, untimed
 from tool_backends.replay import ReplayBackend
 
 #: Every quirk kind of the release with the queries it affects (``--gta-data-info`` lists them).

@@ -27,7 +27,7 @@ from pytest_gta.install.manifest import (
     read_install_record,
     verify,
 )
-from tests.file_server import serve_file
+from tests.helpers.file_server import serve_file
 
 #: The checksums the release's README gives (../shared/gta_release/README.md).
 DATASET_SHA256 = "a6ee050d7ba99d9777a2005fac9654eb8c88f890989b54f89b5bc2134287998e"

@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
-from conftest import FAST_SIM
 from pytest_gta.options.report import DEFAULT_REPORT_HTML_MAX_MB
-from tests.browser import serve_directory
-from tests.gta_run import BOTH_MODES, ORACLE, XDIST, gta_process
+from tests.helpers.browser import serve_directory
+from tests.helpers.gta_run import BOTH_MODES, FAST_SIM, ORACLE, XDIST, gta_process
 from tests.test_html_report import Page
 
 pytestmark = pytest.mark.slow

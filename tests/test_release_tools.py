@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -40,10 +38,11 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from conftest import ROOT
 from pytest_gta.dataset import Dataset, Query, call_function
 from pytest_gta.protocol import react
 from pytest_gta.tools import ToolContext, ToolInvocation, ToolSet
+from tests.helpers.optional import agentlego_python, require
+from tests.helpers.paths import ROOT
 from tool_backends.local import LOCAL_TOOLS, LocalBackend
 from tool_backends.paths import open_rgb, resolve_image
 
@@ -324,20 +323,11 @@ print(json.dumps(answers))
 """
 
 
-def agentlego_python() -> str | None:
-    """The interpreter that has the real AgentLego 0.2.0 (beside ``agentlego-server``)."""
-    server = os.environ.get("GTA_AGENTLEGO_SERVER") or shutil.which("agentlego-server")
-    if not server:
-        return None
-    python = Path(server).parent / "python"
-    return str(python) if python.exists() else None
-
-
 def official_calculator(expressions: list[str]) -> list[list[str]]:
     """What the real ``agentlego.tools.Calculator`` answers to each expression."""
+    require("agentlego-python")
     python = agentlego_python()
-    if python is None:
-        pytest.skip("agentlego 0.2.0 is not installed (GTA_AGENTLEGO_SERVER, see .ci/run)")
+    assert python is not None
     done = subprocess.run(
         [python, "-c", OFFICIAL_CALCULATOR],
         input=json.dumps(expressions),

@@ -7,8 +7,8 @@ from pytest_gta.report.build import build_report
 from pytest_gta.report.table import MAX_NOTES, quirk_lines, render_markdown, render_text
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.report import Quirk, RunReport
-from tests.report_builders import run_settings
-from tests.report_models import run_report
+from tests.helpers.report_builders import run_settings
+from tests.helpers.report_models import run_report
 
 
 def minimal_report(**overrides) -> RunReport:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from conftest import FAST_SIM
+from tests.helpers.gta_run import FAST_SIM
 
 OTHER_REPORTERS = """
 import json

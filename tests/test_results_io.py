@@ -37,7 +37,7 @@ from pytest_gta.run.runner import case_result
 from pytest_gta.scoring.metrics import score_e2e_case, unanswered_step_case
 from pytest_gta.scoring.verdict import judge_e2e
 from pytest_gta.types import Usage
-from tests.report_builders import TODAY, run_settings
+from tests.helpers.report_builders import TODAY, run_settings
 from tests.test_hostile_files import EDITS, _edited
 
 SETTINGS = run_settings(sim_model="m", pytest_gta="x")

@@ -3,8 +3,8 @@
 ``docs/schema/report.schema.json`` and ``docs/schema/comparison.schema.json`` are generated from
 the classes that read and write the files (``python -m pytest_gta.results.jsonschema``); a
 changed class without regenerated files fails here, saying what to run. Every report and
-comparison the tests make is checked against its schema with the ``jsonschema`` package (it
-comes with the dev extra's ``inspect-ai``): :func:`assert_valid_report` and
+comparison the tests make is checked against its schema with the ``jsonschema`` package (a
+dependency of the dev extra): :func:`assert_valid_report` and
 :func:`assert_valid_comparison` are called by the tests that make them (``test_runs``,
 ``test_compare_cli``, ``test_runs_html``), and here on a real run of the sample.
 """
@@ -29,7 +29,8 @@ from pytest_gta.results.jsonschema import (
     report_schema,
     schema_text,
 )
-from tests.gta_run import BOTH_MODES, FAST_SIM, ORACLE, SAMPLE_DATA, gta
+from tests.helpers.gta_run import BOTH_MODES, FAST_SIM, ORACLE, SAMPLE_DATA, gta
+from tests.helpers.optional import require
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_DIR = ROOT / "docs" / "schema"
@@ -37,12 +38,10 @@ SCHEMA_DIR = ROOT / "docs" / "schema"
 
 @functools.cache
 def _validator(which: str) -> Any:
-    """A validator of ``report`` or ``comparison`` files; ``None`` without ``jsonschema``."""
-    try:
-        # Optional: the dev extra's inspect-ai brings it.
-        import jsonschema
-    except ImportError:
-        return None
+    """A validator of ``report`` or ``comparison`` files (skipped, failed in CI, without it)."""
+    require("jsonschema")
+    import jsonschema
+
     schema = report_schema() if which == "report" else comparison_schema()
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -51,8 +50,6 @@ def _validator(which: str) -> Any:
 
 def _assert_valid(which: str, data: Any) -> None:
     validator = _validator(which)
-    if validator is None:
-        return
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     assert not errors, "\n".join(
         f"{'/'.join(str(p) for p in e.absolute_path)}: {e.message[:300]}" for e in errors[:5]
@@ -116,7 +113,6 @@ def test_the_schemas_say_what_a_field_is() -> None:
 def test_a_run_and_its_comparison_are_what_the_schemas_say(
     pytester: pytest.Pytester, sample_dataset: Any
 ) -> None:
-    pytest.importorskip("jsonschema")
     run = gta(pytester, ORACLE, SAMPLE_DATA, BOTH_MODES, FAST_SIM, "--gta-ids=0,3,12")
     assert run.ret == 0, run.output[-2000:]
     assert_valid_report(run.report)

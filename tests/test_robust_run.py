@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -20,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.outward import Cleaner
-from tests.gta_run import SAMPLE_DATA
-from tests.run_context import play_e2e, result_of
-from tests.scripted_server import ScriptedServer, Step, chat_completion
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.optional import require
+from tests.helpers.run_context import play_e2e, result_of
+from tests.helpers.scripted_server import ScriptedServer, Step, chat_completion
 
 SURROGATE = "\ud83d"
 
@@ -130,9 +129,10 @@ def test_cleaner_keeps_what_writers_accept():
 
 
 @pytest.mark.slow  # measured among the suite's slowest (issue 24)
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_a_full_disk_still_prints_the_tables(pytester):
     """The report's directory is a 16 KiB tmpfs in a private mount namespace: a real ENOSPC."""
+    require("util-linux")  # unshare
     out = pytester.mkdir("full")
     command = (
         f"mount -t tmpfs -o size=16k tmpfs {out} && "

@@ -23,7 +23,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import MISSING
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.catalog import LEADERBOARD_METRICS, leaderboard_boards, leaderboard_rows
 from pytest_gta.report.baseline import compare, load_baseline
@@ -51,8 +50,8 @@ from pytest_gta.results.comparison import (
     metric_value,
 )
 from pytest_gta.results.io import dump_comparison, load_report, parse_comparison
-from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, XDIST, GtaRun
-from tests.oracle_server import OracleServer
+from tests.helpers.gta_run import BOTH_MODES, FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun
+from tests.helpers.oracle_server import OracleServer
 from tests.test_gates import sampled_wrong, sampling, write_predictions
 from tests.test_results_schema import assert_valid_comparison, assert_valid_report
 from tests.test_shard import SCRIPT as MIXED_SCRIPT
@@ -82,7 +81,7 @@ SAMPLES = 200
 
 
 def run_in_process(pytester: pytest.Pytester, *args: str, report: str) -> GtaRun:
-    """One run in this process (``tests.gta_run.gta`` also knows subprocesses, which are slow)."""
+    """One run in this process (``gta_run.gta`` also knows subprocesses, which are slow)."""
     path = pytester.path / report
     return GtaRun(pytester.runpytest(*args, f"--gta-report={path}"), path)
 

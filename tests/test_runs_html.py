@@ -26,7 +26,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.report.runs import RunInput, build_comparison
 from pytest_gta.report.runs_html import href, render_comparison_html
@@ -34,9 +33,9 @@ from pytest_gta.report.svg import Curve, Estimate, Spot, curves, interval_dots, 
 from pytest_gta.results.comparison import Comparison
 from pytest_gta.results.io import load_report, parse_comparison
 from pytest_gta.vocabulary import QUERY_TYPES
-from tests.browser import serve_directory
-from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, gta_process
-from tests.oracle_server import OracleServer
+from tests.helpers.browser import serve_directory
+from tests.helpers.gta_run import BOTH_MODES, FAST_SIM, ORACLE, SAMPLE_DATA, gta_process
+from tests.helpers.oracle_server import OracleServer
 from tests.test_gates import sampled_wrong, sampling, write_predictions
 from tests.test_results_schema import assert_valid_comparison
 from tests.test_svg import parse

@@ -8,7 +8,6 @@ so there a missing or broken bubblewrap fails these tests instead of skipping th
 from __future__ import annotations
 
 import ast
-import functools
 import json
 import os
 import signal
@@ -23,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
+from tests.helpers.optional import require
+from tests.helpers.paths import ROOT
 from tool_backends import sandbox_pool, sandbox_tree, sandbox_worker
 from tool_backends.sandbox import Sandbox
 from tool_backends.sandbox_isolation import Isolation
@@ -35,24 +35,6 @@ from tool_backends.sandbox_pool import SandboxPool, SandboxWorker
 pytestmark = pytest.mark.slow
 
 SECRET = "sk-sandbox-test-9f8e7d6c5b4a"
-
-
-@functools.cache
-def _bubblewrap_missing() -> str | None:
-    """Why bubblewrap cannot run here, or ``None`` (probed once per test process)."""
-    try:
-        Sandbox("bubblewrap").isolation()
-    except GtaUsageError as exc:
-        return str(exc)
-    return None
-
-
-def _bubblewrap_or_skip() -> None:
-    missing = _bubblewrap_missing()
-    if missing is not None:
-        if os.environ.get("PYTEST_GTA_REQUIRE_BWRAP"):
-            pytest.fail(f"PYTEST_GTA_REQUIRE_BWRAP is set but {missing}")
-        pytest.skip(missing)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +56,7 @@ def sandboxes():
 def worker(request, sandboxes):
     """A fresh worker in each sandbox mode."""
     if request.param == "bubblewrap":
-        _bubblewrap_or_skip()
+        require("bubblewrap")
     running = SandboxWorker(sandboxes(request.param))
     yield running
     running.close()
@@ -274,7 +256,7 @@ worker.close()
 
 def probe(venv_python: Path, mode: str) -> dict:
     """Configure ``mode`` and run one Solver call, from the venv's Python."""
-    _bubblewrap_or_skip()
+    require("bubblewrap")
     out = subprocess.run(
         [str(venv_python), "-c", PROBE, str(ROOT), mode],
         capture_output=True,
@@ -345,7 +327,7 @@ worker.close()
 def test_datasets_inside_the_python_paths_are_hidden(mode, tmp_path_factory):
     """The bundled sample's installed copy, any dataset and the run's own, under site-packages."""
     if mode == "bubblewrap":
-        _bubblewrap_or_skip()
+        require("bubblewrap")
     python = tmp_venv(tmp_path_factory.mktemp("venv-with-data"))
     (site_packages,) = python.parent.parent.glob("lib/python3*/site-packages")
     planted = {
@@ -417,7 +399,7 @@ def solution():
 def pool(request, sandboxes):
     """A fresh pool of three workers in each sandbox mode."""
     if request.param == "bubblewrap":
-        _bubblewrap_or_skip()
+        require("bubblewrap")
     running = SandboxPool(sandboxes(request.param), 3)
     yield running
     running.close()
@@ -502,7 +484,7 @@ def wait_for(condition, what: str) -> None:
     """Poll ``condition`` until it holds; a generous deadline turns a hang into a failure."""
     deadline = time.monotonic() + 120
     while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"  # bound: catches a hang
         time.sleep(0.05)
 
 

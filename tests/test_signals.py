@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from conftest import FAST_SIM, default_sigint
 from pytest_gta.signals import REPEAT_S, Interrupts, Terminated
-from tests.gta_run import SAMPLE_DATA
-from tests.scripted_server import Recorded, ScriptedServer, Step, chat_completion
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.processes import default_sigint
+from tests.helpers.scripted_server import Recorded, ScriptedServer, Step, chat_completion
 
 #: Each answer takes this long, so a request sent after the signal would be a new turn.
 ANSWER_S = 1.0

@@ -13,10 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.scoring.service import TOKEN_HEADER, RemoteSimilarity, SimilarityService
-from tests.gta_run import SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
 
 
 class HashSimilarity:
@@ -202,7 +201,7 @@ def test_a_client_that_vanishes_while_it_waits_is_no_traceback(capfd):
         # (socketserver names it after process_request_thread) rather than for a while.
         deadline = time.monotonic() + 30
         while any("process_request_thread" in t.name for t in threading.enumerate()):
-            assert time.monotonic() < deadline, "the handler never finished"
+            assert time.monotonic() < deadline, "the handler never finished"  # bound: a hang
             time.sleep(0.01)
         # the service goes on serving the other workers
         assert float(RemoteSimilarity(service.url, service.token).sim("a", "b")) >= 0

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, gta
-from tests.report_builders import TODAY
+from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, gta
+from tests.helpers.report_builders import TODAY
 
 #: What a later version adds to each case: the whole verdict, the usage and model time.
 NEW_CASE_KEYS = ("verdict", "usage", "model_s")

@@ -13,7 +13,6 @@ Without the wheel the model tests are skipped with the install command; ``.ci/ru
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import threading
@@ -21,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.base import ModelContext, ModelSpec, make_model
 from pytest_gta.models.generation import GenerationSettings
@@ -30,29 +28,16 @@ from pytest_gta.models.hf_cache import PrefixStore
 from pytest_gta.models.hf_decoder import TransformersEngine
 from pytest_gta.models.hf_transformers import TransformersChat, default_threads
 from pytest_gta.models.hf_weights import Weights, converted_dir, locate_weights
+from tests.helpers.gta_run import FAST_SIM
+from tests.helpers.optional import require
 
 SERVED = "smollm2-135m-instruct"
 SYSTEM = "You are a careful assistant. " * 30
 
 
-def _unavailable() -> str | None:
-    missing = [m for m in ("torch", "transformers", "gguf") if importlib.util.find_spec(m) is None]
-    if missing:
-        return f"{', '.join(missing)} not installed: pip install 'pytest-gta[transformers]'"
-    try:
-        bundled_gguf(SERVED, "smollm2")
-    except GtaUsageError as exc:
-        return str(exc)
-    return None
-
-
 @pytest.fixture(scope="module")
 def weights() -> Weights:
-    reason = _unavailable()
-    if reason is not None:
-        if os.environ.get("PYTEST_GTA_REQUIRE_TRANSFORMERS"):
-            pytest.fail(f"PYTEST_GTA_REQUIRE_TRANSFORMERS is set but {reason}")
-        pytest.skip(reason)
+    require("transformers")
     path = bundled_gguf(SERVED, "smollm2")
     return Weights(str(path.parent), path.name, local=True)
 
@@ -193,10 +178,7 @@ def test_a_prompt_beyond_the_window_errors_only_its_own_request(engine, monkeypa
 
 @pytest.fixture(scope="module")
 def torch():
-    if importlib.util.find_spec("torch") is None:
-        if os.environ.get("PYTEST_GTA_REQUIRE_TRANSFORMERS"):
-            pytest.fail("PYTEST_GTA_REQUIRE_TRANSFORMERS is set but torch is not installed")
-        pytest.skip("torch not installed: pip install 'pytest-gta[transformers]'")
+    require("torch")
     import torch
 
     return torch

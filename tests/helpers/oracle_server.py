@@ -1,16 +1,15 @@
 """A fake model that answers like a perfect one, slowly, behind a real OpenAI-compatible server.
 
-:class:`PerfectModel` is the ``default`` answer of a :class:`~tests.scripted_server.ScriptedServer`:
-for each chat completion it finds the query by its text among the messages (and, where several
-queries share a text, as the real release's do, by their files message) and the step by the
-assistant messages so far (the reference prefix in step mode, its own earlier replies end to
-end, which equal the reference because it answers correctly), waits ``latency`` seconds in the
-request's own thread, and replies with that reference step rendered as ReAct text by the
-``oracle`` model's renderer. Past a chain that ends on a call (16 of the release's) it closes
-the episode with a short final answer, as the ``oracle`` model does. It counts requests, the
-most it held at once and the usage tokens it reported, so tests and
-``benchmarks/concurrency.py`` see how many requests a run keeps in flight without timing
-anything.
+:class:`PerfectModel` is the ``default`` answer of a
+:class:`~tests.helpers.scripted_server.ScriptedServer`: for each chat completion it finds the query
+by its text among the messages (and, where several queries share a text, as the real release's do,
+by their files message) and the step by the assistant messages so far (the reference prefix in step
+mode, its own earlier replies end to end, which equal the reference because it answers correctly),
+waits ``latency`` seconds in the request's own thread, and replies with that reference step rendered
+as ReAct text by the ``oracle`` model's renderer. Past a chain that ends on a call (16 of the
+release's) it closes the episode with a short final answer, as the ``oracle`` model does. It counts
+requests, the most it held at once and the usage tokens it reported, so tests and
+``benchmarks/concurrency.py`` see how many requests a run keeps in flight without timing anything.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.models.oracle import end_to_end_turn, render_reference
 from pytest_gta.protocol.react import files_message
 from pytest_gta.types import CaseContext, ModelRequest
-from tests.scripted_server import Recorded, ScriptedServer, Step, chat_completion
+from tests.helpers.scripted_server import Recorded, ScriptedServer, Step, chat_completion
 
 #: What the fake model answers for a query it does not know, or is told to get wrong.
 UNKNOWN = "Thought: I do not know this query.\nFinal Answer: unknown"

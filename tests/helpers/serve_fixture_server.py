@@ -1,6 +1,6 @@
 """A real OpenAI-compatible server process for the ``--gta-serve-command`` tests.
 
-``python tests/serve_fixture_server.py --port {port} --model {model} --record FILE``: serves
+``python tests/helpers/serve_fixture_server.py --port {port} --model {model} --record FILE``: serves
 ``/health``, ``/v1/models`` and ``/v1/chat/completions`` on 127.0.0.1 (final answers, always the
 same), and appends to FILE what the tests check: ``started PID``, ``child PID`` (a process it
 starts in its own process group, as vLLM starts its engine workers) and ``request MODEL TEXT``

@@ -1,6 +1,6 @@
 """A real HTTP server on 127.0.0.1 that answers the way no server should: too much, too slowly.
 
-Unlike tests/scripted_server.py, which answers whole bodies, each answer here is a function
+Unlike tests/helpers/scripted_server.py, which answers whole bodies, each answer here is a function
 writing to the raw socket, so a test can stream 100 MB without holding it, trickle the body or
 the headers one byte at a time, or announce a size it never sends. ``sent`` counts the body
 bytes that reached the socket: what a client read at most (plus the kernel's buffers).

@@ -20,6 +20,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+#: How long a :attr:`Step.hold` may keep the rest of a stream back before the server sends it
+#: anyway: a bound that keeps a client that waits for the whole body from hanging the test.
+HOLD_S = 30.0
+
 
 @dataclass
 class Step:
@@ -38,6 +42,11 @@ class Step:
     #: Send these pieces as a chunked body, one write each, ``chunk_delay`` apart (a stream).
     chunks: list[bytes] | None = None
     chunk_delay: float = 0.0
+    #: Hold the chunks after the first until the test sets this (a barrier, not a delay: the
+    #: client must have had the first chunk while the rest was still held).
+    hold: threading.Event | None = None
+    #: Set when :attr:`hold` was never released and the server gave up waiting (a hang bound).
+    held_out: bool = False
 
 
 @dataclass
@@ -194,6 +203,8 @@ class ScriptedServer:
                     for n, piece in enumerate(step.chunks or []):
                         if n and step.chunk_delay:
                             time.sleep(step.chunk_delay)
+                        if n == 1 and step.hold is not None and not step.hold.wait(HOLD_S):
+                            step.held_out = True
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                         self.wfile.flush()
                     self.wfile.write(b"0\r\n\r\n")

@@ -7,7 +7,9 @@ outcome and reads the report on demand, so that a change to how a run is started
 flag, where the report goes) is one edit here rather than one per test module.
 
 The options that nearly every run passes are constants here too: the spelling of an option
-changes in one place, and a test's argument list shows what is particular to it.
+changes in one place, and a test's argument list shows what is particular to it. A run that
+stopped because :data:`FAST_SIM`'s model is not installed is skipped with its install hint (a
+failure in CI): :meth:`GtaRun.needs_fast_sim`.
 
 ``tests/conftest.py`` marks a test ``slow`` when it starts a pytest subprocess or xdist workers:
 :func:`gta` with ``fresh_process=True`` or with ``-n`` among its arguments, and :func:`gta_process`,
@@ -26,9 +28,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.optional import require
+
 #: The small packaged similarity model keeps black-box runs fast; parity tests that need the
 #: official model say so.
 FAST_SIM = "--gta-sim-model=all-MiniLM-L6-v2"
+#: What a run with :data:`FAST_SIM` says where that model is not installed.
+FAST_SIM_MISSING = f"{FAST_SIM}: model not found"
 #: The 17-query sample bundled with the plugin.
 SAMPLE_DATA = "--gta-data=sample"
 #: The replay of the reference calls: a run that needs no model.
@@ -101,11 +107,25 @@ class GtaRun:
             return self.result.stdout + self.result.stderr
         return self.result.stdout.str() + "\n" + self.result.stderr.str()
 
+    def needs_fast_sim(self) -> None:
+        """Skip (fail in CI) a run that stopped for want of :data:`FAST_SIM`'s model.
+
+        Most runs with :data:`FAST_SIM` never load it (objective queries need no similarity),
+        so the tests do not all ``require("similarity")`` up front; a run that did need it and
+        found it missing is skipped with the install hint here, rather than failing on a
+        missing report or an exit status, and fails under ``PYTEST_GTA_REQUIRE_SIMILARITY``.
+        """
+        __tracebackhide__ = True  # a skip or failure is reported at the test's line
+        if FAST_SIM_MISSING in self.output:
+            require("similarity")
+
     @property
     def report(self) -> dict[str, Any]:
         """The JSON report, read once; a missing report fails with the run's output."""
+        __tracebackhide__ = True
         if self._report is None:
             if not self.report_path.is_file():
+                self.needs_fast_sim()
                 pytest.fail(
                     f"no report at {self.report_path}; the run said:\n{self.output[-3000:]}"
                 )
@@ -132,14 +152,18 @@ def gta(
         fresh_process: run in a fresh interpreter (``runpytest_subprocess``) rather than in
             process; for what an in-process run cannot show (signals, process-global state).
     """
+    __tracebackhide__ = True
     path = pytester.path / (report if report is not None else REPORT)
     extra: tuple[str, ...] = ()
     if report is not None:
         path.unlink(missing_ok=True)
         extra = (f"--gta-report={path}",)
     if fresh_process:
-        return GtaRun(pytester.runpytest_subprocess(*args, *extra), path)
-    return GtaRun(pytester.runpytest(*IN_PROCESS, *args, *extra), path)
+        run = GtaRun(pytester.runpytest_subprocess(*args, *extra), path)
+    else:
+        run = GtaRun(pytester.runpytest(*IN_PROCESS, *args, *extra), path)
+    run.needs_fast_sim()
+    return run
 
 
 def gta_process(
@@ -150,6 +174,7 @@ def gta_process(
     pytester is per test; a report that several tests read is made once by a subprocess here.
     ``check`` fails the calling fixture, with the run's output, when the run exits non-zero.
     """
+    __tracebackhide__ = True
     path = cwd / report
     path.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
@@ -163,6 +188,7 @@ def gta_process(
         check=False,
     )
     run = GtaRun(done, path)
+    run.needs_fast_sim()
     if check and done.returncode != 0:
         pytest.fail(f"pytest {' '.join(args)} exited {done.returncode}:\n{run.output[-3000:]}")
     return run

@@ -1,8 +1,8 @@
 """Agents under test for tests/test_agents.py: a perfect one and hostile ones.
 
-Each is a callable ``--gta-agent=tests/gta_agents.py:NAME`` takes. The perfect agent replays the
-reference chain of its query through the task's tools and answers the reference answer, so a
-run with it must give the oracle's end-to-end numbers; the hostile ones do what issue 25's item
+Each is a callable ``--gta-agent=tests/helpers/gta_agents.py:NAME`` takes. The perfect agent
+replays the reference chain of its query through the task's tools and answers the reference answer,
+so a run with it must give the oracle's end-to-end numbers; the hostile ones do what issue 25's item
 6 lists (unknown tools, malformed and huge arguments, a flood of calls, no answer, a crash).
 """
 
@@ -19,7 +19,7 @@ from pytest_gta.dataset import bundled_sample_path
 from pytest_gta.run.agent_under_test import AgentResult, AgentTask
 from pytest_gta.validation import load_dataset
 
-#: Not an agent (``--gta-agent=tests/gta_agents.py:NOT_CALLABLE`` is a usage error).
+#: Not an agent (``--gta-agent=tests/helpers/gta_agents.py:NOT_CALLABLE`` is a usage error).
 NOT_CALLABLE = "just text"
 
 

@@ -4,7 +4,7 @@ The agent examples (``examples/``) run their own loops, with their own prompts, 
 served by MCP; to show that the whole tool path works, each is driven by a model that makes the
 reference calls and gives the reference answer, so a run must score exactly what the ``oracle``
 model scores end to end. :class:`FunctionCallingModel` is that model, the ``default`` answer of a
-:class:`~tests.scripted_server.ScriptedServer` (:class:`AgentModelServer`):
+:class:`~tests.helpers.scripted_server.ScriptedServer` (:class:`AgentModelServer`):
 
 * it serves chat completions and the Responses API (which the OpenAI Agents SDK uses by
   default), each streamed or not;
@@ -20,7 +20,7 @@ model scores end to end. :class:`FunctionCallingModel` is that model, the ``defa
   answer is a call to it.
 
 It counts requests, the most it held at once and its usage tokens as
-:class:`~tests.oracle_server.PerfectModel` does, whose latency and counters it shares.
+:class:`~tests.helpers.oracle_server.PerfectModel` does, whose latency and counters it shares.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any
 from pytest_gta.dataset import Dataset, call_function
 from pytest_gta.models.oracle import end_to_end_turn
 from pytest_gta.types import CaseContext, ModelRequest
-from tests.oracle_server import PerfectModel
-from tests.scripted_server import Recorded, ScriptedServer, Step, chat_completion
+from tests.helpers.oracle_server import PerfectModel
+from tests.helpers.scripted_server import Recorded, ScriptedServer, Step, chat_completion
 
 #: The tool smolagents' ToolCallingAgent ends its run with (``final_answer(answer=...)``).
 FINAL_ANSWER_TOOL = "final_answer"
