@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.browser import (
-    CHROMIUM_OWN_HOSTS,
     BrowserError,
     Chromium,
     RequestLog,
+    chromiums_own,
     serve_directory,
 )
 from tests.helpers.paths import ROOT
@@ -204,8 +204,9 @@ def test_file_url_and_the_proxy_see_every_request(chromium: Chromium, tmp_path: 
         ("GET", "http://example.invalid/beacon.png", 502)
     ]
     # Whatever else came through is Chromium's own, to the hosts the harness knows about.
-    others = {r.host.rsplit(":", 1)[0] for r in proxy.requests} - {"example.invalid"}
-    assert others <= CHROMIUM_OWN_HOSTS
+    others = [r.host for r in proxy.requests if not r.host.startswith("example.invalid")]
+    assert all(chromiums_own(host) for host in others), others
+    assert not chromiums_own("fonts.googleapis.com:443")
 
 
 def test_a_page_that_never_finishes_fails_and_leaves_no_process(chromium: Chromium, tmp_path: Path):

@@ -380,7 +380,7 @@ def test_a_hook_that_breaks_the_report_is_named_not_a_traceback(pytester):
     result = run(pytester, "--gta-model=oracle", "--gta-ids=0", "--gta-report=gta.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(
-        ["*pytest-gta: the report after pytest_gta_update_report: epochs is many: *"]
+        ["*pytest-gta: the report after pytest_gta_update_report: epochs is 'many': *"]
     )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert not (pytester.path / "gta.json").exists()

@@ -109,7 +109,10 @@ def test_the_page_renders_in_chromium_asking_for_nothing_but_itself(
     assert 'data-csp-violations="0"' in dom
     assert result.csp_violations == []
     # Through the proxy, every request the page made reached this server: only the page.
-    assert [(r.method, r.path) for r in server.page_requests] == [("GET", "/report.html")]
+    asked = server.page_requests
+    assert [(r.method, r.path) for r in asked] == [("GET", "/report.html")], [
+        (r.method, r.target, r.host) for r in asked
+    ]
     rows = [a["data-id"] for t, a in Page(dom).elements if t == "tr" and "data-id" in a]
     assert rows == [case["id"] for case in report["cases"]]
     # The drill-down the URL named shows its photograph and generated image from the page.

@@ -23,7 +23,10 @@ SEEN = []
 def _record(who, report):
     if report.nodeid.startswith("gta::"):
         props = dict(report.user_properties)
+        # The case's JSON under "case" (pytest_gta.results.CaseResult's), as the controller
+        # reads it.
         detail = props.get("gta_detail")
+        detail = json.loads(detail)["case"] if isinstance(detail, str) else None
         SEEN.append(
             {
                 "who": who,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Literal, NamedTuple, TypeVar
@@ -28,6 +28,7 @@ from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import OPT_COMPARE, OPT_COMPARE_REF, OPT_LEADERBOARD_ROWS, OPT_PRICE
 from pytest_gta.models.catalog import leaderboard_boards, leaderboard_numbers, leaderboard_rows
 from pytest_gta.report.baseline import Baseline, compare
+from pytest_gta.report.build import ordered
 from pytest_gta.results.base import PerMode
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.comparison import (
@@ -120,7 +121,7 @@ def build_comparison(
     ref = _reference(labels, reference)
     published = leaderboard_selection(leaderboard)
     out_notes = list(notes)
-    in_order = {run.label: ordered_cases(run.report.cases, dataset) for run in runs}
+    in_order = {run.label: ordered(run.report.cases, dataset) for run in runs}
     entries = [_run_entry(run, in_order[run.label], out_notes) for run in runs]
     out_notes += _selection_notes(runs, in_order, published, dataset)
     candidates = [
@@ -143,16 +144,6 @@ def build_comparison(
         front=Fronts(
             cost=front(candidates, FRONT_KEYS["cost"]), time=front(candidates, FRONT_KEYS["time"])
         ),
-    )
-
-
-def ordered_cases(cases: Iterable[CaseResult], dataset: Dataset) -> list[CaseResult]:
-    """The cases of the dataset's queries by mode, dataset order and epoch (others dropped)."""
-    known = [c for c in cases if c.query_id in dataset.queries]
-    mode_order: dict[str, int] = {m: i for i, m in enumerate(MODES)}
-    return sorted(
-        known,
-        key=lambda c: (mode_order.get(c.mode, 99), dataset[c.query_id].position, c.epoch or 0),
     )
 
 

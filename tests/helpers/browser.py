@@ -66,11 +66,20 @@ QUIET_FLAGS = (
 )
 #: The hosts Chromium (150 to 156) still contacts on its own under ``QUIET_FLAGS`` (seen only
 #: through a proxy, which resolves names for it); ``RequestLog.page_requests`` leaves them out.
-CHROMIUM_OWN_HOSTS = frozenset({"update.googleapis.com", "accounts.google.com", "www.google.com"})
+#: Seen: update.googleapis.com, accounts.google.com, www.google.com,
+#: android.clients.google.com; any host under google.com counts (a page's own request to
+#: Google, such as fonts.googleapis.com, still shows).
+CHROMIUM_OWN_HOSTS = frozenset({"update.googleapis.com", "google.com"})
 
 # Chromium logs a console message as ``INFO:CONSOLE:12] "text", source: url (12)`` (156) or
 # ``INFO:CONSOLE(12)] ...`` (older builds).
 _CONSOLE = re.compile(r"\bCONSOLE[(:]\d*")
+
+
+def chromiums_own(host: str) -> bool:
+    """Whether ``host`` (``name:port``) is one Chromium contacts on its own."""
+    name = host.rsplit(":", 1)[0]
+    return any(name == own or name.endswith(f".{own}") for own in CHROMIUM_OWN_HOSTS)
 
 
 class BrowserError(AssertionError):
@@ -142,7 +151,7 @@ class RequestLog:
     @property
     def page_requests(self) -> list[Request]:
         """``requests`` less Chromium's own to ``CHROMIUM_OWN_HOSTS``: what the page asked for."""
-        return [r for r in self.requests if r.host.rsplit(":", 1)[0] not in CHROMIUM_OWN_HOSTS]
+        return [r for r in self.requests if not chromiums_own(r.host)]
 
     def record(self, request: Request) -> None:
         with self._lock:
@@ -172,6 +181,9 @@ def _handler(log: RequestLog) -> type[SimpleHTTPRequestHandler]:
 
         def _record(self, path: str, status: int) -> None:
             host = self.headers.get("Host", "")
+            if self.command == "CONNECT" and not host:
+                # Chromium may send a CONNECT without a Host header: its target names the host.
+                host = self.target
             log.record(Request(self.command, self.target, path, host, status))
 
         def _refuse(self, path: str, status: int) -> None:
