@@ -40,6 +40,8 @@ from pytest_gta.validation import load_dataset
 from pytest_gta.version import __version__
 
 _LAZY = {
+    "AgentTask": "pytest_gta.run.agent_under_test",
+    "AgentResult": "pytest_gta.run.agent_under_test",
     "CaseRun": "pytest_gta.run.runner",
     "CaseResult": "pytest_gta.results.case",
     "RunReport": "pytest_gta.results.report",
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from pytest_gta.models.generation import GenerationSettings
     from pytest_gta.results.case import CaseResult
     from pytest_gta.results.report import RunReport
+    from pytest_gta.run.agent_under_test import AgentResult, AgentTask
     from pytest_gta.run.runner import CaseRun
     from pytest_gta.scoring.answer import iscorrect
     from pytest_gta.tools import BaseToolBackend, ToolBackend, ToolContext, ToolInvocation
@@ -83,6 +86,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AgentResult",
+    "AgentTask",
     "BaseModelAdapter",
     "BaseRecordedSource",
     "BaseToolBackend",
