@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pytest_gta.dataset import Dataset
 from pytest_gta.report.build import complete_verdicts
 from pytest_gta.results.io import load_report
 from pytest_gta.results.report import RunReport, RunSettings
+from tests.helpers.paths import TESTS
 
 
 def run_settings(**overrides: Any) -> RunSettings:
@@ -37,7 +37,7 @@ def run_settings(**overrides: Any) -> RunSettings:
 
 #: Real reports written by pytest-gta at cfe0abc (2026-11-28), before the typed results model:
 #: README.md there says which run wrote each.
-TODAY = Path(__file__).parent / "data" / "reports" / "2026-11-28-cfe0abc"
+TODAY = TESTS / "data" / "reports" / "2026-11-28-cfe0abc"
 
 
 def stored_report(name: str, dataset: Dataset | None = None) -> RunReport:
