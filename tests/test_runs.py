@@ -52,6 +52,7 @@ from pytest_gta.results.comparison import (
 from pytest_gta.results.io import dump_comparison, load_report, parse_comparison
 from tests.helpers.gta_run import BOTH_MODES, FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun
 from tests.helpers.oracle_server import OracleServer
+from tests.helpers.report_models import case_result
 from tests.test_gates import sampled_wrong, sampling, write_predictions
 from tests.test_results_schema import assert_valid_comparison, assert_valid_report
 from tests.test_shard import SCRIPT as MIXED_SCRIPT
@@ -426,25 +427,13 @@ OUTCOME_TABLES = st.lists(
 
 def _case(qid: str, epoch: int, outcome: str, mode: str = "e2e") -> CaseResult:
     """A case as a report holds it, with what reliability reads: mode, query, outcome."""
-    return CaseResult.model_validate(
-        {
-            "id": f"{mode}-{qid}@epoch{epoch}",
-            "query_id": qid,
-            "mode": mode,
-            "epoch": epoch,
-            "type": "objective",
-            "outcome": outcome,
-            "score": 0.0,
-            "message": "",
-            "nodeid": f"test[{qid}@{epoch}]",
-            "steps": [],
-            "replies": [],
-            "backends": {},
-            "duration": None,
-            "properties": {},
-            "primitives": None,
-            "images": {},
-        }
+    return case_result(
+        id=f"{mode}-{qid}@epoch{epoch}",
+        query_id=qid,
+        mode=mode,
+        epoch=epoch,
+        outcome=outcome,
+        nodeid=f"test[{qid}@{epoch}]",
     )
 
 
