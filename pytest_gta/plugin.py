@@ -73,6 +73,13 @@ def _data_commands() -> ModuleType:
     return install_cli
 
 
+def _report_commands() -> ModuleType:
+    """:mod:`pytest_gta.session.report_commands` (``--gta-merge``, ``--gta-compare``): no model."""
+    from pytest_gta.session import report_commands
+
+    return report_commands
+
+
 def _mcp_command() -> ModuleType:
     """:mod:`pytest_gta.session.mcp_command`: ``--gta-mcp-serve`` (``python -m pytest_gta.mcp``).
 
@@ -116,15 +123,15 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """Commands that run instead of a session: data, ``--gta-merge``, ``--gta-compare``, MCP."""
     if config.getoption("gta_mcp_serve"):
         return int(_mcp_command().run(config))
-    if config.getoption("gta_merge"):
-        return int(_session_layer().merge(config))
-    if config.getoption("gta_compare"):
-        return int(_session_layer().compare(config))
-    if not any(
+    if config.getoption("gta_merge") or config.getoption("gta_compare"):
+        commands = _report_commands()
+    elif any(
         config.getoption(name) for name in ("gta_download", "gta_data_info", "gta_record_manifest")
     ):
+        commands = _data_commands()
+    else:
         return None
-    result: int | None = _data_commands().run(config)
+    result: int | None = commands.run(config)
     return result
 
 

@@ -9,6 +9,7 @@ random and hostile variants at the same entry points.
 from __future__ import annotations
 
 import copy
+import gc
 import hashlib
 import io
 import json
@@ -26,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from pytest_gta import jsonsafe
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import DatasetError, GtaToolError, GtaUsageError
 from pytest_gta.jsonsafe import MAX_DEPTH
@@ -1024,3 +1026,64 @@ def test_property_damaged_images_decode_or_are_tool_errors(tmp_path_factory, ima
         assert outcome.startswith(f"cannot read image '{path}'")
     else:
         assert outcome.mode == "RGB"
+
+
+# -- the depth guard and the paused collector ---------------------------------------------------
+
+
+def _depth_by_recursion(value: Any) -> int:
+    """The definition :func:`pytest_gta.jsonsafe.depth` must agree with (bounded inputs only)."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth_by_recursion, value.values()), default=0)
+    if isinstance(value, list | tuple):
+        return 1 + max(map(_depth_by_recursion, value), default=0)
+    return 0
+
+
+_JSON_TREES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
+    max_leaves=40,
+)
+
+
+@given(_JSON_TREES, st.integers(min_value=0, max_value=8))
+def test_depth_agrees_with_its_definition(value, limit):
+    true_depth = _depth_by_recursion(value)
+    assert jsonsafe.depth(value, limit) == (true_depth if true_depth <= limit else limit + 1)
+
+
+def test_depth_stops_at_the_limit_of_a_hostile_nesting():
+    deep: Any = "x"
+    for _ in range(100_000):  # far past any recursion limit: counted without recursion
+        deep = [deep]
+    assert jsonsafe.depth(deep) == MAX_DEPTH + 1
+    with pytest.raises(jsonsafe.JsonInputError, match="nested too deeply"):
+        jsonsafe.loads("[" * 5000 + "]" * 5000)
+
+
+def _failing_work() -> None:
+    with jsonsafe.collection_paused():
+        assert not gc.isenabled()
+        with jsonsafe.collection_paused():  # nested: the inner one leaves it paused
+            pass
+        assert not gc.isenabled()
+        raise RuntimeError("the work failed")
+
+
+def test_the_collector_is_paused_and_restored_even_when_the_work_fails():
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        _failing_work()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with jsonsafe.collection_paused():
+            pass
+        assert not gc.isenabled()  # paused by someone else before: left so
+    finally:
+        gc.enable()

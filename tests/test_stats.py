@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats as scipy_stats
 
+from pytest_gta.report import stats as stats_module
 from pytest_gta.report.stats import (
     CI_METRICS,
     DEFAULT_SAMPLES,
@@ -336,6 +337,22 @@ def test_bootstrap_ci_equals_resampling_the_official_aggregate(real, mode, level
     ours = bootstrap_ci(mode, matrix, samples=400, level=level)
     assert_intervals(ours, direct_bootstrap(mode, cases, samples=400, level=level), cases)
     assert ours == bootstrap_ci(mode, matrix, samples=400, level=level)  # seeded: reproducible
+
+
+def test_a_shared_draw_cannot_be_changed_by_its_users():
+    """The draws are made once per (n, samples, seed) and shared: no caller may change one."""
+    counts = stats_module._resample_counts(5, 40, SEED)
+    assert counts is stats_module._resample_counts(5, 40, SEED)
+    assert counts.sum(axis=1).tolist() == [5.0] * 40  # each resample draws n queries
+    patterns, exact = stats_module._swap_patterns(30, 40, SEED)
+    assert not exact
+    for array in (counts, patterns):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0, 0] = 99.0
+    # One pattern per subset when all 2**n fit: the exact test.
+    bits, exact = stats_module._swap_patterns(3, 40, SEED)
+    assert exact
+    assert sorted(map(tuple, bits.tolist())) == sorted(itertools.product([0.0, 1.0], repeat=3))
 
 
 @pytest.mark.parametrize("mode", ["step", "e2e"])

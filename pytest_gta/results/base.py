@@ -34,15 +34,16 @@ JsonObject = dict[str, JsonValue]
 class Doc(BaseModel):
     """A section of a report or of a case: strict, closed, finite, documented field by field.
 
-    ``use_attribute_docstrings`` turns each field's docstring into its description in the
-    published JSON Schema (docs/schema/), so the schema and the code say the same thing.
+    Each field's docstring is its description in the published JSON Schema (docs/schema/), so
+    the schema and the code say the same thing; :mod:`pytest_gta.results.jsonschema` reads
+    them when it makes the schema (pydantic's ``use_attribute_docstrings`` would read every
+    class's source at import, half a second of every run).
     """
 
     model_config = ConfigDict(
         strict=True,
         extra="forbid",
         allow_inf_nan=False,
-        use_attribute_docstrings=True,
         validate_by_name=True,
         validate_by_alias=True,
         serialize_by_alias=True,

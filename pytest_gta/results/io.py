@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import OPT_COMPARE, OPT_MERGE, OPT_REPORT
-from pytest_gta.jsonsafe import JsonInputError, loads, read_json
+from pytest_gta.jsonsafe import JsonInputError, collection_paused, loads, read_json
 from pytest_gta.results.case import CaseResult, case_properties
 from pytest_gta.results.comparison import COMPARISON_FAMILY, COMPARISON_SCHEMA, Comparison
 from pytest_gta.results.migrate import migrate_report
@@ -248,7 +248,8 @@ def parse_report(label: str, data: Any, how: str = MERGE_HOW) -> ReportFile:
     _check_schema(data, label, hint)
     _check_primitives(data, label)
     try:
-        report = RunReport.model_validate(migrate_report(data))
+        with collection_paused():
+            report = RunReport.model_validate(migrate_report(data))
     except ValidationError as exc:
         raise GtaUsageError(f"{prefix}{field_problem(exc)}{hint}") from None
     return ReportFile(label, report)

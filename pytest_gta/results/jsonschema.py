@@ -5,7 +5,9 @@ Dashboards and other tools ingest ``--gta-report`` files (a run's report,
 them against these schemas. The schemas are generated from the classes that read and write the
 files (:class:`~pytest_gta.results.report.RunReport`,
 :class:`~pytest_gta.results.comparison.Comparison`), in serialization mode and by alias, so
-they describe the JSON exactly as written, each field's docstring as its description.
+they describe the JSON exactly as written, each field's docstring as its description (read
+from the classes' source here, when a schema is made: pydantic's ``use_attribute_docstrings``
+would read every class's source at import, in every run, for a schema nobody asked for).
 
 The committed files are kept in step with the classes by a test; after changing a class, write
 them again::
@@ -17,11 +19,20 @@ them again::
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
+import inspect
+import itertools
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from pytest_gta.results.base import Doc
 from pytest_gta.results.comparison import Comparison
@@ -50,9 +61,74 @@ SCHEMA_FILES: dict[str, type[Doc]] = {
 COMMAND = "python -m pytest_gta.results.jsonschema"
 
 
+@functools.cache
+def _own_field_docs(cls: type) -> dict[str, str]:
+    """{field: docstring} of the fields ``cls``'s own body documents.
+
+    An attribute docstring (PEP 257) is the string literal right under the annotated name.
+    """
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):  # a class made at run time (a generic's parametrization)
+        return {}
+    tree = ast.parse(source)
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for field, after in itertools.pairwise(body):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[field.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
+def field_docs(cls: type[BaseModel]) -> dict[str, str]:
+    """{field: docstring} of every field of ``cls``, a subclass's own winning over its bases'."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if issubclass(klass, BaseModel):
+            docs.update(_own_field_docs(klass))
+    return {name: doc for name, doc in docs.items() if name in cls.model_fields}
+
+
+class _Described(GenerateJsonSchema):
+    """Pydantic's generator, each field's docstring added as its description."""
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        json_schema = super().model_schema(schema)
+        cls = cast(type[BaseModel], schema["cls"])
+        properties = json_schema.get("properties", {})
+        for name, doc in field_docs(cls).items():
+            info = cls.model_fields[name]
+            key = info.serialization_alias or info.alias or name
+            shown = properties.get(key)
+            if shown is not None and "description" not in shown:
+                properties[key] = _described(shown, doc)
+        return json_schema
+
+
+def _described(shown: dict[str, Any], doc: str) -> dict[str, Any]:
+    """``shown`` with its description where pydantic puts one: before the title it adds next.
+
+    (Pydantic sorts every schema's keys at the end, except those under a ``properties`` key:
+    a field named ``properties`` keeps this order in the file.)
+    """
+    out: dict[str, Any] = {}
+    for key, value in shown.items():
+        if key == "title":
+            out["description"] = doc
+        out[key] = value
+    out.setdefault("description", doc)
+    return out
+
+
 def json_schema(cls: type[Doc]) -> dict[str, Any]:
     """The JSON Schema of the JSON ``cls`` writes (serialization mode, by alias)."""
-    schema = cls.model_json_schema(mode="serialization", by_alias=True)
+    schema = cls.model_json_schema(mode="serialization", by_alias=True, schema_generator=_Described)
     return {"$schema": SCHEMA_DIALECT, **schema}
 
 

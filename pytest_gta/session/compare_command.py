@@ -42,7 +42,7 @@ from pytest_gta.flags import (
     OPT_REPORT_HTML,
     OPT_REPORT_MD,
 )
-from pytest_gta.jsonsafe import JsonInputError, read_json
+from pytest_gta.jsonsafe import JsonInputError, collection_paused, read_json
 from pytest_gta.options import RANGES, GtaSettings, resolve_option, resolve_settings
 from pytest_gta.outward import Cleaner
 from pytest_gta.provenance import parse_utc
@@ -466,11 +466,20 @@ def compare(config: pytest.Config, settings: GtaSettings) -> Compared:
     """
     given: list[str] = config.getoption("gta_compare")
     paths: list[Path] = resolve_option(config, "gta_compare").value
-    found = find_reports(paths, given)
-    check_one_dataset(found.reports)
-    dataset = find_dataset(config, found.reports[:1], ran="the runs", command=OPT_COMPARE)
-    comparison = comparison_of(found, dataset, CompareSettings.of(settings))
-    return Compared(comparison, len(found.reports), dataset.root)
+    # Twenty reports are millions of objects, none in a cycle: collections while they are
+    # alive would walk them all again and again for nothing (see collection_paused). They are
+    # freed before the collector runs again, or its first pass would walk them all once more.
+    with collection_paused():
+        found = find_reports(paths, given)
+        check_one_dataset(found.reports)
+        dataset = find_dataset(config, found.reports[:1], ran="the runs", command=OPT_COMPARE)
+        compared = Compared(
+            comparison_of(found, dataset, CompareSettings.of(settings)),
+            len(found.reports),
+            dataset.root,
+        )
+        del found, dataset
+    return compared
 
 
 def cleaned(comparison: Comparison) -> Comparison:

@@ -43,8 +43,6 @@ from pytest_gta.run.ahead import runs_cases
 from pytest_gta.run.runner import CaseRun, run_case
 from pytest_gta.session import model_server, xdist
 from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, GtaCollector
-from pytest_gta.session.compare_command import compare_command
-from pytest_gta.session.finish import merge_command
 from pytest_gta.session.html_hooks import PLUGIN_NAME as HTML_PLUGIN
 from pytest_gta.session.html_hooks import GtaHtmlHooks, case_extras
 from pytest_gta.session.keys import DETAIL_KEY, STOPPED_KEY, report_extras, report_only
@@ -55,16 +53,6 @@ from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSpec, make_bac
 #: Names of the controller-only plugin objects, unregistered in ``pytest_unconfigure``.
 COLLECTOR = "gta-collector"
 XDIST_BRIDGE = "gta-xdist"
-
-
-def merge(config: pytest.Config) -> int:
-    """``pytest --gta-merge REPORT ...``: one report from shards, instead of a session."""
-    return merge_command(config)
-
-
-def compare(config: pytest.Config) -> int:
-    """``pytest --gta-compare REPORT_OR_DIR ...``: runs side by side, instead of a session."""
-    return compare_command(config)
 
 
 def make_model_builtin(spec: str, context: ModelContext) -> ModelAdapter | RecordedSource:
