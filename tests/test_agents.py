@@ -30,6 +30,7 @@ from pytest_gta.vocabulary import AGENT_PLACEHOLDERS
 from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
 from tests.helpers.oracle_server import OracleServer
 from tests.helpers.paths import HELPERS, ROOT
+from tests.helpers.processes import default_sigint
 
 AGENTS = HELPERS / "gta_agents.py"
 CLI = HELPERS / "gta_agent_cli.py"
@@ -430,6 +431,7 @@ def test_no_agent_outlives_pytest(tmp_path, signum, monkeypatch):
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=default_sigint,  # a Ctrl-C test, even where this run ignores SIGINT
     )
     pid_file = work / "e2e-0.pid"
     try:
