@@ -59,6 +59,10 @@ MAX_INT_BITS = 4096
 MASK = "***"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: What a terminal acts on instead of showing: C0 and C1 controls (an escape sequence can set
+#: the window's title, clear the screen or hide what follows), DEL, and the bidirectional
+#: overrides that reorder what is shown. Newlines and tabs stay.
+_TERMINAL_ACTIVE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _NAME_WORD = re.compile("[A-Z0-9]+")
 #: The userinfo of a URL: ``scheme://user:password@`` or ``scheme://token@``. The password runs
 #: to the last ``@`` before the path, as ``urllib.parse.urlsplit`` reads it.
@@ -296,6 +300,15 @@ def clean_text(text: str, found: tuple[tuple[str, str], ...] | None = None) -> s
     if _SURROGATE.search(text):
         text = _SURROGATE.sub("\ufffd", text)
     return redact(text, found)
+
+
+def terminal_text(text: str) -> str:
+    r"""``text`` as a terminal may print it: each control character a visible escape (``\x1b``).
+
+    Text from a report or a dataset (a label, a field's value, a file name) reaches the terminal
+    in messages and tables; a report is a file anyone can edit.
+    """
+    return _TERMINAL_ACTIVE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 @dataclass

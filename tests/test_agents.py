@@ -377,6 +377,27 @@ def test_usage_errors(pytester, args, expected):
     run.result.stderr.fnmatch_lines([expected])
 
 
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        ([f"--gta-agent={AGENTS}:replay"], "--gta-agent"),
+        ([command("replay")], "--gta-agent-command"),
+    ],
+)
+def test_an_agent_without_a_model_is_a_usage_error_saying_what_to_give(pytester, args, flag):
+    run = gta(pytester, "--gta-data=sample", *args, report=None)
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, run.output[-2000:]  # was: 5, no tests
+    run.result.stderr.fnmatch_lines([f"*{flag} needs --gta-model: the model that selects*"])
+
+
+def test_an_agent_in_the_ini_file_alone_leaves_other_test_runs_alone(pytester):
+    """A project's default agent (ini) is for the runs that name a model; others run as ever."""
+    pytester.makeini(f"[pytest]\ngta_agent = {AGENTS}:replay\n")
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+
+
 # -- units ------------------------------------------------------------------------------------
 
 

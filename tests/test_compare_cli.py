@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.report.runs_html import render_comparison_html
 from pytest_gta.report.runs_text import render_markdown, render_text
+from pytest_gta.report.table import markdown_text
 from pytest_gta.results.comparison import Comparison
 from pytest_gta.results.io import dump_comparison, load_report, parse_comparison
 from pytest_gta.results.report import RunReport
@@ -164,7 +165,7 @@ def test_one_row_per_run_with_each_reports_numbers_and_leaderboard_rows(pytester
         assert label in text
     markdown = (pytester.path / "cmp.md").read_text()
     for label in labels:
-        assert label in markdown
+        assert markdown_text(label) in markdown  # "oracle \\[react\\]": shown literally
     assert f"written to {pytester.path / 'cmp.md'}" in text
     page = (pytester.path / "cmp.html").read_text()
     assert page.startswith("<!DOCTYPE html>")
@@ -277,8 +278,8 @@ def test_the_tables_are_appended_to_the_github_job_summary(pytester, made, monke
     compare(pytester, *names)
     text = summary.read_text()
     assert text.startswith("earlier step\n")
-    assert "oracle [react]" in text
-    assert "mock:script_b.json [react]" in text
+    assert markdown_text("oracle [react]") in text
+    assert markdown_text("mock:script_b.json [react]") in text
 
 
 def test_an_unknown_leaderboard_name_is_a_usage_error(pytester, made):

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -509,3 +510,24 @@ def test_the_module_refuses_an_unknown_query(tmp_path):
     )
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert "--gta-mcp-query=nope: no such query" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_port_in_use_is_a_usage_error_naming_the_option(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [*SERVE, "--gta-tools=replay", f"--gta-mcp-port={port}"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stderr
+    assert f"--gta-mcp-port={port}: the MCP server cannot listen on 127.0.0.1:{port}" in (
+        result.stderr
+    )
+    assert "or 0 for any free one" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr

@@ -58,7 +58,7 @@ def test_notes_are_capped_in_the_terminal_but_kept():
 def test_markdown_tables():
     text = render_markdown(minimal_report())
     assert "| model | P F1 | O F1 | L F1 | C F1 | AnsAcc | Ans+I | Calls | Call errors |" in text
-    assert "| m [react] | 1.00 | 0.00 | 0.00 | 0.00 | 50.00 | n/a | 3 | 1 |" in text
+    assert "| m \\[react\\] | 1.00 | 0.00 | 0.00 | 0.00 | 50.00 | n/a | 3 | 1 |" in text
 
 
 def test_quirk_lines_are_the_data_info_lines():

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_gta.models import vllm_engine
 from pytest_gta.options import GtaSettings, resolve_settings
 from pytest_gta.options.serving import template_words
 from pytest_gta.session import model_server
@@ -117,15 +118,15 @@ def test_model_args_become_vllm_flags():
 
 
 def test_visible_gpus_without_torch(monkeypatch, tmp_path):
-    assert model_server.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,3"}) == 3
-    assert model_server.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == 0
+    assert vllm_engine.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,3"}) == 3
+    assert vllm_engine.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == 0
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'GPU 0: H100 (UUID: a)'\necho 'GPU 1: H100 (UUID: b)'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert model_server.visible_gpus({}) == 2
+    assert vllm_engine.visible_gpus({}) == 2
     monkeypatch.setenv("PATH", str(tmp_path / "none"))
-    assert model_server.visible_gpus({}) is None
+    assert vllm_engine.visible_gpus({}) is None
 
 
 def test_shown_commands_hide_secrets(monkeypatch):
@@ -528,3 +529,20 @@ def test_real_vllm_serve_on_a_local_model(pytester):
     assert report["settings"]["server"]["command"][1:3] == ["serve", model_dir]
     assert report["usage"]["calls"] > 0
     assert report["outcomes"]["step"]["error"] == 0
+
+
+def test_no_gpu_for_the_served_model_says_so_and_what_runs_here(pytester, monkeypatch, tmp_path):
+    """The headline command, ``-n 8``, where no GPU (and no vllm) is: what works here instead."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi, no vllm
+    result = pytester.runpytest(
+        "--gta-model=qwen1.5-72b", "--gta-data=sample", "-p", "xdist", "-n", "2"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--gta-model=qwen1.5-72b runs Qwen/Qwen1.5-72B-Chat with a `vllm serve` that this run "
+            "starts for its workers, on a GPU, and no GPU was found here*--gta-base-url=*"
+            "--gta-model=gpt-4o*smollm2-135m-instruct*"
+        ]
+    )

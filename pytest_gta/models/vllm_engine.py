@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import shutil
+import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -51,10 +54,12 @@ __all__ = [
     "VLLMChat",
     "engine_for",
     "make_vllm",
+    "no_gpu_message",
     "parse_call",
     "parse_tool_calls",
     "shutdown_engines",
     "template_messages",
+    "visible_gpus",
 ]
 
 #: ``--gta-model-args`` keys the adapter consumes; every other key is a ``vllm.LLM`` argument.
@@ -180,8 +185,45 @@ def make_vllm(spec: ModelSpec, context: ModelContext) -> VLLMChat:
         # Through importlib: vLLM is optional and absent where mypy runs.
         vllm = importlib.import_module("vllm")
     except ImportError as exc:
+        if not visible_gpus():
+            raise GtaUsageError(no_gpu_message(spec.raw, spec.name)) from None
         raise GtaUsageError(
             f"{OPT_MODEL}={spec.raw} runs the model in-process with vLLM, which cannot be "
             f"imported here ({exc}): {INSTALL_HINT}"
         ) from None
     return VLLMChat(spec, context, vllm)
+
+
+def no_gpu_message(raw: str, weights: str, how: str = "in-process with vLLM") -> str:
+    """Why an in-process vLLM model cannot run on this machine, and what can.
+
+    Said instead of vLLM's install hint where no GPU is visible: the CPU build of vLLM runs a
+    small model slowly, not a 72B one, so installing vLLM here is not the way out.
+    """
+    return (
+        f"{OPT_MODEL}={raw} runs {weights} {how}, on a GPU, and no GPU was found "
+        "here (neither CUDA_VISIBLE_DEVICES nor nvidia-smi names one). What runs on this "
+        f"machine: the model served on a GPU machine (`vllm serve {weights}`) and reached with "
+        f"{OPT_BASE_URL}=http://HOST:PORT/v1; an API model ({OPT_MODEL}=gpt-4o with "
+        f"OPENAI_API_KEY set, or another catalog name in docs/models.md); or a small model in "
+        f"this process ({OPT_MODEL}=smollm2-135m-instruct, on the CPU)"
+    )
+
+
+def visible_gpus(environ: Mapping[str, str] | None = None) -> int | None:
+    """GPUs this process may use: ``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi -L``, else None.
+
+    Never imports torch (seconds of import, and CUDA initialised in the controller).
+    """
+    env = os.environ if environ is None else environ
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return len([d for d in listed.split(",") if d.strip() and d.strip() != "-1"])
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))

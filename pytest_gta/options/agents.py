@@ -17,7 +17,9 @@ from pytest_gta.flags import (
     OPT_AGENT_COMMAND,
     OPT_AGENT_ENV,
     OPT_AGENT_TIMEOUT,
+    OPT_BASE_URL,
     OPT_MODE,
+    OPT_MODEL,
 )
 from pytest_gta.options.core import (
     Feature,
@@ -183,8 +185,34 @@ def check_agent(agent: AgentSettings, modes: Sequence[str]) -> None:
         )
 
 
-def settings(config: pytest.Config, given: Given, modes: Sequence[str]) -> AgentSettings:
-    """The agent's part of the settings, checked against the run's ``modes``."""
+def check_model_given(given: Given, model: str | None) -> None:
+    """Refuse an agent named for this run (command line or environment) without a model.
+
+    The model is what collects the cases and what the agent's model requests go to, through
+    the proxy; without one nothing would run (pytest's exit status 5, "no tests"). An agent
+    set in the ini file alone is the project's default, for the runs that name a model.
+
+    Raises:
+        pytest.UsageError: naming the agent's option and what to add.
+    """
+    if model is not None:
+        return
+    for row in ROWS:
+        named = given[row.dest]
+        if row.setting in ("callable", "command") and named.value and named.source != "ini":
+            raise usage_error(
+                f"{named.origin} needs {OPT_MODEL}: the model that selects the cases and that "
+                f"the agent's model requests go to (through the run's proxy), e.g. "
+                f"{OPT_MODEL}=gpt-4o, or {OPT_MODEL}=openai/NAME {OPT_BASE_URL}=URL for your "
+                "own endpoint"
+            )
+
+
+def settings(
+    config: pytest.Config, given: Given, modes: Sequence[str], model: str | None = None
+) -> AgentSettings:
+    """The agent's part of the settings, checked against the run's ``modes`` and model."""
+    check_model_given(given, model)
     found = fields(ROWS, given)
     agent = given[AGENT.dest]
     target, _, name = (agent.value or "").rpartition(":")

@@ -83,7 +83,7 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
     selected = cases.settings(given)
     compared_with = baseline.settings(config, given)
     dataset = data.settings(config, chosen.name)
-    agent = agents.settings(config, given, selected.modes)
+    agent = agents.settings(config, given, selected.modes, chosen.name)
     outputs = report.settings(given)
     report.check_inspect_log(outputs.inspect_log)
     return GtaSettings(

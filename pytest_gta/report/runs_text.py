@@ -16,7 +16,10 @@ from pytest_gta.report.table import (
     MODE_TITLES,
     aligned,
     fmt,
+    markdown_items,
     markdown_table,
+    markdown_text,
+    strong,
 )
 from pytest_gta.results.comparison import (
     TABLE5_COLUMNS,
@@ -47,7 +50,7 @@ def _star(text: str) -> str:
 
 
 def _bold(text: str) -> str:
-    return f"**{text}**"
+    return strong(text)
 
 
 def row_name(row: Table4Row) -> str:
@@ -423,31 +426,22 @@ def matrix_markdown(comparison: Comparison) -> list[str]:
         ]
         lines += [
             "",
-            f"### {MODE_TITLES.get(mode, mode)}, {kind} queries",
+            f"### {markdown_text(f'{MODE_TITLES.get(mode, mode)}, {kind} queries')}",
             "",
-            *_table(["query", "tool categories", *labels], rows),
+            *markdown_table(["query", "tool categories", *labels], rows),
         ]
     return lines
 
 
-def _cells(cells: Sequence[str]) -> list[str]:
-    """Cells a markdown table can hold: a label's ``|`` would start a new column."""
-    return [str(c).replace("|", "\\|") for c in cells]
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return markdown_table(_cells(headers), [_cells(row) for row in rows])
-
-
 def render_markdown(comparison: Comparison) -> str:
     """The same tables as markdown (best in bold), plus the whole per-query matrix."""
-    lines = ["# GTA comparison", "", *[f"- {line}" for line in header_lines(comparison)]]
+    lines = ["# GTA comparison", "", *markdown_items(header_lines(comparison))]
     for title, headers, rows in sections(comparison, _bold):
-        lines += ["", f"## {title}", "", *_table(headers, rows)]
+        lines += ["", f"## {markdown_text(title)}", "", *markdown_table(headers, rows)]
     flaky = flaky_lines(comparison)
     if flaky:
-        lines += ["", "## Flaky queries", "", *[f"- {line}" for line in flaky]]
-    lines += ["", "## Per-query matrix", "", *[f"- {line}" for line in matrix_lines(comparison)]]
+        lines += ["", "## Flaky queries", "", *markdown_items(flaky)]
+    lines += ["", "## Per-query matrix", "", *markdown_items(matrix_lines(comparison))]
     lines += [
         "",
         "A query in bold flips: the runs that have it do not all pass it alike. "
@@ -456,5 +450,5 @@ def render_markdown(comparison: Comparison) -> str:
     lines += matrix_markdown(comparison)
     notes = _notes(comparison)
     if notes:
-        lines += ["", "## Notes", "", *[f"- {n}" for n in notes]]
+        lines += ["", "## Notes", "", *markdown_items(notes)]
     return "\n".join(lines) + "\n"

@@ -7,10 +7,12 @@ below names each column the way the paper does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_gta.flags import OPT_MERGE
+from pytest_gta.outward import terminal_text
 from pytest_gta.results.report import (
     BaselineComparison,
     E2EIntervals,
@@ -85,11 +87,43 @@ def aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
+#: What markdown acts on in text taken from a report: raw HTML (``<``, ``>``, ``&``), links and
+#: images (``[``, ``]``), code spans, ``*`` emphasis, a table's ``|``, and the backslash itself.
+_MARKDOWN_ACTIVE = re.compile(r"[\\`*\[\]<>&|]")
+#: Around text a renderer wants bold: made ``**`` after the text is escaped (control characters,
+#: which :func:`markdown_text` never lets through from the text itself).
+STRONG_ON, STRONG_OFF = "\x02", "\x03"
+_STRONG = re.compile(f"({STRONG_ON}|{STRONG_OFF})")
+
+
+def strong(text: str) -> str:
+    """``text`` to be shown bold by :func:`markdown_text`."""
+    return f"{STRONG_ON}{text}{STRONG_OFF}"
+
+
+def markdown_text(text: str) -> str:
+    """Text from a report (a label, a model, a path, a note) as markdown shows it: literally.
+
+    Markdown files go to job summaries and pull requests, where a label like
+    ``<img src=...>`` or ``[x](...)`` would render; each active character is escaped, a control
+    character shown as its escape, a line break made a space (it would end a table row), and
+    only :func:`strong`'s marks become ``**``.
+    """
+    out = []
+    for part in _STRONG.split(str(text)):
+        if part in (STRONG_ON, STRONG_OFF):
+            out.append("**")
+            continue
+        flat = terminal_text(part.replace("\r", " ").replace("\n", " "))
+        out.append(_MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(), flat))
+    return "".join(out)
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A table as markdown lines, the numbers' columns right-aligned."""
-    lines = ["| " + " | ".join(headers) + " |"]
+    """A table as markdown lines, every cell shown literally, the numbers' columns right-aligned."""
+    lines = ["| " + " | ".join(markdown_text(h) for h in headers) + " |"]
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|")
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(markdown_text(c) for c in row) + " |" for row in rows]
     return lines
 
 
@@ -477,12 +511,17 @@ def render_text(report: RunReport) -> list[str]:
 
 def render_markdown(report: RunReport) -> str:
     """The same tables as markdown, for CI job summaries and pull requests."""
-    lines = ["# GTA results", "", *[f"- {line}" for line in header_lines(report)]]
+    lines = ["# GTA results", "", *markdown_items(header_lines(report))]
     for title, headers, rows in sections(report):
-        lines += ["", f"## {title}", "", *markdown_table(headers, rows)]
+        lines += ["", f"## {markdown_text(title)}", "", *markdown_table(headers, rows)]
     gates = gate_lines(report)
     if gates:
-        lines += ["", "## Gates", "", *[f"- {line}" for line in gates]]
+        lines += ["", "## Gates", "", *markdown_items(gates)]
     if report.notes:
-        lines += ["", "## Notes", "", *[f"- {n}" for n in report.notes]]
+        lines += ["", "## Notes", "", *markdown_items(report.notes)]
     return "\n".join(lines) + "\n"
+
+
+def markdown_items(lines: Sequence[str]) -> list[str]:
+    """Lines as a markdown list, each shown literally (:func:`markdown_text`)."""
+    return [f"- {markdown_text(line)}" for line in lines]

@@ -44,7 +44,7 @@ from pytest_gta.flags import (
 )
 from pytest_gta.jsonsafe import JsonInputError, collection_paused, read_json
 from pytest_gta.options import RANGES, GtaSettings, resolve_option, resolve_settings
-from pytest_gta.outward import Cleaner
+from pytest_gta.outward import Cleaner, terminal_text
 from pytest_gta.provenance import parse_utc
 from pytest_gta.report.merge import (
     SELECTION_SETTINGS,
@@ -520,7 +520,8 @@ def comparison_outputs(comparison: Comparison, settings: GtaSettings) -> list[Ou
 
 
 def _say(line: str) -> None:
-    print(f"pytest-gta: {line}", flush=True)
+    # Lines name reports' labels and files: a report is a file anyone can edit.
+    print(f"pytest-gta: {terminal_text(line)}", flush=True)
 
 
 def compare_command(config: pytest.Config) -> int:
@@ -534,7 +535,7 @@ def compare_command(config: pytest.Config) -> int:
         compared = compare(config, settings)
         comparison = cleaned(compared.comparison)
     except GtaUsageError as exc:
-        raise pytest.UsageError(f"pytest-gta: {exc}") from None
+        raise pytest.UsageError(f"pytest-gta: {terminal_text(str(exc))}") from None
     runs = comparison.runs
     _say(
         f"compared {len(runs)} runs from {compared.reports} reports on the dataset at "
@@ -542,7 +543,7 @@ def compare_command(config: pytest.Config) -> int:
     )
     print(" GTA comparison ".center(80, "="), flush=True)
     for line in render_text(comparison):
-        print(line, flush=True)
+        print(terminal_text(line), flush=True)
     status = int(pytest.ExitCode.OK)
     for output, error in write_outputs(comparison_outputs(comparison, settings)):
         if error is None:

@@ -38,7 +38,7 @@ from pytest_gta.flags import (
 )
 from pytest_gta.options import GtaSettings, resolve_option, resolve_path, resolve_settings
 from pytest_gta.options.data import DATASET_NAME, SAMPLE_KEYWORD, resolve_data_dir
-from pytest_gta.outward import Cleaner
+from pytest_gta.outward import Cleaner, terminal_text
 from pytest_gta.report.baseline import Baseline, comparable_run, conclude, read_baseline
 from pytest_gta.report.gate_verdicts import gated_exit_status
 from pytest_gta.report.html import render_html
@@ -377,7 +377,8 @@ def merged_baseline(
 
 
 def _say(line: str) -> None:
-    print(f"pytest-gta: {line}", flush=True)
+    # Lines name reports' labels and files: a report is a file anyone can edit.
+    print(f"pytest-gta: {terminal_text(line)}", flush=True)
 
 
 def merge_command(config: pytest.Config) -> int:
@@ -406,14 +407,14 @@ def merge_command(config: pytest.Config) -> int:
         finisher = Finisher(config, settings, dataset)
         report = finisher.conclude(report, cases, baseline=baseline, differences=differences)
     except GtaUsageError as exc:
-        raise pytest.UsageError(f"pytest-gta: {exc}") from None
+        raise pytest.UsageError(f"pytest-gta: {terminal_text(str(exc))}") from None
     report.notes = list(dict.fromkeys(report.notes))
     _say(f"merged {len(reports)} reports: {len(report.cases)} cases of {dataset.root}")
     for warning in warnings:
         _say(f"warning: {warning}")
     print(" GTA results ".center(80, "="), flush=True)
     for line in render_text(report):
-        print(line, flush=True)
+        print(terminal_text(line), flush=True)
     # The shard jobs reported the cases; here only the gates and harness errors count.
     written = finisher.write(report, int(pytest.ExitCode.OK), finisher.outputs(report, junit=True))
     for output, error in written.results:

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from pytest_gta.dataset import Dataset, Query
-from pytest_gta.errors import GtaError, GtaUsageError
-from pytest_gta.flags import OPT_MCP_QUERY
+from pytest_gta.errors import GtaError, GtaInfrastructureError, GtaUsageError
+from pytest_gta.flags import OPT_MCP_PORT, OPT_MCP_QUERY
 from pytest_gta.mcp.calls import CaseTools
 from pytest_gta.mcp.gateway import McpGateway, serve_stdio
 from pytest_gta.options import resolve_option, resolve_settings
@@ -122,9 +122,18 @@ def _serve_http(config: pytest.Config, tools: CaseTools, described: str) -> None
         stop.set()
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-    gateway = McpGateway(port=int(resolve_option(config, "gta_mcp_port").value))
+    port = int(resolve_option(config, "gta_mcp_port").value)
+    gateway = McpGateway(port=port)
     try:
-        endpoint = gateway.open(tools)
+        try:
+            endpoint = gateway.open(tools)
+        except GtaInfrastructureError as exc:
+            if not port:  # any free port was asked for: the machine's problem, not the user's
+                raise
+            # The port the user chose is taken (or not theirs to use): theirs to change.
+            raise pytest.UsageError(
+                f"{OPT_MCP_PORT}={port}: {exc}; choose another port, or 0 for any free one"
+            ) from None
         qid = resolve_option(config, "gta_mcp_query").value
         scope = f"query {qid}'s tools" if qid is not None else f"{len(tools.metas)} tools"
         _note(f"GTA tools over MCP ({scope}): {endpoint.url}", stdio=False)

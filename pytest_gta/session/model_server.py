@@ -43,6 +43,7 @@ from pytest_gta.flags import (
 )
 from pytest_gta.models.base import model_entry_points, resolve_spec
 from pytest_gta.models.chat import ADAPTER_ARGS
+from pytest_gta.models.vllm_engine import no_gpu_message, visible_gpus
 from pytest_gta.options import GtaSettings
 from pytest_gta.options.core import usage_error
 from pytest_gta.options.serving import template_words
@@ -108,25 +109,6 @@ def vllm_command(
         elif value is not None:
             argv += [flag, flag_value(value)]
     return argv
-
-
-def visible_gpus(environ: Mapping[str, str] | None = None) -> int | None:
-    """GPUs this process may use: ``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi -L``, else None.
-
-    Never imports torch (seconds of import, and CUDA initialised in the controller).
-    """
-    env = os.environ if environ is None else environ
-    listed = env.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return len([d for d in listed.split(",") if d.strip() and d.strip() != "-1"])
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
 
 
 def vllm_executable() -> list[str] | None:
@@ -263,6 +245,9 @@ def plan(config: pytest.Config, settings: GtaSettings, port: int | None = None) 
         return Plan(tuple(command), Served(url, model, "command", f"managed: {endpoint}"), origin)
     exe = vllm_executable()
     if exe is None:
+        if not visible_gpus():
+            how = "with a `vllm serve` that this run starts for its workers"
+            raise usage_error(no_gpu_message(settings.model.name or model, model, how))
         raise usage_error(f"{origin}: no vllm command to serve {model} with: {VLLM_INSTALL_HINT}")
     args = {k: v for k, v in settings.model.generation.model_args.items() if k not in ADAPTER_ARGS}
     args.pop("endpoint_id", None)
