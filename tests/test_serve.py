@@ -269,6 +269,7 @@ def test_a_hosted_model_cannot_be_served(pytester, fake_vllm):
 
 def test_missing_vllm_says_how_to_install_it(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a GPU machine without vLLM installed
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     with pytest.raises(pytest.UsageError, match=r"no vllm command .* pip install vllm"):
         decide(pytester, "--gta-model=qwen1.5-7b", "-n", "2")
