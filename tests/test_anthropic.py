@@ -491,7 +491,7 @@ def test_timeout_is_an_infrastructure_error(sample_dataset, server):
     model = adapter(sample_dataset, server.base, retries=1, timeout=0.2)
     with pytest.raises(GtaInfrastructureError, match="timed out"):
         model.generate(one_request(sample_dataset))
-    assert len(server.requests) == 2
+    assert server.requests_seen(2) == 2  # the retry was sent
 
 
 @pytest.mark.parametrize("status", [400, 401, 404])

@@ -208,6 +208,7 @@ def test_timeouts_are_retried_then_reported(server, sample_dataset):
     model = adapter(sample_dataset, base_url=server.url, timeout=0.3, retries=1)
     with pytest.raises(GtaInfrastructureError, match="timed out"):
         model.generate(one_request("hi"))
+    assert server.requests_seen(2) == 2  # the retry was sent
     assert len(server.posted()) == 2
 
 

@@ -242,6 +242,17 @@ class ScriptedServer:
         """Bodies of the POST requests so far."""
         return [r.json for r in self.requests if r.method == "POST"]
 
+    def requests_seen(self, expected: int, within: float = 10.0) -> int:
+        """How many requests arrived, once ``expected`` did or ``within`` seconds passed.
+
+        A client that timed out may give up before this server's thread has read its request
+        (a loaded machine schedules it late): the request still arrives, a moment after.
+        """
+        deadline = time.monotonic() + within
+        while len(self.requests) < expected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return len(self.requests)
+
     def __enter__(self) -> ScriptedServer:
         self._thread.start()
         return self
