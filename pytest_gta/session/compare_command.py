@@ -69,6 +69,8 @@ from pytest_gta.results.report import SCHEMA_FAMILY, Interval, RunReport
 from pytest_gta.session.finish import (
     Output,
     find_dataset,
+    print_tables,
+    say_line,
     step_summary_output,
     write_outputs,
 )
@@ -519,11 +521,6 @@ def comparison_outputs(comparison: Comparison, settings: GtaSettings) -> list[Ou
     return outputs
 
 
-def _say(line: str) -> None:
-    # Lines name reports' labels and files: a report is a file anyone can edit.
-    print(f"pytest-gta: {terminal_text(line)}", flush=True)
-
-
 def compare_command(config: pytest.Config) -> int:
     """The ``--gta-compare`` command: compare, print, write the files; 0 when compared.
 
@@ -537,18 +534,16 @@ def compare_command(config: pytest.Config) -> int:
     except GtaUsageError as exc:
         raise pytest.UsageError(f"pytest-gta: {terminal_text(str(exc))}") from None
     runs = comparison.runs
-    _say(
+    say_line(
         f"compared {len(runs)} runs from {compared.reports} reports on the dataset at "
         f"{compared.dataset_root}"
     )
-    print(" GTA comparison ".center(80, "="), flush=True)
-    for line in render_text(comparison):
-        print(terminal_text(line), flush=True)
+    print_tables("GTA comparison", render_text(comparison))
     status = int(pytest.ExitCode.OK)
     for output, error in write_outputs(comparison_outputs(comparison, settings)):
         if error is None:
-            _say(f"written to {output.path}")
+            say_line(f"written to {output.path}")
         else:
-            _say(f"could not write {output.label}: {error}")
+            say_line(f"could not write {output.label}: {error}")
             status = int(pytest.ExitCode.TESTS_FAILED)
     return status

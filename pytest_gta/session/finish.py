@@ -376,9 +376,17 @@ def merged_baseline(
     return read_baseline(baseline.report, given, run, baseline.lenient)
 
 
-def _say(line: str) -> None:
+def say_line(line: str) -> None:
+    """A report command's ``pytest-gta:`` line (``--gta-merge``, ``--gta-compare``)."""
     # Lines name reports' labels and files: a report is a file anyone can edit.
     print(f"pytest-gta: {terminal_text(line)}", flush=True)
+
+
+def print_tables(title: str, lines: list[str]) -> None:
+    """A report command's tables under a ``title`` rule, report text escaped."""
+    print(f" {title} ".center(80, "="), flush=True)
+    for line in lines:
+        print(terminal_text(line), flush=True)
 
 
 def merge_command(config: pytest.Config) -> int:
@@ -409,17 +417,15 @@ def merge_command(config: pytest.Config) -> int:
     except GtaUsageError as exc:
         raise pytest.UsageError(f"pytest-gta: {terminal_text(str(exc))}") from None
     report.notes = list(dict.fromkeys(report.notes))
-    _say(f"merged {len(reports)} reports: {len(report.cases)} cases of {dataset.root}")
+    say_line(f"merged {len(reports)} reports: {len(report.cases)} cases of {dataset.root}")
     for warning in warnings:
-        _say(f"warning: {warning}")
-    print(" GTA results ".center(80, "="), flush=True)
-    for line in render_text(report):
-        print(terminal_text(line), flush=True)
+        say_line(f"warning: {warning}")
+    print_tables("GTA results", render_text(report))
     # The shard jobs reported the cases; here only the gates and harness errors count.
     written = finisher.write(report, int(pytest.ExitCode.OK), finisher.outputs(report, junit=True))
     for output, error in written.results:
         if error is None:
-            _say(f"written to {output.path}")
+            say_line(f"written to {output.path}")
         else:
-            _say(f"could not write {output.label}: {error}")
+            say_line(f"could not write {output.label}: {error}")
     return written.status
