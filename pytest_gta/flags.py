@@ -105,6 +105,9 @@ OPT_AGENT = "--gta-agent"
 OPT_AGENT_COMMAND = "--gta-agent-command"
 OPT_AGENT_ENV = "--gta-agent-env"
 OPT_AGENT_TIMEOUT = "--gta-agent-timeout"
+OPT_AGENT_NETWORK = "--gta-agent-network"
+OPT_AGENT_IN_PROCESS = "--gta-agent-in-process"
+OPT_REQUIRE_ISOLATION = "--gta-require-isolation"
 
 
 def dest(flag: str) -> str:

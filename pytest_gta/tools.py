@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pytest_gta.dataset import Dataset, Query
+from pytest_gta.entry_points import load_registered
 from pytest_gta.errors import GtaToolError, GtaToolMiss, GtaUnavailableError, GtaUsageError
 from pytest_gta.flags import OPT_TOOL_RECORD, OPT_TOOLS
 from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES
@@ -267,14 +268,9 @@ def make_recorder(directory: Path, *, overwrite: bool) -> Recorder:
         GtaUsageError: no recorder is registered under that name (an install without the
             built-in backends' metadata).
     """
-    registered = {ep.name: ep for ep in importlib.metadata.entry_points(group=RECORDER_GROUP)}
-    entry = registered.get(CASSETTE_RECORDER)
-    if entry is None:
-        raise GtaUsageError(
-            f"{OPT_TOOL_RECORD}: no {CASSETTE_RECORDER!r} recorder is registered under the "
-            f"{RECORDER_GROUP!r} entry-point group (reinstall pytest-gta)"
-        )
-    factory: RecorderFactory = entry.load()
+    factory: RecorderFactory = load_registered(
+        RECORDER_GROUP, CASSETTE_RECORDER, OPT_TOOL_RECORD, "recorder"
+    )
     return factory(directory, overwrite=overwrite)
 
 

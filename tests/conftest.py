@@ -33,6 +33,7 @@ from tests.helpers.browser import BINARY_ENV, Chromium, find_chromium
 from tests.helpers.hf_server import PointAt
 from tests.helpers.optional import require
 from tests.helpers.paths import ROOT, TESTS
+from tests.helpers.references import VARIABLE, sample_references
 
 # -- the slow rule --------------------------------------------------------------------------------
 
@@ -271,3 +272,15 @@ def no_release_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "packaged-manifest.json"
     path.write_text(json.dumps(packaged), encoding="utf-8")
     monkeypatch.setattr(manifest, "packaged_manifest_path", lambda: path)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def test_references() -> Iterator[None]:
+    """``$GTA_TEST_REFERENCES`` for the test agents that replay the sample.
+
+    A run passes it on only with ``--gta-agent-env=GTA_TEST_REFERENCES``
+    (tests/helpers/references.py). Session-wide, so that module-scoped fixtures' runs have it too.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(VARIABLE, sample_references())
+        yield

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,26 +23,29 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_gta.options.agents import agent_words, parse_agent_env
-from pytest_gta.run.agent_command import agent_environment, decode_output
+from pytest_gta.run.agent_command import agent_environment
 from pytest_gta.run.agent_under_test import AgentTask, ToolClient
 from pytest_gta.vocabulary import AGENT_PLACEHOLDERS
 from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
 from tests.helpers.oracle_server import OracleServer
 from tests.helpers.paths import HELPERS, ROOT
-from tests.helpers.processes import default_sigint
+from tests.helpers.processes import default_sigint, processes_named
+from tests.helpers.references import AGENT_ENV
+from tool_backends.agent_launcher import text as decode_output
 
 AGENTS = HELPERS / "gta_agents.py"
 CLI = HELPERS / "gta_agent_cli.py"
 REPLAY_TOOLS = "--gta-tools=replay"
 #: What every run here passes: the oracle model (no HTTP endpoint), the sample, the replay tools.
-RUN = (ORACLE, SAMPLE_DATA, FAST_SIM, REPLAY_TOOLS)
+#: The test agents get the references on purpose (their sandbox shows them no dataset).
+RUN = (ORACLE, SAMPLE_DATA, FAST_SIM, REPLAY_TOOLS, AGENT_ENV)
 #: Distinctive enough that finding it anywhere is a leak.
 SECRET = "sk-distinctive-3f9c1e7a5b2d4c6e8f0a"
 
 
-def command(mode: str, *extra: str | Path) -> str:
+def command(mode: str, *extra: str) -> str:
     """``--gta-agent-command`` running ``tests/helpers/gta_agent_cli.py MODE {query_file} ...``."""
-    words = [sys.executable, str(CLI), mode, "{query_file}", *map(str, extra)]
+    words = [sys.executable, str(CLI), mode, "{query_file}", *extra]
     return "--gta-agent-command=" + shlex.join(words)
 
 
@@ -130,7 +132,6 @@ def test_command_agent_over_mcp_with_xdist(pytester, oracle_report, agent_env):
         pytester,
         *RUN,
         command("replay"),
-        "--gta-agent-env=PYTHONPATH",
         *XDIST,
     )
     assert_oracle_numbers(run, oracle_report)
@@ -148,6 +149,7 @@ def test_model_traffic_goes_through_the_proxy(pytester, sample_dataset):
             "--gta-ids=0,1",
             FAST_SIM,
             REPLAY_TOOLS,
+            AGENT_ENV,
             f"--gta-agent={AGENTS}:ask_model",
             # In process, pytester's module snapshots can leave the proxy's upstream_of holding
             # an older import of the adapter's class than the run builds: a fresh interpreter.
@@ -172,7 +174,6 @@ def test_command_agent_answer_file(pytester, agent_env):
         *RUN,
         "--gta-ids=0,1",
         command("answer-file"),
-        "--gta-agent-env=PYTHONPATH",
         "--gta-report-html=report.html",
     )
     assert run.ret == 0, run.output[-3000:]
@@ -226,21 +227,10 @@ def test_hostile_python_agents(pytester, xdist):
     assert "returned NoneType" in cases["e2e-6"]["message"]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie waiting for a parent that is gone counts as gone.
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.is_file() and stat.read_text().split(") ")[-1].startswith("Z"))
-
-
 @pytest.mark.parametrize("xdist", [(), XDIST], ids=["serial", "xdist"])
 def test_hostile_command_agents(pytester, agent_env, monkeypatch, xdist):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    work = pytester.path / "work"
-    work.mkdir()
+    marker = f"gta-test-hostile-{os.getpid()}-{len(xdist)}"
     started = time.monotonic()
     run = gta(
         pytester,
@@ -252,17 +242,16 @@ def test_hostile_command_agents(pytester, agent_env, monkeypatch, xdist):
         # has taken over 20 s, and the thief waits for its victim (maybe on the other worker).
         # No agent here hangs, so the limit costs nothing when the machine is idle.
         "--gta-agent-timeout=120",
-        command("hostile", work),
-        "--gta-agent-env=PYTHONPATH",
+        command("hostile", marker),
         "--junitxml=junit.xml",
         *xdist,
         fresh_process=True,
     )
     assert time.monotonic() - started < 400  # bound: catches a hang (agent timeouts)
     cases = by_id(run.report)
-    # The victim's calls are its own; the thief, given its URL after it ended, was refused.
     assert len(cases["e2e-0"]["tool_log"]) == 2
-    assert cases["e2e-9"]["agent"]["answer"].startswith("refused")
+    # The cheat read no answer, no environment with a key, reached no other port.
+    assert cases["e2e-9"]["agent"]["answer"] == "{}"
     assert cases["e2e-9"]["tool_log"] == []
     assert cases["e2e-1"]["tool_log"][0]["name"] == "DeleteEverything"
     assert cases["e2e-1"]["tool_log"][0]["error"] is not None
@@ -275,9 +264,8 @@ def test_hostile_command_agents(pytester, agent_env, monkeypatch, xdist):
     # Binary output is an answer of replacement characters: a scored mistake.
     assert cases["e2e-6"]["outcome"] == "failed"
     assert "\ufffd" in cases["e2e-6"]["agent"]["answer"]
-    # The child left behind is gone with its agent's process group.
-    pid = int((work / "e2e-7.pid").read_text())
-    assert not _alive(pid)
+    # The child and the double-forked grandchild left behind are gone with the case's sandbox.
+    assert processes_named(f"{marker}-e2e-7") == []
     # The environment: an allow-list, no key of ours.
     environment = cases["e2e-8"]["agent"]["answer"]
     assert "OPENAI_API_KEY" not in environment
@@ -293,28 +281,26 @@ def test_hostile_command_agents(pytester, agent_env, monkeypatch, xdist):
 
 
 def test_hanging_command_agent_is_stopped(pytester, agent_env):
-    """No answer in time: the case errors, and the agent's whole process group is stopped."""
-    work = pytester.path / "work"
-    work.mkdir()
+    """No answer in time: the case errors, and the agent's whole sandbox is stopped."""
+    marker = f"gta-test-hang-{os.getpid()}"
     run = gta(
         pytester,
         *RUN,
         "--gta-ids=5",
         "--gta-agent-timeout=3",
-        command("hostile", work),
-        "--gta-agent-env=PYTHONPATH",
+        command("hostile", marker),
         fresh_process=True,
     )
     (case,) = run.report["cases"]
     assert case["outcome"] == "error"
     assert "no answer within 3 s" in case["message"]
-    assert "process group was stopped" in case["message"]
-    pids = [int(p) for p in (work / "e2e-5.pid").read_text().split()]
-    assert len(pids) == 2  # the agent and the child it started
-    assert not [p for p in pids if _alive(p)]
+    assert "its sandbox was stopped" in case["message"]
+    assert processes_named(marker) == []
 
 
-def test_secret_of_a_crashing_python_agent_is_redacted(pytester, monkeypatch):
+@pytest.mark.parametrize("in_process", [False, True], ids=["sandboxed", "in-process"])
+def test_secret_of_a_crashing_python_agent_is_redacted(pytester, monkeypatch, in_process):
+    """Sandboxed, the agent never gets the key; in-process it can, and its message is redacted."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     run = gta(
         pytester,
@@ -322,10 +308,15 @@ def test_secret_of_a_crashing_python_agent_is_redacted(pytester, monkeypatch):
         "--gta-ids=0",
         f"--gta-agent={AGENTS}:crash",
         "--junitxml=junit.xml",
+        *(["--gta-agent-in-process"] if in_process else []),
     )
     case = run.report["cases"][0]
     assert case["outcome"] == "error"
-    assert "[redacted $OPENAI_API_KEY]" in case["message"]
+    if in_process:
+        assert "[redacted $OPENAI_API_KEY]" in case["message"]
+    else:
+        assert "raised RuntimeError: agent broke; key" in case["message"]
+        assert "redacted" not in case["message"]
     for path in pytester.path.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
@@ -355,7 +346,7 @@ def test_secret_of_a_crashing_python_agent_is_redacted(pytester, monkeypatch):
         (
             ["--gta-agent=no_such_module_xyz:run"],
             "*--gta-agent=no_such_module_xyz:run: cannot import no_such_module_xyz: "
-            "ModuleNotFoundError*",
+            "ModuleNotFoundError: No module named 'no_such_module_xyz'*",
         ),
         ([f"--gta-agent={AGENTS}:missing"], "*has no attribute 'missing'*"),
         ([f"--gta-agent={AGENTS}:NOT_CALLABLE"], "*is a str, not callable*"),
@@ -418,7 +409,6 @@ def test_agent_environment_is_an_allow_list(tmp_path):
         model="m",
         model_url="http://127.0.0.1:2/s/v1",
     )
-    files = {"query_file": tmp_path / "q.json", "answer_file": tmp_path / "a.txt"}
     environ = {
         "PATH": "/bin",
         "OPENAI_API_KEY": SECRET,
@@ -426,50 +416,41 @@ def test_agent_environment_is_an_allow_list(tmp_path):
         "LANG": "C",
         "MINE": "1",
     }
-    env = agent_environment(task, tmp_path, files, ("MINE",), environ)
+    env = agent_environment(task, ("MINE",), environ)
     assert env["OPENAI_API_KEY"] == "gta-proxy"
     assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:2/s/v1"
     assert "AWS_SECRET_ACCESS_KEY" not in env
     assert env["MINE"] == "1"
-    assert env["HOME"] == str(tmp_path)
+    assert "HOME" not in env  # the launcher's: the sandbox's scratch directory
     assert env["GTA_MCP_URL"] == task.mcp_url
     assert "ANTHROPIC_BASE_URL" not in env
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
-def test_no_agent_outlives_pytest(tmp_path, signum, monkeypatch):
-    """Stopping pytest (SIGTERM, Ctrl-C, or a kill it cannot handle) stops the agent's group."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    work = tmp_path / "work"
-    work.mkdir()
-    args = [
-        *RUN,
-        "--gta-ids=0",
-        "--gta-agent-env=PYTHONPATH",
-    ]
+def test_no_agent_outlives_pytest(tmp_path, signum):
+    """Stopping pytest (SIGTERM, Ctrl-C, or a kill it cannot handle) stops the agent's sandbox."""
+    marker = f"gta-test-outlive-{os.getpid()}-{signum}"
+    args = [*RUN, "--gta-ids=0"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, command("hang", work)],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, command("hang", marker)],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         preexec_fn=default_sigint,  # a Ctrl-C test, even where this run ignores SIGINT
     )
-    pid_file = work / "e2e-0.pid"
     try:
         deadline = time.monotonic() + 60
-        while not pid_file.is_file() or not pid_file.read_text().strip():
+        while len(processes_named(marker)) < 2:
             assert time.monotonic() < deadline, "the agent never started"  # bound: catches a hang
             time.sleep(0.1)
-        pids = [int(p) for p in pid_file.read_text().split()]
-        assert all(_alive(p) for p in pids)
         process.send_signal(signum)
         process.wait(30)
     finally:
         process.kill()
     deadline = time.monotonic() + 10
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while processes_named(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [p for p in pids if _alive(p)]
+    assert processes_named(marker) == []
 
 
 @given(st.binary(max_size=4096))

@@ -30,6 +30,7 @@ from pytest_gta.results.migrate import default_label
 from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
 from tests.helpers.oracle_server import OracleServer
 from tests.helpers.paths import HELPERS
+from tests.helpers.references import AGENT_ENV
 from tests.test_gates import JSON, write_predictions
 
 AGENTS = HELPERS / "gta_agents.py"
@@ -140,7 +141,7 @@ def test_default_label_with_a_model(pytester):
 
 def test_default_label_with_an_agent(pytester):
     spec = f"{AGENTS}:replay"
-    run = gta(pytester, *ONE, "--gta-tools=replay", f"--gta-agent={spec}")
+    run = gta(pytester, *ONE, "--gta-tools=replay", f"--gta-agent={spec}", AGENT_ENV)
     assert run.ret == 0, run.output[-3000:]
     identity = run.report["identity"]
     assert run.report["label"] == identity["label"] == f"oracle [agent {spec}]"
@@ -384,7 +385,9 @@ def test_merge_keeps_the_first_identity_and_spans_the_dates(pytester):
 def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A report as this version writes it, with an agent (its identity has no protocol)."""
     cwd = tmp_path_factory.mktemp("written")
-    return gta_process(cwd, *ONE, "--gta-tools=replay", f"--gta-agent={AGENTS}:replay").report
+    return gta_process(
+        cwd, *ONE, "--gta-tools=replay", f"--gta-agent={AGENTS}:replay", AGENT_ENV
+    ).report
 
 
 def old(report: dict[str, Any]) -> dict[str, Any]:

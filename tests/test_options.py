@@ -86,9 +86,17 @@ TWINS = {
     "--gta-agent-command": "gta_agent_command",
     "--gta-agent-env": "gta_agent_env",
     "--gta-agent-timeout": "gta_agent_timeout",
+    "--gta-agent-network": "gta_agent_network",
+    "--gta-agent-in-process": "gta_agent_in_process",
+    "--gta-require-isolation": "gta_require_isolation",
 }
 #: The one ini twin that is not a string.
-BOOL_INI = {"gta_allow_unverified", "gta_baseline_lenient"}
+BOOL_INI = {
+    "gta_allow_unverified",
+    "gta_baseline_lenient",
+    "gta_agent_in_process",
+    "gta_require_isolation",
+}
 
 
 def test_table_pairs_every_flag_with_its_ini_twin():

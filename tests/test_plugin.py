@@ -498,6 +498,9 @@ def test_help_pins_the_options(pytester):
         "--gta-agent-command=TEMPLATE",
         "--gta-agent-env=NAME,...",
         "--gta-agent-timeout=SECONDS",
+        "--gta-agent-network=case|open",
+        "--gta-agent-in-process",
+        "--gta-require-isolation",
     ]
     for key in ("gta_model", "gta_data", "gta_mode", "gta_tools", "gta_report", "gta_ids"):
         assert f"  {key} (string):" in text or f"  {key} (" in text

@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.as_user import USER_UID, run_json
 from tests.helpers.gta_run import FAST_SIM
 from tests.helpers.optional import require
-from tests.helpers.paths import HELPERS, ROOT
+from tests.helpers.paths import HELPERS
 from tool_backends import sandbox_worker
 from tool_backends.sandbox import Sandbox
 from tool_backends.sandbox_isolation import (
@@ -36,14 +35,10 @@ from tool_backends.sandbox_isolation import (
     UNREACHABLE_PYTHON,
 )
 from tool_backends.sandbox_mounts import SCRATCH_BYTES
-from tool_backends.sandbox_tree import python_paths
 
 pytestmark = pytest.mark.slow
 
 PROBE = HELPERS / "sandbox_probe.py"
-#: A uid no account uses: an unprivileged user of its own, so that its process count (which
-#: ``RLIMIT_NPROC`` limits) is this test's alone.
-USER_UID = 64_123
 ANSWER = "gt-answer-7f3a9c-only-in-the-dataset"
 SECRETS = {
     "OPENAI_API_KEY": "sk-proj-sandbox-attack-1b2c3d",
@@ -66,79 +61,13 @@ def dataset():
     shutil.rmtree(root)
 
 
-def _blocked(paths: list[str]) -> list[str]:
-    """The top-most directories on the way to ``paths`` that others cannot enter."""
-    found: list[str] = []
-    for path in paths:
-        for parent in reversed(Path(path).parents):
-            name = str(parent)
-            if name != "/" and not os.stat(name).st_mode & 0o001:
-                if not any(name == f or name.startswith(f + "/") for f in found):
-                    found.append(name)
-                break
-    return found
-
-
-def _as_user(argv: list[str], stash_root: Path) -> list[str]:
-    """``argv`` as :data:`USER_UID`, with the directories it must reach opened to it.
-
-    Each blocked directory is bound to a mount point under ``stash_root`` first (an empty
-    directory on the host: the mounts live in the private namespace only).
-    """
-    needed = [
-        os.path.realpath(p)
-        for p in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)))
-    ] + [str(ROOT), *python_paths()]
-    steps = ["set -e"]
-    for number, blocked in enumerate(_blocked(needed)):
-        stash = str(stash_root / str(number))
-        os.mkdir(stash)
-        steps += [
-            f"mount --bind {shlex.quote(blocked)} {stash}",
-            f"mount -t tmpfs -o mode=0755 gta-open {shlex.quote(blocked)}",
-        ]
-        for path in needed:
-            if path.startswith(blocked + "/"):
-                inside = shlex.quote(path)
-                source = shlex.quote(stash + path[len(blocked) :])
-                make = f"mkdir -p {inside}" if os.path.isdir(path) else f"touch {inside}"
-                steps.append(f"[ -e {inside} ] || {make}; mount --bind {source} {inside}")
-    uid = str(USER_UID)
-    steps.append(f'exec setpriv --reuid {uid} --regid {uid} --clear-groups -- "$@"')
-    script = "\n".join(steps)
-    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *argv]
-
-
 def probe(mode: str, data: Path, *, user: bool, plain: bool = False, landlock: bool = True) -> dict:
     """Run the attacks in ``mode`` and return what each call gave back."""
     if mode == "bubblewrap":
         require("bubblewrap")
-    home = Path(tempfile.mkdtemp(prefix="gta-attack-home-"))
     argv = [sys.executable, str(PROBE), mode, str(data), *(["plain"] if plain else [])]
     argv += [] if landlock else ["no-landlock"]
-    if user and os.geteuid() == 0:
-        require("util-linux")  # setpriv and unshare, to run as another user
-        if subprocess.run(["unshare", "--mount", "true"], check=False).returncode != 0:
-            pytest.skip("running as another user needs a mount namespace (unshare --mount)")
-        os.chown(home, USER_UID, USER_UID)
-        argv = _as_user(argv, Path(tempfile.mkdtemp(prefix="stash-", dir=home)))
-    elif user:
-        pass  # already unprivileged
-    elif os.geteuid() != 0:
-        pytest.skip("the root half of this test needs root")
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(ROOT),
-        "HOME": str(home),
-        **SECRETS,
-    }
-    try:
-        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-    assert out.returncode == 0, out.stderr[-4000:]
-    result: dict = json.loads(out.stdout.splitlines()[-1])
-    return result
+    return run_json(argv, user=user, env=SECRETS)
 
 
 def assert_nothing_leaked(result: dict) -> None:

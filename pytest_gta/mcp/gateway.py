@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_gta import outward
+from pytest_gta import outward, peers
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.mcp.calls import CallLimitReached, CaseTools, LoggedCall
 from pytest_gta.protocol import react as p
@@ -189,6 +189,8 @@ class _Case:
     secret: str
     tools: CaseTools
     manager: StreamableHTTPSessionManager
+    #: Whether only a sandbox's bridge may use the secret (:mod:`pytest_gta.peers`).
+    bridged: bool = False
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -333,8 +335,12 @@ class McpGateway:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
-    def open(self, tools: CaseTools) -> CaseEndpoint:
-        """Serve ``tools`` at a new secret path (starts the gateway if needed)."""
+    def open(self, tools: CaseTools, *, bridged: bool = False) -> CaseEndpoint:
+        """Serve ``tools`` at a new secret path (starts the gateway if needed).
+
+        ``bridged``: the path answers only connections of a sandbox's bridge
+        (:func:`pytest_gta.peers.trusted`), 404 to anyone else who learnt the URL.
+        """
         # the MCP SDK, see _image
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         from mcp.server.transport_security import TransportSecuritySettings
@@ -355,7 +361,7 @@ class McpGateway:
             json_response=True,
             security_settings=security,
         )
-        case = _Case(secrets.token_urlsafe(24), tools, manager)
+        case = _Case(secrets.token_urlsafe(24), tools, manager, bridged)
         asyncio.run_coroutine_threadsafe(self._start_case(case), loop).result(STOP_TIMEOUT)
         with self._lock:
             self._cases[case.secret] = case
@@ -405,6 +411,8 @@ class McpGateway:
         if len(parts) == 2 and parts[1] == "mcp":
             with self._lock:
                 case = self._cases.get(parts[0])
+        if case is not None and case.bridged and not peers.trusted(scope.get("client")):
+            case = None
         if case is None:
             await _not_found(send)
             return

@@ -16,10 +16,13 @@ from pytest_gta.flags import (
     OPT_AGENT,
     OPT_AGENT_COMMAND,
     OPT_AGENT_ENV,
+    OPT_AGENT_IN_PROCESS,
+    OPT_AGENT_NETWORK,
     OPT_AGENT_TIMEOUT,
     OPT_BASE_URL,
     OPT_MODE,
     OPT_MODEL,
+    OPT_REQUIRE_ISOLATION,
 )
 from pytest_gta.options.core import (
     Feature,
@@ -87,6 +90,17 @@ def parse_agent_timeout(value: str) -> float:
     return number(value, OPT_AGENT_TIMEOUT, hint, minimum=low, maximum=high)
 
 
+def parse_agent_network(value: str) -> str:
+    """``case`` (the case's MCP server and proxy only) or ``open``."""
+    text = value.strip().lower()
+    if text not in ("case", "open"):
+        raise usage_error(
+            f"{OPT_AGENT_NETWORK}={shown(value)}: give case (the agent reaches its case's MCP "
+            "server and model proxy, nothing else) or open (any network; recorded in the report)"
+        )
+    return text
+
+
 @dataclass(frozen=True)
 class AgentSettings:
     """The agent under test; at most one of :attr:`callable` and :attr:`command` is set.
@@ -102,6 +116,12 @@ class AgentSettings:
     env: tuple[str, ...] = ()
     #: ``--gta-agent-timeout``: seconds one case's agent may run.
     timeout: float = DEFAULT_AGENT_TIMEOUT
+    #: ``--gta-agent-network``: ``case`` or ``open``.
+    network: str = "case"
+    #: ``--gta-agent-in-process``: the callable runs inside pytest, not isolated.
+    in_process: bool = False
+    #: ``--gta-require-isolation``: a run whose agent would not be isolated does not start.
+    require_isolation: bool = False
 
     @property
     def spec(self) -> str | None:
@@ -161,6 +181,44 @@ ROWS: tuple[OptionSpec, ...] = (
         doc="how long one case's agent may run; then its process group is stopped and the case "
         "errors",
         doc_range="{low} to {high} seconds",
+    ),
+    OptionSpec(
+        OPT_AGENT_NETWORK,
+        "case|open",
+        "what network the agent's sandbox reaches: case (its MCP server and model proxy only, "
+        "the default) or open (any; recorded in the report as not isolated)",
+        parse=parse_agent_network,
+        default="case",
+        setting="network",
+        doc_default="`case`",
+        doc="what network the agent's sandbox reaches: `case` (the case's MCP server and model "
+        "proxy only) or `open` (anything the host reaches; the report says the run is not "
+        "isolated)",
+    ),
+    OptionSpec(
+        OPT_AGENT_IN_PROCESS,
+        None,
+        f"run the {OPT_AGENT} callable inside pytest rather than in its sandbox (it can read "
+        "the answers: the report marks the run not isolated)",
+        kind="bool",
+        default=False,
+        setting="in_process",
+        doc_default="off",
+        doc=f"run the `{OPT_AGENT}` callable inside the pytest process rather than in a "
+        "sandboxed worker (for debugging: it can read the answers, and the report marks the "
+        "run not isolated)",
+    ),
+    OptionSpec(
+        OPT_REQUIRE_ISOLATION,
+        None,
+        "refuse to start an agent run whose agent would not be isolated from the answers",
+        kind="bool",
+        default=False,
+        setting="require_isolation",
+        doc_default="off",
+        doc="refuse to start (usage error) an agent run whose agent this machine cannot "
+        f"isolate (no bubblewrap and no namespaces, `{OPT_AGENT_IN_PROCESS}`, "
+        f"`{OPT_AGENT_NETWORK}=open`), for leaderboards that accept isolated results only",
     ),
 )
 FEATURE = Feature("agent", ROWS, RANGES)

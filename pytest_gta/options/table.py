@@ -116,6 +116,9 @@ HELP_ORDER: tuple[str, ...] = (
     flags.OPT_AGENT_COMMAND,
     flags.OPT_AGENT_ENV,
     flags.OPT_AGENT_TIMEOUT,
+    flags.OPT_AGENT_NETWORK,
+    flags.OPT_AGENT_IN_PROCESS,
+    flags.OPT_REQUIRE_ISOLATION,
 )
 _BY_FLAG: dict[str, OptionSpec] = {spec.flag: spec for f in FEATURES for spec in f.rows}
 #: Every option, in ``--help`` order.

@@ -161,6 +161,47 @@ class Outcome:
         send_error(out, status, kind, message)
 
 
+#: Shorter header values are not secrets (``true``, a version): not worth scrubbing.
+MIN_SECRET_CHARS = 8
+#: What a secret in a reply becomes on its way to the agent.
+REDACTED = b"[redacted upstream key]"
+
+
+class Scrubber:
+    """Takes the upstream's secrets out of a reply, whole or chunk by chunk.
+
+    An upstream that echoes the request's headers (a debugging endpoint, a misconfigured
+    gateway) would hand the agent the real key in a 200 as well as in an error. In a stream a
+    secret may straddle two chunks, so the last ``longest - 1`` bytes are held back until the
+    next chunk (or the end) shows whether they start one.
+    """
+
+    def __init__(self, hidden: tuple[bytes, ...]) -> None:
+        self._hidden = hidden
+        self._keep = max((len(h) for h in hidden), default=1) - 1
+        self._held = b""
+
+    def whole(self, data: bytes) -> bytes:
+        """``data`` with every secret replaced."""
+        for secret in self._hidden:
+            data = data.replace(secret, REDACTED)
+        return data
+
+    def feed(self, chunk: bytes) -> bytes:
+        """What of the stream so far can go out now."""
+        if not self._hidden:
+            return chunk
+        data = self.whole(self._held + chunk)
+        cut = max(0, len(data) - self._keep)
+        self._held = data[cut:]
+        return data[:cut]
+
+    def flush(self) -> bytes:
+        """The held-back end of the stream."""
+        rest, self._held = self.whole(self._held), b""
+        return rest
+
+
 class Forwarder:
     """Answers agents' requests from the upstream, the cache and the budget."""
 
@@ -183,6 +224,11 @@ class Forwarder:
         if key and key in text:
             text = text.replace(key, "[redacted upstream key]")
         return outward.redact(text)
+
+    def hidden(self) -> tuple[bytes, ...]:
+        """What must never reach the agent: the real key, the upstream's header values."""
+        values = (self.upstream.api_key, *self.upstream.headers.values())
+        return tuple(v.encode() for v in values if v and len(v) >= MIN_SECRET_CHARS)
 
     def answer(self, incoming: Incoming, out: Reply, outcome: Outcome) -> None:
         """Answer ``incoming`` on ``out``, noting what happened in ``outcome``.
@@ -392,7 +438,8 @@ class Forwarder:
         outcome.status = response.status_code
         content_type = response.headers.get("content-type") or "application/json"
         self.settle(key, outcome, response.content, complete=True)
-        out.send(response.status_code, response.content, content_type, {})
+        body = Scrubber(self.hidden()).whole(response.content)
+        out.send(response.status_code, body, content_type, {})
 
     def stream(
         self, response: httpx2.Response, key: str | None, outcome: Outcome, out: Reply
@@ -402,12 +449,18 @@ class Forwarder:
         reading = StreamReading(outcome.api)
         raw = bytearray()
         complete = False
+        scrubber = Scrubber(self.hidden())
         try:
             out.start(response.status_code, response.headers.get("content-type") or EVENT_STREAM)
             for chunk in response.iter_raw():
                 reading.feed(chunk)
                 raw += chunk
-                out.chunk(chunk)
+                passed = scrubber.feed(chunk)
+                if passed:
+                    out.chunk(passed)
+            rest = scrubber.flush()
+            if rest:
+                out.chunk(rest)
             complete = True
         except AgentGone:
             outcome.error = "the agent closed the connection before the stream ended"

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from pytest_gta import outward
+from pytest_gta import outward, peers
 from pytest_gta.endpoint import bound_client
 from pytest_gta.errors import GtaBudgetExhausted
 from pytest_gta.models.cache import ResponseCache
@@ -60,9 +60,13 @@ class ProxyCase:
     Thread-safe: the agent may send requests from many threads at once.
     """
 
-    def __init__(self, proxy: ModelProxy, label: str, secret: str, epoch: int) -> None:
+    def __init__(
+        self, proxy: ModelProxy, label: str, secret: str, epoch: int, bridged: bool = False
+    ) -> None:
         self.label = label
         self.epoch = epoch
+        #: Whether only a sandbox's bridge may use the URLs (:mod:`pytest_gta.peers`).
+        self.bridged = bridged
         self._proxy = proxy
         self._secret = secret
         self._lock = threading.Lock()
@@ -219,14 +223,15 @@ class ModelProxy:
             self._thread.start()
             self._server = server
 
-    def open(self, label: str, *, epoch: int = 0) -> ProxyCase:
+    def open(self, label: str, *, epoch: int = 0, bridged: bool = False) -> ProxyCase:
         """A new case with its own secret URLs.
 
-        ``epoch`` is the case's sampling epoch, part of the cache key as for the adapters.
+        ``epoch`` is the case's sampling epoch, part of the cache key as for the adapters;
+        ``bridged``: only a sandbox's bridge may use the URLs (:mod:`pytest_gta.peers`).
         """
         self.start()
         secret = secrets.token_urlsafe(24)
-        case = ProxyCase(self, label, secret, epoch)
+        case = ProxyCase(self, label, secret, epoch, bridged)
         with self._lock:
             self._cases[secret] = case
         return case
@@ -409,6 +414,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         _, secret, rest = [*path.split("/", 2), "", ""][:3]
         case = self.server.proxy.case_of(secret) if secret else None
+        if case is not None and case.bridged and not peers.trusted(self.client_address):
+            case = None
         if case is None:
             self._drain()
             self._refuse(404, "not_found", "no such case (unknown or closed URL)")

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from pytest_gta.dataset import Dataset, Query
-from pytest_gta.report.table import header_lines, identity_facts, model_time
+from pytest_gta.report.table import header_lines, identity_facts, isolation_lines, model_time
 from pytest_gta.results.case import CaseResult, E2EPrimitives, ScoreValue, Step
 from pytest_gta.results.report import RunReport
 from pytest_gta.vocabulary import CATEGORY_NAMES, tool_category
@@ -49,6 +49,7 @@ def facts(report: RunReport) -> list[tuple[str, str]]:
     agent = settings.agent
     if agent is not None and agent.name:
         out.append(("agent under test", f"{agent.name} ({agent.kind})"))
+        out += [tuple(line.split(": ", 1)) for line in isolation_lines(agent)]  # type: ignore[misc]
     out += identity_facts(report)
     out += [
         ("modes", ", ".join(settings.modes)),
@@ -109,6 +110,13 @@ def run_warnings(report: RunReport) -> list[str]:
         out.append(lines[0])
     if report.stopped:
         out.append(f"stopped early: {report.stopped}")
+    agent = report.settings.agent
+    isolation = None if agent is None else agent.isolation
+    if isolation is not None and not isolation.isolated:
+        out.append(
+            "the agent under test was NOT isolated from the answers and the harness: "
+            + "; ".join([*isolation.gaps, *(f.check for f in isolation.probe if not f.held)])
+        )
     return out
 
 

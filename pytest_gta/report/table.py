@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pytest_gta.flags import OPT_MERGE
 from pytest_gta.outward import terminal_text
 from pytest_gta.results.report import (
+    AgentSettings,
     BaselineComparison,
     E2EIntervals,
     E2EMetrics,
@@ -417,6 +418,7 @@ def header_lines(report: RunReport) -> list[str]:
     agent = settings.agent
     if agent is not None and agent.name:
         lines.append(f"agent under test: {agent.name} ({agent.kind})")
+        lines += isolation_lines(agent)
     run = [f"{name}: {value}" for name, value in identity_facts(report) if name != "finished"]
     if run:
         lines.append("  ".join(run))
@@ -481,6 +483,25 @@ def header_lines(report: RunReport) -> list[str]:
             f"{usage.input_tokens} tokens in, {usage.output_tokens} out"
             + ("" if cost is None else f", about ${cost:.4f}")
             + model_time(usage)
+        )
+    return lines
+
+
+def isolation_lines(agent: AgentSettings) -> list[str]:
+    """How the agent was isolated, and what the start-up probe got (nothing: older reports)."""
+    isolation = agent.isolation
+    if isolation is None:
+        return []
+    failed = [f.check for f in isolation.probe if not f.held]
+    line = f"agent sandbox: {isolation.mechanism}, network {isolation.network}"
+    if not isolation.isolated:
+        line += f"; NOT isolated: {'; '.join([*isolation.gaps, *failed])}"
+    lines = [line]
+    if isolation.probe:
+        held = len(isolation.probe) - len(failed)
+        lines.append(
+            f"agent sandbox probe: {held} of {len(isolation.probe)} attempts of a cheating agent "
+            "held" + (f" (got through: {'; '.join(failed)})" if failed else "")
         )
     return lines
 

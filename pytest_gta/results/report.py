@@ -228,6 +228,30 @@ class SandboxSummary(Doc):
     summary: JsonValue
 
 
+class ProbeFinding(Doc):
+    """One thing the start-up probe tried inside the agents' sandbox, and what it got."""
+
+    check: str
+    held: bool
+    """Whether the sandbox held: the attempt failed (or, for a service, succeeded)."""
+    detail: str
+
+
+class AgentIsolation(Doc):
+    """How the agent under test was isolated from the harness (docs/agents.md, "Isolation")."""
+
+    mechanism: str
+    """``bubblewrap``, ``namespaces``, ``plain`` (none) or ``in-process``."""
+    isolated: bool
+    """False when any gap could let the agent read the answers, the keys or other cases."""
+    network: str
+    """``--gta-agent-network``: ``case`` or ``open``."""
+    guarantees: list[str]
+    gaps: list[str]
+    probe: list[ProbeFinding] = Field(default_factory=list)
+    """What the start-up probe tried in the agents' very sandbox (empty: no probe ran)."""
+
+
 class AgentSettings(Doc):
     """The agent under test and how it runs."""
 
@@ -236,6 +260,8 @@ class AgentSettings(Doc):
     timeout: Number
     env: list[str] = Field(default_factory=list)
     """The environment variables ``--gta-agent-env`` passes on (names only)."""
+    isolation: AgentIsolation | None = omitted()
+    """How the agent was isolated (absent in reports written before isolation existed)."""
 
 
 class Budget(Doc):

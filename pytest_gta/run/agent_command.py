@@ -1,59 +1,48 @@
-"""An agent program run once per case (``--gta-agent-command``), and nothing of it left behind.
+"""An agent under test run in its sandbox, one per case: a program, or a callable in a worker.
 
-The template is split like a shell would (``shlex``) but run without one, each placeholder
-(:data:`~pytest_gta.vocabulary.AGENT_PLACEHOLDERS`) filled in one word, so a query text or a
-URL never becomes syntax. The program starts under :mod:`pytest_gta.process_guard` as the
-leader of a new process group: the whole group (the agent and every process it started, a
-``sleep 1000 &`` included) is stopped with SIGTERM then SIGKILL on timeout, and SIGKILLed
-whenever the case ends, however it ends (an answer, a crash, Ctrl-C or SIGTERM of pytest:
-:func:`stop_all` runs from the interrupt handler for agents in the pool's threads); if pytest
-itself is killed, the guard sees its parent gone and stops the group.
+The template (``--gta-agent-command``) is split like a shell would (``shlex``) but run without
+one, each placeholder (:data:`~pytest_gta.vocabulary.AGENT_PLACEHOLDERS`) filled in one word, so a
+query text or a URL never becomes syntax; the sandbox's launcher fills them, since only it knows
+where the case's query and answer files are. A callable (``--gta-agent``) runs alike, in a
+worker process of the sandbox that imports it and calls it with the same :class:`AgentTask`
+(its tool calls relayed to the case's tools). The sandbox (:mod:`pytest_gta.jail`) shows the
+agent its own files, its case's inputs and nothing of the harness, and takes down every process
+of the case when it ends, however it ends (an answer, a crash, the timeout, Ctrl-C or SIGTERM of
+pytest: :func:`stop_all` runs from the interrupt handler); if pytest itself is killed, the guard
+in front of the sandbox sees its parent gone and stops it.
 
-The program's environment is an allow-list, as the sandbox's is (tool_backends/sandbox_tree.py):
-the locale, ``PATH`` (an agent is a program found on it), a scratch ``HOME`` and ``TMPDIR``,
-the names ``--gta-agent-env`` passes on, and what the harness hands it: ``GTA_MCP_URL``,
-``GTA_QUERY_FILE``, ``GTA_ANSWER_FILE``, ``GTA_CASE_ID``, ``GTA_MODEL`` and, when the model has a
-proxy, ``OPENAI_BASE_URL``/``ANTHROPIC_BASE_URL`` with a placeholder key (the proxy adds the
-real one), so SDKs that read those variables go through the proxy untouched. No API key of
-the user's environment reaches the program unless ``--gta-agent-env`` names it.
+The agent's environment is an allow-list, as model-written code's is: the locale, ``PATH``, a
+scratch ``HOME`` and ``TMPDIR``, the names ``--gta-agent-env`` passes on, and what the harness
+hands it: ``GTA_MCP_URL``, ``GTA_QUERY_FILE``, ``GTA_ANSWER_FILE``, ``GTA_CASE_ID``, ``GTA_MODEL``
+and, when the model has a proxy, ``OPENAI_BASE_URL``/``ANTHROPIC_BASE_URL`` with a placeholder
+key (the proxy adds the real one), so SDKs that read those variables go through the proxy
+untouched. No API key of the user's environment reaches the agent unless ``--gta-agent-env``
+names it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.machinery
 import os
 import shlex
-import shutil
-import signal
 import string
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 from collections.abc import Mapping
-from io import BufferedReader
 from pathlib import Path
-from typing import cast
+from typing import Any
 
-from pytest_gta import process_guard
-from pytest_gta.flags import OPT_AGENT_TIMEOUT
+from pytest_gta import jail, outward
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import OPT_AGENT, OPT_AGENT_TIMEOUT
+from pytest_gta.jail import Jail, Job, JobOutcome
 from pytest_gta.run.agent_under_test import AgentFailed, AgentOutcome, AgentTask, tail
+from pytest_gta.types import Usage
 
 #: Variables of the user's environment every agent program gets: none holds a credential.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME")
 #: The API key an agent's SDK is given for the proxy, which ignores it and adds the real one.
 PROXY_KEY = "gta-proxy"
-#: Seconds between SIGTERM and SIGKILL of a timed-out agent's process group.
-GRACE_S = 2.0
-#: Bytes of stdout (or of the answer file) read as the answer; an answer is a few sentences.
-MAX_ANSWER_BYTES = 1 << 20
-#: Bytes of stderr kept (its end: where a traceback's message is).
-STDERR_KEPT = 16 << 10
-#: How long the output readers may take to finish once the group is dead.
-READER_JOIN_S = 5.0
-
-#: Process groups of agents running now, for :func:`stop_all` (a dict: insertion-ordered).
-_live: dict[int, None] = {}
 
 
 def template_placeholders(template: str) -> set[str]:
@@ -67,37 +56,21 @@ def template_placeholders(template: str) -> set[str]:
 
 
 def stop_all() -> None:
-    """SIGKILL every running agent's process group (pytest is interrupted or ending).
-
-    Lock-free, as a signal handler must be: it only reads a snapshot of the live groups.
-    """
-    for group in list(_live):
-        _kill(group, signal.SIGKILL)
-
-
-def _kill(group: int, signum: int) -> None:
-    try:
-        os.killpg(group, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """Kill every running agent's sandbox (pytest is interrupted or ending); lock-free."""
+    jail.stop_all()
 
 
 def agent_environment(
-    task: AgentTask,
-    workdir: Path,
-    files: Mapping[str, Path],
-    passed: tuple[str, ...],
-    environ: Mapping[str, str] | None = None,
+    task: AgentTask, passed: tuple[str, ...], environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The whole environment of one agent run (see the module docstring)."""
+    """The environment of one agent run but its paths (``HOME``, ``TMPDIR``, ``GTA_*_FILE``).
+
+    Those the launcher adds: only it knows where the scratch directory is.
+    """
     source = os.environ if environ is None else environ
     env = {name: source[name] for name in PASSED_ENV if name in source}
-    env["HOME"] = str(workdir)
-    env["TMPDIR"] = str(workdir / "tmp")
     env["GTA_CASE_ID"] = task.case_id
     env["GTA_MODEL"] = task.model
-    env["GTA_QUERY_FILE"] = str(files["query_file"])
-    env["GTA_ANSWER_FILE"] = str(files["answer_file"])
     if task.mcp_url is not None:
         env["GTA_MCP_URL"] = task.mcp_url
     if task.model_url is not None:
@@ -111,153 +84,200 @@ def agent_environment(
     return env
 
 
-class _Reader(threading.Thread):
-    """Drains one pipe: keeps its first ``head`` bytes or its last ``keep`` bytes."""
-
-    def __init__(self, pipe: BufferedReader, *, head: int = 0, keep: int = 0) -> None:
-        super().__init__(daemon=True, name="gta-agent-output")
-        self._pipe = pipe
-        self._head = head
-        self._keep = keep
-        self.data = bytearray()
-        self.total = 0
-
-    def run(self) -> None:
-        try:
-            while chunk := self._pipe.read1(65536):
-                self.total += len(chunk)
-                if self._head:
-                    room = self._head - len(self.data)
-                    if room > 0:
-                        self.data += chunk[:room]
-                else:
-                    self.data += chunk
-                    if len(self.data) > self._keep:
-                        del self.data[: len(self.data) - self._keep]
-        except (OSError, ValueError):
-            pass
-        finally:
-            self._pipe.close()
-
-
-def decode_output(data: bytes) -> str:
-    """Output as text: undecodable bytes (a binary dump) become U+FFFD, NULs dropped."""
-    return data.decode("utf-8", errors="replace").replace("\x00", "")
+def services(task: AgentTask) -> dict[str, str]:
+    """The URLs the case's sandbox reaches: its MCP server and its proxy."""
+    found = {"MCP server": task.mcp_url, "model proxy": task.model_url}
+    return {name: url for name, url in found.items() if url}
 
 
 class CommandAgent:
-    """An agent program: one process group per case, answer from stdout or ``{answer_file}``."""
+    """An agent program: one sandbox per case, answer from ``{answer_file}`` or stdout."""
 
     command = True
 
-    def __init__(self, template: str, passed_env: tuple[str, ...] = ()) -> None:
+    def __init__(self, template: str, jail: Jail, passed_env: tuple[str, ...] = ()) -> None:
         self.name = template
         self._words = shlex.split(template)
         self._passed = passed_env
+        self._jail = jail
+        self.bridged = jail.bridged
 
     def run(self, task: AgentTask, timeout: float) -> AgentOutcome:
         """Run the program for ``task``; its answer, or :class:`AgentFailed`.
 
-        The answer is ``{answer_file}`` when the program wrote it, else its whole stdout,
-        stripped; a non-zero exit status, or no answer within ``timeout``, fails the case with
-        the status and the end of its stderr.
+        The answer is ``{answer_file}`` when the program wrote it (a regular file: a link is
+        not followed), else its whole stdout, stripped; a non-zero exit status, or no answer
+        within ``timeout``, fails the case with the status and the end of its stderr.
         """
-        workdir = Path(tempfile.mkdtemp(prefix=f"gta-agent-{_safe(task.case_id)}-"))
-        try:
-            return self._run(task, timeout, workdir)
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-
-    def _run(self, task: AgentTask, timeout: float, workdir: Path) -> AgentOutcome:
-        (workdir / "tmp").mkdir()
-        files = {"query_file": workdir / "query.json", "answer_file": workdir / "answer.txt"}
-        task.write_query_file(files["query_file"])
         values = {
             "mcp_url": task.mcp_url,
-            "query_file": str(files["query_file"]),
             "model_url": task.model_url,
             "anthropic_url": task.anthropic_url,
             "model": task.model,
-            "answer_file": str(files["answer_file"]),
-            "output_file": str(files["answer_file"]),
             "case_id": task.case_id,
         }
         missing = sorted(
-            name for name in template_placeholders(self.name) if values.get(name) is None
+            name
+            for name in template_placeholders(self.name)
+            if name in values and values[name] is None
         )
         if missing:
             raise AgentFailed(
                 f"agent command names {', '.join('{' + m + '}' for m in missing)}, which this "
                 "run has no value for (the model has no HTTP endpoint to proxy)"
             )
-        words = [word.format(**values) for word in self._words]
-        env = agent_environment(task, workdir, files, self._passed)
-        guard = [sys.executable, "-I", process_guard.__file__, str(os.getpid()), str(GRACE_S)]
-        started = time.monotonic()
-        process = subprocess.Popen(
-            [*guard, "--", *words],
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+        job = Job(
+            "command",
+            task.to_json(),
+            agent_environment(task, self._passed),
+            timeout,
+            argv=tuple(self._words),
+            values={k: v for k, v in values.items() if v is not None},
+            show=task.image_paths,
+            services=services(task),
         )
-        group = process.pid
-        _live[group] = None
-        assert process.stdout is not None
-        assert process.stderr is not None
-        out = _Reader(cast(BufferedReader, process.stdout), head=MAX_ANSWER_BYTES)
-        err = _Reader(cast(BufferedReader, process.stderr), keep=STDERR_KEPT)
-        out.start()
-        err.start()
-        timed_out = False
-        try:
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill(group, signal.SIGTERM)
-                try:
-                    process.wait(GRACE_S + 1)
-                except subprocess.TimeoutExpired:
-                    pass
-        finally:
-            # Always, however the case ends: whatever the agent left running in its group.
-            _kill(group, signal.SIGKILL)
-            process.wait()
-            _live.pop(group, None)
-            out.join(READER_JOIN_S)
-            err.join(READER_JOIN_S)
-        duration = time.monotonic() - started
-        status = process.returncode
-        outcome = AgentOutcome(
-            self.name,
-            exit_status=None if timed_out else status,
-            stderr_tail=tail(decode_output(bytes(err.data))),
-            timed_out=timed_out,
-            duration=duration,
-        )
-        if timed_out:
-            raise AgentFailed(
-                f"agent gave no answer within {timeout:g} s ({OPT_AGENT_TIMEOUT}); its process "
-                f"group was stopped{_last_line(outcome)}",
-                outcome,
-                outcome.stderr_tail,
-            )
-        if status != 0:
-            raise AgentFailed(
-                f"agent exited with status {status}{_last_line(outcome)}",
-                outcome,
-                outcome.stderr_tail,
-            )
-        answer_file = files["answer_file"]
-        if answer_file.is_file():
-            with open(answer_file, "rb") as handle:
-                outcome.answer = decode_output(handle.read(MAX_ANSWER_BYTES)).strip()
-        else:
-            outcome.answer = decode_output(bytes(out.data)).strip()
+        ran = self._jail.run(job)
+        outcome = outcome_of(self.name, ran)
+        check_exit(outcome, timeout)
+        answer = ran.answer_file if ran.answer_file is not None else ran.stdout
+        outcome.answer = answer.strip()
         return outcome
+
+
+def outcome_of(name: str, ran: JobOutcome) -> AgentOutcome:
+    """What the report keeps of a run in the sandbox (the answer is the caller's to add)."""
+    return AgentOutcome(
+        name,
+        exit_status=None if ran.timed_out else ran.exit_status,
+        stderr_tail=tail(ran.stderr_tail),
+        timed_out=ran.timed_out,
+        duration=ran.duration,
+    )
+
+
+def check_exit(outcome: AgentOutcome, timeout: float) -> None:
+    """Fail the case of an agent that ran out of time or exited with a non-zero status.
+
+    Raises:
+        AgentFailed: saying which, with the end of its stderr.
+    """
+    if outcome.timed_out:
+        raise AgentFailed(
+            f"agent gave no answer within {timeout:g} s ({OPT_AGENT_TIMEOUT}); its sandbox "
+            f"was stopped{_last_line(outcome)}",
+            outcome,
+            outcome.stderr_tail,
+        )
+    if outcome.exit_status not in (0, None):
+        raise AgentFailed(
+            f"agent exited with status {outcome.exit_status}{_last_line(outcome)}",
+            outcome,
+            outcome.stderr_tail,
+        )
+
+
+class SandboxedPythonAgent:
+    """A sync or async callable, imported and called in a worker process of its sandbox.
+
+    ``spec`` is what the worker imports (:func:`callable_spec`); the task it gets has the
+    fields and methods of :class:`AgentTask`, its ``tools`` relayed to the case's tools.
+    """
+
+    command = False
+
+    def __init__(
+        self, name: str, spec: Mapping[str, Any], jail: Jail, passed_env: tuple[str, ...] = ()
+    ) -> None:
+        self.name = name
+        fields = [f.name for f in dataclasses.fields(AgentTask)]
+        self._spec = {**spec, "task_fields": fields}
+        self._jail = jail
+        self._passed = passed_env
+        self.bridged = jail.bridged
+
+    def run(self, task: AgentTask, timeout: float) -> AgentOutcome:
+        """Call the agent in its sandbox; its answer, or :class:`AgentFailed`."""
+        job = Job(
+            "callable",
+            task.to_json(),
+            agent_environment(task, self._passed),
+            timeout,
+            spec=self._spec,
+            show=(*task.image_paths, *self._spec.get("show", ())),
+            services=services(task),
+            on_call=task.tools.call_json,
+        )
+        ran = self._jail.run(job)
+        outcome = outcome_of(self.name, ran)
+        if ran.timed_out:
+            task.tools.close()
+            raise AgentFailed(
+                f"agent {self.name} gave no answer within {timeout:g} s ({OPT_AGENT_TIMEOUT})",
+                outcome,
+            )
+        error = ran.result.get("error")
+        if isinstance(error, dict):
+            outcome.stderr_tail = tail(str(error.get("traceback", "")))
+            said = outward.clip(" ".join(str(error.get("message", "")).split()), 300)
+            raise AgentFailed(
+                f"agent {self.name} raised {error.get('type', 'an exception')}: {said}",
+                outcome,
+                outcome.stderr_tail,
+            )
+        result = ran.result.get("result")
+        if not isinstance(result, dict):
+            check_exit(outcome, timeout)
+            raise AgentFailed(
+                f"agent {self.name}'s worker ended without a result{_last_line(outcome)}",
+                outcome,
+                outcome.stderr_tail,
+            )
+        answer = result.get("answer")
+        if not isinstance(answer, str):
+            kind = result.get("answer_type", "NoneType")
+            raise AgentFailed(
+                f"agent {self.name} returned {kind}; return the final answer text or an "
+                "AgentResult(answer, images, usage)",
+                outcome,
+            )
+        outcome.answer = answer
+        outcome.images = tuple(str(p) for p in result.get("images") or ())
+        usage = result.get("usage")
+        if isinstance(usage, dict):
+            outcome.usage = Usage(**{k: int(v) for k, v in usage.items() if k in USAGE_FIELDS})
+        return outcome
+
+
+USAGE_FIELDS = ("input_tokens", "output_tokens", "calls", "cached_calls")
+
+
+def callable_spec(spec: str, base: Path) -> dict[str, Any]:
+    """What the sandbox's worker imports for ``MODULE:CALLABLE`` or ``path/file.py:CALLABLE``.
+
+    Found without importing anything here (the module is the agent's code, and runs only in
+    its sandbox): a file relative to ``base``, or a top-level module on ``base`` and
+    ``sys.path``. ``show`` is what the sandbox must show of it.
+
+    Raises:
+        GtaUsageError: no such file or module.
+    """
+    target, _, attr = spec.rpartition(":")
+    flag = f"{OPT_AGENT}={spec}"
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = (base / Path(target).expanduser()).resolve()
+        if not path.is_file():
+            raise GtaUsageError(f"{flag}: no file {path}")
+        return {"file": str(path), "attr": attr, "path": [], "show": [str(path)]}
+    top = target.split(".")[0]
+    found = importlib.machinery.PathFinder.find_spec(top, [str(base), *sys.path])
+    if found is None or (found.origin is None and not found.submodule_search_locations):
+        raise GtaUsageError(
+            f"{flag}: cannot import {target}: ModuleNotFoundError: No module named {top!r}"
+        )
+    locations = list(found.submodule_search_locations or [])
+    shown = locations or [str(found.origin)]
+    parents = sorted({str(Path(p).parent) for p in shown})
+    return {"module": target, "attr": attr, "path": parents, "show": shown}
 
 
 def _last_line(outcome: AgentOutcome) -> str:

@@ -57,8 +57,8 @@ class Endpoint(Protocol):
 class Gateway(Protocol):
     """The process's MCP server (:class:`pytest_gta.mcp.McpGateway`)."""
 
-    def open(self, tools: CaseTools) -> Endpoint:
-        """A new endpoint serving ``tools``."""
+    def open(self, tools: CaseTools, *, bridged: bool = False) -> Endpoint:
+        """A new endpoint serving ``tools`` (``bridged``: to a sandbox's bridge only)."""
         ...
 
 
@@ -96,8 +96,11 @@ class ProxyCase(Protocol):
 class Proxy(Protocol):
     """The process's recording model proxy (:class:`pytest_gta.proxy.ModelProxy`)."""
 
-    def open(self, label: str, *, epoch: int = 0) -> ProxyCase:
-        """A new per-case door (``epoch``: the sampling epoch, for the response cache)."""
+    def open(self, label: str, *, epoch: int = 0, bridged: bool = False) -> ProxyCase:
+        """A new per-case door (``epoch``: the sampling epoch, for the response cache).
+
+        ``bridged``: its URLs answer a sandbox's bridge only.
+        """
         ...
 
 
@@ -273,6 +276,9 @@ class Agent(Protocol):
     name: str
     #: Whether it runs as a separate program (which reads ``{query_file}`` and no Python client).
     command: bool
+    #: Whether it reaches the case's services through its sandbox's socket only, so that the
+    #: services refuse the case's URLs to anyone else (:mod:`pytest_gta.peers`).
+    bridged: bool
 
     def run(self, task: AgentTask, timeout: float) -> AgentOutcome:
         """The agent's answer to ``task`` within ``timeout`` seconds.
@@ -385,6 +391,7 @@ class PythonAgent:
     """
 
     command = False
+    bridged = False
 
     def __init__(self, spec: str, function: Callable[..., Any]) -> None:
         self.name = spec

@@ -158,13 +158,13 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
         stack.callback(client.close)
         mcp_url = None
         if ctx.gateway is not None:
-            endpoint = ctx.gateway().open(tools)
+            endpoint = ctx.gateway().open(tools, bridged=agent.bridged)
             stack.callback(endpoint.close)
             mcp_url = endpoint.url
         proxy = ctx.proxy() if ctx.proxy is not None else None
         door: ProxyCase | None = None
         if proxy is not None:
-            door = proxy.open(case.id, epoch=case.epoch)
+            door = proxy.open(case.id, epoch=case.epoch, bridged=agent.bridged)
             stack.callback(door.close)
         task = AgentTask(
             case_id=case.id,

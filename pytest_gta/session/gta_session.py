@@ -192,6 +192,7 @@ class GtaSession:
                 f"gta: agent under test ({kind}): {agent.spec}, beside the model "
                 f"{settings.model.name} (timeout {agent.timeout:g} s per case)"
             )
+            lines += self._agent_isolation_lines()
         shard = settings.cases.shard
         if shard is not None:
             lines.append(
@@ -213,6 +214,26 @@ class GtaSession:
             lines += self._tool_lines()
         # Tool specs and server commands can carry a URL with a password (agentlego=http://u:p@h).
         return [clean_text(mask_url(line)) for line in lines]
+
+    def _agent_isolation_lines(self) -> list[str]:
+        setup = self.state.agent_setup()
+        if setup is None:
+            return []
+        described = setup.describe()
+        lines = [f"gta: agent sandbox: {setup.isolation.summary()}"]
+        failed = [f["check"] for f in described["probe"] if not f["held"]]
+        if described["probe"]:
+            held = len(described["probe"]) - len(failed)
+            lines.append(
+                f"gta: agent sandbox probe: {held} of {len(described['probe'])} attempts of a "
+                "cheating agent held" + (f" (got through: {'; '.join(failed)})" if failed else "")
+            )
+        if not described["isolated"]:
+            lines.append(
+                "gta: WARNING: the agent under test is NOT isolated: it can read the dataset's "
+                "answers or the harness; results are marked not isolated in the report"
+            )
+        return lines
 
     def _tool_lines(self) -> list[str]:
         state = self.state

@@ -29,6 +29,7 @@ from pytest_gta.flags import (
     OPT_MAX_COST,
     OPT_MODEL,
     OPT_PRICE,
+    OPT_REQUIRE_ISOLATION,
     OPT_TOOL_CASSETTES,
     OPT_TOOL_RECORD,
     OPT_TOOLS,
@@ -45,14 +46,15 @@ from pytest_gta.options.data import DATASET_NAME
 from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.baseline import comparable_run, read_baseline
 from pytest_gta.report.images import ImageStore
-from pytest_gta.run.agent_command import CommandAgent, template_placeholders
-from pytest_gta.run.agent_under_test import Agent, PythonAgent, load_callable
+from pytest_gta.run.agent_command import template_placeholders
+from pytest_gta.run.agent_under_test import Agent
 from pytest_gta.run.ahead import AheadWork, strategy
 from pytest_gta.run.context import RunContext, needs_similarity
 from pytest_gta.run.runner import Scorer
 from pytest_gta.scoring.service import RemoteSimilarity, SimilarityService
 from pytest_gta.scoring.similarity import SentenceSimilarity, resolve_sim_model
-from pytest_gta.session import xdist
+from pytest_gta.session import agent_setup, xdist
+from pytest_gta.session.agent_setup import AgentSetup
 from pytest_gta.session.collector import RunInfo
 from pytest_gta.session.model_server import describe as describe_server
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
@@ -343,9 +345,34 @@ class GtaState:
         """
         if self.settings.agent.spec is None:
             return None
-        return self._once("agent", self._make_agent)
+        setup: agent_setup.AgentSetup = self._once("agent", self._make_agent)
+        return setup.agent
 
-    def _make_agent(self) -> Agent:
+    def agent_setup(self) -> AgentSetup | None:
+        """The agent with its sandbox and what the start-up probe found (``None``: no agent)."""
+        if self.settings.agent.spec is None:
+            return None
+        setup: AgentSetup = self._once("agent", self._make_agent)
+        return setup
+
+    def probe_agent_sandbox(self) -> None:
+        """Run the cheating probe in the agents' sandbox once, before the first case.
+
+        Raises:
+            GtaUsageError: ``--gta-require-isolation`` and an attempt of the probe succeeded.
+        """
+        setup = self.agent_setup()
+        if setup is None or setup.findings:
+            return
+        findings = agent_setup.probe(setup, self.dataset().root / DATASET_NAME)
+        failed = [f["check"] for f in findings if not f["held"]]
+        if failed and self.settings.agent.require_isolation:
+            raise GtaUsageError(
+                f"{OPT_REQUIRE_ISOLATION}: the probe in the agents' sandbox could "
+                f"{'; '.join(failed)}"
+            )
+
+    def _make_agent(self) -> AgentSetup:
         settings = self.settings
         agent = settings.agent
         model = self.model()
@@ -362,17 +389,19 @@ class GtaState:
                 f"over MCP, which needs the agents extra: pip install 'pytest-gta[agents]' "
                 f"(missing: {', '.join(missing)})"
             )
-        if agent.callable is not None:
-            function = load_callable(agent.callable, settings.invocation_dir)
-            return PythonAgent(agent.callable, function)
-        assert agent.command is not None
-        wanted = template_placeholders(agent.command) & {"model_url", "anthropic_url"}
-        if wanted and upstream_of(model) is None:
-            names = ", ".join("{" + w + "}" for w in sorted(wanted))
-            raise GtaUsageError(
-                f"{OPT_AGENT_COMMAND} names {names}, but {no_upstream_reason(model)}"
-            )
-        return CommandAgent(agent.command, agent.env)
+        if agent.command is not None:
+            wanted = template_placeholders(agent.command) & {"model_url", "anthropic_url"}
+            if wanted and upstream_of(model) is None:
+                names = ", ".join("{" + w + "}" for w in sorted(wanted))
+                raise GtaUsageError(
+                    f"{OPT_AGENT_COMMAND} names {names}, but {no_upstream_reason(model)}"
+                )
+        return agent_setup.build(
+            agent,
+            invocation_dir=settings.invocation_dir,
+            dataset_root=self.dataset().root,
+            sandbox_mode=settings.tools.sandbox,
+        )
 
     def mcp_gateway(self) -> McpGateway:
         """This process's MCP server (each xdist worker has its own), started on first case."""
@@ -402,8 +431,8 @@ class GtaState:
         )
 
     def close_agent_services(self) -> None:
-        """Stop the MCP server and the model proxy, if this process started them."""
-        for what in ("mcp_gateway", "model_proxy"):
+        """Stop the MCP server, the model proxy and the agents' sandbox this process started."""
+        for what in ("mcp_gateway", "model_proxy", "agent"):
             service = self._built.pop(what, None)
             if service is not None:
                 service.close()
@@ -518,12 +547,18 @@ class GtaState:
         agent = self.settings.agent
         if agent.spec is None:
             return None
-        return {
+        setup = self.agent_setup()
+        if not xdist.is_worker(self.config):
+            self.probe_agent_sandbox()
+        described: dict[str, Any] = {
             "name": agent.spec,
             "kind": "python" if agent.callable is not None else "command",
             "timeout": agent.timeout,
             "env": list(agent.env),
         }
+        if setup is not None:
+            described["isolation"] = setup.describe()
+        return described
 
     def tool_backend_details(self) -> dict[str, Any]:
         """Each backend's ``describe()`` (what it serves, how), for the report."""
@@ -534,6 +569,8 @@ class GtaState:
         self.cases()
         self.model()
         self.agent()
+        if not xdist.is_worker(self.config):
+            self.probe_agent_sandbox()
         if self.uses_tools():
             self.toolset()
         if self.needs_similarity():

@@ -11,13 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.gta_agents import reference
+
+def reference(query_id: str) -> tuple[list[tuple[str, Any]], str]:
+    """The reference calls and answer of ``query_id`` (``tests/helpers/references.py``)."""
+    calls, answer = json.loads(os.environ["GTA_TEST_REFERENCES"])[query_id]
+    return [(name, arguments) for name, arguments in calls], answer
 
 
 async def call_all(url: str, calls: list[tuple[str, Any]]) -> list[str]:
@@ -39,6 +44,11 @@ async def call_all(url: str, calls: list[tuple[str, Any]]) -> list[str]:
 def main(argv: list[str]) -> int:
     mode, query_file, *extra = argv
     task = json.loads(Path(query_file).read_text("utf-8"))
+    if mode == "cheat":  # needs no case: the tests run it in a bare sandbox too
+        if extra:
+            leave(f"{extra[0]}-{task['case_id']}")
+        print(json.dumps(cheat(task)))
+        return 0
     url = os.environ["GTA_MCP_URL"]
     assert task["mcp_url"] == url
     assert all(os.path.isabs(p) and os.path.isfile(p) for p in task["images"])
@@ -56,20 +66,59 @@ def main(argv: list[str]) -> int:
         print("Traceback (most recent call last):\nValueError: the agent broke", file=sys.stderr)
         return 3
     elif mode == "hang":
-        if extra:  # say who is hanging: this process and a child of its own
-            child = subprocess.Popen(["sleep", "1000"])
-            pids = f"{os.getpid()} {child.pid}"
-            Path(extra[0], f"{task['case_id']}.pid").write_text(pids)
+        if extra:  # a child of its own, and a double-forked one that leaves its session
+            leave(f"{extra[0]}-{task['case_id']}")
         time.sleep(3600)
     elif mode == "child":
-        child = subprocess.Popen(["sleep", "1000"])
-        Path(extra[0], f"{task['case_id']}.pid").write_text(str(child.pid))
+        leave(f"{extra[0]}-{task['case_id']}")
         print(answer)
+
     elif mode == "env":
         print(json.dumps(dict(os.environ)))
     elif mode == "hostile":
-        return hostile(task, url, calls, answer, Path(extra[0]))
+        return hostile(task, url, calls, answer, extra[0])
     return 0
+
+
+def leave(marker: str) -> None:
+    """Start a child, and a double-forked ``setsid`` grandchild, each named by ``marker``.
+
+    The tests look for ``marker`` on the host's command lines: neither may outlive the case.
+    """
+    sleeper = [sys.executable, "-c", "import time; time.sleep(1000)", marker]
+    subprocess.Popen(sleeper)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, sleeper)
+        os._exit(0)
+    os.wait()
+
+
+def cheat(task: dict[str, Any]) -> dict[str, Any]:
+    """What a cheating agent tries; what it got (the tests expect nothing)."""
+    got: dict[str, Any] = {}
+    image_dir = Path(task["images"][0]).parent if task["images"] else Path("/")
+    for path in (image_dir.parent / "dataset.json", Path(os.environ.get("GTA_SAMPLE", "/x"))):
+        try:
+            got[str(path)] = path.read_text()[:50]
+        except OSError:
+            pass
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int(entry.name) != os.getpid():
+                environ = (entry / "environ").read_bytes()
+                if b"sk-" in environ:
+                    got[f"environ {entry.name}"] = "has a key"
+        except OSError:
+            pass
+    for port in (int(p) for p in os.environ.get("GTA_CANARY_PORTS", "").split(",") if p):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            got[f"port {port}"] = "reached"
+        except OSError:
+            pass
+    return got
 
 
 #: ``hostile`` mode: what each query of the sample does (the rest answer nothing, politely).
@@ -83,19 +132,20 @@ HOSTILE = {
     "6": "binary",
     "7": "child",
     "8": "env",
-    "9": "thief",
+    "9": "cheat",
 }
 
 
 def hostile(
-    task: dict[str, Any], url: str, calls: list[tuple[str, Any]], answer: str, work: Path
+    task: dict[str, Any], url: str, calls: list[tuple[str, Any]], answer: str, marker: str
 ) -> int:
     """One hostile behaviour per query (:data:`HOSTILE`), so one run shows them all."""
     what = HOSTILE.get(task["query_id"], "quiet")
     name = task["tools"][0]["name"]
-    if what in ("victim", "thief"):
-        return steal(url, calls, work / "url", answer, thief=what == "thief")
-    if what == "unknown":
+    if what == "victim":
+        asyncio.run(call_all(url, calls))
+        print(answer)
+    elif what == "unknown":
         asyncio.run(call_all(url, [("DeleteEverything", {"path": "/"}), *calls]))
         print(answer)
     elif what == "malformed":
@@ -103,32 +153,8 @@ def hostile(
         print(answer)
     elif what == "flood":
         print(asyncio.run(call_all(url, [(name, {})] * 60))[-1])
-    elif what in ("crash", "hang", "binary", "child", "env"):
-        return main([what, os.environ["GTA_QUERY_FILE"], str(work)])
-    return 0
-
-
-def steal(url: str, calls: list[tuple[str, Any]], note: Path, answer: str, *, thief: bool) -> int:
-    """The victim leaves its case's URL in ``note`` as it ends; the thief calls it later.
-
-    The thief's calls must be refused: the victim's endpoint closed with its case.
-    """
-    if not thief:
-        asyncio.run(call_all(url, calls))
-        note.write_text(url)
-        print(answer)
-        return 0
-    for _ in range(600):  # with xdist, the victim may run in the other worker
-        if note.exists():
-            break
-        time.sleep(0.1)
-    time.sleep(1.0)  # the victim's case has ended by now
-    try:
-        asyncio.run(call_all(note.read_text(), calls))
-    except BaseException as exc:
-        print(f"refused: {type(exc).__name__}")
-        return 0
-    print("the other case's endpoint answered")
+    elif what in ("crash", "hang", "binary", "child", "env", "cheat"):
+        return main([what, os.environ["GTA_QUERY_FILE"], marker])
     return 0
 
 

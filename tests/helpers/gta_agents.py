@@ -15,25 +15,20 @@ import time
 import urllib.request
 from typing import Any
 
-from pytest_gta.dataset import bundled_sample_path
-from pytest_gta.run.agent_under_test import AgentResult, AgentTask
-from pytest_gta.validation import load_dataset
+from pytest_gta import AgentResult, AgentTask
 
 #: Not an agent (``--gta-agent=tests/helpers/gta_agents.py:NOT_CALLABLE`` is a usage error).
 NOT_CALLABLE = "just text"
 
 
 def reference(query_id: str) -> tuple[list[tuple[str, Any]], str]:
-    """The sample's reference calls (name, arguments) of ``query_id`` and its final answer."""
-    dataset = load_dataset(bundled_sample_path())
-    dialogs = dataset.reference_dialogs(dataset.queries[query_id])
-    calls = [
-        (call["function"]["name"], call["function"]["arguments"])
-        for message in dialogs
-        for call in message.get("tool_calls") or ()
-    ]
-    answers = [m["content"] for m in dialogs if m["role"] == "assistant" and "tool_calls" not in m]
-    return calls, str(answers[-1]) if answers else ""
+    """The reference calls (name, arguments) of ``query_id`` and its final answer.
+
+    From ``$GTA_TEST_REFERENCES`` (:func:`tests.helpers.gta_run.sample_references`), which the
+    tests hand the agent on purpose with ``--gta-agent-env``: its sandbox shows it no dataset.
+    """
+    calls, answer = json.loads(os.environ["GTA_TEST_REFERENCES"])[query_id]
+    return [(name, arguments) for name, arguments in calls], answer
 
 
 def replay(task: AgentTask) -> str:
@@ -119,3 +114,26 @@ def ask_model(task: AgentTask) -> str:
     with urllib.request.urlopen(request, timeout=30) as reply:
         assert json.loads(reply.read())["choices"][0]["message"]["content"]
     return replay(task)
+
+
+def cheat(task: AgentTask) -> str:
+    """Tries what a cheating agent would; answers what it got as JSON (tests expect ``{}``).
+
+    The dataset (``$GTA_SAMPLE``), PID 1's environment, any other process's.
+    """
+    got: dict[str, Any] = {}
+    for path in (os.environ.get("GTA_SAMPLE", "/x"), "/proc/1/environ"):
+        try:
+            with open(path, "rb") as handle:
+                got[path] = handle.read(50).decode("utf-8", "replace")
+        except OSError:
+            pass
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (os.getpid(), 1):
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    if b"sk-" in handle.read():
+                        got[f"environ {entry}"] = "has a key"
+            except OSError:
+                pass
+    return json.dumps(got)

@@ -1,0 +1,203 @@
+"""The agent under test, built for the session: its sandbox, its start-up probe, its description.
+
+Every agent runs in a sandbox of its own per case (:mod:`pytest_gta.jail`) unless the user
+asks for the callable in-process (``--gta-agent-in-process``), which the report marks not
+isolated. Before the first case, :func:`probe` runs inside the very sandbox the agents get and
+tries what a cheating agent would (read the run's dataset and the bundled sample, search the
+file system for ``dataset.json``, read another process's environment, signal pytest, connect to
+a loopback port that is neither service, leave a process behind); its findings go into the
+report (``settings.agent.isolation.probe``). ``--gta-require-isolation`` refuses to start when
+the sandbox has gaps or an attempt succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest_gta
+from pytest_gta.dataset import bundled_sample_path
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.flags import (
+    OPT_AGENT,
+    OPT_AGENT_IN_PROCESS,
+    OPT_AGENT_NETWORK,
+    OPT_REQUIRE_ISOLATION,
+)
+from pytest_gta.jail import Isolation, Jail, Job, make_jail
+from pytest_gta.options.agents import AgentSettings
+from pytest_gta.run.agent_command import CommandAgent, SandboxedPythonAgent, callable_spec
+from pytest_gta.run.agent_under_test import Agent, PythonAgent, load_callable
+
+#: Seconds the probe may take (its file-system search stops itself sooner).
+PROBE_TIMEOUT = 60.0
+IN_PROCESS = (
+    f"the callable runs inside pytest ({OPT_AGENT_IN_PROCESS}): it can read the answers, "
+    "the harness's keys and every other case"
+)
+OPEN_NETWORK = f"network open to the host and beyond ({OPT_AGENT_NETWORK}=open)"
+
+
+@dataclass
+class AgentSetup:
+    """The session's agent, its jail (``None``: in-process) and what the probe found."""
+
+    agent: Agent
+    jail: Jail | None
+    isolation: Isolation
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        """The report's ``settings.agent.isolation``."""
+        isolation = self.isolation
+        held = all(f["held"] for f in self.findings)
+        return {
+            "mechanism": isolation.mechanism,
+            "isolated": isolation.isolated and held,
+            "network": isolation.network,
+            "guarantees": list(isolation.guarantees),
+            "gaps": list(isolation.gaps),
+            "probe": self.findings,
+        }
+
+    def close(self) -> None:
+        """Stop the jail's bridges."""
+        if self.jail is not None:
+            self.jail.close()
+
+
+def build(
+    settings: AgentSettings, *, invocation_dir: Path, dataset_root: Path, sandbox_mode: str
+) -> AgentSetup:
+    """The agent of ``settings`` and the sandbox it runs in.
+
+    Raises:
+        GtaUsageError: the callable's file or module cannot be found, or fails to import (in
+            its sandbox), or isolation is required and cannot be had.
+    """
+    if settings.callable is not None and settings.in_process:
+        function = load_callable(settings.callable, invocation_dir)
+        gaps = (IN_PROCESS, *((OPEN_NETWORK,) if settings.network == "open" else ()))
+        isolation = Isolation("in-process", (), gaps, settings.network)
+        require(settings, isolation)
+        return AgentSetup(PythonAgent(settings.callable, function), None, isolation)
+    hidden = tuple(str(p) for p in (dataset_root, bundled_sample_path()))
+    jail = make_jail(hidden=hidden, network=settings.network, mode=sandbox_mode)
+    try:
+        require(settings, jail.isolation)
+        agent: Agent
+        if settings.callable is not None:
+            spec = callable_spec(settings.callable, invocation_dir)
+            check(jail, settings.callable, spec)
+            agent = SandboxedPythonAgent(settings.callable, spec, jail, settings.env)
+        else:
+            assert settings.command is not None
+            agent = CommandAgent(settings.command, jail, settings.env)
+    except BaseException:
+        jail.close()
+        raise
+    return AgentSetup(agent, jail, jail.isolation)
+
+
+def require(settings: AgentSettings, isolation: Isolation) -> None:
+    """``--gta-require-isolation``: refuse a run whose agent would not be isolated.
+
+    Raises:
+        GtaUsageError: naming what is not isolated and what to do.
+    """
+    if settings.require_isolation and not isolation.isolated:
+        raise GtaUsageError(
+            f"{OPT_REQUIRE_ISOLATION}: the agent under test would not be isolated here "
+            f"({isolation.mechanism}): {'; '.join(isolation.gaps)}. Install bubblewrap "
+            "(apt-get install bubblewrap) or allow user namespaces, and drop "
+            f"{OPT_AGENT_IN_PROCESS} and {OPT_AGENT_NETWORK}=open"
+        )
+
+
+def check(jail: Jail, name: str, spec: dict[str, Any]) -> None:
+    """Import the callable in its sandbox once, so a typo is a usage error before any case.
+
+    Raises:
+        GtaUsageError: the import failed or the name is missing (the sandbox's message).
+    """
+    shown = tuple(spec.get("show", ()))
+    spec = {**spec, "check": True}
+    ran = jail.run(Job("callable", _empty_query(), {}, PROBE_TIMEOUT, spec=spec, show=shown))
+    error = ran.result.get("error")
+    if isinstance(error, dict):
+        said = " ".join(str(error.get("message", "")).split())[:500]
+        raise GtaUsageError(f"{OPT_AGENT}={name}: cannot import it: {error.get('type')}: {said}")
+    if not isinstance(ran.result.get("result"), dict):
+        raise GtaUsageError(
+            f"{OPT_AGENT}={name}: its sandbox could not load it: {ran.stderr_tail[-500:]}"
+        )
+
+
+def _empty_query() -> dict[str, Any]:
+    return {"case_id": "", "query_id": "", "query": "", "images": [], "tools": [], "model": ""}
+
+
+def probe(setup: AgentSetup, dataset_file: Path) -> list[dict[str, Any]]:
+    """Run the cheating probe in the agents' sandbox; its findings (also kept on ``setup``)."""
+    jail = setup.jail
+    if jail is None:
+        return []
+    marker = f"gta-probe-{secrets.token_hex(8)}"
+    with socket.socket() as canary:
+        canary.bind(("127.0.0.1", 0))
+        canary.listen(1)
+        targets = {
+            "files": [
+                str(dataset_file),
+                str(bundled_sample_path() / "dataset.json"),
+                str(Path(pytest_gta.__file__).resolve()),
+            ],
+            "harness_pid": os.getpid(),
+            "canary_port": canary.getsockname()[1],
+            "marker": marker,
+        }
+        ran = jail.run(Job("probe", _empty_query(), {}, PROBE_TIMEOUT, spec=targets))
+    try:
+        findings = json.loads(str((ran.result.get("result") or {}).get("answer")))
+    except ValueError:
+        findings = []
+    if not isinstance(findings, list):
+        findings = []
+    left = _left_behind(marker)
+    findings.append(
+        {
+            "check": "leave a process running after the case",
+            "held": not left,
+            "detail": "none left" if not left else f"PIDs {', '.join(map(str, left))} (killed)",
+        }
+    )
+    setup.findings = [f for f in findings if isinstance(f, dict)]
+    return setup.findings
+
+
+def _left_behind(marker: str) -> list[int]:
+    """Processes whose command line holds ``marker``, killed (after a moment to settle)."""
+    time.sleep(0.2)
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return found

@@ -1,0 +1,183 @@
+"""The agent under test's sandbox (issue 32): a cheating agent gets nothing, and the report says so.
+
+Hostile agents (a program and a callable) run in every sandbox mode, as root and as an
+unprivileged user: they try the run's dataset, the bundled sample, other processes'
+environments, a loopback port that is neither the MCP server nor the proxy, and to leave
+processes behind. Black-box runs check what the header, the report and the page say, the
+isolation a run cannot have (in-process, open network, no sandbox at all), and
+``--gta-require-isolation``. The proxy's scrubbing of its upstream's key from 200 replies and
+the services' refusal of a sandboxed case's URL outside its bridge are checked as units.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_gta import peers
+from pytest_gta.proxy.forward import REDACTED, Scrubber
+from tests.helpers.as_user import run_json
+from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, gta
+from tests.helpers.optional import require
+from tests.helpers.paths import HELPERS
+from tests.helpers.processes import processes_named
+from tests.helpers.references import AGENT_ENV
+
+PROBE = HELPERS / "agent_jail_probe.py"
+AGENTS = HELPERS / "gta_agents.py"
+RUN = (ORACLE, SAMPLE_DATA, FAST_SIM, "--gta-tools=replay", AGENT_ENV, "--gta-ids=0")
+SECRET = "sk-isolation-test-9d8c7b6a5f4e3d2c"
+
+
+@pytest.fixture(scope="module")
+def readable_dataset():
+    """A dataset directory any user can read: only the sandbox may hide it."""
+    root = Path(tempfile.mkdtemp(prefix="gta-jail-data-"))
+    root.chmod(0o755)
+    (root / "dataset.json").write_text(json.dumps({"0": {"gt_answer": "only-in-the-data"}}))
+    (root / "dataset.json").chmod(0o644)
+    yield root
+    shutil.rmtree(root)
+
+
+def run_probe(mode: str, data: Path, *, user: bool) -> dict:
+    """Run tests/helpers/agent_jail_probe.py (the key in its environment); what it printed."""
+    argv = [sys.executable, str(PROBE), mode, str(data)]
+    return run_json(argv, user=user, env={"OPENAI_API_KEY": SECRET})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("user", [False, True], ids=["root", "user"])
+@pytest.mark.parametrize("mode", ["bubblewrap", "rlimit"])
+def test_cheating_agents_get_nothing(mode, user, readable_dataset):
+    if mode == "bubblewrap":
+        require("bubblewrap")
+    result = run_probe(mode, readable_dataset, user=user)
+    if result["mechanism"] == "plain":
+        pytest.skip(f"this machine builds no sandbox for {mode} as this user")
+    assert result["mechanism"] == ("bubblewrap" if mode == "bubblewrap" else "namespaces")
+    assert result["gaps"] == []
+    findings = {f["check"]: f for f in result["findings"]}
+    assert all(f["held"] for f in findings.values()), findings
+    assert "leave a process running after the case" in findings
+    assert any(c.startswith("read ") and c.endswith("dataset.json") for c in findings)
+    # The program and the callable read nothing, reached nothing, and left nothing running.
+    assert result["command_status"] == 0, result["command_stderr"]
+    assert json.loads(result["command"]) == {}
+    assert json.loads(result["callable"]["result"]["answer"]) == {}
+    assert processes_named("gta-jail-probe-") == []
+    assert SECRET not in json.dumps(result)
+
+
+@pytest.mark.slow
+def test_the_report_proves_isolation(pytester):
+    run = gta(pytester, *RUN, f"--gta-agent={AGENTS}:replay", "--gta-report-html=page.html")
+    assert run.ret == 0, run.output[-3000:]
+    isolation = run.report["settings"]["agent"]["isolation"]
+    assert isolation["isolated"] is True
+    assert isolation["mechanism"] in ("bubblewrap", "namespaces")
+    assert isolation["network"] == "case"
+    assert isolation["gaps"] == []
+    assert len(isolation["probe"]) >= 7
+    assert all(f["held"] for f in isolation["probe"])
+    run.result.stdout.fnmatch_lines(
+        [
+            "gta: agent sandbox: bubblewrap*",
+            "gta: agent sandbox probe: * of * attempts of a cheating agent held",
+            "agent sandbox: bubblewrap, network case",
+        ]
+    )
+    page = (pytester.path / "page.html").read_text()
+    assert "agent sandbox probe" in page
+    assert "NOT isolated" not in page
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "gap"),
+    [
+        (["--gta-agent-in-process"], "the callable runs inside pytest"),
+        (["--gta-agent-network=open"], "network open to the host"),
+    ],
+    ids=["in-process", "open-network"],
+)
+def test_a_run_without_isolation_says_so_and_can_be_refused(pytester, args, gap):
+    run = gta(pytester, *RUN, f"--gta-agent={AGENTS}:replay", *args)
+    assert run.ret == 0, run.output[-3000:]
+    isolation = run.report["settings"]["agent"]["isolation"]
+    assert isolation["isolated"] is False
+    assert any(g.startswith(gap) for g in isolation["gaps"])
+    assert "gta: WARNING: the agent under test is NOT isolated" in run.output
+    refused = gta(
+        pytester,
+        *RUN,
+        f"--gta-agent={AGENTS}:replay",
+        *args,
+        "--gta-require-isolation",
+        report=None,
+    )
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.result.stderr.fnmatch_lines([f"*--gta-require-isolation: the agent under test*{gap}*"])
+
+
+@pytest.mark.slow
+def test_a_machine_without_a_sandbox_says_so(pytester, tmp_path):
+    """No bubblewrap, no unshare on PATH: the agent runs plain, and the run says what is open."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", str(bare))
+        run = gta(pytester, *RUN, f"--gta-agent={AGENTS}:replay", fresh_process=True)
+        refused = gta(
+            pytester,
+            *RUN,
+            f"--gta-agent={AGENTS}:replay",
+            "--gta-require-isolation",
+            report=None,
+            fresh_process=True,
+        )
+    assert run.ret == 0, run.output[-3000:]
+    isolation = run.report["settings"]["agent"]["isolation"]
+    assert isolation["mechanism"] == "plain"
+    assert isolation["isolated"] is False
+    assert any("files your user can read" in g for g in isolation["gaps"])
+    failed = [f["check"] for f in isolation["probe"] if not f["held"]]
+    assert any("dataset.json" in check for check in failed)
+    assert "NOT isolated" in run.output
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+
+
+# -- units ------------------------------------------------------------------------------------
+
+
+@given(st.binary(max_size=300), st.lists(st.integers(1, 40), max_size=20))
+def test_the_proxy_never_passes_its_key_on_however_a_stream_is_cut(noise, cuts):
+    key = b"sk-upstream-real-key-1234567890"
+    body = noise + key + noise[::-1] + key
+    scrubber, out, at = Scrubber((key,)), b"", 0
+    for cut in [*cuts, len(body)]:
+        out += scrubber.feed(body[at : at + cut])
+        at += cut
+    out += scrubber.flush()
+    assert key not in out
+    assert out.count(REDACTED) >= 2
+    assert Scrubber((key,)).whole(body) == out
+
+
+def test_only_a_bridge_may_use_a_bridged_url():
+    assert not peers.trusted(("127.0.0.1", 40000))
+    peers.trust(40000)
+    try:
+        assert peers.trusted(("127.0.0.1", 40000))
+        assert not peers.trusted(("10.0.0.1", 40000))
+        assert not peers.trusted(None)
+    finally:
+        peers.forget(40000)
+    assert not peers.trusted(("127.0.0.1", 40000))

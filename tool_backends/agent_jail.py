@@ -1,0 +1,407 @@
+"""The agent under test's sandbox: one per case, built like model-written code's.
+
+Registered under ``pytest_gta.agent_jails`` (:mod:`pytest_gta.jail` says what it must do).
+Each case's agent runs under :mod:`tool_backends.agent_launcher` in a sandbox that shows the
+same minimal read-only system as model-written code's (:func:`build_tree`: the system and the
+interpreter's paths, no dataset, no package of this project, no checkout) plus the case's input
+images and the agent's own files at their paths, a bounded scratch tmpfs, and a network of its
+own whose only reachable ports are the case's MCP server and model proxy, bridged in through
+Unix sockets (:class:`Bridges`). As the sandbox's PID 1 the launcher takes every process of the
+case down with it. bubblewrap builds it where it works, else ``unshare`` (as root, or where
+user namespaces work); where neither does, the agent runs as a plain process and
+:attr:`AgentJail.isolation` lists what is not isolated.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pytest_gta import jail as registry
+from pytest_gta import peers, process_guard
+from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.flags import OPT_AGENT_NETWORK, OPT_SANDBOX
+from pytest_gta.jail import Isolation, Job, JobOutcome
+from pytest_gta.vocabulary import SandboxMode
+from tool_backends import agent_launcher, sandbox_worker
+from tool_backends.sandbox_isolation import INSTALL_BUBBLEWRAP
+from tool_backends.sandbox_machine import Machine
+from tool_backends.sandbox_mounts import SCRATCH_IN_SANDBOX, bwrap_command, namespace_command
+from tool_backends.sandbox_tree import Tree, build_tree, checkout, python_paths
+
+#: Where the launcher, its sibling and the bridges' sockets appear inside the sandbox.
+INSIDE = "/gta"
+#: Bytes the agent's scratch directory may hold (a tmpfs: memory on the host).
+SCRATCH_BYTES = 256 << 20
+#: The agent's limits (``resource`` names): address space, processes, file size, open files.
+LIMITS = {
+    "RLIMIT_AS": 16 << 30,
+    "RLIMIT_NPROC": 1024,
+    "RLIMIT_FSIZE": SCRATCH_BYTES,
+    "RLIMIT_NOFILE": 4096,
+    "RLIMIT_CORE": 0,
+}
+#: Seconds between the launcher's SIGTERM and SIGKILL when the case's time is up.
+GRACE_S = 2.0
+#: Bytes of the launcher's stderr kept (where a broken sandbox says why).
+STDERR_KEPT = 8 << 10
+
+NETWORK_OPEN = f"network open to the host and beyond ({OPT_AGENT_NETWORK}=open)"
+FILES = "files your user can read stay readable (the dataset's answers included)"
+PROCESSES = "your user's other processes (pytest's included) can be read and signalled"
+LEFTOVERS = "processes that leave the agent's process group outlive the case"
+NETWORK = "network (every port of the host and beyond)"
+URLS = "the case's MCP and proxy URLs work for any local user who reads them"
+HIDDEN_IMAGES = "input images inside a hidden directory (an installed package) are not shown"
+
+
+def _view_guarantees(network: str) -> tuple[str, ...]:
+    shown = (
+        "read-only view of the system and Python only: no dataset, no pytest-gta package, no "
+        "checkout, report, cache or other case",
+        "the case's inputs at their own paths",
+        f"scratch tmpfs of {SCRATCH_BYTES >> 20} MiB",
+        "own PID namespace: nothing outlives the case, the harness cannot be signalled",
+        "no environment but the case's",
+        "bounded memory, processes, file size, output and time",
+    )
+    if network == "case":
+        return (
+            *shown,
+            "network: the case's MCP server and model proxy only, through a socket bound in",
+        )
+    return shown
+
+
+class Bridges:
+    """Unix sockets in a private directory, each forwarding to one loopback port of the host.
+
+    Each connection's loopback end is registered with :mod:`pytest_gta.peers` before it sends
+    a byte, so the services can tell a sandbox's request from anyone else's.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._lock = threading.Lock()
+        self._listeners: dict[int, socket.socket] = {}
+
+    def socket_for(self, port: int) -> str:
+        """The host path of the Unix socket that reaches ``port`` (listening from now on)."""
+        with self._lock:
+            if port not in self._listeners:
+                path = self.directory / f"p{port}.sock"
+                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                listener.bind(str(path))
+                listener.listen(64)
+                self._listeners[port] = listener
+                threading.Thread(
+                    target=self._accept, args=(listener, port), daemon=True, name="gta-bridge"
+                ).start()
+        return f"p{port}.sock"
+
+    def _accept(self, listener: socket.socket, port: int) -> None:
+        while True:
+            try:
+                inside, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                outside = socket.create_connection(("127.0.0.1", port), timeout=10)
+            except OSError:
+                inside.close()
+                continue
+            outside.settimeout(None)
+            local = outside.getsockname()[1]
+            peers.trust(local)
+
+            def done(local: int = local) -> None:
+                peers.forget(local)
+
+            agent_launcher.pair(inside, outside, done)
+
+    def close(self) -> None:
+        """Stop listening (open connections end with their sandboxes)."""
+        with self._lock:
+            for listener in self._listeners.values():
+                listener.close()
+            self._listeners.clear()
+
+
+def shown_files(paths: Iterable[str], base: Tree) -> tuple[tuple[str, str], ...]:
+    """Binds of ``paths`` at their own paths, but those the base tree already shows."""
+    bound = [target for _, target in base.binds]
+    out: list[tuple[str, str]] = []
+    for path in paths:
+        for target in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
+            inside = any(target == b or target.startswith(b.rstrip("/") + "/") for b in bound)
+            if not inside and os.path.exists(target) and target not in (o[1] for o in out):
+                out.append((os.path.realpath(path), target))
+    return tuple(out)
+
+
+def with_binds(base: Tree, extra: Iterable[tuple[str, str]]) -> Tree:
+    """``base`` and ``extra`` binds, the directories on their way made, parents first."""
+    binds = [*base.binds, *extra]
+    bound = {target for _, target in binds}
+    directories = list(base.directories)
+    for _, target in extra:
+        for parent in reversed(Path(target).parents):
+            name = str(parent)
+            if name != "/" and name not in directories and name not in bound:
+                directories.append(name)
+    return replace(
+        base,
+        binds=tuple(sorted(binds, key=lambda b: b[1].count("/"))),
+        directories=tuple(sorted(directories, key=lambda p: p.count("/"))),
+    )
+
+
+def program_files(argv: Iterable[str]) -> list[str]:
+    """The agent's own files: words that name a file, and the virtualenv its program lives in."""
+    files: list[str] = []
+    words = list(argv)
+    for index, word in enumerate(words):
+        candidate = shutil.which(word) if index == 0 and os.sep not in word else word
+        if candidate and os.path.isfile(candidate):
+            files.append(os.path.abspath(candidate))
+            if index == 0:
+                venv = Path(candidate).resolve().parent.parent
+                if (venv / "pyvenv.cfg").is_file():
+                    files.append(str(venv))
+    return files
+
+
+class AgentJail:
+    """Per-case sandboxes for the agent under test (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        hidden: tuple[str, ...] = (),
+        network: str = "case",
+        mode: SandboxMode = "auto",
+        machine: Machine | None = None,
+    ) -> None:
+        self._machine = machine or Machine()
+        self._network = network
+        self._hidden = tuple(hidden)
+        self._private = Path(tempfile.mkdtemp(prefix="gta-agent-jail-"))
+        sockets = self._private / "sockets"
+        sockets.mkdir(mode=0o700)
+        self._bridges = Bridges(sockets)
+        self._base: Tree | None = None
+        self._mechanism = self._choose(mode)
+
+    # -- what this machine offers ------------------------------------------------------------
+    def _base_tree(self) -> Tree:
+        if self._base is None:
+            python = python_paths()
+            tree = build_tree(python, self._hidden, checkout())
+            own = (
+                (os.path.abspath(agent_launcher.__file__), f"{INSIDE}/launcher.py"),
+                (os.path.abspath(sandbox_worker.__file__), f"{INSIDE}/sandbox_worker.py"),
+                (str(self._bridges.directory), f"{INSIDE}/sockets"),
+            )
+            self._base = with_binds(tree, own)
+        return self._base
+
+    def _prefix(self, mechanism: str, tree: Tree, host: str) -> list[str]:
+        if mechanism == "bubblewrap":
+            words = bwrap_command(tree, SCRATCH_IN_SANDBOX, self._machine, SCRATCH_BYTES)
+            return [w for w in words if not (self._network == "open" and w == "--unshare-net")]
+        if mechanism == "namespaces":
+            words = namespace_command(tree, host, self._machine, SCRATCH_BYTES)
+            return [w for w in words if not (self._network == "open" and w == "--net")]
+        return []
+
+    def _choose(self, mode: SandboxMode) -> str:
+        tree = self._base_tree()
+        python = sys.executable
+        if mode != "rlimit" and self._machine.which("bwrap") is not None:
+            if self._machine.runs([*self._prefix("bubblewrap", tree, ""), python, "-c", ""]):
+                return "bubblewrap"
+        if mode == "bubblewrap":
+            raise GtaUsageError(
+                f"{OPT_SANDBOX}=bubblewrap: bubblewrap cannot run the agent's sandbox here; "
+                f"{INSTALL_BUBBLEWRAP}, or pass {OPT_SANDBOX}=rlimit to accept the fallback"
+            )
+        if self._machine.which("unshare") is not None:
+            with tempfile.TemporaryDirectory(prefix="gta-agent-probe-") as host:
+                if self._machine.runs([*self._prefix("namespaces", tree, host), python, "-c", ""]):
+                    return "namespaces"
+        return "plain"
+
+    @property
+    def isolation(self) -> Isolation:
+        """What holds on this machine, and what does not."""
+        if self._mechanism == "plain":
+            gaps: tuple[str, ...] = (FILES, PROCESSES, LEFTOVERS, NETWORK, URLS)
+            return Isolation("plain", ("no environment but the case's",), gaps, self._network)
+        gaps = (NETWORK_OPEN,) if self._network == "open" else ()
+        return Isolation(self._mechanism, _view_guarantees(self._network), gaps, self._network)
+
+    @property
+    def bridged(self) -> bool:
+        """Whether the services are reached through the sandbox's sockets only."""
+        return self._mechanism != "plain" and self._network == "case"
+
+    # -- one job -------------------------------------------------------------------------------
+    def _config(self, job: Job, workdir: str) -> dict[str, Any]:
+        sandboxed = self._mechanism != "plain"
+        bridges: list[dict[str, Any]] = []
+        if self.bridged:
+            for url in job.services.values():
+                port = urlsplit(url).port
+                if port is not None and port not in (b["port"] for b in bridges):
+                    name = self._bridges.socket_for(port)
+                    bridges.append({"port": port, "socket": f"{INSIDE}/sockets/{name}"})
+        return {
+            "mode": job.kind if job.kind == "command" else "callable",
+            "argv": list(job.argv),
+            "spec": {"probe": dict(job.spec)} if job.kind == "probe" else dict(job.spec),
+            "values": dict(job.values),
+            "env": dict(job.env),
+            "query": dict(job.query),
+            "workdir": workdir,
+            "answer_name": job.answer_name,
+            "bridges": bridges,
+            "limits": LIMITS,
+            "confine": sandboxed,
+            "pid_namespace": sandboxed,
+        }
+
+    def run(self, job: Job) -> JobOutcome:
+        """Run ``job`` in a fresh sandbox; everything it started is gone when this returns."""
+        host = Path(tempfile.mkdtemp(prefix="gta-agent-case-", dir=self._private))
+        try:
+            return self._run(job, host)
+        finally:
+            sandbox_worker.remove_tree(str(host))
+
+    def _run(self, job: Job, host: Path) -> JobOutcome:
+        sandboxed = self._mechanism != "plain"
+        workdir = SCRATCH_IN_SANDBOX if sandboxed else str(host / "work")
+        if not sandboxed:
+            (host / "work").mkdir()
+        launcher = f"{INSIDE}/launcher.py" if sandboxed else agent_launcher.__file__
+        config = self._config(job, workdir)
+        base = self._base_tree()
+        show = [*job.show, *(program_files(job.argv) if job.kind == "command" else ())]
+        tree = with_binds(base, shown_files(show, base)) if sandboxed else base
+        mount_point = host / "root"
+        mount_point.mkdir()
+        guard = [sys.executable, "-I", process_guard.__file__, str(os.getpid()), str(GRACE_S)]
+        command = [
+            *guard,
+            "--",
+            *self._prefix(self._mechanism, tree, str(mount_point)),
+            sys.executable,
+            "-I",
+            launcher,
+        ]
+        started = time.monotonic()
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+        )
+        registry.started(process.pid)
+        timed_out = threading.Event()
+
+        def expire() -> None:
+            timed_out.set()
+            _kill(process.pid, signal.SIGTERM)
+            time.sleep(GRACE_S)
+            _kill(process.pid, signal.SIGKILL)
+
+        timer = threading.Timer(job.timeout, expire)
+        timer.daemon = True
+        assert process.stdin is not None
+        assert process.stdout is not None
+        assert process.stderr is not None
+        err = agent_launcher.Drain(process.stderr, keep=STDERR_KEPT)
+        err.start()
+        done: dict[str, Any] | None = None
+        timer.start()
+        try:
+            sandbox_worker.send(process.stdin, config)
+            done = self._converse(process, job)
+        except (OSError, ValueError):
+            done = None
+        finally:
+            timer.cancel()
+            _kill(process.pid, signal.SIGKILL)
+            process.wait()
+            registry.ended(process.pid)
+            err.join(agent_launcher.READER_JOIN_S)
+            for pipe in (process.stdin, process.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        duration = time.monotonic() - started
+        if timed_out.is_set():
+            return JobOutcome(None, duration, timed_out=True, workdir=workdir)
+        if done is None or "broken" in done:
+            why = (done or {}).get("broken") or agent_launcher.text(err.data).strip()[-500:]
+            raise GtaInfrastructureError(
+                f"the agent's sandbox ({self._mechanism}) failed: {why or 'it exited early'}"
+            )
+        return JobOutcome(
+            exit_status=done.get("exit_status"),
+            duration=float(done.get("duration") or duration),
+            stdout=str(done.get("stdout") or ""),
+            stderr_tail=str(done.get("stderr_tail") or ""),
+            answer_file=done.get("answer_file"),
+            result=done.get("result") or {},
+            workdir=workdir,
+        )
+
+    def _converse(self, process: subprocess.Popen[bytes], job: Job) -> dict[str, Any] | None:
+        """Answer the launcher's tool calls until it is done; its ``done`` frame."""
+        assert process.stdin is not None
+        assert process.stdout is not None
+        while True:
+            message = sandbox_worker.receive(process.stdout)
+            if not isinstance(message, dict):
+                return None
+            if "done" in message:
+                done = message["done"]
+                return done if isinstance(done, dict) else None
+            call = message.get("call")
+            reply = "no tools in this run"
+            if isinstance(call, dict) and job.on_call is not None:
+                reply = job.on_call(str(call.get("name")), call.get("arguments"))
+            sandbox_worker.send(process.stdin, {"reply": reply})
+
+    def close(self) -> None:
+        """Stop the bridges and remove the private directory."""
+        self._bridges.close()
+        shutil.rmtree(self._private, ignore_errors=True)
+
+
+def _kill(group: int, signum: int) -> None:
+    try:
+        os.killpg(group, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def make_jail(*, hidden: tuple[str, ...], network: str, mode: SandboxMode = "auto") -> AgentJail:
+    """The ``sandbox`` entry point (:data:`pytest_gta.jail.ENTRY_POINT_GROUP`)."""
+    return AgentJail(hidden=hidden, network=network, mode=mode)

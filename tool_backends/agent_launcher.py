@@ -1,0 +1,716 @@
+"""Runs one case's agent inside its sandbox, and reports what it answered.
+
+The jail (:mod:`tool_backends.agent_jail`) starts ``python -I agent_launcher.py`` as the only
+process of a fresh sandbox (PID 1 of its namespace where there is one) and sends it the case on
+stdin, one frame (:func:`sandbox_worker.send`): the agent's command or callable, its
+environment, its query, its limits. Like :mod:`tool_backends.sandbox_worker`, whose confinement
+functions it reuses, this file is a program of the standard library alone: the sandbox shows no
+package of this project, and ``-I`` keeps the user's environment off ``sys.path``.
+
+The launcher, as the sandbox's own init:
+
+1. brings up the namespace's loopback and listens on the ports of the case's MCP server and
+   model proxy, forwarding each connection to the host's Unix socket bound into the sandbox
+   (so the agent's URLs are the usual ``http://127.0.0.1:PORT/...`` and nothing else is
+   reachable);
+2. writes the query file into the scratch directory and starts the agent as a child: the
+   command, or this file again in ``child`` mode to import and call the callable, with the
+   case's tool calls relayed to the host as frames; as root the child runs as ``nobody``,
+   elsewhere it gives up every capability; either way with bounded memory, processes and files;
+3. when the agent exits (or the host's time is up and the host kills the sandbox), kills every
+   process left in the namespace, reads the answer file without following links, and sends
+   ``{"done": {...}}``.
+
+``probe`` mode runs :func:`probe` as the agent: it tries what a cheating agent would and reports
+what it got, for the report's ``settings.agent.probe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import errno
+import fcntl
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import resource
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import types
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+try:
+    from tool_backends import sandbox_worker as worker
+except ImportError:  # in the sandbox, which shows no package: the sibling file, bound beside
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sandbox_worker as worker  # type: ignore[import-not-found,no-redef]
+
+#: Bytes of the agent's stdout kept as its answer (its beginning), and of stderr (its end).
+MAX_ANSWER_BYTES = 1 << 20
+STDERR_KEPT = 16 << 10
+#: Seconds the readers of the agent's output may take once every process has been killed.
+READER_JOIN_S = 5.0
+#: ``ioctl`` numbers and flags to bring the loopback interface up (``linux/sockios.h``).
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x8914, 0x1, 0x40
+#: Entries the probe's search of the file system looks at, at most.
+PROBE_WALK_ENTRIES = 200_000
+PROBE_WALK_S = 10.0
+
+Message = dict[str, Any]
+
+
+# -- the network: the case's two services, nothing else ------------------------------------
+
+
+def loopback_up() -> None:
+    """Bring ``lo`` up in a fresh network namespace (bubblewrap does; ``unshare`` does not)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, SIOCGIFFLAGS, request))[1]
+        if not flags & IFF_UP:
+            up = struct.pack("16sH14x", b"lo", flags | IFF_UP | IFF_RUNNING)
+            fcntl.ioctl(sock, SIOCSIFFLAGS, up)
+
+
+def pair(a: socket.socket, b: socket.socket, done: Callable[[], None] = lambda: None) -> None:
+    """Pump bytes both ways between ``a`` and ``b``; close both and call ``done`` at the end.
+
+    Each direction half-closes the other side when its source ends (an HTTP client that shuts
+    its writing side still gets its answer); the sockets close once both directions are over.
+    """
+    left = [2]
+    lock = threading.Lock()
+
+    def finished() -> None:
+        with lock:
+            left[0] -= 1
+            if left[0] == 0:
+                a.close()
+                b.close()
+                done()
+
+    for source, target in ((a, b), (b, a)):
+        threading.Thread(target=_pump, args=(source, target, finished), daemon=True).start()
+
+
+def _pump(source: socket.socket, target: socket.socket, finished: Callable[[], None]) -> None:
+    try:
+        while data := source.recv(65536):
+            target.sendall(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            target.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        finished()
+
+
+def _serve_bridge(listener: socket.socket, path: str) -> None:
+    """Forward each connection to ``listener`` to the Unix socket ``path`` (the host's)."""
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            upstream.connect(path)
+        except OSError:
+            client.close()
+            upstream.close()
+            continue
+        pair(client, upstream)
+
+
+def open_bridges(bridges: list[Mapping[str, Any]]) -> list[tuple[socket.socket, str]]:
+    """Listen on each bridge's port on 127.0.0.1 (before the agent starts: no race)."""
+    listening = []
+    for bridge in bridges:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", int(bridge["port"])))
+        listener.listen(64)
+        listening.append((listener, str(bridge["socket"])))
+    return listening
+
+
+# -- the agent's process -----------------------------------------------------------------------
+
+
+def identity(config: Mapping[str, Any]) -> str:
+    """Who the agent runs as: ``nobody``, root without capabilities, or the launcher's user.
+
+    ``nobody`` where the sandbox's launcher is real root; root of a user namespace that maps
+    no ``nobody`` gives up its capabilities; elsewhere the agent keeps the launcher's (``same``).
+    """
+    if not config.get("confine"):
+        return "same"
+    if os.geteuid() == 0 and worker.mapped(worker.NOBODY):
+        return "nobody"
+    return "capabilities" if os.geteuid() == 0 else "same"
+
+
+def confine(config: Mapping[str, Any]) -> None:
+    """In the agent's process, before it runs: its limits, its uid, its capabilities.
+
+    Runs in the forked child (``preexec_fn``). ``RLIMIT_NPROC`` counts every process of the
+    uid, so it is set only for ``nobody``, whom nothing else of the harness runs as.
+    """
+    who = config["identity"]
+    for name, value in config.get("limits", {}).items():
+        if name == "RLIMIT_NPROC" and who != "nobody":
+            continue
+        number = getattr(resource, name, None)
+        if number is not None and value:
+            resource.setrlimit(number, (int(value), int(value)))
+    os.umask(0o077)
+    if who == "nobody":
+        os.setgroups([])
+        os.setresgid(worker.NOBODY, worker.NOBODY, worker.NOBODY)
+        os.setresuid(worker.NOBODY, worker.NOBODY, worker.NOBODY)
+        worker._prctl(worker.PR_SET_NO_NEW_PRIVS, 1)
+    elif who == "capabilities":
+        worker.drop_capabilities()
+    worker.undumpable()
+
+
+class Drain(threading.Thread):
+    """Reads one pipe to its end: keeps its first ``head`` bytes, or its last ``keep`` bytes."""
+
+    def __init__(self, pipe: IO[bytes], *, head: int = 0, keep: int = 0) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.head, self.keep = pipe, head, keep
+        self.data = bytearray()
+
+    def run(self) -> None:
+        """Read to the end of the pipe (or until it breaks)."""
+        read = getattr(self.pipe, "read1", self.pipe.read)
+        try:
+            while chunk := read(65536):
+                if self.head:
+                    self.data += chunk[: max(0, self.head - len(self.data))]
+                else:
+                    self.data += chunk
+                    del self.data[: max(0, len(self.data) - self.keep)]
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.pipe.close()
+
+
+def text(data: bytes | bytearray) -> str:
+    """Output as text: undecodable bytes become U+FFFD, NULs are dropped."""
+    return bytes(data).decode("utf-8", errors="replace").replace("\x00", "")
+
+
+def read_answer(path: str) -> str | None:
+    """The answer file's text: a regular file, opened without following a link; else ``None``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], MAX_ANSWER_BYTES
+        while left > 0 and (chunk := os.read(fd, min(left, 65536))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return text(b"".join(chunks))
+    finally:
+        os.close(fd)
+
+
+def kill_the_rest(group: int, namespace: bool) -> None:
+    """Kill what the agent left: every other process of the namespace, else its group."""
+    try:
+        if namespace:
+            os.kill(-1, signal.SIGKILL)  # PID 1: every process of the namespace but this one
+        else:
+            os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+    if namespace:
+        while True:  # reap them, so that none holds a pipe open
+            try:
+                if os.waitpid(-1, 0)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+
+
+def prepare(config: Mapping[str, Any]) -> None:
+    """The scratch directory: ``tmp`` inside, the query file, owned by whom the agent runs as."""
+    workdir = config["workdir"]
+    os.makedirs(os.path.join(workdir, "tmp"), exist_ok=True)
+    with open(os.path.join(workdir, "query.json"), "w", encoding="utf-8") as handle:
+        json.dump(config["query"], handle, ensure_ascii=False, indent=1)
+    if config["identity"] == "nobody":
+        for here, directories, files in os.walk(workdir):
+            for name in [here, *(os.path.join(here, n) for n in directories + files)]:
+                os.chown(name, worker.NOBODY, worker.NOBODY)
+
+
+def case_files(config: Mapping[str, Any]) -> dict[str, str]:
+    """The query and answer files' paths, as the agent sees them."""
+    workdir = config["workdir"]
+    answer = os.path.join(workdir, config["answer_name"])
+    return {
+        "query_file": os.path.join(workdir, "query.json"),
+        "answer_file": answer,
+        "output_file": answer,
+    }
+
+
+def agent_argv(config: Mapping[str, Any], fds: tuple[int, ...] = ()) -> list[str]:
+    """The child's command line: the agent's own, placeholders filled, or this file as child."""
+    if config["mode"] == "command":
+        values = {**config.get("values", {}), **case_files(config)}
+        return [word.format(**values) for word in config["argv"]]
+    return [sys.executable, "-I", os.path.abspath(__file__), "child", *map(str, fds)]
+
+
+def agent_env(config: Mapping[str, Any]) -> dict[str, str]:
+    """The agent's whole environment: the host's allow-list, and the case's own paths."""
+    files = case_files(config)
+    return {
+        **config["env"],
+        "HOME": config["workdir"],
+        "TMPDIR": os.path.join(config["workdir"], "tmp"),
+        "GTA_QUERY_FILE": files["query_file"],
+        "GTA_ANSWER_FILE": files["answer_file"],
+    }
+
+
+def relay(child_out: IO[bytes], child_in: IO[bytes], host_out: IO[bytes], lock: Any) -> Message:
+    """Pass a callable child's tool calls to the host, and the host's replies back.
+
+    Returns the child's final ``{"result"}`` (or ``{"error"}``) frame, or ``{}`` if it sent none.
+    """
+    while True:
+        try:
+            message = worker.receive(child_out)
+        except (ValueError, OSError, RecursionError):
+            return {"error": "the agent's process wrote a malformed frame"}
+        if message is None or not isinstance(message, dict):
+            return {}
+        if "call" in message:
+            with lock:
+                worker.send(host_out, {"call": message["call"]})
+                reply = worker.receive(sys.stdin.buffer)
+            try:
+                worker.send(child_in, reply or {"reply": "the harness is gone"})
+            except OSError:
+                return {}
+        else:
+            return message
+
+
+def run_agent(
+    config: Mapping[str, Any], host_out: IO[bytes], listening: list[tuple[socket.socket, str]]
+) -> Message:
+    """Start the agent, wait for it, collect its answer: the ``done`` frame's content.
+
+    The bridges' threads start once the agent's process is forked (``preexec_fn`` runs in the
+    fork, where another thread may have held a lock); their sockets already listen.
+    """
+    namespace = bool(config.get("pid_namespace"))
+    prepare(config)
+    callable_mode = config["mode"] != "command"
+    pass_fds: tuple[int, ...] = ()
+    if callable_mode:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        pass_fds = (to_child_r, from_child_w)
+    started = time.monotonic()
+    process = subprocess.Popen(
+        agent_argv(config, pass_fds),
+        cwd=config["workdir"],
+        env=agent_env(config),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        pass_fds=pass_fds,
+        preexec_fn=lambda: confine(config),
+    )
+    for listener, path in listening:
+        threading.Thread(target=_serve_bridge, args=(listener, path), daemon=True).start()
+    final: Message = {}
+    if callable_mode:
+        for fd in pass_fds:
+            os.close(fd)
+        child_in = os.fdopen(to_child_w, "wb")
+        child_out = os.fdopen(from_child_r, "rb")
+        worker.send(child_in, {"spec": config["spec"], "query": config["query"]})
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out = Drain(process.stdout, head=MAX_ANSWER_BYTES)
+    err = Drain(process.stderr, keep=STDERR_KEPT)
+    out.start()
+    err.start()
+    if callable_mode:
+        final = relay(child_out, child_in, host_out, threading.Lock())
+    status = process.wait()
+    duration = time.monotonic() - started
+    kill_the_rest(process.pid, namespace)
+    out.join(READER_JOIN_S)
+    err.join(READER_JOIN_S)
+    done: Message = {
+        "exit_status": status,
+        "duration": duration,
+        "stdout": text(out.data),
+        "stderr_tail": text(err.data),
+    }
+    if callable_mode:
+        done["result"] = final
+    else:
+        done["answer_file"] = read_answer(os.path.join(config["workdir"], config["answer_name"]))
+    return done
+
+
+# -- the callable's side -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """Tokens an agent counted itself (``pytest_gta.Usage``'s fields)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    cached_calls: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentResult:
+    """``pytest_gta.AgentResult`` as the sandbox offers it: the answer, images, usage."""
+
+    answer: str
+    images: tuple[str, ...] = ()
+    usage: Usage | None = None
+
+
+class ToolClient:
+    """``task.tools``: the case's tools, each call relayed to the harness, which logs it."""
+
+    def __init__(self, schemas: list[dict[str, Any]], to_host: IO[bytes], from_host: IO[bytes]):
+        self._schemas = schemas
+        self._out, self._in = to_host, from_host
+        self._lock = threading.Lock()
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The case's tools: ``name``, ``description`` and ``inputSchema``."""
+        return [dict(s) for s in self._schemas]
+
+    def call(self, name: str, /, **arguments: Any) -> str:
+        """Call tool ``name`` with keyword ``arguments``; its output text (or error message)."""
+        return self.call_json(name, arguments)
+
+    def call_json(self, name: str, arguments: Any) -> str:
+        """Call tool ``name`` with any JSON value as its arguments."""
+        with self._lock:
+            worker.send(self._out, {"call": {"name": str(name), "arguments": arguments}})
+            reply = worker.receive(self._in)
+        return str((reply or {}).get("reply", "the harness is gone"))
+
+
+def _image_bytes(self: Any) -> list[bytes]:
+    """The input images' bytes."""
+    out = []
+    for path in self.image_paths:
+        with open(path, "rb") as handle:
+            out.append(handle.read())
+    return out
+
+
+def _to_json(self: Any) -> dict[str, Any]:
+    """The query file's content."""
+    return dict(QUERY)
+
+
+def _write_query_file(self: Any, path: str) -> str:
+    """Write :meth:`to_json` to ``path``."""
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(QUERY, handle, ensure_ascii=False, indent=1)
+    return path
+
+
+def task_class(names: list[str]) -> type:
+    """``pytest_gta.AgentTask`` inside the sandbox: the host's fields, the same methods.
+
+    ``names`` is the host class's own list of fields, so the two cannot drift apart.
+    """
+    return dataclasses.make_dataclass(
+        "AgentTask",
+        [(name, Any, dataclasses.field(default=None)) for name in names],
+        frozen=True,
+        namespace={
+            "image_bytes": _image_bytes,
+            "to_json": _to_json,
+            "write_query_file": _write_query_file,
+        },
+    )
+
+
+def make_task(names: list[str], tools: ToolClient) -> Any:
+    """The case's task, each field from the query file."""
+    known = {
+        **QUERY,
+        "text": QUERY.get("query"),
+        "image_paths": tuple(QUERY.get("images", ())),
+        "tool_schemas": tuple(QUERY.get("tools", ())),
+        "tools": tools,
+        "workdir": os.getcwd(),
+    }
+    return TASK_CLASS[0](**{name: known.get(name) for name in names})
+
+
+#: The task's class, made once its fields are known (for ``import pytest_gta``).
+TASK_CLASS: list[type] = []
+QUERY: dict[str, Any] = {}
+
+
+def stand_in_package() -> None:
+    """``import pytest_gta`` inside the sandbox gives these classes (the package is not shown)."""
+    module = types.ModuleType("pytest_gta")
+    module.__dict__.update(AgentTask=TASK_CLASS[0], AgentResult=AgentResult, Usage=Usage)
+    module.__path__ = []
+    sys.modules["pytest_gta"] = module
+
+
+def load(spec: Mapping[str, Any]) -> Callable[..., Any]:
+    """The agent's callable: from its file, or its module found on the given import path."""
+    sys.path[:0] = [p for p in spec.get("path", []) if isinstance(p, str)]
+    stand_in_package()
+    if spec.get("file"):
+        found = importlib.util.spec_from_file_location("_gta_agent", spec["file"])
+        if found is None or found.loader is None:
+            raise ImportError(f"{spec['file']} is not a Python module")
+        module = importlib.util.module_from_spec(found)
+        sys.modules["_gta_agent"] = module
+        found.loader.exec_module(module)
+    else:
+        module = importlib.import_module(spec["module"])
+    function = getattr(module, spec["attr"], None)
+    if function is None:
+        where = spec.get("file") or spec["module"]
+        raise AttributeError(f"{where} has no attribute {spec['attr']!r}")
+    if not callable(function):
+        raise TypeError(f"{spec['attr']} is a {type(function).__name__}, not callable")
+    return function  # type: ignore[no-any-return]
+
+
+def result_frame(value: Any) -> Message:
+    """The callable's return value as the host reads it."""
+    if isinstance(value, str):
+        return {"result": {"answer": value}}
+    answer = getattr(value, "answer", None)
+    if answer is not None and hasattr(value, "images"):
+        usage = getattr(value, "usage", None)
+        counted = None
+        if usage is not None:
+            names = ("input_tokens", "output_tokens", "calls", "cached_calls")
+            counted = {n: int(getattr(usage, n, 0) or 0) for n in names}
+        return {
+            "result": {
+                "answer": answer if isinstance(answer, str) else None,
+                "answer_type": type(answer).__name__,
+                "images": [str(p) for p in getattr(value, "images", ()) or ()],
+                "usage": counted,
+            }
+        }
+    return {"result": {"answer": None, "answer_type": type(value).__name__}}
+
+
+def child(fds: list[str]) -> None:
+    """The callable's process: load it, call it with the task, send what it returned.
+
+    ``fds``: the pipes from and to the launcher, which relays to the host.
+    """
+    from_host = os.fdopen(int(fds[0]), "rb")
+    to_host = os.fdopen(int(fds[1]), "wb")
+    request = worker.receive(from_host) or {}
+    QUERY.update(request.get("query", {}))
+    spec = request.get("spec", {})
+    tools = ToolClient(list(QUERY.get("tools", [])), to_host, from_host)
+    TASK_CLASS.append(task_class(spec.get("task_fields", [])))
+    try:
+        if spec.get("probe"):
+            value: Any = probe(spec["probe"], tools)
+        elif spec.get("check"):
+            load(spec)
+            value = "ok"
+        else:
+            task = make_task(spec["task_fields"], tools)
+            value = load(spec)(task)
+            if inspect.isawaitable(value):
+                value = asyncio.run(_awaited(value))
+        frame = result_frame(value)
+    except BaseException as exc:  # the agent's failure, reported in its case
+        lines = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6)
+        frame = {"error": {"type": type(exc).__name__, "message": str(exc)[:2000]}}
+        frame["error"]["traceback"] = "".join(lines)[-4000:]
+    worker.send(to_host, frame)
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
+
+
+# -- the probe: what a cheating agent would try --------------------------------------------------
+
+
+def _read(path: str) -> str | None:
+    """The first bytes of ``path`` if this process can read them (``None``: refused)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(64).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _search(root: str) -> list[str]:
+    """``dataset.json`` files found under ``root`` within the probe's bounds."""
+    found, seen, deadline = [], 0, time.monotonic() + PROBE_WALK_S
+    for here, directories, files in os.walk(root):
+        directories[:] = [d for d in directories if os.path.join(here, d) not in ("/proc", "/sys")]
+        seen += len(directories) + len(files)
+        if "dataset.json" in files:
+            found.append(os.path.join(here, "dataset.json"))
+        if seen > PROBE_WALK_ENTRIES or time.monotonic() > deadline:
+            break
+    return found
+
+
+def _environments() -> list[str]:
+    """Processes other than this one whose environment this process can read."""
+    readable = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    if handle.read(1):
+                        readable.append(entry)
+            except OSError:
+                pass
+    return readable
+
+
+def _connects(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _leave_behind(marker: str) -> None:
+    """A double-forked, ``setsid`` process that tries to outlive the case."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                os.execv(
+                    sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", marker]
+                )
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def probe(targets: Mapping[str, Any], tools: ToolClient) -> str:
+    """Try what a cheating agent would; what held (``True``) and what the probe got.
+
+    The host checks the last try itself (whether the process left behind is gone).
+    """
+    findings: list[dict[str, Any]] = []
+
+    def note(check: str, held: bool, detail: str) -> None:
+        findings.append({"check": check, "held": held, "detail": detail})
+
+    for path in targets.get("files", []):
+        got = _read(path)
+        note(f"read {path}", got is None, "refused" if got is None else "readable")
+    found = _search("/")
+    note(
+        "search the file system for dataset.json",
+        not found,
+        "none found" if not found else f"found {', '.join(found[:5])}",
+    )
+    readable = _environments()
+    note(
+        "read another process's environment",
+        not readable,
+        "none readable" if not readable else f"readable: PIDs {', '.join(readable[:10])}",
+    )
+    harness = int(targets.get("harness_pid", 0))
+    try:
+        os.kill(harness, 0)
+        signalled = True
+    except OSError:
+        signalled = False
+    note(
+        "signal the harness (pytest)",
+        not signalled,
+        "no such process in the sandbox" if not signalled else f"PID {harness} can be signalled",
+    )
+    canary = int(targets.get("canary_port", 0))
+    reached = bool(canary) and _connects(canary)
+    note(
+        "connect to 127.0.0.1 outside the case's MCP server and proxy",
+        not reached,
+        f"port {canary} refused" if not reached else f"port {canary} reached",
+    )
+    for name, port in targets.get("services", {}).items():
+        up = _connects(int(port))
+        note(f"reach the case's {name}", up, f"port {port} " + ("reached" if up else "refused"))
+    _leave_behind(str(targets.get("marker", "gta-probe")))
+    return json.dumps(findings)
+
+
+# -- the launcher ------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> None:
+    """``child`` mode, or the launcher: one case in, one ``done`` frame out."""
+    if argv[1:2] == ["child"]:
+        child(argv[2:])
+        return
+    host_in, host_out = sys.stdin.buffer, sys.stdout.buffer
+    config = worker.receive(host_in)
+    if config is None:
+        return
+    worker.undumpable()
+    config["identity"] = identity(config)
+    listening = []
+    if config.get("bridges"):
+        try:
+            loopback_up()
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EEXIST):
+                raise
+        listening = open_bridges(config["bridges"])
+    try:
+        done = run_agent(config, host_out, listening)
+    except Exception as exc:  # the sandbox could not run the agent: the harness's failure
+        done = {"broken": f"{type(exc).__name__}: {exc}"}
+    worker.send(host_out, {"done": done})
+
+
+if __name__ == "__main__":
+    main(sys.argv)
