@@ -203,6 +203,9 @@ class AgentJail:
         self._bridges = Bridges(sockets)
         self._base: Tree | None = None
         self._mechanism = self._choose(mode)
+        if self._mechanism == "plain":
+            # Code of pytest's own uid cannot then read pytest's environment or open its pipes.
+            sandbox_worker.undumpable()
 
     # -- what this machine offers ------------------------------------------------------------
     def _base_tree(self) -> Tree:
