@@ -172,13 +172,13 @@ class Scrubber:
 
     An upstream that echoes the request's headers (a debugging endpoint, a misconfigured
     gateway) would hand the agent the real key in a 200 as well as in an error. In a stream a
-    secret may straddle two chunks, so the last ``longest - 1`` bytes are held back until the
-    next chunk (or the end) shows whether they start one.
+    secret may straddle two chunks, so a chunk's end that begins a secret is held back until
+    the next chunk (or the end) shows whether it is one; any other end goes out at once, so a
+    stream is passed on as it comes.
     """
 
     def __init__(self, hidden: tuple[bytes, ...]) -> None:
         self._hidden = hidden
-        self._keep = max((len(h) for h in hidden), default=1) - 1
         self._held = b""
 
     def whole(self, data: bytes) -> bytes:
@@ -187,12 +187,22 @@ class Scrubber:
             data = data.replace(secret, REDACTED)
         return data
 
+    def _started(self, data: bytes) -> int:
+        """How many bytes at the end of ``data`` begin one of the secrets."""
+        longest = 0
+        for secret in self._hidden:
+            for size in range(min(len(secret) - 1, len(data)), longest, -1):
+                if data.endswith(secret[:size]):
+                    longest = size
+                    break
+        return longest
+
     def feed(self, chunk: bytes) -> bytes:
         """What of the stream so far can go out now."""
         if not self._hidden:
             return chunk
         data = self.whole(self._held + chunk)
-        cut = max(0, len(data) - self._keep)
+        cut = len(data) - self._started(data)
         self._held = data[cut:]
         return data[:cut]
 

@@ -189,8 +189,7 @@ class SandboxedPythonAgent:
         self, name: str, spec: Mapping[str, Any], jail: Jail, passed_env: tuple[str, ...] = ()
     ) -> None:
         self.name = name
-        fields = [f.name for f in dataclasses.fields(AgentTask)]
-        self._spec = {**spec, "task_fields": fields}
+        self._spec = dict(spec)
         self._jail = jail
         self._passed = passed_env
         self.bridged = jail.bridged
@@ -249,6 +248,8 @@ class SandboxedPythonAgent:
 
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "calls", "cached_calls")
+#: The task's fields, for the worker's stand-in of :class:`AgentTask` (the same, always).
+TASK = {"task_fields": [f.name for f in dataclasses.fields(AgentTask)]}
 
 
 def callable_spec(spec: str, base: Path) -> dict[str, Any]:
@@ -267,7 +268,7 @@ def callable_spec(spec: str, base: Path) -> dict[str, Any]:
         path = (base / Path(target).expanduser()).resolve()
         if not path.is_file():
             raise GtaUsageError(f"{flag}: no file {path}")
-        return {"file": str(path), "attr": attr, "path": [], "show": [str(path)]}
+        return {"file": str(path), "attr": attr, "path": [], "show": [str(path)], **TASK}
     top = target.split(".")[0]
     found = importlib.machinery.PathFinder.find_spec(top, [str(base), *sys.path])
     if found is None or (found.origin is None and not found.submodule_search_locations):
@@ -277,7 +278,7 @@ def callable_spec(spec: str, base: Path) -> dict[str, Any]:
     locations = list(found.submodule_search_locations or [])
     shown = locations or [str(found.origin)]
     parents = sorted({str(Path(p).parent) for p in shown})
-    return {"module": target, "attr": attr, "path": parents, "show": shown}
+    return {"module": target, "attr": attr, "path": parents, "show": shown, **TASK}
 
 
 def _last_line(outcome: AgentOutcome) -> str:
