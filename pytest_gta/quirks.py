@@ -13,7 +13,9 @@ A quirk may also say in which modes even a perfect replay of the reference chain
 the oracle that no quirk explains is a defect of the harness.
 
 Everything here is computed from the data alone and cheaply (no model, no similarity model),
-except :data:`WEAK_SUBJECTIVE`, which needs the similarity score a run computed.
+except :data:`WEAK_SUBJECTIVE`, which needs the similarity score a run computed. The kinds that
+make a reference unsound are the erratum's too (:mod:`pytest_gta.erratum_build` writes
+``pytest_gta/erratum.json`` from them), so every report also scores the release without them.
 """
 
 from __future__ import annotations

@@ -14,12 +14,14 @@ from typing import Any, cast
 
 from pytest_gta.datainfo import dataset_statistics
 from pytest_gta.dataset import Dataset, Query
+from pytest_gta.erratum import Erratum, shipped_erratum
 from pytest_gta.install.manifest import read_install_record
 from pytest_gta.models.oracle import ORACLE
 from pytest_gta.quirks import explain_replay_failures, find_quirks, replay_failure_notes, summarize
 from pytest_gta.report import stats
 from pytest_gta.results.base import PerMode
 from pytest_gta.results.case import CaseResult, CaseUsage, ErrorCounts, StepPrimitives
+from pytest_gta.results.erratum import ErratumEntry
 from pytest_gta.results.migrate import default_label
 from pytest_gta.results.report import (
     SCHEMA,
@@ -365,6 +367,45 @@ def _metrics_of(mode: str, values: Mapping[str, Any]) -> StepMetrics | E2EMetric
     return StepMetrics(**values) if mode == "step" else E2EMetrics(**values)
 
 
+#: Per mode, Table 4 (or ``NoMetrics``) and its denominators.
+SoundSections = tuple[
+    PerMode[StepMetrics | NoMetrics, E2EMetrics | NoMetrics],
+    PerMode[StepDenominators, E2EDenominators],
+]
+
+
+def sound_sections(
+    cases: Sequence[CaseResult], dataset: Dataset, named: Mapping[str, Any]
+) -> SoundSections:
+    """``metrics_sound`` and ``denominators_sound``: ``metrics`` over the sound references.
+
+    The official aggregate, case by case as ``metrics``, over the cases (dataset order) whose
+    query ``named`` (the erratum's queries of the run) leaves out; errored cases count as
+    wrong, skipped ones are in neither.
+    """
+    metrics: dict[str, Any] = {}
+    denominators: dict[str, Any] = {}
+    for mode in MODES:
+        ran = [c for c in cases if c.mode == mode and c.outcome != "skipped"]
+        if not ran:
+            continue
+        sound = [c for c in ran if c.query_id not in named]
+        metrics[mode] = epoch_metrics(mode, sound, dataset)[0] if sound else {}
+        unique = list({c.query_id: c for c in sound}.values())
+        denominators[mode] = _denominators(mode, unique, dataset)
+    return (
+        _per_mode(metrics, lambda v: _metrics_of("step", v), lambda v: _metrics_of("e2e", v)),
+        _per_mode(denominators, _same, _same),
+    )
+
+
+def erratum_of_run(
+    cases: Sequence[CaseResult], dataset: Dataset, erratum: Erratum
+) -> dict[str, tuple[ErratumEntry, ...]]:
+    """Query id -> the erratum's entries, for the queries of ``cases`` that it names."""
+    return erratum.of_dataset(dataset, dict.fromkeys(c.query_id for c in cases))
+
+
 def build_report(
     *,
     model: str,
@@ -384,12 +425,15 @@ def build_report(
     confidence: float = 0.95,
     samples: int = 2000,
     identity: Identity | None = None,
+    erratum: Erratum | None = None,
 ) -> RunReport:
     """The run's report (see module docstring).
 
     ``confidence`` and ``samples`` set the metrics' bootstrap intervals (``metrics_ci``).
     ``identity`` is what identifies the run (the session's label, commit and dates); without
-    one, the run is identified by its model, protocol or agent and dataset alone.
+    one, the run is identified by its model, protocol or agent and dataset alone. ``erratum``
+    (default: the one that ships, :func:`pytest_gta.erratum.shipped_erratum`) gives each case
+    the faults of its query and ``metrics_sound`` the queries it leaves out.
     """
     if identity is None:
         identity = default_identity(model, protocol, settings, dataset)
@@ -407,6 +451,11 @@ def build_report(
             "metrics use the last result of each"
         )
     in_order = ordered(by_key.values(), dataset)
+    erratum = shipped_erratum() if erratum is None else erratum
+    named = erratum_of_run(in_order, dataset, erratum)
+    for case in in_order:
+        case.erratum = [entry.note() for entry in named.get(case.query_id, ())]
+    metrics_sound, denominators_sound = sound_sections(in_order, dataset, named)
     modes = [m for m in MODES if any(c.mode == m for c in in_order)]
     metrics: dict[str, Any] = {}
     metrics_ok: dict[str, Any] = {}
@@ -478,6 +527,7 @@ def build_report(
                 "statistics": dataset_statistics(dataset),
                 # Of the queries that ran: a filtered run names only the quirks it met.
                 "quirks": summarize(find_quirks(dataset, _queries_of(in_order, dataset))),
+                "erratum": erratum.use(dataset, named),
             }
         ),
         settings=settings,
@@ -486,6 +536,7 @@ def build_report(
         metrics_excluding_errors=_per_mode(
             metrics_ok, lambda v: _metrics_of("step", v), lambda v: _metrics_of("e2e", v)
         ),
+        metrics_sound=metrics_sound,
         pass_rate=_per_mode(pass_rate, float, float),
         epochs=max((len(by_epoch(ran)) for ran in ran_by_mode.values()), default=1),
         metrics_by_epoch=_per_mode(
@@ -502,6 +553,7 @@ def build_report(
         errors=_per_mode(errors, _same, _same),
         tool_calls=_per_mode(calls, _same, _same),
         denominators=_per_mode(denominators, _same, _same),
+        denominators_sound=denominators_sound,
         outcomes=OutcomeCounts(**outcomes),
         outcomes_by_mode=_per_mode(
             by_mode, OutcomeCounts.model_validate, OutcomeCounts.model_validate

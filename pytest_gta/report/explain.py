@@ -22,7 +22,13 @@ from typing import Any
 from pydantic import JsonValue
 
 from pytest_gta.dataset import Dataset, Query
-from pytest_gta.report.table import header_lines, identity_facts, isolation_lines, model_time
+from pytest_gta.report.table import (
+    erratum_lines,
+    header_lines,
+    identity_facts,
+    isolation_lines,
+    model_time,
+)
 from pytest_gta.results.case import CaseResult, E2EPrimitives, ScoreValue, Step
 from pytest_gta.results.report import RunReport
 from pytest_gta.vocabulary import CATEGORY_NAMES, tool_category
@@ -60,6 +66,9 @@ def facts(report: RunReport) -> list[tuple[str, str]]:
         ),
         ("dataset sha256", dataset.sha256),
     ]
+    said = erratum_lines(report, shown=60)
+    if said:
+        out.append(("erratum", "; ".join(said)))
     if settings.tools:
         out.append(("tools", settings.tools))
     if settings.tool_routes:
@@ -265,6 +274,8 @@ class CaseFacts:
     message: str
     #: An infrastructure error (shown as an error record) rather than the model being wrong.
     message_is_error: bool
+    #: ``(kind, evidence)`` of each fault the erratum names for the query.
+    erratum: list[tuple[str, str]]
 
 
 def case_facts(case: CaseResult) -> CaseFacts:
@@ -279,6 +290,7 @@ def case_facts(case: CaseResult) -> CaseFacts:
         backends=[f"{k} by {v}" for k, v in case.backends.items()],
         message=case.message,
         message_is_error=case.outcome == "error",
+        erratum=[(note.kind, note.evidence) for note in case.erratum],
     )
 
 
@@ -515,13 +527,16 @@ class CaseRow:
     #: ``regressed`` or ``fixed`` against the baseline, else "".
     flip: str
     message: str
+    #: The kinds of fault the erratum names for the query (none: a sound reference).
+    erratum: list[str]
 
 
 def case_row(case: CaseResult, query: Query | None, flip: str) -> CaseRow:
     """What the case table knows of one case."""
     tools = list(query.called_tools) if query is not None else []
+    kinds = [note.kind for note in case.erratum]
     search = " ".join(
-        [case.id, query.text if query is not None else "", case.message, *tools]
+        [case.id, query.text if query is not None else "", case.message, *tools, *kinds]
     ).lower()
     seconds = case.duration if case.duration is not None else -1.0
     return CaseRow(
@@ -538,6 +553,7 @@ def case_row(case: CaseResult, query: Query | None, flip: str) -> CaseRow:
         tokens=case.tokens(),
         flip=flip,
         message=case.message,
+        erratum=kinds,
     )
 
 
@@ -551,6 +567,8 @@ class CaseTable:
     tools: list[str]
     #: Whether the run was compared with a baseline that flipped some case.
     flipped: bool
+    #: The kinds of fault the erratum names for some case, in order of first appearance.
+    erratum: list[str]
 
 
 def case_table(report: RunReport, dataset: Dataset | None) -> CaseTable:
@@ -572,4 +590,5 @@ def case_table(report: RunReport, dataset: Dataset | None) -> CaseTable:
         types=sorted({c.type for c in cases}),
         tools=sorted({t for q in queries for t in q.called_tools}),
         flipped=bool(flipped),
+        erratum=list(dict.fromkeys(n.kind for c in report.cases for n in c.erratum)),
     )

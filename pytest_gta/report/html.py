@@ -370,6 +370,12 @@ def case_detail(
     if said.message:
         cls = "error-record" if said.message_is_error else "why"
         parts.append(f'<pre class="{cls}">{esc(_clip(said.message, 4000))}</pre>')
+    if said.erratum:
+        faults = "".join(f"<li><b>{esc(k)}</b>: {esc(e)}</li>" for k, e in said.erratum)
+        parts.append(
+            '<section class="erratum"><h4>Erratum: the reference of this query is faulty or '
+            f"depends on the live web</h4><ul>{faults}</ul></section>"
+        )
     if query is not None:
         inputs = "".join(image(f.path) for f in query.files)
         parts.append(
@@ -453,12 +459,15 @@ def _agent_html(agent: AgentRun, case: CaseResult) -> str:
 
 def _case_row(row: CaseRow) -> str:
     flag = f' <span class="flip {row.flip}">{row.flip}</span>' if row.flip else ""
+    if row.erratum:
+        flag += f' <span class="erratum" title="{esc(", ".join(row.erratum))}">erratum</span>'
     return (
         f'<tr class="case" data-id="{esc(row.id)}" '
         f'data-outcome="{esc(row.outcome)}" '
         f'data-mode="{esc(row.mode)}" data-type="{esc(row.type)}" '
         f'data-cats="{esc(" ".join(row.categories))}" data-tools="{esc(" ".join(row.tools))}" '
-        f'data-flip="{esc(row.flip)}" data-search="{esc(row.search)}">'
+        f'data-flip="{esc(row.flip)}" data-erratum="{esc(" ".join(row.erratum) or "sound")}" '
+        f'data-search="{esc(row.search)}">'
         f'<td><a href="#case={esc(row.id)}">{esc(row.id)}</a>{flag}</td>'
         f"<td>{esc(row.mode)}</td><td>{esc(row.type)}</td>"
         f"<td>{esc(', '.join(row.tools))}</td>"
@@ -490,6 +499,11 @@ def cases_html(report: RunReport, dataset: Dataset | None) -> str:
             _select("cats", "category", list(CATEGORY_NAMES)),
             _select("tools", "tool", table.tools),
             *([_select("flip", "baseline", ["regressed", "fixed"])] if table.flipped else []),
+            *(
+                [_select("erratum", "reference", ["sound", *table.erratum])]
+                if table.erratum
+                else []
+            ),
             '<label>search <input type="search" id="search" '
             'placeholder="id, query, message, tool"></label>',
         ]

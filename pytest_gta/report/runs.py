@@ -24,11 +24,12 @@ from datetime import datetime, timezone
 from typing import Literal, NamedTuple, TypeVar
 
 from pytest_gta.dataset import Dataset
+from pytest_gta.erratum import shipped_erratum
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import OPT_COMPARE, OPT_COMPARE_REF, OPT_LEADERBOARD_ROWS, OPT_PRICE
 from pytest_gta.models.catalog import leaderboard_boards, leaderboard_numbers, leaderboard_rows
 from pytest_gta.report.baseline import Baseline, compare
-from pytest_gta.report.build import ordered
+from pytest_gta.report.build import ordered, sound_sections
 from pytest_gta.results.base import PerMode
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.comparison import (
@@ -61,7 +62,8 @@ from pytest_gta.results.comparison import (
     interval_value,
     metric_value,
 )
-from pytest_gta.results.report import RunReport
+from pytest_gta.results.erratum import ErratumEntry
+from pytest_gta.results.report import E2EMetrics, RunReport, StepMetrics
 from pytest_gta.version import __version__
 from pytest_gta.vocabulary import CATEGORY_NAMES, MODES, QUERY_TYPES, Mode
 
@@ -122,7 +124,8 @@ def build_comparison(
     published = leaderboard_selection(leaderboard)
     out_notes = list(notes)
     in_order = {run.label: ordered(run.report.cases, dataset) for run in runs}
-    entries = [_run_entry(run, in_order[run.label], out_notes) for run in runs]
+    named = shipped_erratum().of_dataset(dataset)
+    entries = [_run_entry(run, in_order[run.label], out_notes, dataset, named) for run in runs]
     out_notes += _selection_notes(runs, in_order, published, dataset)
     candidates = [
         Candidate(e.label, e.modes, e.cost, metric_value(e.metrics.e2e, "ans_acc")) for e in entries
@@ -137,7 +140,11 @@ def build_comparison(
         reference=ref,
         notes=out_notes,
         runs=entries,
-        tables=Tables(table4=table4(entries, published), table5=table5(entries)),
+        tables=Tables(
+            table4=table4(entries, published),
+            table5=table5(entries),
+            table4_sound=table4_sound(entries),
+        ),
         leaderboard=published,
         paired=_paired(runs, in_order, ref, level=level, samples=samples, dataset=dataset),
         matrix=query_matrix(labels, in_order, ref, dataset),
@@ -218,9 +225,22 @@ def _in_modes(value: PerMode[S, E], modes: Sequence[str]) -> PerMode[S, E]:
     )
 
 
-def _run_entry(run: RunInput, cases: Sequence[CaseResult], notes: list[str]) -> ComparedRun:
-    """The run's entry: its report's own numbers, its cost, its reliability over epochs."""
+def _run_entry(
+    run: RunInput,
+    cases: Sequence[CaseResult],
+    notes: list[str],
+    dataset: Dataset,
+    named: Mapping[str, Sequence[ErratumEntry]],
+) -> ComparedRun:
+    """The run's entry: its report's own numbers, its cost, its reliability over epochs.
+
+    A report written before ``metrics_sound`` gets it from its cases, as its run would have
+    (``named``: the erratum's queries of ``dataset``).
+    """
     report = run.report
+    sound, sound_denominators = report.metrics_sound, report.denominators_sound
+    if sound is None or sound_denominators is None:
+        sound, sound_denominators = sound_sections(cases, dataset, named)
     # A hook may have renamed the run through the report's top-level label: that one is shown.
     identity = report.identity.model_copy(update={"label": report.label})
     modes: list[Mode] = [m for m in MODES if m in report.metrics]
@@ -244,6 +264,9 @@ def _run_entry(run: RunInput, cases: Sequence[CaseResult], notes: list[str]) -> 
         outcomes=report.outcomes,
         cost=cost_of(report, cases),
         reliability=reliability_of(run.label, cases, modes, report.epochs, notes),
+        metrics_sound=_in_modes(sound, modes),
+        denominators=_in_modes(report.denominators, modes),
+        denominators_sound=_in_modes(sound_denominators, modes),
     )
 
 
@@ -393,6 +416,31 @@ def table4(
                 )
             )
         out[mode] = Table4(columns=list(columns), rows=rows, best=best_of(rows, columns))
+    return PerMode[Table4, Table4](step=out.get("step"), e2e=out.get("e2e"))
+
+
+def table4_sound(entries: Sequence[ComparedRun]) -> PerMode[Table4, Table4]:
+    """Per mode, a row per run with its ``metrics_sound`` (no interval, no published row)."""
+    out: dict[str, Table4] = {}
+    for mode, columns in TABLE4_COLUMNS.items():
+        rows = []
+        for entry in entries:
+            sound = entry.metrics_sound.get(mode) if entry.metrics_sound else None
+            if mode not in entry.modes or sound is None:
+                continue
+            metrics = sound if isinstance(sound, StepMetrics | E2EMetrics) else None
+            rows.append(
+                Table4Row(
+                    label=entry.label,
+                    kind="run",
+                    board=None,
+                    model=entry.model,
+                    values={c: metric_value(metrics, c) for c in columns},
+                    ci={},
+                )
+            )
+        if rows:
+            out[mode] = Table4(columns=list(columns), rows=rows, best=best_of(rows, columns))
     return PerMode[Table4, Table4](step=out.get("step"), e2e=out.get("e2e"))
 
 

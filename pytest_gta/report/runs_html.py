@@ -35,13 +35,15 @@ from pytest_gta.report.runs_plots import (
     mode_title,
     reliability_plots,
 )
-from pytest_gta.report.table import METRIC_LABELS
+from pytest_gta.report.runs_text import sound_name, sound_tables
+from pytest_gta.report.table import METRIC_LABELS, SOUND_LABEL
 from pytest_gta.results.comparison import (
     TABLE5_COLUMNS,
     Comparison,
     MatrixCell,
     Reliability,
     RunCost,
+    Table4,
 )
 from pytest_gta.results.report import Interval, MetricComparison
 from pytest_gta.vocabulary import CATEGORY_NAMES, MODES, QUERY_TYPES
@@ -228,8 +230,30 @@ def header_html(comparison: Comparison, runs: _Runs) -> str:
 def table4_html(comparison: Comparison, runs: _Runs) -> str:
     """Table 4 per mode: one row per run, then the leaderboard rows; the best in bold."""
     table4 = comparison.tables.table4
+    parts = _table4_parts(comparison, runs, list(table4.items()))
+    if not parts:
+        return _muted("No Table 4: the comparison has no metrics of any mode.")
+    missing = [m for m in MODES if m not in table4]
+    if missing:
+        parts.append(
+            _muted(
+                "No run has "
+                + " or ".join(mode_title(m) for m in missing)
+                + f" ({OPT_MODE}="
+                + ",".join(MODES)
+                + " runs both), so its table is left out."
+            )
+        )
+    parts += _table4_parts(comparison, runs, sound_tables(comparison), sound=True)
+    return "".join(parts)
+
+
+def _table4_parts(
+    comparison: Comparison, runs: _Runs, tables: Sequence[tuple[str, Table4]], sound: bool = False
+) -> list[str]:
+    """Each mode's Table 4 (``sound``: over the queries the erratum does not name)."""
     parts = []
-    for mode, table in table4.items():
+    for mode, table in tables:
         columns = table.columns
         best = {m: set(v) for m, v in table.best.items()}
         rows = []
@@ -244,6 +268,9 @@ def table4_html(comparison: Comparison, runs: _Runs) -> str:
                 )
             else:
                 name = f"{runs.link(label)} {runs.badge(label)}"
+            if sound:
+                counts = sound_name(comparison, mode, label)[len(label) :]
+                name += f'<span class="ci">{esc(counts)}</span>'
             cells = []
             for metric in columns:
                 text = _num(row.values.get(metric))
@@ -258,29 +285,22 @@ def table4_html(comparison: Comparison, runs: _Runs) -> str:
                 f'<tr class="{kind}" data-label="{esc(label)}"><th scope="row">{name}</th>'
                 f"{''.join(cells)}</tr>"
             )
+        caption = (
+            f"Table 4, {mode_title(mode)}, {SOUND_LABEL} (percent over the queries the erratum "
+            "does not name; best per column in bold)"
+            if sound
+            else f"Table 4, {mode_title(mode)} (percent; best per column in bold; "
+            f"each run's {_level(comparison)} interval below its value)"
+        )
         parts.append(
             _table(
-                f"Table 4, {mode_title(mode)} (percent; best per column in bold; "
-                f"each run's {_level(comparison)} interval below its value)",
+                caption,
                 ["run", *(METRIC_LABELS.get(c, c) for c in columns)],
                 rows,
-                "cmp-table table4",
+                "cmp-table table4 sound" if sound else "cmp-table table4",
             )
         )
-    if not parts:
-        return _muted("No Table 4: the comparison has no metrics of any mode.")
-    missing = [m for m in MODES if m not in table4]
-    if missing:
-        parts.append(
-            _muted(
-                "No run has "
-                + " or ".join(mode_title(m) for m in missing)
-                + f" ({OPT_MODE}="
-                + ",".join(MODES)
-                + " runs both), so its table is left out."
-            )
-        )
-    return "".join(parts)
+    return parts
 
 
 def _level(comparison: Comparison) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pytest_gta.report.table import (
     METRIC_LABELS,
     MODE_TITLES,
+    SOUND_LABEL,
     aligned,
     fmt,
     markdown_items,
@@ -26,6 +27,7 @@ from pytest_gta.results.comparison import (
     Comparison,
     MatrixCell,
     MatrixQuery,
+    Table4,
     Table4Row,
     metric_value,
 )
@@ -88,27 +90,70 @@ def _interval(interval: Interval) -> str:
     return _span(interval.low, interval.high)
 
 
+def _table4_rows(
+    table: Table4, mark: Marker, level: float, name: Callable[[Table4Row], str] = row_name
+) -> list[list[str]]:
+    """A Table 4's rows, the best value per column marked, each run's interval line below."""
+    columns = table.columns
+    best = table.best
+    rows: list[list[str]] = []
+    for row in table.rows:
+        cells = []
+        for column in columns:
+            text = fmt(row.values.get(column))
+            cells.append(mark(text) if row.label in best.get(column, []) else text)
+        rows.append([name(row), *cells])
+        if row.ci:
+            rows.append([f"  {level:g}% CI", *(_pair(row.ci.get(c)) for c in columns)])
+    return rows
+
+
 def table4_sections(comparison: Comparison, mark: Marker) -> list[Section]:
     """Table 4 per mode: a row per run with its interval line, then the published rows."""
+    return [
+        (
+            f"Table 4, {MODE_TITLES.get(mode, mode)} (percent; best per column marked)",
+            ["run", *(METRIC_LABELS.get(c, c) for c in table.columns)],
+            _table4_rows(table, mark, comparison.level * 100),
+        )
+        for mode, table in comparison.tables.table4.items()
+    ]
+
+
+def sound_name(comparison: Comparison, mode: str, label: str) -> str:
+    """A run's row of the sound Table 4: its label and the queries it is over."""
+    run = comparison.run(label)
+    counts = run.sound_counts(mode) if run is not None else None
+    return f"{label} ({counts[0]} of {counts[1]} queries)" if counts else f"{label} (all)"
+
+
+def sound_tables(comparison: Comparison) -> list[tuple[str, Table4]]:
+    """The sound Table 4 of each mode in which the erratum left out a query of some run."""
+    tables = comparison.tables.table4_sound
+    return [
+        (mode, table)
+        for mode, table in (tables.items() if tables is not None else [])
+        if any(
+            (run := comparison.run(row.label)) is not None and run.sound_counts(mode)
+            for row in table.rows
+        )
+    ]
+
+
+def table4_sound_sections(comparison: Comparison, mark: Marker) -> list[Section]:
+    """Table 4 again per mode, over each run's queries with a sound reference (the erratum)."""
     out = []
-    level = comparison.level * 100
-    for mode, table in comparison.tables.table4.items():
-        columns = table.columns
-        best = table.best
-        rows: list[list[str]] = []
-        for row in table.rows:
-            cells = []
-            for column in columns:
-                text = fmt(row.values.get(column))
-                cells.append(mark(text) if row.label in best.get(column, []) else text)
-            rows.append([row_name(row), *cells])
-            if row.ci:
-                rows.append([f"  {level:g}% CI", *(_pair(row.ci.get(c)) for c in columns)])
+    for mode, table in sound_tables(comparison):
+
+        def name(row: Table4Row, mode: str = mode) -> str:
+            return sound_name(comparison, mode, row.label)
+
         out.append(
             (
-                f"Table 4, {MODE_TITLES.get(mode, mode)} (percent; best per column marked)",
-                ["run", *(METRIC_LABELS.get(c, c) for c in columns)],
-                rows,
+                f"Table 4, {MODE_TITLES.get(mode, mode)}, {SOUND_LABEL} (percent over the "
+                "queries the erratum does not name; best per column marked)",
+                ["run", *(METRIC_LABELS.get(c, c) for c in table.columns)],
+                _table4_rows(table, mark, comparison.level * 100, name),
             )
         )
     return out
@@ -350,6 +395,7 @@ def sections(comparison: Comparison, mark: Marker) -> list[Section]:
     """Every table both renderers show, in order."""
     return [
         *table4_sections(comparison, mark),
+        *table4_sound_sections(comparison, mark),
         *table5_section(comparison),
         *paired_sections(comparison),
         *reliability_section(comparison),

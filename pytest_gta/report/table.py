@@ -165,6 +165,7 @@ def sections(report: RunReport) -> list[Section]:
             rows = [[model, *(fmt(metric_value(metrics, c.key), c.percent) for c in columns)]]
             if not suffix:
                 rows += _uncertainty_rows(report, mode, columns)
+                rows += sound_rows(report, mode, columns)
             if board is not None and not suffix:
                 label = f"leaderboard {board.board}: {board.model} [react]"
                 rows.append([label, *(fmt(board.get(c.key), c.percent) for c in columns)])
@@ -216,6 +217,68 @@ def sections(report: RunReport) -> list[Section]:
         )
     sections += _comparison_sections(report.comparison)
     return sections
+
+
+#: How the tables name the metrics over the queries the erratum does not name.
+SOUND_LABEL = "sound refs only"
+
+
+def sound_counts(report: RunReport, mode: str) -> tuple[int, int] | None:
+    """(sound queries, queries) of ``mode``, where the erratum left some out (else ``None``)."""
+    sound = report.denominators_sound.get(mode) if report.denominators_sound else None
+    every = report.denominators.get(mode)
+    if sound is None or every is None or sound.queries == every.queries:
+        return None
+    return sound.queries, every.queries
+
+
+def sound_rows(report: RunReport, mode: str, columns: Sequence[Column]) -> list[list[str]]:
+    """Under a run's row: Table 4 over the queries with a sound reference (``metrics_sound``).
+
+    Shown where the erratum names a query of the mode (else it is the row above); ``n/a``
+    throughout when it names them all.
+    """
+    counts = sound_counts(report, mode)
+    if counts is None or report.metrics_sound is None:
+        return []
+    metrics = report.metrics_sound.get(mode)
+    label = f"  {SOUND_LABEL} ({counts[0]} of {counts[1]} queries)"
+    if not isinstance(metrics, StepMetrics | E2EMetrics):
+        return [[label, *("n/a" for _ in columns)]]
+    return [[label, *(fmt(metric_value(metrics, c.key), c.percent) for c in columns)]]
+
+
+def erratum_lines(report: RunReport, *, shown: int) -> list[str]:
+    """What the erratum names among the run's queries: a line, then one per kind."""
+    use = report.dataset.erratum
+    if use is None:
+        return []
+    named = use.named()
+    if not named:
+        return [f"erratum {use.version}: no query of this run is named in it"]
+    lines = [
+        f"erratum {use.version}: {len(named)} of the run's {report.dataset.selected} queries "
+        f"have a faulty reference or a live-web answer; Table 4's '{SOUND_LABEL}' rows leave "
+        "them out (the official rows keep them)"
+    ]
+    for kind, queries in use.queries.items():
+        lines.append(f"erratum: {count_line(use.kinds.get(kind, kind), queries, shown)}")
+    return lines
+
+
+def erratum_items(report: RunReport) -> list[str]:
+    """Per query and fault the erratum names: the query, its cases' outcomes, the evidence."""
+    cases: dict[str, list[str]] = {}
+    notes: dict[str, list[tuple[str, str]]] = {}
+    for case in report.cases:
+        if case.erratum:
+            cases.setdefault(case.query_id, []).append(f"{case.id} {case.outcome}")
+            notes.setdefault(case.query_id, [(n.kind, n.evidence) for n in case.erratum])
+    return [
+        f"query {qid} ({', '.join(cases[qid])}): {kind}: {evidence}"
+        for qid, faults in notes.items()
+        for kind, evidence in faults
+    ]
 
 
 def bounds_text(low: float | None, high: float | None) -> str:
@@ -392,15 +455,16 @@ def quirk_lines(quirks: Sequence[Quirk], *, shown: int) -> list[str]:
     The line ``--gta-data-info`` prints for each (:func:`pytest_gta.quirks.summary_lines`),
     written here from the report's typed quirks: the quirks module scores, a renderer does not.
     """
-    lines = []
-    for quirk in quirks:
-        queries = quirk.queries
-        noun = "query" if len(queries) == 1 else "queries"
-        ids = ", ".join(queries[:shown])
-        if len(queries) > shown:
-            ids += f", ... ({len(queries) - shown} more)"
-        lines.append(f"{quirk.title}: {len(queries)} {noun} ({ids})")
-    return lines
+    return [count_line(quirk.title, quirk.queries, shown) for quirk in quirks]
+
+
+def count_line(title: str, queries: Sequence[str], shown: int) -> str:
+    """``title: N queries (ids)``, the first ``shown`` ids listed."""
+    noun = "query" if len(queries) == 1 else "queries"
+    ids = ", ".join(queries[:shown])
+    if len(queries) > shown:
+        ids += f", ... ({len(queries) - shown} more)"
+    return f"{title}: {len(queries)} {noun} ({ids})"
 
 
 def header_lines(report: RunReport) -> list[str]:
@@ -428,6 +492,7 @@ def header_lines(report: RunReport) -> list[str]:
     ]
     # One line per kind; how each is scored: --gta-data-info, the report's dataset.quirks.
     lines += [f"dataset quirk: {line}" for line in quirk_lines(dataset.quirks, shown=12)]
+    lines += erratum_lines(report, shown=12)
     if report.epochs > 1:
         lines.append(
             f"epochs: {report.epochs} (every case ran {report.epochs} times: the metrics are the "
@@ -535,6 +600,10 @@ def render_markdown(report: RunReport) -> str:
     lines = ["# GTA results", "", *markdown_items(header_lines(report))]
     for title, headers, rows in sections(report):
         lines += ["", f"## {markdown_text(title)}", "", *markdown_table(headers, rows)]
+    faults = erratum_items(report)
+    if faults:
+        lines += ["", "## Erratum: queries whose reference is faulty or live", ""]
+        lines += markdown_items(faults)
     gates = gate_lines(report)
     if gates:
         lines += ["", "## Gates", "", *markdown_items(gates)]

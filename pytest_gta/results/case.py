@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from pytest_gta.results.base import Doc, JsonObject, Scalar, omitted
+from pytest_gta.results.erratum import ErratumNote
 from pytest_gta.vocabulary import (
     CATEGORY_NAMES,
     ERROR_KINDS,
@@ -461,6 +462,8 @@ class CaseResult(Doc):
     """The case's model calls (``null``: none)."""
     model_s: float | None = Field(default=None, ge=0)
     """Seconds the case waited on the model (``null``: no model was called)."""
+    erratum: list[ErratumNote] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The faults the erratum names for the case's query (absent: none, or an older report)."""
 
     #: What other layers derive from the fields once (the aggregate parses the primitives into
     #: the official formulas' types): kept with the case, never written.
@@ -598,11 +601,13 @@ def identity_properties(
     *,
     model: str,
     agent: str | None = None,
+    erratum: Sequence[str] = (),
 ) -> list[tuple[str, Scalar]]:
     """What identifies a case among the properties: known before it runs, so errors have them.
 
     ``gta_query_id``, ``gta_mode``, ``gta_type``, ``gta_model``, then ``gta_agent`` with an
-    agent under test and ``gta_epoch`` in a repeated run (so single runs' JUnit is unchanged).
+    agent under test, ``gta_epoch`` in a repeated run and ``gta_erratum`` (the erratum's kinds,
+    comma-separated) for a query it names (so other runs' JUnit is unchanged).
     """
     props: list[tuple[str, Scalar]] = [
         ("gta_query_id", query_id),
@@ -614,6 +619,8 @@ def identity_properties(
         props.append(("gta_agent", agent))
     if epoch is not None:
         props.append(("gta_epoch", epoch))
+    if erratum:
+        props.append(("gta_erratum", ",".join(erratum)))
     return props
 
 
@@ -644,8 +651,9 @@ def case_properties(
     case's own ``properties`` that none of these names (a project's ``record_property``) are
     kept after them.
     """
+    kinds = [note.kind for note in case.erratum]
     props = identity_properties(
-        case.query_id, case.mode, case.type, case.epoch, model=model, agent=agent
+        case.query_id, case.mode, case.type, case.epoch, model=model, agent=agent, erratum=kinds
     )
     props += result_properties(case)
     props += [
@@ -665,6 +673,7 @@ _DERIVED = frozenset(
         "gta_model",
         "gta_agent",
         "gta_epoch",
+        "gta_erratum",
         "gta_score",
         "gta_passed",
         "gta_ref_steps",

@@ -24,17 +24,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from pytest_gta.results.base import Doc, PerMode
+from pytest_gta.results.base import Doc, PerMode, omitted
 from pytest_gta.results.case import ErrorCounts
 from pytest_gta.results.report import (
     BaselineComparison,
     CallCounts,
+    E2EDenominators,
     E2EIntervals,
     E2EMetrics,
     Identity,
     Interval,
+    NoMetrics,
     OutcomeCounts,
     RunSettings,
+    StepDenominators,
     StepIntervals,
     StepMetrics,
     UtcDate,
@@ -219,6 +222,21 @@ class ComparedRun(Doc):
     cost: RunCost
     reliability: PerMode[Reliability, Reliability]
     """Per mode, pass^k and pass@k for k = 1 up to the run's epochs."""
+    metrics_sound: PerMode[StepMetrics | NoMetrics, E2EMetrics | NoMetrics] | None = omitted()
+    """The report's ``metrics_sound`` (Table 4 over the queries the erratum does not name;
+    computed from its cases for a report written before it had them)."""
+    denominators: PerMode[StepDenominators, E2EDenominators] | None = omitted()
+    """The report's ``denominators``: what ``metrics`` is over."""
+    denominators_sound: PerMode[StepDenominators, E2EDenominators] | None = omitted()
+    """What ``metrics_sound`` is over."""
+
+    def sound_counts(self, mode: str) -> tuple[int, int] | None:
+        """(sound queries, queries) of ``mode``, where the erratum left some out."""
+        sound = self.denominators_sound.get(mode) if self.denominators_sound else None
+        every = self.denominators.get(mode) if self.denominators else None
+        if sound is None or every is None or sound.queries == every.queries:
+            return None
+        return sound.queries, every.queries
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,6 +305,9 @@ class Tables(Doc):
     table4: PerMode[Table4, Table4]
     """Per mode that some run has."""
     table5: Table5
+    table4_sound: PerMode[Table4, Table4] | None = omitted()
+    """Table 4 again over each run's queries with a sound reference (its ``metrics_sound``):
+    a row per run, no published row (those are over all 229 queries)."""
 
 
 class PublishedRow(Doc):

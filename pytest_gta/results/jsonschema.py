@@ -1,9 +1,10 @@
-"""The published JSON Schemas of the report and of the comparison (docs/schema/).
+"""The published JSON Schemas of the report, the comparison and the erratum (docs/schema/).
 
 Dashboards and other tools ingest ``--gta-report`` files (a run's report,
 ``pytest-gta-report/1``; a comparison of runs, ``pytest-gta-comparison/1``) and can validate
-them against these schemas. The schemas are generated from the classes that read and write the
-files (:class:`~pytest_gta.results.report.RunReport`,
+them against these schemas; ``erratum.schema.json`` describes the erratum that ships with the
+package (``gta-erratum/1``, :mod:`pytest_gta.results.erratum`). The schemas are generated
+from the classes that read and write the files (:class:`~pytest_gta.results.report.RunReport`,
 :class:`~pytest_gta.results.comparison.Comparison`), in serialization mode and by alias, so
 they describe the JSON exactly as written, each field's docstring as its description (read
 from the classes' source here, when a schema is made: pydantic's ``use_attribute_docstrings``
@@ -36,6 +37,7 @@ from pydantic_core import core_schema
 
 from pytest_gta.results.base import Doc
 from pytest_gta.results.comparison import Comparison
+from pytest_gta.results.erratum import ErratumFile
 from pytest_gta.results.report import RunReport
 
 __all__ = [
@@ -56,6 +58,7 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_FILES: dict[str, type[Doc]] = {
     "report.schema.json": RunReport,
     "comparison.schema.json": Comparison,
+    "erratum.schema.json": ErratumFile,
 }
 #: What a stale file's message says to run.
 COMMAND = "python -m pytest_gta.results.jsonschema"

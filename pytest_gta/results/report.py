@@ -17,6 +17,7 @@ from pydantic import MISSING, AfterValidator, ConfigDict, Field, JsonValue, mode
 from pytest_gta.provenance import label_problem, parse_utc
 from pytest_gta.results.base import Doc, JsonObject, Number, PerMode, omitted
 from pytest_gta.results.case import CaseResult, ErrorCounts
+from pytest_gta.results.erratum import ErratumUse
 
 __all__ = [
     "SCHEMA",
@@ -213,6 +214,8 @@ class DatasetInfo(Doc):
     statistics: JsonObject
     """The dataset's counts (docs/dataset.md)."""
     quirks: list[Quirk]
+    erratum: ErratumUse | None = omitted()
+    """The erratum the run's queries were checked against (absent in older reports)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -581,6 +584,9 @@ class RunReport(Doc):
     """Table 4 (the mean over epochs in a repeated run); errored cases count as wrong."""
     metrics_ci: PerMode[StepIntervals, E2EIntervals]
     metrics_excluding_errors: PerMode[StepMetrics | NoMetrics, E2EMetrics | NoMetrics]
+    metrics_sound: PerMode[StepMetrics | NoMetrics, E2EMetrics | NoMetrics] | None = omitted()
+    """Table 4 again, by the same formulas, over the cases whose query the erratum does not name
+    (``dataset.erratum``): beside ``metrics``, never instead (absent in older reports)."""
     pass_rate: PerMode[float, float]
     """Percent of the mode's cases that passed."""
     epochs: int
@@ -592,6 +598,8 @@ class RunReport(Doc):
     """Table 5: errored calls by class."""
     tool_calls: PerMode[CallCounts, CallCounts]
     denominators: PerMode[StepDenominators, E2EDenominators]
+    denominators_sound: PerMode[StepDenominators, E2EDenominators] | None = omitted()
+    """What ``metrics_sound``'s percentages are of (absent in older reports)."""
     outcomes: OutcomeCounts
     outcomes_by_mode: PerMode[OutcomeCounts, OutcomeCounts]
     by_type: PerMode[ByType, ByType]

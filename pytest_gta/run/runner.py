@@ -119,7 +119,8 @@ class CaseRun:
         """Fail the current test with the verdict's explanation unless the case passed.
 
         The explanation says what diverged in the record's terms (``call NoAction ...``); the
-        model's own words for that turn follow, so a failure can be read without the report.
+        model's own words for that turn follow, so a failure can be read without the report,
+        then the faults the erratum names for the query.
         """
         if self.passed:
             return
@@ -127,6 +128,9 @@ class CaseRun:
         wrote = self.reply_of_verdict()
         if wrote is not None:
             message += f"\nthe model wrote: {clip(repr(wrote), REPLY_SHOWN)}"
+        # A query the erratum names may fail for the data's fault: the reader should know.
+        for note in self.result.erratum:
+            message += f"\nerratum ({note.kind}): {note.evidence}"
         pytest.fail(message, pytrace=False)
 
     def reply_of_verdict(self) -> str | None:

@@ -21,6 +21,7 @@ import pytest
 from pytest_gta import signals
 from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.dataset import Dataset
+from pytest_gta.erratum import shipped_erratum
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUnavailableError
 from pytest_gta.flags import OPT_BASELINE, OPT_DOWNLOAD, OPT_RERUN_REGRESSIONS
 from pytest_gta.models.base import (
@@ -373,12 +374,22 @@ class GtaSession:
         state = self.state
         epoch = case.epoch if case.repeated else None
         agent = state.settings.agent.spec
+        # The erratum's faults of the query: JUnit has them before the case runs (an errored
+        # case too), the case's failure message names them.
+        notes = shipped_erratum().notes_for(case.query)
         identity = identity_properties(
-            case.query.qid, case.mode, case.query.type, epoch, model=model.name, agent=agent
+            case.query.qid,
+            case.mode,
+            case.query.type,
+            epoch,
+            model=model.name,
+            agent=agent,
+            erratum=[note.kind for note in notes],
         )
         request.node.user_properties.extend(identity)
         done = run(case)
         result = done.result
+        result.erratum = notes
         scored = result_properties(result)
         request.node.user_properties.extend(scored)
         result.properties = dict([*identity, *scored])
