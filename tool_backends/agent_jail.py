@@ -35,7 +35,7 @@ from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.flags import OPT_AGENT_NETWORK, OPT_SANDBOX
 from pytest_gta.jail import Isolation, Job, JobOutcome
 from pytest_gta.vocabulary import SandboxMode
-from tool_backends import agent_launcher, sandbox_worker
+from tool_backends import agent_launcher, agent_probe, sandbox_worker
 from tool_backends.sandbox_isolation import INSTALL_BUBBLEWRAP
 from tool_backends.sandbox_machine import Machine
 from tool_backends.sandbox_mounts import SCRATCH_IN_SANDBOX, bwrap_command, namespace_command
@@ -215,6 +215,7 @@ class AgentJail:
             own = (
                 (os.path.abspath(agent_launcher.__file__), f"{INSIDE}/launcher.py"),
                 (os.path.abspath(sandbox_worker.__file__), f"{INSIDE}/sandbox_worker.py"),
+                (os.path.abspath(agent_probe.__file__), f"{INSIDE}/agent_probe.py"),
                 (str(self._bridges.directory), f"{INSIDE}/sockets"),
             )
             self._base = with_binds(tree, own)

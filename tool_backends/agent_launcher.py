@@ -63,11 +63,16 @@ STDERR_KEPT = 16 << 10
 READER_JOIN_S = 5.0
 #: ``ioctl`` numbers and flags to bring the loopback interface up (``linux/sockios.h``).
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x8914, 0x1, 0x40
-#: Entries the probe's search of the file system looks at, at most.
-PROBE_WALK_ENTRIES = 200_000
-PROBE_WALK_S = 10.0
 
 Message = dict[str, Any]
+
+
+def sibling(name: str) -> Any:
+    """A module of this directory: from the package on the host, bound beside this file inside."""
+    try:
+        return importlib.import_module(f"tool_backends.{name}")
+    except ImportError:
+        return importlib.import_module(name)
 
 
 # -- the network: the case's two services, nothing else ------------------------------------
@@ -550,7 +555,7 @@ def child(fds: list[str]) -> None:
     TASK_CLASS.append(task_class(spec.get("task_fields", [])))
     try:
         if spec.get("probe"):
-            value: Any = probe(spec["probe"], tools)
+            value: Any = sibling("agent_probe").probe(spec["probe"])
         elif spec.get("check"):
             load(spec)
             value = "ok"
@@ -569,118 +574,6 @@ def child(fds: list[str]) -> None:
 
 async def _awaited(value: Any) -> Any:
     return await value
-
-
-# -- the probe: what a cheating agent would try --------------------------------------------------
-
-
-def _read(path: str) -> str | None:
-    """The first bytes of ``path`` if this process can read them (``None``: refused)."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(64).decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-def _search(root: str) -> list[str]:
-    """``dataset.json`` files found under ``root`` within the probe's bounds."""
-    found, seen, deadline = [], 0, time.monotonic() + PROBE_WALK_S
-    for here, directories, files in os.walk(root):
-        directories[:] = [d for d in directories if os.path.join(here, d) not in ("/proc", "/sys")]
-        seen += len(directories) + len(files)
-        if "dataset.json" in files:
-            found.append(os.path.join(here, "dataset.json"))
-        if seen > PROBE_WALK_ENTRIES or time.monotonic() > deadline:
-            break
-    return found
-
-
-def _environments() -> list[str]:
-    """Processes other than this one whose environment this process can read."""
-    readable = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as handle:
-                    if handle.read(1):
-                        readable.append(entry)
-            except OSError:
-                pass
-    return readable
-
-
-def _connects(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2):
-            return True
-    except OSError:
-        return False
-
-
-def _leave_behind(marker: str) -> None:
-    """A double-forked, ``setsid`` process that tries to outlive the case."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setsid()
-            if os.fork() == 0:
-                os.execv(
-                    sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", marker]
-                )
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
-
-
-def probe(targets: Mapping[str, Any], tools: ToolClient) -> str:
-    """Try what a cheating agent would; what held (``True``) and what the probe got.
-
-    The host checks the last try itself (whether the process left behind is gone).
-    """
-    findings: list[dict[str, Any]] = []
-
-    def note(check: str, held: bool, detail: str) -> None:
-        findings.append({"check": check, "held": held, "detail": detail})
-
-    for path in targets.get("files", []):
-        got = _read(path)
-        note(f"read {path}", got is None, "refused" if got is None else "readable")
-    found = _search("/")
-    note(
-        "search the file system for dataset.json",
-        not found,
-        "none found" if not found else f"found {', '.join(found[:5])}",
-    )
-    readable = _environments()
-    note(
-        "read another process's environment",
-        not readable,
-        "none readable" if not readable else f"readable: PIDs {', '.join(readable[:10])}",
-    )
-    harness = int(targets.get("harness_pid", 0))
-    try:
-        os.kill(harness, 0)
-        signalled = True
-    except OSError:
-        signalled = False
-    note(
-        "signal the harness (pytest)",
-        not signalled,
-        "no such process in the sandbox" if not signalled else f"PID {harness} can be signalled",
-    )
-    canary = int(targets.get("canary_port", 0))
-    reached = bool(canary) and _connects(canary)
-    note(
-        "connect to 127.0.0.1 outside the case's MCP server and proxy",
-        not reached,
-        f"port {canary} refused" if not reached else f"port {canary} reached",
-    )
-    for name, port in targets.get("services", {}).items():
-        up = _connects(int(port))
-        note(f"reach the case's {name}", up, f"port {port} " + ("reached" if up else "refused"))
-    _leave_behind(str(targets.get("marker", "gta-probe")))
-    return json.dumps(findings)
 
 
 # -- the launcher ------------------------------------------------------------------------------
