@@ -72,7 +72,7 @@ def test_cheating_agents_get_nothing(mode, user, readable_dataset):
     assert result["command_status"] == 0, result["command_stderr"]
     assert json.loads(result["command"]) == {}
     assert json.loads(result["callable"]["result"]["answer"]) == {}
-    assert processes_named("gta-jail-probe-") == []
+    assert processes_named(result["marker"]) == []
     assert SECRET not in json.dumps(result)
 
 

@@ -42,6 +42,7 @@ def main(mode: str, data: str) -> dict:
             "command_stderr": command.stderr_tail[-2000:],
             "callable": called.result,
             "uid": os.getuid(),
+            "marker": marker,
         }
     finally:
         jail.close()
