@@ -35,7 +35,8 @@ from tests.helpers.processes import default_sigint
 AGENTS = HELPERS / "gta_agents.py"
 CLI = HELPERS / "gta_agent_cli.py"
 REPLAY_TOOLS = "--gta-tools=replay"
-#: What every run here passes: the oracle model (no HTTP endpoint), the sample, the replay tools.
+#: What every run here passes: the oracle model (in this process: the proxy answers for it), the
+#: sample, the replay tools.
 RUN = (ORACLE, SAMPLE_DATA, FAST_SIM, REPLAY_TOOLS)
 #: Distinctive enough that finding it anywhere is a leak.
 SECRET = "sk-distinctive-3f9c1e7a5b2d4c6e8f0a"
@@ -91,7 +92,7 @@ def test_python_agent_gets_the_oracle_numbers(pytester, oracle_report):
     case = report["cases"][0]
     assert case["agent"]["answer"] == case["steps"][-1]["content"]
     assert case["properties"]["gta_agent"] == f"{AGENTS}:replay"
-    assert case["exchanges"] == []  # the oracle has no HTTP endpoint: no proxy
+    assert case["exchanges"] == []  # this agent asks no model
     run.result.stdout.fnmatch_lines(
         [
             f"gta: agent under test (callable): {AGENTS}:replay*",
@@ -164,6 +165,28 @@ def test_model_traffic_goes_through_the_proxy(pytester, sample_dataset):
         assert case["properties"]["gta_tokens_in"] > 0
         # The agent's model time is its requests' through the proxy.
         assert case["properties"]["gta_model_s"] == pytest.approx(exchange["duration"], abs=1e-6)
+
+
+def test_a_model_in_this_process_answers_through_the_proxy(pytester, agent_env):
+    """The oracle has no HTTP endpoint: the proxy answers for it, by the case and its turn, and
+    records the exchange as it records a forwarded one; a command's {model_url} is its URL."""
+    run = gta(
+        pytester,
+        *RUN,
+        "--gta-ids=0,1",
+        command("ask-model", "{model_url}"),
+        "--gta-agent-env=PYTHONPATH",
+    )
+    assert run.ret == 0, run.output[-3000:]
+    for case in run.report["cases"]:
+        (exchange,) = case["exchanges"]
+        assert exchange["api"] == "chat.completions"
+        assert exchange["status"] == 200
+        assert exchange["request"]["model"] == "oracle"
+        # The oracle's first end-to-end turn: the reference's first call, as ReAct text.
+        assert "Action:" in exchange["reply"]
+        assert exchange["usage"]["calls"] == 1
+        assert case["properties"]["gta_model_calls"] == 1
 
 
 def test_command_agent_answer_file(pytester, agent_env):
@@ -362,10 +385,6 @@ def test_secret_of_a_crashing_python_agent_is_redacted(pytester, monkeypatch):
         (
             ["--gta-agent-command=run {query}"],
             "*unknown placeholder {query}*the template may use {mcp_url}*",
-        ),
-        (
-            [command("replay") + " {model_url}"],
-            "*--gta-agent-command names {model_url}, but the model oracle has no HTTP endpoint*",
         ),
         (["--gta-agent-env=A,B-C"], "*--gta-agent-env=A,B-C: give environment variable names*"),
         (["--gta-agent-timeout=0"], "*--gta-agent-timeout*"),

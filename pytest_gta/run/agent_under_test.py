@@ -96,8 +96,12 @@ class ProxyCase(Protocol):
 class Proxy(Protocol):
     """The process's recording model proxy (:class:`pytest_gta.proxy.ModelProxy`)."""
 
-    def open(self, label: str, *, epoch: int = 0) -> ProxyCase:
-        """A new per-case door (``epoch``: the sampling epoch, for the response cache)."""
+    def open(self, label: str, *, epoch: int = 0, query: str = "") -> ProxyCase:
+        """A new per-case door.
+
+        ``epoch``: the sampling epoch, for the response cache; ``query``: the case's query id,
+        what a model in this process is asked about.
+        """
         ...
 
 
