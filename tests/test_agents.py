@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_gta.options.agents import agent_words, parse_agent_env
-from pytest_gta.run.agent_command import agent_environment, decode_output
+from pytest_gta.run.agent_command import PROXY_KEY, agent_environment, decode_output
 from pytest_gta.run.agent_under_test import AgentTask, ToolClient
 from pytest_gta.vocabulary import AGENT_PLACEHOLDERS
 from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
@@ -301,9 +301,10 @@ def test_hostile_command_agents(pytester, agent_env, monkeypatch, xdist):
     # The child left behind is gone with its agent's process group.
     pid = int((work / "e2e-7.pid").read_text())
     assert not _alive(pid)
-    # The environment: an allow-list, no key of ours.
+    # The environment: an allow-list, no key of ours (the SDKs' key is the proxy's placeholder).
     environment = cases["e2e-8"]["agent"]["answer"]
-    assert "OPENAI_API_KEY" not in environment
+    assert SECRET not in environment
+    assert f'"OPENAI_API_KEY": "{PROXY_KEY}"' in environment
     assert '"HOME"' in environment
     assert "GTA_MCP_URL" in environment
     leaks = [

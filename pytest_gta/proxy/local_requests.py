@@ -167,8 +167,7 @@ def _chat_message(message: Any, where: str) -> ChatMessage:
             "assistant", text, tool_calls=_chat_calls(message.get("tool_calls"), where)
         )
     if role in ("tool", "function"):
-        call_id = message.get("tool_call_id")
-        return ChatMessage("tool", text, tool_call_id=call_id if isinstance(call_id, str) else None)
+        return ChatMessage("tool", text, tool_call_id=_id(message.get("tool_call_id")))
     raise BadRequest(
         f"{where}.role is {role!r}, not one of system, developer, user, assistant, tool"
     )
@@ -228,13 +227,8 @@ def _responses_input(value: Any) -> list[ChatMessage]:
             else:
                 out.append(ChatMessage("assistant", "", tool_calls=(call,)))
         elif kind == "function_call_output":
-            call_id = item.get("call_id")
             text = text_of(item.get("output"), f"{where}.output")
-            out.append(
-                ChatMessage(
-                    "tool", text, tool_call_id=call_id if isinstance(call_id, str) else None
-                )
-            )
+            out.append(ChatMessage("tool", text, tool_call_id=_id(item.get("call_id"))))
         # Reasoning items and other tools' records are nothing this model reads.
     return out
 
@@ -284,17 +278,12 @@ def _anthropic_message(message: Any, where: str) -> Iterator[ChatMessage]:
         at = f"{where}.content[{n}]"
         kind = block.get("type")
         if kind == "tool_result":
-            call_id = block.get("tool_use_id")
             text = text_of(block.get("content"), f"{at}.content")
-            yield ChatMessage(
-                "tool", text, tool_call_id=call_id if isinstance(call_id, str) else None
-            )
+            yield ChatMessage("tool", text, tool_call_id=_id(block.get("tool_use_id")))
         elif kind == "tool_use":
             name = _name(block.get("name"), f"{at}.name")
-            call_id = block.get("id")
-            calls.append(
-                ToolCall(name, _arguments(block.get("input")), str(call_id or f"call_{n}"))
-            )
+            call_id = _id(block.get("id")) or f"call_{n}"
+            calls.append(ToolCall(name, _arguments(block.get("input")), call_id))
         else:
             texts.append(text_of([block], at))
     text = "\n".join(t for t in texts if t)

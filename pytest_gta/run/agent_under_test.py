@@ -266,7 +266,7 @@ class AgentOutcome:
             out["stderr_tail"] = self.stderr_tail
         if self.timed_out:
             out["timed_out"] = True
-        out["duration"] = self.duration
+        out["duration"] = round(self.duration, 3)
         return out
 
 
