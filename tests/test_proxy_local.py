@@ -7,6 +7,7 @@ SDK clients pointed at a case's proxy URL, as an agent under test would be.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -36,6 +37,8 @@ from pytest_gta.vocabulary import ProtocolName
 from tests.test_proxy import json_values, raw_post
 
 MESSAGES = [{"role": "user", "content": "What is 2+2?"}]
+#: Each API asked for a whole answer and for a stream.
+STREAMED = pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 CALC = {"expression": "2+2"}
 CHAT_TOOL = {
     "type": "function",
@@ -93,6 +96,13 @@ class Scripted(BaseModelAdapter):
 
 def calling(*calls: ToolCall, text: str = "") -> ModelOutput:
     return ModelOutput(text, Usage(5, 3), calls)
+
+
+@contextlib.contextmanager
+def serving(model: Scripted, label: str = "e2e-3", query: str = "3") -> Iterator[ProxyCase]:
+    """A proxy answering for ``model``, and one case of it, open until the block ends."""
+    with ModelProxy(LocalModel(model)) as proxy:
+        yield proxy.open(label, query=query)
 
 
 @pytest.fixture
@@ -155,7 +165,7 @@ def ask_text(case: ProxyCase, api: str, stream: bool) -> str:
     return "".join(b.text for b in message.content if b.type == "text")
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@STREAMED
 @pytest.mark.parametrize("api", ["chat.completions", "responses", "messages"])
 def test_each_api_answers_with_the_models_text_and_records_it(proxy, model, api, stream):
     case = proxy.open("e2e-0", query="0", epoch=2)
@@ -181,11 +191,10 @@ def test_the_models_list_names_the_run_model(proxy):
         assert [m["id"] for m in json.loads(listing.read())["data"]] == ["scripted"]
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@STREAMED
 def test_chat_tool_calls_go_out_and_their_results_come_back(stream):
     model = Scripted(calling(ToolCall("Calculator", CALC)), ModelOutput("It is 4."))
-    with ModelProxy(LocalModel(model)) as proxy:
-        case = proxy.open("e2e-3", query="3")
+    with serving(model) as case:
         client = oa(case)
         messages: list[Any] = [{"role": "system", "content": "Be brief."}, *MESSAGES]
         if stream:
@@ -231,11 +240,10 @@ def test_chat_tool_calls_go_out_and_their_results_come_back(stream):
     ]
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@STREAMED
 def test_responses_function_calls_go_out_and_their_outputs_come_back(stream):
     model = Scripted(calling(ToolCall("Calculator", CALC), text="Let me see."), ModelOutput("4"))
-    with ModelProxy(LocalModel(model)) as proxy:
-        case = proxy.open("e2e-3", query="3")
+    with serving(model) as case:
         client = oa(case)
         if stream:
             with client.responses.stream(
@@ -272,11 +280,10 @@ def test_responses_function_calls_go_out_and_their_outputs_come_back(stream):
     assert second.messages[2].tool_call_id == call.call_id
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@STREAMED
 def test_anthropic_tool_use_goes_out_and_its_result_comes_back(stream):
     model = Scripted(calling(ToolCall("Calculator", CALC)), ModelOutput("4"))
-    with ModelProxy(LocalModel(model)) as proxy:
-        case = proxy.open("e2e-3", query="3")
+    with serving(model) as case:
         client = an(case)
         arguments: dict[str, Any] = {
             "model": "claude", "max_tokens": 50, "messages": MESSAGES, "tools": [ANTHROPIC_TOOL],
@@ -428,8 +435,7 @@ def test_budget_exhaustion_is_an_error_the_agent_sees_and_the_case_keeps(tmp_pat
 
 def test_a_model_failure_is_a_502_the_agent_sees_and_the_case_records():
     model = Scripted(RuntimeError("the engine ran out of memory"))
-    with ModelProxy(LocalModel(model)) as proxy:
-        case = proxy.open("e2e-0")
+    with serving(model, "e2e-0") as case:
         with pytest.raises(openai.InternalServerError) as failed:
             oa(case).chat.completions.create(model="x", messages=MESSAGES)
         case.close()
@@ -445,8 +451,7 @@ def test_a_model_failure_is_a_502_the_agent_sees_and_the_case_records():
 def test_a_model_not_written_for_threads_gets_one_request_at_a_time(concurrency, most):
     model = Scripted(concurrency=concurrency)
     start = threading.Barrier(8)
-    with ModelProxy(LocalModel(model)) as proxy:
-        case = proxy.open("e2e-0")
+    with serving(model, "e2e-0") as case:
 
         def ask() -> None:
             start.wait(timeout=30)
@@ -551,8 +556,7 @@ def test_reading_any_body_answers_or_says_bad_request(body, messages, api):
 )
 def test_hostile_bodies_get_an_answer_or_a_clear_4xx_never_a_500(body, api, stream):
     model = Scripted(calling(ToolCall("Calculator", CALC), text="x"))
-    with ModelProxy(LocalModel(model)) as proxy:
-        case = proxy.open("e2e-0")
+    with serving(model, "e2e-0") as case:
         status, answer = raw_post(
             f"{case.root}/v1/{api}", json.dumps({**body, "stream": stream}).encode()
         )

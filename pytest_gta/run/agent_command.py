@@ -188,7 +188,7 @@ class CommandAgent:
         if missing:
             raise AgentFailed(
                 f"agent command names {', '.join('{' + m + '}' for m in missing)}, which this "
-                "run has no value for (the model has no HTTP endpoint to proxy)"
+                "run has no value for (the model replays recorded predictions: nothing to ask)"
             )
         words = [word.format(**values) for word in self._words]
         env = agent_environment(task, workdir, files, self._passed)

@@ -187,10 +187,10 @@ class AgentTask:
     model (the files message lists the same absolute paths). The tools are the case's own
     (toolmeta's names and descriptions, a JSON Schema per tool), callable over MCP at
     :attr:`mcp_url` (any MCP client, e.g. ``mcp.Client(url)``) or through :attr:`tools`.
-    :attr:`model_url` is the OpenAI-compatible base URL of the recording proxy in front of the
-    run's model (``None`` when the model has no HTTP endpoint, e.g. ``--gta-model=oracle``): an
-    agent that sends its model traffic there is counted, cached, budgeted and shown in the report;
-    any API key works there.
+    :attr:`model_url` is the OpenAI-compatible base URL of the recording proxy for the run's
+    model, in front of its endpoint or answering for a model in this process (``None`` only for
+    recorded predictions): an agent that sends its model traffic there is counted, cached,
+    budgeted and shown in the report; any API key works there.
     """
 
     case_id: str
