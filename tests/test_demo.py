@@ -23,10 +23,11 @@ from tests.helpers.optional import require
 from tests.helpers.paths import ROOT
 
 README = (ROOT / "README.md").read_text()
+DEMO_PAGE = (ROOT / "docs" / "demo.md").read_text()
 
 
-def block_after(marker: str) -> str:
-    match = re.search(r"```\n(.*?)```", README[README.index(marker) :], re.S)
+def block_after(marker: str, text: str = README) -> str:
+    match = re.search(r"```\n(.*?)```", text[text.index(marker) :], re.S)
     assert match, marker
     return match.group(1).strip()
 
@@ -38,15 +39,29 @@ def test_readme_tox_and_ci_run_the_same_demo():
     tox.read(ROOT / "tox.ini")
     assert tox["testenv:demo"]["commands"].strip() == "python -m pytest_gta.demo {posargs}"
     assert "transformers" in tox["testenv:demo"]["extras"]
+    assert "agents" in tox["testenv:demo"]["extras"]  # the agent run's MCP server
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^tox -e demo$", ci, re.M), "CI must run the README's demo command as is"
 
 
-def report(tmp_path: Path, **outcomes: int) -> Path:
+def test_the_demo_page_shows_the_agent_run():
+    """docs/demo.md shows the agent run as the demo makes it (but for the paths it fills in)."""
+    shown = shlex.split(block_after("<!-- demo-tox-agent -->", DEMO_PAGE))
+    assert shown == ["pytest", *demo.agent_args("python", "examples/cli_agent.py")]
+    assert demo.agent_script() == ROOT / "examples" / demo.AGENT_SCRIPT
+    packaged = re.search(r'^"examples/(\S+)" = "pytest_gta/_examples/(\S+)"$',
+                         (ROOT / "pyproject.toml").read_text(), re.M)  # fmt: skip
+    assert packaged is not None
+    assert packaged.groups() == (demo.AGENT_SCRIPT, demo.AGENT_SCRIPT)
+
+
+def report(tmp_path: Path, name: str = "gta.json", calls: int = 9, **outcomes: int) -> Path:
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, **outcomes}
-    path = tmp_path / "gta.json"
+    path = tmp_path / name
     path.write_text(
-        json.dumps({"model": "smollm2-135m-instruct", "outcomes": counts, "usage": {"calls": 9}})
+        json.dumps(
+            {"model": "smollm2-135m-instruct", "outcomes": counts, "usage": {"calls": calls}}
+        )
     )
     return path
 
@@ -71,6 +86,27 @@ def test_verdict(tmp_path, status, outcomes, ok, says):
     assert says in line
     assert line.count("\n") == 0
     assert line.startswith("demo OK" if ok else "demo FAILED")
+
+
+@pytest.mark.parametrize(
+    ("status", "outcomes", "calls", "ok", "says"),
+    [
+        (1, {"failed": 2}, 2, True, "the agent cli_agent.py ran 2 cases on it, no errors, 2 model "
+         "calls through the proxy; files in"),
+        (1, {"failed": 1, "error": 1}, 2, False, "the agent run: 1 case(s) ended as errors"),
+        (1, {"failed": 2}, 0, False, "the agent run: no model call was made"),
+        (4, {}, 0, False, "the agent run: pytest stopped with a usage error"),
+    ],
+)  # fmt: skip
+def test_verdict_covers_the_agent_run(tmp_path, status, outcomes, calls, ok, says):
+    main = report(tmp_path, failed=26)
+    agent = report(tmp_path, "gta-agent.json", calls, **outcomes)
+    passed, line = demo.verdict(main, 1, 185.2, (agent, status))
+    assert passed is ok
+    assert says in line
+    assert line.startswith(
+        "demo OK in 3 min 5 s: 26 cases" if ok else "demo FAILED after 3 min 5 s"
+    )
 
 
 def test_verdict_without_a_report_or_model_calls(tmp_path):
@@ -107,7 +143,8 @@ def test_a_broken_harness_fails_in_plain_words(tmp_path):
 
 @pytest.mark.slow
 def test_the_demo_runs_the_real_model_end_to_end(tmp_path):
-    """A short demo (two queries, two turns) with the real SmolLM2 on transformers."""
+    """A short demo (two queries, two turns) with the real SmolLM2 on transformers, then the
+    agent run on the same two queries."""
     require("transformers")
     result = run_demo(tmp_path, "--gta-ids=1,2", "--gta-max-turns=2", FAST)
     output = result.stdout
@@ -116,7 +153,10 @@ def test_the_demo_runs_the_real_model_end_to_end(tmp_path):
     last = output.strip().splitlines()[-1]
     assert last.startswith("demo OK in"), last
     assert "4 cases ran on smollm2-135m-instruct" in last
+    assert "the agent cli_agent.py ran 2 cases on it, no errors" in last
     assert (tmp_path / "run" / "gta.xml").read_text().count("<testcase") == 4
+    assert (tmp_path / "run" / "gta-agent.xml").read_text().count("<testcase") == 2
+    assert "smollm2-135m-instruct [agent python" in output
 
 
 FAST = "--gta-sim-model=all-MiniLM-L6-v2"

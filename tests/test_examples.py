@@ -34,7 +34,12 @@ import pytest
 from pytest_gta.dataset import Dataset
 from pytest_gta.options.agents import agent_words
 from tests.helpers import optional
-from tests.helpers.agent_model_server import AgentModelServer, Conversation, FunctionCallingModel
+from tests.helpers.agent_model_server import (
+    SCRIPTED_CONFTEST,
+    AgentModelServer,
+    Conversation,
+    FunctionCallingModel,
+)
 from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, GtaRun, gta_process
 from tests.helpers.optional import require
 from tests.test_mcp_server import URL, serve
@@ -42,6 +47,18 @@ from tests.test_mcp_server import URL, serve
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 E2E_REPLAY = ("--gta-mode=e2e", "--gta-tools=replay")
+#: Each example, and the API its framework asks its model in.
+EACH_EXAMPLE = pytest.mark.parametrize(
+    ("example", "api"),
+    [
+        ("openai_agents", "responses"),
+        ("cli", "chat.completions"),
+        ("langgraph", "chat.completions"),
+        ("smolagents", "chat.completions"),
+    ],
+)
+#: The queries an example runs on a model in pytest's process.
+IN_PROCESS_IDS = ("1", "5", "7", "12", "13")
 SERVED = "agent-fc"
 
 
@@ -98,15 +115,7 @@ def model_server(sample_dataset: Dataset) -> Iterator[AgentModelServer]:
         yield server
 
 
-@pytest.mark.parametrize(
-    ("example", "api"),
-    [
-        ("openai_agents", "responses"),
-        ("cli", "chat.completions"),
-        ("langgraph", "chat.completions"),
-        ("smolagents", "chat.completions"),
-    ],
-)
+@EACH_EXAMPLE
 def test_example_gets_the_oracle_numbers(
     example: str,
     api: str,
@@ -139,6 +148,83 @@ def test_example_gets_the_oracle_numbers(
         assert len(exchanges) == len(case["tool_log"]) + 1, case["id"]
         assert {e["api"] for e in exchanges} == {api}
         assert all(e["status"] == 200 for e in exchanges)
+
+
+@EACH_EXAMPLE
+def test_example_on_a_model_in_process_gets_the_oracle_cases(
+    example: str,
+    api: str,
+    oracle_report: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same perfect model, run in pytest's process (no HTTP endpoint): the recording proxy
+    answers each framework's requests for it, tool calls and results included. Five queries
+    (a calculation, six calls, a subjective answer, image generation, a chain that ends on a
+    call) keep it short; the run above covers the sample."""
+    option = agent_option(example)
+    (tmp_path / "conftest.py").write_text(SCRIPTED_CONFTEST)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    run = gta_process(
+        tmp_path,
+        "--gta-model=scripted-fc",
+        f"--gta-ids={','.join(IN_PROCESS_IDS)}",
+        SAMPLE_DATA,
+        FAST_SIM,
+        *E2E_REPLAY,
+        option,
+        check=False,
+    )
+    assert run.ret == 0, run.output[-3000:]
+    report = run.report
+    expected = {c["id"]: comparable(c) for c in oracle_report["cases"]}
+    assert {c["id"]: comparable(c) for c in report["cases"]} == {
+        f"e2e-{qid}": expected[f"e2e-{qid}"] for qid in IN_PROCESS_IDS
+    }
+    assert report["usage"]["calls"] == sum(len(case["exchanges"]) for case in report["cases"])
+    for case in report["cases"]:
+        exchanges = case["exchanges"]
+        assert len(exchanges) == len(case["tool_log"]) + 1, case["id"]
+        assert {e["api"] for e in exchanges} == {api}
+        assert all(e["status"] == 200 and e["error"] is None for e in exchanges)
+        assert {e["request"]["model"] for e in exchanges} == {"scripted-fc"}
+
+
+@EACH_EXAMPLE
+def test_example_runs_offline_on_the_bundled_smollm2(
+    example: str, api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real model in pytest's process, no network, no key: a 135M model is no tool agent and
+    the case fails, but it runs and is scored, every request answered through the proxy."""
+    require("transformers")
+    option = agent_option(example)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    run = gta_process(
+        tmp_path,
+        "--gta-model=smollm2",
+        "--gta-ids=0",
+        "--gta-max-tokens=64",
+        "--gta-cache=off",
+        SAMPLE_DATA,
+        FAST_SIM,
+        *E2E_REPLAY,
+        option,
+        check=False,
+    )
+    assert run.ret in (0, 1), run.output[-3000:]
+    report = run.report
+    assert report["outcomes"]["error"] == 0, run.output[-3000:]
+    (case,) = report["cases"]
+    assert case["outcome"] in ("passed", "failed")
+    exchanges = case["exchanges"]
+    assert exchanges
+    assert all(e["status"] == 200 and e["error"] is None for e in exchanges)
+    assert {(e["api"], e["request"]["model"]) for e in exchanges} == {
+        (api, "smollm2-135m-instruct")
+    }
+    assert report["usage"]["calls"] == len(exchanges)
+    assert case["agent"]["answer"] is not None
+    assert "smollm2-135m-instruct [agent " in run.output
 
 
 DOCUMENTED = [

@@ -21,12 +21,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_gta.models.base import ModelContext, make_model
+from pytest_gta.models.base import BaseRecordedSource, ModelContext, make_model
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.chat import MalformedReply
 from pytest_gta.models.generation import GenerationSettings
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.proxy import ModelProxy, ProxyCase, Upstream, no_upstream_reason, upstream_of
+from pytest_gta.proxy.upstream import LocalModel
 from pytest_gta.proxy.wire import (
     BadRequest,
     SseReader,
@@ -531,7 +532,7 @@ def test_a_garbled_stream_passes_through_and_is_recorded(server, proxy):
 # -- which models have an upstream ---------------------------------------------------------------
 
 
-def test_upstream_of_the_http_adapters_and_none_for_the_rest(sample_dataset, monkeypatch):
+def test_upstream_of_the_http_adapters_the_model_itself_for_the_rest(sample_dataset, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", REAL_KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", REAL_KEY)
 
@@ -555,9 +556,18 @@ def test_upstream_of_the_http_adapters_and_none_for_the_rest(sample_dataset, mon
     assert claude is not None
     assert claude.kind == "anthropic"
     assert claude.url("/v1/messages") == "https://api.anthropic.com/v1/messages"
-    oracle = model("oracle")
-    assert upstream_of(oracle) is None
-    assert "no HTTP endpoint" in no_upstream_reason(oracle)
+    oracle = upstream_of(model("oracle"))
+    assert isinstance(oracle, LocalModel)
+    assert (oracle.kind, oracle.model, oracle.concurrency) == ("local", "oracle", 1)
+
+    class Recorded(BaseRecordedSource):
+        name = "recorded"
+
+        def recorded(self, query: Any, mode: Any) -> None:
+            return None
+
+    assert upstream_of(Recorded()) is None
+    assert "replays recorded predictions" in no_upstream_reason(Recorded())
 
 
 # -- the parsers, on anything ------------------------------------------------------------------

@@ -77,7 +77,7 @@ class LoggedCall:
             "arguments": self.arguments,
             "output": output,
             "error": error,
-            "duration": self.duration,
+            "duration": round(self.duration, 3),
         }
 
 

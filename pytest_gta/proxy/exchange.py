@@ -72,7 +72,7 @@ class Exchange:
             "status": self.status,
             "cached": self.cached,
             "retries": self.retries,
-            "duration": round(self.duration, 4),
+            "duration": round(self.duration, 3),
             "streamed": self.streamed,
             "error": None if self.error is None else outward.clean_text(self.error),
         }

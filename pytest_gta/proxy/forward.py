@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import httpx2
@@ -68,6 +68,13 @@ EVENT_STREAM = "text/event-stream"
 
 class AgentGone(Exception):
     """The agent closed its connection while the proxy was answering."""
+
+
+class Answerer(Protocol):
+    """Answers an agent's request: :class:`Forwarder`, or the proxy for an in-process model."""
+
+    def answer(self, incoming: Incoming, out: Reply, outcome: Outcome) -> None:
+        """Answer ``incoming`` on ``out``, noting what happened in ``outcome``."""
 
 
 class Reply(Protocol):
@@ -118,6 +125,10 @@ class Incoming:
     raw: bytes
     headers: Mapping[str, str]
     epoch: int = 0
+    #: The case's query id and its next request number: what a model in this process is asked
+    #: about (:mod:`pytest_gta.proxy.local`); an upstream does not need them.
+    query: str = ""
+    next_turn: Callable[[], int] = field(default=lambda: 0)
 
 
 @dataclass

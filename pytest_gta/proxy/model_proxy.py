@@ -8,8 +8,10 @@ apart by it, so concurrent cases never mix their transcripts, and a request with
 closed secret (another run's, a closed case's, a guessed one) gets 404 and touches nothing.
 
 Routes under ``/<secret>``: ``POST /v1/chat/completions`` and ``POST /v1/responses`` (an OpenAI
-upstream), ``POST /v1/messages`` (an Anthropic one), and ``GET /v1/models``, answered here with
-the run's model alone (clients and frameworks that list models first then find it).
+upstream), ``POST /v1/messages`` (an Anthropic one), all three for a model in this process (a
+:class:`~pytest_gta.proxy.upstream.LocalModel`, answered by :mod:`pytest_gta.proxy.local`), and
+``GET /v1/models``, answered here with the run's model alone (clients and frameworks that list
+models first then find it).
 
 The model: whatever model name the agent sends, the request goes out with the run's model id
 (:attr:`Upstream.model`), so an agent written for ``gpt-4o`` evaluates the model under test, and
@@ -34,14 +36,24 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx2
+
 from pytest_gta import outward, peers
 from pytest_gta.endpoint import bound_client
 from pytest_gta.errors import GtaBudgetExhausted
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.usage import Budget, Prices
 from pytest_gta.proxy.exchange import Exchange
-from pytest_gta.proxy.forward import AgentGone, Forwarder, Incoming, Outcome, send_error
-from pytest_gta.proxy.upstream import ROUTES, Upstream
+from pytest_gta.proxy.forward import (
+    AgentGone,
+    Answerer,
+    Forwarder,
+    Incoming,
+    Outcome,
+    send_error,
+)
+from pytest_gta.proxy.local import LocalAnswerer
+from pytest_gta.proxy.upstream import ROUTES, LocalModel, Upstream
 from pytest_gta.types import Usage
 
 log = logging.getLogger("pytest_gta.proxy")
@@ -61,15 +73,24 @@ class ProxyCase:
     """
 
     def __init__(
-        self, proxy: ModelProxy, label: str, secret: str, epoch: int, bridged: bool = False
+        self,
+        proxy: ModelProxy,
+        label: str,
+        secret: str,
+        epoch: int,
+        query: str = "",
+        bridged: bool = False,
     ) -> None:
         self.label = label
         self.epoch = epoch
+        #: The case's query id (what a model in this process is asked about).
+        self.query = query
         #: Whether only a sandbox's bridge may use the URLs (:mod:`pytest_gta.peers`).
         self.bridged = bridged
         self._proxy = proxy
         self._secret = secret
         self._lock = threading.Lock()
+        self._turns = 0
         self._exchanges: list[Exchange] = []
         self._closed = False
         self._in_flight = 0
@@ -97,6 +118,12 @@ class ProxyCase:
     def closed(self) -> bool:
         """Whether the case's URLs are refused now."""
         return self._closed
+
+    def next_turn(self) -> int:
+        """The number of the case's next model request that reaches the model (0, 1, ...)."""
+        with self._lock:
+            turn, self._turns = self._turns, self._turns + 1
+            return turn
 
     def begin(self) -> None:
         """A request of the case is being answered (the handler calls this)."""
@@ -167,11 +194,15 @@ class ProxyCase:
 
 
 class ModelProxy:
-    """A recording proxy in front of ``upstream``; ``with ModelProxy(...) as proxy:`` starts it."""
+    """A recording proxy in front of ``upstream``; ``with ModelProxy(...) as proxy:`` starts it.
+
+    ``upstream`` is an HTTP endpoint, or a model in this process that the proxy answers for
+    (then ``cache`` is the adapter's own, and unused here).
+    """
 
     def __init__(
         self,
-        upstream: Upstream,
+        upstream: Upstream | LocalModel,
         *,
         cache: ResponseCache | None = None,
         budget: Budget | None = None,
@@ -183,10 +214,6 @@ class ModelProxy:
         self.upstream = upstream
         self.prices = prices
         self.max_request_bytes = max_request_bytes
-        # Redacted by value wherever it turns up, even if the adapter did not register it.
-        outward.register_secret(upstream.api_key, "the proxy's upstream key")
-        for value in upstream.headers.values():
-            outward.register_secret(value, "a header of the proxy's upstream")
         self._host, self._port = host, port
         self._cases: dict[str, ProxyCase] = {}
         self._lock = threading.Lock()
@@ -194,6 +221,15 @@ class ModelProxy:
         self._start_lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._client: httpx2.Client | None = None
+        self.forwarder: Answerer
+        if isinstance(upstream, LocalModel):
+            self.forwarder = LocalAnswerer(upstream, budget=budget)
+            return
+        # Redacted by value wherever it turns up, even if the adapter did not register it.
+        outward.register_secret(upstream.api_key, "the proxy's upstream key")
+        for value in upstream.headers.values():
+            outward.register_secret(value, "a header of the proxy's upstream")
         self._client = bound_client(
             upstream.max_reply_bytes, timeout=upstream.timeout, follow_redirects=False
         )
@@ -223,15 +259,18 @@ class ModelProxy:
             self._thread.start()
             self._server = server
 
-    def open(self, label: str, *, epoch: int = 0, bridged: bool = False) -> ProxyCase:
+    def open(
+        self, label: str, *, epoch: int = 0, query: str = "", bridged: bool = False
+    ) -> ProxyCase:
         """A new case with its own secret URLs.
 
         ``epoch`` is the case's sampling epoch, part of the cache key as for the adapters;
-        ``bridged``: only a sandbox's bridge may use the URLs (:mod:`pytest_gta.peers`).
+        ``query`` its query id, which a model in this process is asked about; ``bridged``: only
+        a sandbox's bridge may use the URLs (:mod:`pytest_gta.peers`).
         """
         self.start()
         secret = secrets.token_urlsafe(24)
-        case = ProxyCase(self, label, secret, epoch, bridged)
+        case = ProxyCase(self, label, secret, epoch, query, bridged)
         with self._lock:
             self._cases[secret] = case
         return case
@@ -260,7 +299,8 @@ class ModelProxy:
         if self._thread is not None:
             self._thread.join(CLOSE_WAIT)
             self._thread = None
-        self._client.close()
+        if self._client is not None:
+            self._client.close()
 
     def __enter__(self) -> ModelProxy:
         self.start()
@@ -399,7 +439,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._body(case, api)
         if raw is None:
             return
-        incoming = Incoming(api, raw, dict(self.headers.items()), case.epoch)
+        headers = dict(self.headers.items())
+        incoming = Incoming(api, raw, headers, case.epoch, case.query, case.next_turn)
         outcome = Outcome(api, time.monotonic())
         reply = _Reply(self, lambda: case.record(outcome.exchange(), outcome.budget))
         try:

@@ -1,30 +1,40 @@
-"""Where the recording proxy forwards: the run's model endpoint, read off its adapter.
+"""Where the recording proxy sends an agent's requests: the run's model, read off its adapter.
 
-The proxy stands in front of the very endpoint the run's model adapter talks to, with the same
-key, headers, model id, timeout, retries and reply cap, so an agent's traffic is sent, limited
-and retried as the project's own loop's would be. Only the HTTP chat adapters have such an
-endpoint: ``openai`` (OpenAI itself, the catalog's vendor APIs, any compatible server, the
-server ``--gta-serve`` starts) and ``anthropic``. Models run in the process (``transformers``,
-``vllm``, ``llamacpp``) or not run at all (``oracle``, ``mock``, recorded predictions) have
-none; :func:`no_upstream_reason` says so in words a usage error can carry.
+An HTTP chat adapter has an endpoint (:class:`Upstream`): ``openai`` (OpenAI itself, the
+catalog's vendor APIs, any compatible server, the server ``--gta-serve`` starts) and
+``anthropic``. The proxy stands in front of the very endpoint the adapter talks to, with the
+same key, headers, model id, timeout, retries and reply cap, so an agent's traffic is sent,
+limited and retried as the project's own loop's would be.
+
+Every other model that generates (``transformers``, ``vllm`` and ``llamacpp`` in this process,
+``oracle``, ``mock:`` scripts, a ``pytest_gta_make_model`` hook's adapter) has no endpoint: the
+proxy answers for it (:class:`LocalModel`, :mod:`pytest_gta.proxy.local`), calling the adapter
+as the project's own loop does. Only recorded predictions have nothing to answer with;
+:func:`no_upstream_reason` says so in words a usage error can carry.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pytest_gta.flags import OPT_BASE_URL, OPT_MODEL, OPT_SERVE
+from pytest_gta.flags import OPT_MODEL
 from pytest_gta.models.anthropic_chat import AnthropicChat
+from pytest_gta.models.base import BaseModelAdapter, default_concurrency, generates
 from pytest_gta.models.openai_chat import OpenAIChat
 
 #: The two wire protocols the proxy forwards; each serves its own routes.
 Kind = Literal["openai", "anthropic"]
+_OPENAI_ROUTES = {"/v1/chat/completions": "chat.completions", "/v1/responses": "responses"}
+_ANTHROPIC_ROUTES = {"/v1/messages": "messages"}
 #: Routes (after the case's secret) of each kind, by the API name an :class:`Exchange` records.
-ROUTES: dict[Kind, dict[str, str]] = {
-    "openai": {"/v1/chat/completions": "chat.completions", "/v1/responses": "responses"},
-    "anthropic": {"/v1/messages": "messages"},
+#: A model in this process is answered by the proxy itself, in all three APIs.
+ROUTES: dict[str, dict[str, str]] = {
+    "openai": _OPENAI_ROUTES,
+    "anthropic": _ANTHROPIC_ROUTES,
+    "local": {**_OPENAI_ROUTES, **_ANTHROPIC_ROUTES},
 }
 #: What the Messages API requires when the agent's client did not say (the SDK's own default).
 ANTHROPIC_VERSION = "2023-06-01"
@@ -93,18 +103,46 @@ def _of_adapter(model: OpenAIChat | AnthropicChat, kind: Kind) -> Upstream:
     )
 
 
-def upstream_of(model: object) -> Upstream | None:
-    """Where the proxy forwards for the run's ``model``; ``None`` when it has no HTTP endpoint.
+class LocalModel:
+    """A model without an HTTP endpoint, which the proxy answers for by calling its adapter.
 
-    Reads what the adapter was built with (base URL, key, headers, model id, timeout, retries,
-    reply cap), so every rule the adapter applied when it was made (catalog vendor APIs,
-    ``OPENAI_BASE_URL``, ``api_key_env``, the served model read from ``/models``, a managed
-    server's URL) holds for the proxy too.
+    The adapter's own ``generate`` runs each request, so its response cache, budget checks and
+    usage are the ones the project's loop has. An adapter not written for threads
+    (:attr:`~pytest_gta.models.base.BaseModelAdapter.concurrency` 1: the in-process engines,
+    whose batches must not depend on timing, and any adapter that does not say) is called by
+    one request at a time; one that is gets up to its concurrency at once.
+    """
+
+    kind = "local"
+
+    def __init__(self, adapter: BaseModelAdapter) -> None:
+        self.adapter = adapter
+        served = getattr(adapter, "served", None)
+        #: The model id the agent is told, and every reply names.
+        self.model: str = served if isinstance(served, str) and served else adapter.name
+        #: How many requests may be in the adapter at once.
+        self.concurrency = default_concurrency(adapter)
+        self.slots = threading.BoundedSemaphore(self.concurrency)
+
+    def __repr__(self) -> str:
+        return f"LocalModel({self.model!r}, concurrency={self.concurrency})"
+
+
+def upstream_of(model: object) -> Upstream | LocalModel | None:
+    """What the proxy answers the run's ``model`` with; ``None`` when nothing can.
+
+    For an HTTP adapter, its endpoint: reads what the adapter was built with (base URL, key,
+    headers, model id, timeout, retries, reply cap), so every rule the adapter applied when it
+    was made (catalog vendor APIs, ``OPENAI_BASE_URL``, ``api_key_env``, the served model read
+    from ``/models``, a managed server's URL) holds for the proxy too. For any other model that
+    generates, the model itself (:class:`LocalModel`); recorded predictions have none.
     """
     if isinstance(model, OpenAIChat):
         return _of_adapter(model, "openai")
     if isinstance(model, AnthropicChat):
         return _of_adapter(model, "anthropic")
+    if generates(model):
+        return LocalModel(model)
     return None
 
 
@@ -112,7 +150,6 @@ def no_upstream_reason(model: object) -> str:
     """Why :func:`upstream_of` found nothing for ``model``, for a usage error."""
     name = getattr(model, "name", None) or type(model).__name__
     return (
-        f"the model {name} has no HTTP endpoint an agent could talk to (only openai/... "
-        f"models, including catalog names, {OPT_BASE_URL} and {OPT_SERVE} servers, and "
-        f"anthropic/... models have one); an agent needs one of those as {OPT_MODEL}"
+        f"the model {name} replays recorded predictions: there is no model for an agent to "
+        f"talk to; give {OPT_MODEL} a model that generates"
     )

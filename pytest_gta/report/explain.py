@@ -51,8 +51,9 @@ def facts(report: RunReport) -> list[tuple[str, str]]:
     """The run's header as (label, value) pairs: what ran, on what, how, at what cost."""
     dataset = report.dataset
     settings = report.settings
-    out = [("model", f"{report.model} (protocol {report.protocol})")]
     agent = settings.agent
+    how = "asked by the agent under test" if agent is not None else f"protocol {report.protocol}"
+    out = [("model", f"{report.model} ({how})")]
     if agent is not None and agent.name:
         out.append(("agent under test", f"{agent.name} ({agent.kind})"))
         out += [tuple(line.split(": ", 1)) for line in isolation_lines(agent)]  # type: ignore[misc]

@@ -30,6 +30,7 @@ from pytest_gta.report.explain import (
     CaseRow,
     case_facts,
     case_table,
+    duration_text,
     e2e_divergence,
     e2e_turns,
     facts,
@@ -348,6 +349,24 @@ def _opening_html(query: Query) -> str:
     )
 
 
+def _task_html(query: Query) -> str:
+    """What an agent under test was given: the task, not a prompt (it writes its own)."""
+    said = opening(query)
+    files = (
+        f'<li class="step user"><span class="role">files</span> {esc(said.files)} (given as '
+        "absolute paths)</li>"
+        if said.files
+        else ""
+    )
+    return (
+        '<ol class="chain opening">'
+        f'<li class="step user"><span class="role">task</span> {esc(said.query)}</li>{files}'
+        f'<li class="step system"><span class="role">tools</span> {esc(said.tools)}, over MCP '
+        "and the task's tool client; the agent's own prompts are in its model exchanges "
+        "below</li></ol>"
+    )
+
+
 def case_detail(
     case: CaseResult, query: Query | None, *, threshold: float | None, image: ImageHtml
 ) -> str:
@@ -395,10 +414,12 @@ def case_detail(
         # An agent's turns are its logged tool calls and its answer (what the server saw).
         who = "agent" if case.agent is not None else "model"
         ref_mark = divergence.reference if divergence else None
+        # A model was given the ReAct prompt; an agent, a task (its prompts are its own).
+        start = _opening_html if who == "model" else _task_html
         parts.append(
             f'<section class="chains"><h4>The {who}\'s turns beside the reference chain</h4>'
             + (_why_html(why) if divergence else "")
-            + (_opening_html(query) if query is not None else "")
+            + (start(query) if query is not None else "")
             + '<div class="pair"><div><h5>reference chain</h5>'
             + (_reference(reference, image, ref_mark, why) if query is not None else "")
             + f"</div><div><h5>{who} (what it {'called' if who == 'agent' else 'saw and did'})</h5>"
@@ -420,7 +441,7 @@ def case_detail(
 
 def _agent_html(agent: AgentRun, case: CaseResult) -> str:
     """The agent under test's run: how it ended, its stderr's end, its model traffic."""
-    facts = [f"agent {esc(agent.name)}", f"duration {esc(agent.duration)} s"]
+    facts = [f"agent {esc(agent.name)}", f"duration {duration_text(agent.duration)}"]
     if agent.exit_status is not None:
         facts.append(f"exit status {esc(agent.exit_status)}")
     calls = case.tool_log or []
@@ -436,6 +457,12 @@ def _agent_html(agent: AgentRun, case: CaseResult) -> str:
         items = []
         for number, exchange in enumerate(exchanges, 1):
             said = [f"#{number} {esc(exchange.api)}", f"status {esc(exchange.status)}"]
+            said.append(duration_text(exchange.duration))
+            if exchange.usage is not None:
+                usage = exchange.usage
+                said.append(f"{usage.input_tokens} tokens in, {usage.output_tokens} out")
+            if exchange.streamed:
+                said.append("streamed")
             if exchange.cached:
                 said.append("cached")
             if exchange.retries:
@@ -634,7 +661,7 @@ def render_html(
         "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
         f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
     )
-    title = f"GTA report: {report.model} [{report.protocol}]"
+    title = f"GTA report: {report.title}"
     if any(name == "label" for name, _ in identity_facts(report)):
         title = f"GTA report: {report.label}"
     data = json.dumps(entries, separators=(",", ":")).replace("</", "<\\/")

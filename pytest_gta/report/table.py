@@ -152,7 +152,7 @@ Section = tuple[str, list[str], list[list[str]]]
 def sections(report: RunReport) -> list[Section]:
     """(title, headers, rows) of every table, shared by both renderers."""
     sections: list[Section] = []
-    model = f"{report.model} [{report.protocol}]"
+    model = report.title
     board = report.leaderboard
     for suffix in ("", ", errored cases excluded"):
         if suffix and not report.outcomes.error:
@@ -476,10 +476,10 @@ def header_lines(report: RunReport) -> list[str]:
         finished = sum(1 for c in report.cases if c.outcome != "skipped")
         how = f" ({report.interrupted_by})" if report.interrupted_by else ""
         lines.append(f"INTERRUPTED{how}: these tables cover the {finished} case(s) that finished")
-    lines += [
-        f"model: {report.model}  protocol: {report.protocol}  modes: {','.join(settings.modes)}",
-    ]
     agent = settings.agent
+    # An agent asks its model its own way: the protocol is not the run's.
+    how = "" if agent is not None else f"  protocol: {report.protocol}"
+    lines.append(f"model: {report.model}{how}  modes: {','.join(settings.modes)}")
     if agent is not None and agent.name:
         lines.append(f"agent under test: {agent.name} ({agent.kind})")
         lines += isolation_lines(agent)

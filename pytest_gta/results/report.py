@@ -231,6 +231,17 @@ class SandboxSummary(Doc):
     summary: JsonValue
 
 
+def agent_title(name: str) -> str:
+    """An agent's callable or command as a table shows it: short.
+
+    Paths become their last part and a command's placeholders are left out:
+    ``examples/openai_agents_agent.py:agent`` is ``openai_agents_agent.py:agent``,
+    ``.venv/bin/python examples/cli_agent.py {mcp_url} {query_file}`` is ``python cli_agent.py``.
+    """
+    words = [w for w in name.split() if not (w.startswith("{") and w.endswith("}"))]
+    return " ".join(w.rstrip("/").rsplit("/", 1)[-1] or w for w in words) or name
+
+
 class ProbeFinding(Doc):
     """One thing the start-up probe tried inside the agents' sandbox, and what it got."""
 
@@ -610,6 +621,18 @@ class RunReport(Doc):
     gates: GatesVerdict | None = omitted()
     duration_s: float | None = omitted()
     """Seconds the session took (a merged report has none)."""
+
+    @property
+    def title(self) -> str:
+        """How the tables name the run: ``MODEL [agent NAME]`` or ``MODEL [PROTOCOL]``.
+
+        An agent under test talks to its model its own way: the protocol the model would have
+        been asked in is not the run's (:func:`agent_title` shortens the agent's name).
+        """
+        agent = self.settings.agent
+        if agent is not None and agent.name:
+            return f"{self.model} [agent {agent_title(agent.name)}]"
+        return f"{self.model} [{self.protocol}]"
 
     def run_identity(self) -> Identity:
         """What identifies the run: its ``identity``, under the report's ``label``.

@@ -124,7 +124,7 @@ class CommandAgent:
         if missing:
             raise AgentFailed(
                 f"agent command names {', '.join('{' + m + '}' for m in missing)}, which this "
-                "run has no value for (the model has no HTTP endpoint to proxy)"
+                "run has no value for (the model replays recorded predictions: nothing to ask)"
             )
         job = Job(
             "command",

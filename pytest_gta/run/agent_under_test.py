@@ -96,10 +96,14 @@ class ProxyCase(Protocol):
 class Proxy(Protocol):
     """The process's recording model proxy (:class:`pytest_gta.proxy.ModelProxy`)."""
 
-    def open(self, label: str, *, epoch: int = 0, bridged: bool = False) -> ProxyCase:
-        """A new per-case door (``epoch``: the sampling epoch, for the response cache).
+    def open(
+        self, label: str, *, epoch: int = 0, query: str = "", bridged: bool = False
+    ) -> ProxyCase:
+        """A new per-case door.
 
-        ``bridged``: its URLs answer a sandbox's bridge only.
+        ``epoch``: the sampling epoch, for the response cache; ``query``: the case's query id,
+        what a model in this process is asked about; ``bridged``: its URLs answer a sandbox's
+        bridge only.
         """
         ...
 
@@ -186,10 +190,10 @@ class AgentTask:
     model (the files message lists the same absolute paths). The tools are the case's own
     (toolmeta's names and descriptions, a JSON Schema per tool), callable over MCP at
     :attr:`mcp_url` (any MCP client, e.g. ``mcp.Client(url)``) or through :attr:`tools`.
-    :attr:`model_url` is the OpenAI-compatible base URL of the recording proxy in front of the
-    run's model (``None`` when the model has no HTTP endpoint, e.g. ``--gta-model=oracle``): an
-    agent that sends its model traffic there is counted, cached, budgeted and shown in the report;
-    any API key works there.
+    :attr:`model_url` is the OpenAI-compatible base URL of the recording proxy for the run's
+    model, in front of its endpoint or answering for a model in this process (``None`` only for
+    recorded predictions): an agent that sends its model traffic there is counted, cached,
+    budgeted and shown in the report; any API key works there.
     """
 
     case_id: str
@@ -265,7 +269,7 @@ class AgentOutcome:
             out["stderr_tail"] = self.stderr_tail
         if self.timed_out:
             out["timed_out"] = True
-        out["duration"] = self.duration
+        out["duration"] = round(self.duration, 3)
         return out
 
 

@@ -84,7 +84,7 @@ class RunContext:
     #: ``--gta-agent-timeout``: seconds one case's agent may run.
     agent_timeout: float = DEFAULT_AGENT_TIMEOUT
     #: The process's MCP gateway and recording model proxy, started on first use by the
-    #: session (``None`` from ``proxy``: the model has no HTTP endpoint to stand in front of).
+    #: session (``None`` from ``proxy``: recorded predictions, with no model to ask).
     gateway: Callable[[], Gateway] | None = None
     proxy: Callable[[], Proxy | None] | None = None
     #: The run's generation settings (what an agent's task says of temperature and tokens).

@@ -164,7 +164,7 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
         proxy = ctx.proxy() if ctx.proxy is not None else None
         door: ProxyCase | None = None
         if proxy is not None:
-            door = proxy.open(case.id, epoch=case.epoch, bridged=agent.bridged)
+            door = proxy.open(case.id, epoch=case.epoch, query=query.qid, bridged=agent.bridged)
             stack.callback(door.close)
         task = AgentTask(
             case_id=case.id,

@@ -175,7 +175,7 @@ def case_result(
         "steps": predictions,
         "replies": replies,
         "backends": backends,
-        "duration": duration,
+        "duration": round(duration, 3),
         "properties": {},
         "primitives": score.to_json(),
         "images": {},

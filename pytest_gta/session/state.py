@@ -415,12 +415,15 @@ class GtaState:
         return gateway
 
     def model_proxy(self) -> ModelProxy | None:
-        """This process's recording proxy in front of the model; ``None``: no HTTP endpoint."""
+        """This process's recording proxy in front of the model, its endpoint or itself.
+
+        ``None``: recorded predictions, which have no model to ask.
+        """
         return self._once("model_proxy", self._make_proxy)
 
     def _make_proxy(self) -> ModelProxy | None:
         model = self.model()
-        upstream = upstream_of(model) if base.generates(model) else None
+        upstream = upstream_of(model)
         if upstream is None:
             return None
         return ModelProxy(

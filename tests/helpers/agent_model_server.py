@@ -21,6 +21,12 @@ model scores end to end. :class:`FunctionCallingModel` is that model, the ``defa
 
 It counts requests, the most it held at once and its usage tokens as
 :class:`~tests.helpers.oracle_server.PerfectModel` does, whose latency and counters it shares.
+
+:class:`InProcessModel` is the same model with no server: an adapter in the run's process
+(``--gta-model=scripted-fc``, made by the ``pytest_gta_make_model`` hook of
+:data:`SCRIPTED_CONFTEST`), which the recording proxy answers for, so a run shows that an
+agent's requests to a model without an HTTP endpoint reach it whole (messages, tool results,
+offered tools) in each API and come back as each framework expects.
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gta.dataset import Dataset, call_function
+from pytest_gta.models.base import BaseModelAdapter
 from pytest_gta.models.oracle import end_to_end_turn
-from pytest_gta.types import CaseContext, ModelRequest
+from pytest_gta.types import CaseContext, ModelOutput, ModelRequest, ToolCall, Usage
+from pytest_gta.vocabulary import ProtocolName
 from tests.helpers.oracle_server import PerfectModel
 from tests.helpers.scripted_server import Recorded, ScriptedServer, Step, chat_completion
 
@@ -79,6 +87,14 @@ class Conversation:
             if isinstance(t, dict)
         )
         return cls(user, results, offered, bool(body.get("stream")))
+
+    @classmethod
+    def of_request(cls, request: ModelRequest) -> Conversation:
+        """A request the recording proxy made of an agent's, for a model in its process."""
+        user = tuple(m.content for m in request.messages if m.role == "user")
+        results = sum(1 for m in request.messages if m.role == "tool")
+        results += sum(1 for text in user if _SMOLAGENTS_RESULT.match(text))
+        return cls(user, results, tuple(t.name for t in request.tools), False)
 
     @classmethod
     def of_responses(cls, body: dict[str, Any]) -> Conversation:
@@ -336,3 +352,42 @@ class AgentModelServer(ScriptedServer):
     def __init__(self, dataset: Dataset, latency: float = 0.0, served: str = "agent-fc") -> None:
         self.model = FunctionCallingModel(dataset, latency, served)
         super().__init__(models=[served], default=self.model)
+
+
+class InProcessModel(BaseModelAdapter):
+    """:class:`FunctionCallingModel` as an adapter in the run's process (no HTTP endpoint).
+
+    Its tool calls are structured (``ModelOutput.tool_calls``), as an adapter that parses them
+    returns them; ``unknown`` counts the requests whose query it could not find.
+    """
+
+    protocol: ProtocolName = "native"
+
+    def __init__(self, dataset: Dataset, name: str = "scripted-fc") -> None:
+        self.name = name
+        self.model = FunctionCallingModel(dataset, served=name)
+
+    def generate(self, request: ModelRequest) -> ModelOutput:
+        """The perfect turn for the agent's conversation so far."""
+        conversation = Conversation.of_request(request)
+        with self.model.answering():
+            move = self.model.move(conversation)
+        if move is None:
+            move = Move(answer="I do not know this query.")
+        prompt = sum(len(m.content) for m in request.messages)
+        usage = Usage(*self.model.count_tokens(prompt, len(move.arguments) + len(move.answer)))
+        if move.name is None:
+            return ModelOutput(move.answer, usage)
+        call = ToolCall(move.name, json.loads(move.arguments), move.call_id)
+        return ModelOutput("", usage, (call,))
+
+
+#: A ``conftest.py`` that makes ``--gta-model=scripted-fc`` the :class:`InProcessModel` (the
+#: run needs this checkout on its ``PYTHONPATH``).
+SCRIPTED_CONFTEST = """
+from tests.helpers.agent_model_server import InProcessModel
+
+def pytest_gta_make_model(config, spec, context):
+    if spec == "scripted-fc":
+        return InProcessModel(context.dataset)
+"""

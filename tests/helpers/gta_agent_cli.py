@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,18 @@ def main(argv: list[str]) -> int:
         asyncio.run(call_all(url, calls))
         Path(os.environ["GTA_ANSWER_FILE"]).write_text(answer, "utf-8")
         print("progress chatter, not the answer")
+    elif mode == "ask-model":  # once through the proxy ({model_url}), then the reference
+        assert extra[0] == task["model_url"] == os.environ["OPENAI_BASE_URL"]
+        body = {"model": "whatever", "messages": [{"role": "user", "content": task["query"]}]}
+        request = urllib.request.Request(
+            extra[0].rstrip("/") + "/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            assert json.loads(reply.read())["choices"][0]["message"]["content"]
+        asyncio.run(call_all(url, calls))
+        print(answer)
     elif mode == "binary":
         sys.stdout.buffer.write(b"\xff\xfe\x00\x80 binary \xc3\x28" * 1000)
     elif mode == "crash":

@@ -104,7 +104,7 @@ def hostile(task: AgentTask) -> Any:
 
 def ask_model(task: AgentTask) -> str:
     """Asks the run's model once through the proxy (any key works), then replays the reference."""
-    assert task.model_url is not None, "the run's model has an HTTP endpoint: a proxy URL"
+    assert task.model_url is not None, "every model that generates has a proxy URL"
     body = {"model": "whatever", "messages": [{"role": "user", "content": task.text}]}
     request = urllib.request.Request(
         task.model_url.rstrip("/") + "/chat/completions",
