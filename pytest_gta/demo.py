@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -184,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     agent = None
     script = agent_script()
     if status in (0, 1) and script is not None:
-        command = [*agent_args(sys.executable, str(script)), *extra]
+        # A copy in the demo's directory: the agent's sandbox shows no file of the package.
+        mine = workdir / AGENT_SCRIPT
+        shutil.copyfile(script, mine)
+        command = [*agent_args(sys.executable, str(mine)), *extra]
         agent = (workdir / AGENT_REPORT, _pytest(workdir, command, env, "an agent under test"))
     ok, line = verdict(workdir / REPORT, status, time.monotonic() - start, agent)
     if script is None:

@@ -84,8 +84,9 @@ class Job:
     """One run in the sandbox: a case's agent, or the start-up probe.
 
     ``query`` is the query file's content (:meth:`AgentTask.to_json`); ``show`` lists the
-    host files the sandbox shows read-only at their own paths (the input images, the agent's
-    program and files); ``services`` the URLs the sandbox reaches (the case's MCP server and
+    host files the sandbox shows read-only at their own paths besides the agent's own (the
+    input images: the jail finds the program's files from ``argv``, or in ``spec["show"]``);
+    ``services`` the URLs the sandbox reaches (the case's MCP server and
     proxy): only their ports, bridged in.
     """
 

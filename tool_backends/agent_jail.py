@@ -159,7 +159,8 @@ def with_binds(base: Tree, extra: Iterable[tuple[str, str]]) -> Tree:
     for _, target in extra:
         for parent in reversed(Path(target).parents):
             name = str(parent)
-            if name != "/" and name not in directories and name not in bound:
+            beneath = any(name.startswith(b.rstrip("/") + "/") for b in bound)
+            if name != "/" and name not in directories and name not in bound and not beneath:
                 directories.append(name)
     return replace(
         base,
@@ -169,18 +170,33 @@ def with_binds(base: Tree, extra: Iterable[tuple[str, str]]) -> Tree:
 
 
 def program_files(argv: Iterable[str]) -> list[str]:
-    """The agent's own files: words that name a file, and the virtualenv its program lives in."""
+    """The agent's own files: words that name a file, and the virtualenv its program lives in.
+
+    A virtualenv's ``bin/python`` is a link out of it, to the interpreter it was made from: the
+    virtualenv is found from the link's own place (``pyvenv.cfg`` one level above ``bin``).
+    """
     files: list[str] = []
-    words = list(argv)
-    for index, word in enumerate(words):
+    for index, word in enumerate(argv):
         candidate = shutil.which(word) if index == 0 and os.sep not in word else word
-        if candidate and os.path.isfile(candidate):
-            files.append(os.path.abspath(candidate))
-            if index == 0:
-                venv = Path(candidate).resolve().parent.parent
-                if (venv / "pyvenv.cfg").is_file():
-                    files.append(str(venv))
+        if not candidate or not os.path.isfile(candidate):
+            continue
+        here = Path(os.path.abspath(candidate))
+        venv = here.parent.parent
+        if index == 0 and (venv / "pyvenv.cfg").is_file():
+            files.append(str(venv))
+            files += _base_prefix(venv / "pyvenv.cfg")
+        else:
+            files.append(str(here))
     return files
+
+
+def _base_prefix(config: Path) -> list[str]:
+    """The prefix of the interpreter a virtualenv was made from (``home``'s parent)."""
+    for line in config.read_text(errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and os.path.isdir(value.strip()):
+            return [str(Path(value.strip()).parent)]
+    return []
 
 
 class AgentJail:
@@ -201,25 +217,30 @@ class AgentJail:
         sockets = self._private / "sockets"
         sockets.mkdir(mode=0o700)
         self._bridges = Bridges(sockets)
-        self._base: Tree | None = None
+        self._trees: dict[tuple[str, ...], Tree] = {}
         self._mechanism = self._choose(mode)
         if self._mechanism == "plain":
             # Code of pytest's own uid cannot then read pytest's environment or open its pipes.
             sandbox_worker.undumpable()
 
     # -- what this machine offers ------------------------------------------------------------
-    def _base_tree(self) -> Tree:
-        if self._base is None:
+    def _base_tree(self, program: tuple[str, ...] = ()) -> Tree:
+        """The view of the system, Python and the agent's ``program`` files, built once each.
+
+        The program's directories (a virtualenv, the interpreter it was made from) are walked
+        for datasets and this project's packages as Python's are, and those are hidden.
+        """
+        if program not in self._trees:
             python = python_paths()
-            tree = build_tree(python, self._hidden, checkout())
+            tree = build_tree((*python, *program), self._hidden, checkout())
             own = (
                 (os.path.abspath(agent_launcher.__file__), f"{INSIDE}/launcher.py"),
                 (os.path.abspath(sandbox_worker.__file__), f"{INSIDE}/sandbox_worker.py"),
                 (os.path.abspath(agent_probe.__file__), f"{INSIDE}/agent_probe.py"),
                 (str(self._bridges.directory), f"{INSIDE}/sockets"),
             )
-            self._base = with_binds(tree, own)
-        return self._base
+            self._trees[program] = with_binds(tree, own)
+        return self._trees[program]
 
     def _prefix(self, mechanism: str, tree: Tree, host: str) -> list[str]:
         if mechanism == "bubblewrap":
@@ -301,9 +322,9 @@ class AgentJail:
             (host / "work").mkdir()
         launcher = f"{INSIDE}/launcher.py" if sandboxed else agent_launcher.__file__
         config = self._config(job, workdir)
-        base = self._base_tree()
-        show = [*job.show, *(program_files(job.argv) if job.kind == "command" else ())]
-        tree = with_binds(base, shown_files(show, base)) if sandboxed else base
+        program = program_files(job.argv) if job.kind == "command" else job.spec.get("show", ())
+        base = self._base_tree(tuple(program)) if sandboxed else self._base_tree()
+        tree = with_binds(base, shown_files(job.show, base)) if sandboxed else base
         mount_point = host / "root"
         mount_point.mkdir()
         guard = [sys.executable, "-I", process_guard.__file__, str(os.getpid()), str(GRACE_S)]

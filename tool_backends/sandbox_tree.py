@@ -177,9 +177,20 @@ def build_tree(
     return Tree(
         tuple(sorted(binds, key=lambda b: b[1].count("/"))),
         tuple(links),
-        tuple(sorted((p for p in parents if p not in bound), key=lambda p: p.count("/"))),
+        # Parents inside a bound directory (a virtualenv shown whole beside its site-packages)
+        # exist there once it is bound: made beforehand, they would need their own parents.
+        tuple(
+            sorted(
+                (p for p in parents if p not in bound and not _beneath(p, bound)),
+                key=lambda p: p.count("/"),
+            )
+        ),
         tuple(sorted(covered)),
     )
+
+
+def _beneath(path: str, bound: list[str]) -> bool:
+    return any(path.startswith(b.rstrip("/") + "/") for b in bound)
 
 
 def landlock_paths(tree: Tree) -> tuple[str, ...]:

@@ -202,7 +202,7 @@ class SandboxedPythonAgent:
             agent_environment(task, self._passed),
             timeout,
             spec=self._spec,
-            show=(*task.image_paths, *self._spec.get("show", ())),
+            show=task.image_paths,
             services=services(task),
             on_call=task.tools.call_json,
         )

@@ -127,9 +127,8 @@ def check(jail: Jail, name: str, spec: dict[str, Any]) -> None:
     Raises:
         GtaUsageError: the import failed or the name is missing (the sandbox's message).
     """
-    shown = tuple(spec.get("show", ()))
     spec = {**spec, "check": True}
-    ran = jail.run(Job("callable", _empty_query(), {}, PROBE_TIMEOUT, spec=spec, show=shown))
+    ran = jail.run(Job("callable", _empty_query(), {}, PROBE_TIMEOUT, spec=spec))
     error = ran.result.get("error")
     if isinstance(error, dict):
         said = " ".join(str(error.get("message", "")).split())[:500]

@@ -32,7 +32,7 @@ def main(mode: str, data: str) -> dict:
         argv = (sys.executable, str(HERE / "gta_agent_cli.py"), "cheat", "{query_file}", marker)
         command = jail.run(Job("command", query, env, 60, argv=argv))
         spec = callable_spec(f"{HERE / 'gta_agents.py'}:cheat", HERE)
-        called = jail.run(Job("callable", query, env, 60, spec=spec, show=tuple(spec["show"])))
+        called = jail.run(Job("callable", query, env, 60, spec=spec))
         return {
             "mechanism": jail.isolation.mechanism,
             "gaps": list(jail.isolation.gaps),
