@@ -64,7 +64,6 @@ PROCESSES = "your user's other processes (pytest's included) can be read and sig
 LEFTOVERS = "processes that leave the agent's process group outlive the case"
 NETWORK = "network (every port of the host and beyond)"
 URLS = "the case's MCP and proxy URLs work for any local user who reads them"
-HIDDEN_IMAGES = "input images inside a hidden directory (an installed package) are not shown"
 
 
 def _view_guarantees(network: str) -> tuple[str, ...]:
