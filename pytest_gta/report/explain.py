@@ -56,7 +56,9 @@ def facts(report: RunReport) -> list[tuple[str, str]]:
     out = [("model", f"{report.model} ({how})")]
     if agent is not None and agent.name:
         out.append(("agent under test", f"{agent.name} ({agent.kind})"))
-        out += [tuple(line.split(": ", 1)) for line in isolation_lines(agent)]  # type: ignore[misc]
+        for line in isolation_lines(agent.isolation):
+            fact, _, text = line.partition(": ")
+            out.append((fact, text))
     out += identity_facts(report)
     out += [
         ("modes", ", ".join(settings.modes)),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pytest_gta.flags import OPT_MERGE
 from pytest_gta.outward import terminal_text
 from pytest_gta.results.report import (
-    AgentSettings,
+    AgentIsolation,
     BaselineComparison,
     E2EIntervals,
     E2EMetrics,
@@ -482,7 +482,7 @@ def header_lines(report: RunReport) -> list[str]:
     lines.append(f"model: {report.model}{how}  modes: {','.join(settings.modes)}")
     if agent is not None and agent.name:
         lines.append(f"agent under test: {agent.name} ({agent.kind})")
-        lines += isolation_lines(agent)
+        lines += isolation_lines(agent.isolation)
     run = [f"{name}: {value}" for name, value in identity_facts(report) if name != "finished"]
     if run:
         lines.append("  ".join(run))
@@ -552,9 +552,8 @@ def header_lines(report: RunReport) -> list[str]:
     return lines
 
 
-def isolation_lines(agent: AgentSettings) -> list[str]:
+def isolation_lines(isolation: AgentIsolation | None) -> list[str]:
     """How the agent was isolated, and what the start-up probe got (nothing: older reports)."""
-    isolation = agent.isolation
     if isolation is None:
         return []
     failed = [f.check for f in isolation.probe if not f.held]
