@@ -109,6 +109,12 @@ OPT_AGENT_NETWORK = "--gta-agent-network"
 OPT_AGENT_IN_PROCESS = "--gta-agent-in-process"
 OPT_REQUIRE_ISOLATION = "--gta-require-isolation"
 
+# -- GTA-Workflow's checkpoint judge (options/workflow.py) ---------------------------------------
+OPT_JUDGE = "--gta-judge"
+OPT_JUDGE_BASE_URL = "--gta-judge-base-url"
+OPT_JUDGE_API = "--gta-judge-api"
+OPT_JUDGE_THRESHOLD = "--gta-judge-threshold"
+
 
 def dest(flag: str) -> str:
     """The argparse dest and ini key of ``flag`` (``--gta-x-y``: ``gta_x_y``)."""

@@ -52,14 +52,14 @@ SESSION = pytest.StashKey["GtaSession"]()
 
 
 def _session_layer() -> ModuleType:
-    """:mod:`pytest_gta.session.gta_session`, imported only when a GTA run or fixture needs it.
+    """:mod:`pytest_gta.session.workflow_session`, imported when a GTA run or fixture needs it.
 
     Deferred on purpose (see the module's docstring): it keeps NumPy, httpx and the model
     adapters off the import path of every project that does not use GTA.
     """
-    from pytest_gta.session import gta_session
+    from pytest_gta.session import workflow_session
 
-    return gta_session
+    return workflow_session
 
 
 def _data_commands() -> ModuleType:
@@ -95,7 +95,8 @@ def _session(config: pytest.Config) -> GtaSession:
     """The run's :class:`GtaSession` (made here for a fixture used without ``--gta-model``)."""
     session = config.stash.get(SESSION, None)
     if session is None:
-        session = _session_layer().GtaSession(config, config.stash[SETTINGS], config.stash[MARKS])
+        settings, marks = config.stash[SETTINGS], config.stash[MARKS]
+        session = _session_layer().make_session(config, settings, marks)
         config.stash[SESSION] = session
     return session
 
@@ -225,11 +226,11 @@ def pytest_collection_modifyitems(
 
     Runs first so that ``-k``, ``-m``, ``--lf`` and xdist see the GTA items like any other.
     """
-    if _active(config) is None:
+    if (gta := _active(config)) is None:
         return
-    if any("gta_case" in getattr(item, "fixturenames", ()) for item in items):
+    if any(gta.fixture in getattr(item, "fixturenames", ()) for item in items):
         return
-    module = pytest.Module.from_parent(session, path=SUITE, nodeid=SUITE_NODEID)
+    module = pytest.Module.from_parent(session, path=gta.suite, nodeid=SUITE_NODEID)
     items.extend(session.genitems(module))
 
 

@@ -28,6 +28,7 @@ from pytest_gta.options import (
     serving,
     stats,
     tools,
+    workflow,
 )
 from pytest_gta.options.agents import AgentSettings
 from pytest_gta.options.baseline import BaselineSettings
@@ -43,6 +44,7 @@ from pytest_gta.options.serving import ServeSettings
 from pytest_gta.options.stats import StatsSettings
 from pytest_gta.options.table import OPTIONS
 from pytest_gta.options.tools import ToolSettings
+from pytest_gta.options.workflow import WorkflowSettings
 from pytest_gta.outward import register_run_secrets
 
 
@@ -65,6 +67,7 @@ class GtaSettings:
     gates: GateSettings = field(default_factory=GateSettings)
     serve: ServeSettings = field(default_factory=ServeSettings)
     agent: AgentSettings = field(default_factory=AgentSettings)
+    workflow: WorkflowSettings = field(default_factory=WorkflowSettings)
 
     @property
     def active(self) -> bool:
@@ -101,6 +104,7 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         gates=gates.settings(given),
         serve=serving.settings(given),
         agent=agent,
+        workflow=workflow.settings(given),
     )
 
 

@@ -25,6 +25,7 @@ from pytest_gta.options import (
     serving,
     stats,
     tools,
+    workflow,
 )
 from pytest_gta.options.core import Feature, OptionSpec, Resolved, register, resolve
 
@@ -44,6 +45,7 @@ FEATURES: tuple[Feature, ...] = (
     gates.FEATURE,
     serving.FEATURE,
     agents.FEATURE,
+    workflow.FEATURE,
 )
 #: The options as ``pytest --help`` lists them.
 HELP_ORDER: tuple[str, ...] = (
@@ -119,6 +121,10 @@ HELP_ORDER: tuple[str, ...] = (
     flags.OPT_AGENT_NETWORK,
     flags.OPT_AGENT_IN_PROCESS,
     flags.OPT_REQUIRE_ISOLATION,
+    flags.OPT_JUDGE,
+    flags.OPT_JUDGE_BASE_URL,
+    flags.OPT_JUDGE_API,
+    flags.OPT_JUDGE_THRESHOLD,
 )
 _BY_FLAG: dict[str, OptionSpec] = {spec.flag: spec for f in FEATURES for spec in f.rows}
 #: Every option, in ``--help`` order.

@@ -14,6 +14,7 @@ import dataclasses
 import resource
 import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,6 +71,10 @@ def make_tool_builtin(spec: ToolSpec, context: ToolBackendContext) -> ToolBacken
 
 class GtaSession:
     """A pytest session's GTA side: built in ``pytest_configure``, asked by every hook."""
+
+    #: The bundled test module collected when no test of the user's asks for :attr:`fixture`.
+    suite = Path(__file__).resolve().parent.parent / "suite.py"
+    fixture = "gta_case"
 
     def __init__(self, config: pytest.Config, settings: GtaSettings, marks: MarkRegistry) -> None:
         self.config = config

@@ -1,0 +1,124 @@
+"""GTA-Workflow's judge: which model scores the checkpoints, how it is reached, the threshold.
+
+Its part of the settings is :class:`WorkflowSettings`. The default judge is the official one
+(``openai/gpt-5.2`` over the Responses API with the Files API); ``--gta-judge-api=chat``
+renders the files here for a judge that only speaks chat completions, which is not the
+official protocol and is marked so in every output. The threshold is this project's reading
+of the board's success rates (docs/metrics.md): the official code computes none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from pytest_gta.flags import OPT_JUDGE, OPT_JUDGE_API, OPT_JUDGE_BASE_URL, OPT_JUDGE_THRESHOLD
+from pytest_gta.options.core import Feature, Given, OptionSpec, choice, fields, number
+
+JudgeApi = Literal["responses", "chat"]
+JUDGE_APIS: tuple[JudgeApi, ...] = ("responses", "chat")
+DEFAULT_JUDGE = "openai/gpt-5.2"
+#: The score (0-10) at which a checkpoint counts as a success in the SR columns.
+DEFAULT_THRESHOLD = 7.0
+RANGES: dict[str, tuple[float, float]] = {OPT_JUDGE_THRESHOLD: (0.0, 10.0)}
+
+
+def parse_judge(value: str) -> str:
+    """``PROVIDER/MODEL`` (``openai/gpt-5.2``) or a bare model name the endpoint serves."""
+    text = value.strip()
+    if not text or text.endswith("/"):
+        raise pytest.UsageError(
+            f"{OPT_JUDGE}={value!r}: name the judge model, e.g. {DEFAULT_JUDGE} (the official one)"
+        )
+    return text
+
+
+def parse_api(value: str) -> JudgeApi:
+    """``responses`` (official) or ``chat``."""
+    return choice(value, JUDGE_APIS, OPT_JUDGE_API, "responses (official) or chat")
+
+
+def parse_threshold(value: str) -> float:
+    """A checkpoint score from 0 to 10."""
+    low, high = RANGES[OPT_JUDGE_THRESHOLD]
+    hint = f"give a checkpoint score from 0 to 10 (default {DEFAULT_THRESHOLD:g})"
+    return number(value, OPT_JUDGE_THRESHOLD, hint, minimum=low, maximum=high)
+
+
+@dataclass(frozen=True)
+class WorkflowSettings:
+    """How GTA-Workflow deliverables are judged."""
+
+    #: ``--gta-judge``: the judge model, ``openai/gpt-5.2`` by default.
+    judge: str = DEFAULT_JUDGE
+    #: ``--gta-judge-base-url``: its endpoint (else ``OPENAI_BASE_URL``/``EVAL_OPENAI_BASE_URL``).
+    base_url: str | None = None
+    #: ``--gta-judge-api``: ``responses`` (official) or ``chat``.
+    api: JudgeApi = "responses"
+    #: ``--gta-judge-threshold``: the score at which a checkpoint succeeds (SR columns).
+    threshold: float = DEFAULT_THRESHOLD
+
+    @property
+    def judge_model(self) -> str:
+        """The model name sent to the endpoint (``gpt-5.2`` of ``openai/gpt-5.2``)."""
+        provider, _, name = self.judge.partition("/")
+        return name if provider == "openai" and name else self.judge
+
+
+ROWS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        OPT_JUDGE,
+        "MODEL",
+        f"GTA-Workflow's checkpoint judge (default: {DEFAULT_JUDGE}, the official one); its "
+        "key is EVAL_OPENAI_API_KEY or OPENAI_API_KEY",
+        parse=parse_judge,
+        default=DEFAULT_JUDGE,
+        setting="judge",
+        doc_default=f"`{DEFAULT_JUDGE}`",
+        doc="the model that scores GTA-Workflow checkpoints (key: `OPENAI_API_KEY` or "
+        "`EVAL_OPENAI_API_KEY`, read in that order as the official scorer does); see "
+        "[GTA-Workflow](workflow.md)",
+    ),
+    OptionSpec(
+        OPT_JUDGE_BASE_URL,
+        "URL",
+        "the judge's endpoint (default: OPENAI_BASE_URL, EVAL_OPENAI_BASE_URL, else OpenAI's)",
+        setting="base_url",
+        doc_default="`$OPENAI_BASE_URL`, `$EVAL_OPENAI_BASE_URL`, else OpenAI's",
+        doc="the judge's OpenAI-compatible endpoint (a chat-completions URL is cut to its "
+        "base, as the official scorer does)",
+    ),
+    OptionSpec(
+        OPT_JUDGE_API,
+        "API",
+        "responses (official: Files API uploads, Responses API) or chat (files rendered here; "
+        "not the official protocol)",
+        parse=parse_api,
+        default="responses",
+        setting="api",
+        doc_default="`responses`",
+        doc="`responses`: the official protocol; `chat`: chat completions with the files "
+        "rendered locally, for judges that only speak chat (marked as not official)",
+    ),
+    OptionSpec(
+        OPT_JUDGE_THRESHOLD,
+        "SCORE",
+        f"checkpoint score (0-10) counted as a success in the SR columns (default: "
+        f"{DEFAULT_THRESHOLD:g}; the project's reading, see docs/metrics.md)",
+        parse=parse_threshold,
+        default=DEFAULT_THRESHOLD,
+        setting="threshold",
+        doc_default=f"`{DEFAULT_THRESHOLD:g}`",
+        doc="the checkpoint score at which a leaf, a task or a category counts as a success "
+        "in Leaf SR, Root SR and P/O/L/C-SR (the project's reading of the board)",
+        doc_range="{low} to {high}",
+    ),
+)
+FEATURE = Feature("workflow", ROWS, RANGES)
+
+
+def settings(given: Given) -> WorkflowSettings:
+    """The judge's part of the settings."""
+    return WorkflowSettings(**fields(ROWS, given))

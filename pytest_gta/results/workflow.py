@@ -1,0 +1,181 @@
+"""What a GTA-Workflow run produces: judged tasks, and the run's numbers and tables.
+
+A Workflow case is not an atomic query (it has no reference chain, no mode, no answer check),
+so it has its own classes beside :class:`~pytest_gta.results.case.CaseResult`, with the same
+strictness (:class:`~pytest_gta.results.base.Doc`): one :class:`WorkflowCase` per task, built
+where the case ran and sent to the controller as its JSON, and one :class:`WorkflowReport`
+per run, read and written by :func:`dump_workflow_report` and :func:`load_workflow_report`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from pytest_gta import jsonsafe
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.results.base import Doc, Scalar, omitted
+from pytest_gta.results.case import CaseUsage
+
+KIND: Literal["gta-workflow-report"] = "gta-workflow-report"
+SCHEMA_VERSION = 1
+#: Said wherever the success rates are shown.
+SR_NOTE = (
+    "Tool SR, P/O/L/C-SR, Leaf SR and Root SR are pytest-gta's reading of the GTA-2 board's "
+    "columns (docs/metrics.md), not the official code's, until checked against published numbers"
+)
+WorkflowOutcome = Literal["passed", "failed", "error", "skipped"]
+
+
+class Checkpoint(Doc):
+    """One node of the task's checkpoint tree as the judge scored it."""
+
+    path: str
+    """Its place: ``""`` for the root, ``"2.1"`` for the first child of the second child."""
+    id: str
+    """The node's ``id`` (``unknown`` where it has none)."""
+    depth: int = Field(ge=0)
+    leaf: bool
+    """Leaves are judged; internal nodes are the weighted mean of their children."""
+    requirement: str
+    """The requirement as the prompt shows it (internal and root requirements are not judged)."""
+    weight: float | None
+    """Its weight in its parent's mean (``None`` where it is not a number)."""
+    score: float | None
+    """0-10; ``None`` where the walk failed before reaching it."""
+    analysis: str | None = omitted()
+    """The judge's analysis (leaves)."""
+    parsed: str | None = omitted()
+    """How the reply was read: ``json``, ``regex`` (the first number) or ``none`` (scored 0)."""
+    succeeded: bool | None = omitted()
+    """Whether its score reached the threshold (leaves)."""
+
+
+class JudgeCall(Doc):
+    """One call to the judge: what was asked, what was sent, what came back."""
+
+    prompt: str
+    files: list[dict[str, str]]
+    """Each attached file's name and what became of it (``input_file``, ``input_image``,
+    ``note`` for audio, ``frames:N`` for video, ``skipped``, ``not uploaded``)."""
+    reply: str
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    cached: bool
+    duration: float = Field(ge=0)
+    error: str | None = omitted()
+
+
+class WorkflowCase(Doc):
+    """One GTA-Workflow task: its deliverable and the judge's scores."""
+
+    id: str
+    """``workflow-<task id>`` (``@epochN`` when repeated): the end of its node id."""
+    task_id: str
+    nodeid: str
+    epoch: int | None = Field(default=None, ge=0, lt=2**31)
+    outcome: WorkflowOutcome
+    root_score: float | None
+    """The official score, 0-10 (``None`` when the judge failed: left out of the mean)."""
+    passed: bool
+    """Whether the root score reached the threshold (the test's verdict)."""
+    message: str
+    producer: str
+    """Where the deliverable came from: ``evalpack``, ``model`` or ``agent``."""
+    final_answer: str
+    """The final answer the judge was shown (``(empty)`` when there was none)."""
+    deliverables: list[str]
+    """The deliverable files' names, in the order the judge got them."""
+    checkpoints: list[Checkpoint]
+    judge_calls: list[JudgeCall]
+    judge_error: str | None = omitted()
+    """The exception that failed the judging (the task is left out of the mean)."""
+    tool_calls: int = Field(ge=0)
+    tool_call_errors: int = Field(ge=0)
+    tools: list[str] = Field(default_factory=list)
+    """The tools the run called, in first-call order."""
+    categories: list[str]
+    """Tool categories the task involves (reference calls, else the run's calls)."""
+    duration: float | None = Field(ge=0)
+    usage: CaseUsage | None = None
+    """The model's calls (own loop or agent's proxy)."""
+    judge_usage: CaseUsage | None = None
+    properties: dict[str, Scalar] = Field(default_factory=dict)
+
+
+class WorkflowTable(Doc):
+    """The board's Workflow table for this run (percentages; root score 0-10)."""
+
+    tool_sr: float | None
+    p_sr: float | None
+    o_sr: float | None
+    l_sr: float | None
+    c_sr: float | None
+    root_score: float | None
+    """The official mean root score over the tasks the judge scored."""
+    leaf_sr: float | None
+    root_sr: float | None
+    tasks: int = Field(ge=0)
+    scored: int = Field(ge=0)
+    """Tasks with a root score (the mean's denominator)."""
+    judge_errors: int = Field(ge=0)
+    leaves: int = Field(ge=0)
+    tool_calls: int = Field(ge=0)
+    category_tasks: dict[str, int]
+    """Tasks per tool category (the P/O/L/C-SR denominators)."""
+
+
+class JudgeInfo(Doc):
+    """Who judged and how."""
+
+    model: str
+    api: str
+    official: bool
+    """Whether the official protocol was used (the Responses API with uploads)."""
+    base_url: str | None
+    threshold: float
+
+
+class WorkflowReport(Doc):
+    """A GTA-Workflow run: settings, the table, every case."""
+
+    kind: Literal["gta-workflow-report"] = KIND
+    schema_version: int = SCHEMA_VERSION
+    model: str
+    label: str | None = omitted()
+    dataset: str
+    judge: JudgeInfo
+    metrics: WorkflowTable
+    sr_note: str = SR_NOTE
+    judge_usage: CaseUsage
+    cases: list[WorkflowCase]
+
+
+def dump_workflow_report(report: WorkflowReport) -> str:
+    """The report's JSON text (strict JSON: no NaN)."""
+    return json.dumps(report.to_json_value(), indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def load_workflow_report(path: Path) -> WorkflowReport:
+    """Read a Workflow report written by :func:`dump_workflow_report`.
+
+    Raises:
+        GtaUsageError: missing, not JSON, or not a Workflow report of this version.
+    """
+    try:
+        data = jsonsafe.read_json(path)
+    except FileNotFoundError:
+        raise GtaUsageError(f"{path}: no such file") from None
+    except jsonsafe.JsonInputError as exc:
+        raise GtaUsageError(f"{path}: {exc}") from None
+    try:
+        return WorkflowReport.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise GtaUsageError(
+            f"{path}: not a GTA-Workflow report ({where}: {first['msg']})"
+        ) from None

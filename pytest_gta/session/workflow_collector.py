@@ -1,0 +1,144 @@
+"""The controller's side of a GTA-Workflow run: gather the judged tasks, print and write them.
+
+Like :class:`~pytest_gta.session.collector.GtaCollector` for atomic runs: each case's JSON
+arrives on its setup report (``user_properties``, :data:`DETAIL_KEY`), from this process or an
+xdist worker alike, so ``-n 0`` and ``-n 8`` give the same numbers; the table is computed
+here only, once every case is in.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from pytest_gta.files import write_atomic
+from pytest_gta.options import GtaSettings
+from pytest_gta.outward import clean_text, mask_url
+from pytest_gta.report.workflow import table_lines
+from pytest_gta.results.case import CaseUsage
+from pytest_gta.results.workflow import (
+    JudgeInfo,
+    WorkflowCase,
+    WorkflowReport,
+    dump_workflow_report,
+)
+from pytest_gta.scoring.workflow import workflow_table
+from pytest_gta.session.keys import DETAIL_KEY
+
+#: Where a Workflow case's id ends its node id (``gta::test_workflow[workflow-3]``).
+CASE_PREFIX = "workflow-"
+
+
+class WorkflowCollector:
+    """Gathers the cases' results on the controller and reports the run."""
+
+    def __init__(self, config: pytest.Config, settings: GtaSettings, dataset: str) -> None:
+        self.config = config
+        self.settings = settings
+        self.dataset = dataset
+        self.cases: dict[str, WorkflowCase] = {}
+        self.report: WorkflowReport | None = None
+        self.write_errors: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Take the case's JSON from its setup report; pytest's outcome overrides on failure."""
+        for name, value in report.user_properties:
+            if name == DETAIL_KEY and isinstance(value, str):
+                try:
+                    case = WorkflowCase.model_validate(json.loads(value))
+                except (ValueError, ValidationError):
+                    continue
+                case.nodeid = report.nodeid
+                self.cases[report.nodeid] = case
+        known = self.cases.get(report.nodeid)
+        if known is None or report.passed:
+            return
+        if report.skipped and report.when == "setup":
+            known.outcome = "skipped"
+        elif report.failed and report.when != "call":
+            known.outcome = "error"
+
+    def build(self) -> WorkflowReport:
+        """The run's report from the cases in, in node order."""
+        settings = self.settings
+        flow = settings.workflow
+        cases = [self.cases[k] for k in sorted(self.cases, key=_order)]
+        usage = CaseUsage(input_tokens=0, output_tokens=0, calls=0, cached_calls=0)
+        for case in cases:
+            used = case.judge_usage
+            if used is not None:
+                usage = CaseUsage(
+                    input_tokens=usage.input_tokens + used.input_tokens,
+                    output_tokens=usage.output_tokens + used.output_tokens,
+                    calls=usage.calls + used.calls,
+                    cached_calls=usage.cached_calls + used.cached_calls,
+                )
+        return WorkflowReport(
+            model=settings.model.name or "",
+            label=settings.report.label,
+            dataset=self.dataset,
+            judge=JudgeInfo(
+                model=flow.judge_model,
+                api=flow.api,
+                official=flow.api == "responses",
+                base_url=mask_url(flow.base_url) if flow.base_url else None,
+                threshold=flow.threshold,
+            ),
+            metrics=workflow_table(cases, flow.threshold),
+            judge_usage=usage,
+            cases=cases,
+        )
+
+    def finish(self, session: pytest.Session) -> None:
+        """Build the report, add the suite's JUnit properties and write ``--gta-report``."""
+        if not self.cases:
+            return
+        report = self.report = self.build()
+        _junit(self.config, report)
+        path = self.settings.report.json
+        if path is not None:
+            try:
+                write_atomic(Path(path), dump_workflow_report(report))
+            except OSError as exc:
+                self.write_errors.append(f"{path}: {exc.strerror or exc}")
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """The Workflow table, then where the report went."""
+        if self.report is None:
+            return
+        terminalreporter.write_sep("=", "GTA-Workflow results")
+        for line in table_lines(self.report):
+            terminalreporter.write_line(clean_text(line))
+        path = self.settings.report.json
+        if path is not None and not self.write_errors:
+            terminalreporter.write_line(f"report written to {path}")
+        for error in self.write_errors:
+            terminalreporter.write_line(f"pytest-gta: could not write {error}", red=True)
+
+
+def _order(nodeid: str) -> tuple[int, str]:
+    tail = nodeid.rpartition(CASE_PREFIX)[2].rstrip("]")
+    head = tail.partition("@")[0]
+    return (int(head), tail) if head.isdigit() else (1 << 62, tail)
+
+
+def _junit(config: pytest.Config, report: WorkflowReport) -> None:
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # a pytest without it: the JSON report has the same numbers
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    metrics = report.metrics
+    for name in ("root_score", "root_sr", "leaf_sr", "tool_sr", "p_sr", "o_sr", "l_sr", "c_sr"):
+        value = getattr(metrics, name)
+        if value is not None:
+            xml.add_global_property(f"gta_workflow_{name}", round(value, 4))
+    xml.add_global_property("gta_judge", report.judge.model)
+    xml.add_global_property("gta_judge_official", report.judge.official)

@@ -1,0 +1,309 @@
+"""A GTA-Workflow run's session: tasks as cases, each produced, judged and reported.
+
+:func:`make_session` gives the plugin a :class:`WorkflowSession` when ``--gta-data`` is a
+GTA-Workflow dataset (``end.json``), else the atomic :class:`GtaSession`. The Workflow session
+keeps the atomic one's services (the model, the cache, the agent's sandbox, signals) and
+replaces what is about atomic queries: the cases (``gta::test_workflow[workflow-3]``), how one
+runs (:mod:`pytest_gta.run.workflow`) and the controller's report
+(:class:`~pytest_gta.session.workflow_collector.WorkflowCollector`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gta import signals
+from pytest_gta.case import EPOCH_TAG, MarkRegistry, mark_name
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.evalpack import PREFIX as EVALPACK
+from pytest_gta.evalpack import PackTask, read_pack
+from pytest_gta.judge.client import BaseJudge, ChatJudge, ResponsesJudge, judge_base_url, judge_key
+from pytest_gta.options import GtaSettings
+from pytest_gta.outward import install_log_filter, register_run_secrets, register_secret
+from pytest_gta.results.workflow import WorkflowCase
+from pytest_gta.run.workflow import Deliverable, judged_case
+from pytest_gta.session import xdist
+from pytest_gta.session.gta_session import GtaSession, make_model_builtin, make_tool_builtin
+from pytest_gta.session.keys import DETAIL_KEY, report_only
+from pytest_gta.session.workflow_agents import WorkflowProducers
+from pytest_gta.session.workflow_collector import CASE_PREFIX, WorkflowCollector
+from pytest_gta.workflow_data import WorkflowDataset, WorkflowTask, is_workflow_dir, load_workflow
+
+__all__ = [
+    "GtaSession",
+    "WorkflowSession",
+    "make_model_builtin",
+    "make_session",
+    "make_tool_builtin",
+]
+
+SUITE = Path(__file__).resolve().parent.parent / "suite_workflow.py"
+COLLECTOR = "gta-workflow-collector"
+#: The Workflow session of a pytest session (what the bundled Workflow suite asks).
+CURRENT = pytest.StashKey["WorkflowSession"]()
+
+
+def current(config: pytest.Config) -> WorkflowSession:
+    """The Workflow session of ``config``.
+
+    Raises:
+        pytest.UsageError: the run is not on a GTA-Workflow dataset.
+    """
+    session = config.stash.get(CURRENT, None)
+    if session is None:
+        raise pytest.UsageError(
+            "gta_task is parametrized by pytest-gta on a GTA-Workflow dataset (--gta-data "
+            "naming a directory with end.json); it cannot be used otherwise"
+        )
+    return session
+
+
+def make_session(config: pytest.Config, settings: GtaSettings, marks: MarkRegistry) -> GtaSession:
+    """The run's session: a Workflow one on a GTA-Workflow dataset, else the atomic one."""
+    path = settings.data.path
+    if path is not None and is_workflow_dir(path):
+        return WorkflowSession(config, settings, marks)
+    return GtaSession(config, settings, marks)
+
+
+@dataclass(frozen=True)
+class WorkflowCaseParam:
+    """One pytest case of a Workflow run: a task, in one epoch."""
+
+    task: WorkflowTask
+    epoch: int = 0
+    repeated: bool = False
+
+    @property
+    def id(self) -> str:
+        """``workflow-<task id>``, with ``@epochN`` when the run repeats cases."""
+        base = f"{CASE_PREFIX}{self.task.task_id}"
+        return f"{base}{EPOCH_TAG}{self.epoch}" if self.repeated else base
+
+
+class WorkflowSession(GtaSession):
+    """The session of a run on a GTA-Workflow dataset."""
+
+    suite = SUITE
+    fixture = "gta_task"
+
+    def __init__(self, config: pytest.Config, settings: GtaSettings, marks: MarkRegistry) -> None:
+        super().__init__(config, settings, marks)
+        self.workflow_collector: WorkflowCollector | None = None
+        self._dataset: WorkflowDataset | None = None
+        self._pack: dict[str, PackTask] | None = None
+        self.producers = WorkflowProducers(self.state)
+        config.stash[CURRENT] = self
+
+    # -- start and stop ------------------------------------------------------------------------
+    def dataset(self) -> WorkflowDataset:
+        """The Workflow dataset, loaded once (a usage error names the file and the task)."""
+        if self._dataset is None:
+            path = self.state.settings.data.path
+            assert path is not None  # make_session chose this class for a dataset path
+            try:
+                self._dataset = load_workflow(path)
+            except GtaUsageError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self._dataset
+
+    def pack(self) -> dict[str, PackTask] | None:
+        """The eval pack of ``--gta-model=evalpack:PACK.json``, or ``None`` for other models."""
+        name = self.state.settings.model.name or ""
+        if not name.startswith(EVALPACK):
+            return None
+        if self._pack is None:
+            raw = Path(name.removeprefix(EVALPACK)).expanduser()
+            path = raw if raw.is_absolute() else self.state.settings.invocation_dir / raw
+            try:
+                self._pack = read_pack(path)
+            except GtaUsageError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self._pack
+
+    def start(self) -> None:
+        """Validate the data, the pack and the judge; register the controller's collector."""
+        config = self.config
+        install_log_filter()
+        xdist.announce_worker(config)
+        signals.install(config, self.halt, worker=xdist.is_worker(config))
+        self.state.ledger_path = xdist.ledger_from_controller(config)
+        register_run_secrets([self.state.settings.workflow.base_url or ""])
+        if judge_key():
+            register_secret(judge_key(), "the judge's key")
+        dataset = self.dataset()
+        if self.pack() is None:
+            self.producers.check()
+        if xdist.is_worker(config):
+            return
+        self.workflow_collector = WorkflowCollector(config, self.state.settings, str(dataset.root))
+        config.pluginmanager.register(self.workflow_collector, COLLECTOR)
+
+    def unconfigure(self) -> None:
+        """Unregister the collector, then what the atomic session stops."""
+        plugin = self.workflow_collector
+        if plugin is not None and self.config.pluginmanager.is_registered(plugin):
+            self.config.pluginmanager.unregister(plugin)
+        super().unconfigure()
+
+    # -- the terminal --------------------------------------------------------------------------
+    def header(self) -> list[str]:
+        """The dataset, where deliverables come from, and the judge."""
+        settings = self.state.settings
+        flow = settings.workflow
+        dataset = self.dataset()
+        official = "official protocol" if flow.api == "responses" else "chat: NOT the official"
+        lines = [
+            f"gta: GTA-Workflow: model {settings.model.name}, dataset {dataset.root} "
+            f"({len(dataset)} tasks, {settings.data.source})",
+            f"gta: judge {flow.judge_model} ({official} protocol) at "
+            f"{judge_base_url(flow.base_url) or 'the OpenAI API'}; SR threshold {flow.threshold:g}",
+        ]
+        lines += self.producers.header_lines(self.pack() is not None)
+        return lines
+
+    # -- collection ----------------------------------------------------------------------------
+    def params(self) -> list[Any]:
+        """No atomic case in a Workflow run."""
+        return []
+
+    def workflow_params(self) -> list[Any]:
+        """``gta_task``'s parameters: the selected tasks (times the epochs), with their marks."""
+        cases = self.state.settings.cases
+        tasks = self.dataset().select(cases.ids, cases.limit)
+        repeated = cases.epochs > 1
+        params = []
+        for task in tasks:
+            for epoch in range(cases.epochs):
+                param = WorkflowCaseParam(task, epoch, repeated)
+                marks = ["gta", "gta_workflow", *(f"gta_category_{c}" for c in task.categories)]
+                marks += [mark_name("gta_tool", t) for t in task.reference_tools]
+                for mark in marks:
+                    self.state.register_mark(mark)
+                params.append(
+                    pytest.param(param, id=param.id, marks=[getattr(pytest.mark, m) for m in marks])
+                )
+        return params
+
+    def rerun_regressions(self, items: list[pytest.Item]) -> None:
+        """Workflow runs have no baseline comparison yet: every selected case runs."""
+
+    def keep_shard(self, session: pytest.Session) -> None:
+        """``--gta-shard=K/N``: every N-th task, from the K-th (tasks are alike in size)."""
+        shard = self.state.settings.cases.shard
+        if shard is None:
+            return
+        ids = sorted({_task_of(item) for item in session.items} - {None}, key=str)
+        mine = {tid for i, tid in enumerate(ids) if i % shard.total == shard.index - 1}
+        kept = [i for i in session.items if _task_of(i) in mine]
+        dropped = [i for i in session.items if i not in kept]
+        if dropped:
+            session.items[:] = kept
+            session.config.hook.pytest_deselected(items=dropped)
+
+    # -- running -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def running_ahead(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        """Workflow cases run one at a time per process."""
+        yield
+
+    def make_judge(self) -> BaseJudge:
+        """A judge client for one case (its own call log), sharing the response cache."""
+        flow = self.state.settings.workflow
+        kind = ResponsesJudge if flow.api == "responses" else ChatJudge
+        return kind(
+            flow.judge_model,
+            judge_base_url(flow.base_url),
+            judge_key(),
+            self.state.response_cache(),
+        )
+
+    def produce(self, param: WorkflowCaseParam, workdir: Path) -> Deliverable:
+        """The deliverable of a task: from the pack, the agent, or the project's loop."""
+        task = param.task
+        pack = self.pack()
+        if pack is not None:
+            entry = pack.get(task.task_id)
+            if entry is None:
+                pytest.skip(f"{param.id}: the eval pack has no task {task.task_id}")
+            return Deliverable(
+                origin_prompt=entry.origin_prompt,
+                trace=entry.trace,
+                files=entry.files,
+                tree=entry.tree,
+                producer="evalpack",
+            )
+        return self.producers.produce(task, param.epoch, workdir, self.dataset())
+
+    def run_task(self, request: pytest.FixtureRequest, param: WorkflowCaseParam) -> WorkflowCase:
+        """``gta_workflow_result``: produce, judge, put the case on its report."""
+        started = time.perf_counter()
+        workdir = Path(self.state.output_dir()) / param.id
+        workdir.mkdir(parents=True, exist_ok=True)
+        epoch = param.epoch if param.repeated else None
+        identity = [
+            ("gta_task_id", param.task.task_id),
+            ("gta_model", self.state.settings.model.name),
+        ]
+        request.node.user_properties.extend(identity)
+        deliverable = self.produce(param, workdir)
+        case = judged_case(
+            case_id=param.id,
+            task_id=param.task.task_id,
+            nodeid=request.node.nodeid,
+            epoch=epoch,
+            task=param.task,
+            deliverable=deliverable,
+            make_judge=self.make_judge,
+            threshold=self.state.settings.workflow.threshold,
+            started=started,
+        )
+        props: list[tuple[str, Any]] = [
+            ("gta_root_score", case.root_score),
+            ("gta_passed", case.passed),
+            ("gta_producer", case.producer),
+            ("gta_judge_calls", len(case.judge_calls)),
+        ]
+        if case.judge_error:
+            props.append(("gta_judge_error", case.judge_error))
+        props += [
+            (f"gta_checkpoint_{c.path.replace('.', '_') or 'root'}", c.score)
+            for c in case.checkpoints
+        ]
+        request.node.user_properties.extend(props)
+        case.properties = {k: v for k, v in [*identity, *props] if _scalar(v)}
+        report_only(request.node).append((DETAIL_KEY, case.model_dump_json()))
+        return case
+
+    # -- the end -------------------------------------------------------------------------------
+    def finish(self, session: pytest.Session) -> None:
+        """Close the agent's services; on the controller, build and write the report."""
+        self.state.close_agent_services()
+        if self.workflow_collector is not None:
+            self.workflow_collector.finish(session)
+
+    def unwritable(self, session: pytest.Session, exc: OSError) -> bool:
+        """Another plugin's file could not be written: an error after the table."""
+        if self.workflow_collector is None:
+            return False
+        self.workflow_collector.write_errors.append(f"{exc.filename}: {exc.strerror or exc}")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return True
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, bool, int, float))
+
+
+def _task_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    param = callspec.params.get("gta_task") if callspec is not None else None
+    return param.task.task_id if isinstance(param, WorkflowCaseParam) else None
