@@ -46,8 +46,9 @@ __all__ = [
 
 SUITE = Path(__file__).resolve().parent.parent / "suite_workflow.py"
 COLLECTOR = "gta-workflow-collector"
-#: The Workflow session of a pytest session (what the bundled Workflow suite asks).
-CURRENT = pytest.StashKey["WorkflowSession"]()
+#: The plugin name the Workflow session is registered under, for the bundled Workflow suite
+#: (a test module, found again by name: pytester's in-process runs re-import this module).
+CURRENT = "gta-workflow-session"
 
 
 def current(config: pytest.Config) -> WorkflowSession:
@@ -56,13 +57,13 @@ def current(config: pytest.Config) -> WorkflowSession:
     Raises:
         pytest.UsageError: the run is not on a GTA-Workflow dataset.
     """
-    session = config.stash.get(CURRENT, None)
-    if session is None:
+    session = config.pluginmanager.get_plugin(CURRENT)
+    if not hasattr(session, "workflow_params"):
         raise pytest.UsageError(
             "gta_task is parametrized by pytest-gta on a GTA-Workflow dataset (--gta-data "
             "naming a directory with end.json); it cannot be used otherwise"
         )
-    return session
+    return session  # type: ignore[no-any-return]
 
 
 def make_session(config: pytest.Config, settings: GtaSettings, marks: MarkRegistry) -> GtaSession:
@@ -100,7 +101,8 @@ class WorkflowSession(GtaSession):
         self._dataset: WorkflowDataset | None = None
         self._pack: dict[str, PackTask] | None = None
         self.producers = WorkflowProducers(self.state)
-        config.stash[CURRENT] = self
+        if not config.pluginmanager.has_plugin(CURRENT):
+            config.pluginmanager.register(self, CURRENT)
 
     # -- start and stop ------------------------------------------------------------------------
     def dataset(self) -> WorkflowDataset:
@@ -148,9 +150,9 @@ class WorkflowSession(GtaSession):
 
     def unconfigure(self) -> None:
         """Unregister the collector, then what the atomic session stops."""
-        plugin = self.workflow_collector
-        if plugin is not None and self.config.pluginmanager.is_registered(plugin):
-            self.config.pluginmanager.unregister(plugin)
+        for plugin in (self.workflow_collector, self):
+            if plugin is not None and self.config.pluginmanager.is_registered(plugin):
+                self.config.pluginmanager.unregister(plugin)
         super().unconfigure()
 
     # -- the terminal --------------------------------------------------------------------------
@@ -159,7 +161,7 @@ class WorkflowSession(GtaSession):
         settings = self.state.settings
         flow = settings.workflow
         dataset = self.dataset()
-        official = "official protocol" if flow.api == "responses" else "chat: NOT the official"
+        official = "official" if flow.api == "responses" else "chat: NOT the official"
         lines = [
             f"gta: GTA-Workflow: model {settings.model.name}, dataset {dataset.root} "
             f"({len(dataset)} tasks, {settings.data.source})",

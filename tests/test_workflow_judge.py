@@ -1,0 +1,104 @@
+"""GTA-Workflow judged as the official scorer judges it: same scores, same requests, same order.
+
+``tests/data/workflow/official_scores*.json`` hold what ``agent_app_eval/score_with_gpt52.py``
+(open-compass/GTA at 37c2b60) produced for the two eval packs against the scripted judge
+(``benchmarks/official_workflow_judge.py`` wrote them). Here the plugin scores the same packs
+against the same scripted server, black-box through pytest, and must give every task the same
+root score (or the same failure) and send the same uploads and Responses calls in order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.official_workflow_judge import recorded_requests
+from tests.helpers.gta_run import XDIST, gta
+from tests.helpers.judge_server import JudgeServer
+from tests.helpers.paths import ROOT
+
+DATA = ROOT / "tests" / "data" / "workflow"
+SAMPLE = ROOT / "fixtures" / "gta_workflow_sample"
+PACKS = {"pack.json": "official_scores.json", "pack_edge.json": "official_scores_edge.json"}
+
+
+def _official(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((DATA / PACKS[name]).read_text(encoding="utf-8"))
+    return loaded
+
+
+def _run(pytester: pytest.Pytester, pack: str, *extra: str) -> tuple[Any, JudgeServer, Path]:
+    server = JudgeServer.from_script(DATA / "judge_script.json").start()
+    junit = pytester.path / "junit.xml"
+    try:
+        run = gta(
+            pytester,
+            f"--gta-data={SAMPLE}",
+            f"--gta-model=evalpack:{DATA / pack}",
+            "--gta-judge=openai/gpt-5.2",
+            f"--gta-judge-base-url={server.base_url}",
+            "--gta-concurrency=1",
+            "--gta-cache=off",
+            f"--junitxml={junit}",
+            *extra,
+        )
+    finally:
+        server.stop()
+    return run, server, junit
+
+
+@pytest.mark.parametrize("pack", sorted(PACKS))
+def test_root_scores_and_requests_match_the_official_scorer(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pack: str
+) -> None:
+    monkeypatch.setenv("EVAL_OPENAI_API_KEY", "sk-test-judge-key-0123456789")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    official = _official(pack)
+    run, server, junit = _run(pytester, pack)
+    report = json.loads(run.report_path.read_text(encoding="utf-8"))
+    cases = {c["task_id"]: c for c in report["cases"]}
+    for tid, expected in official["tasks"].items():
+        case = cases[tid]
+        if expected["status"] == "ok":
+            assert case["root_score"] is not None and math.isclose(
+                case["root_score"], expected["score"], rel_tol=0, abs_tol=1e-12
+            ), (tid, case["root_score"], expected["score"])
+            leaves = [(c["score"], c["analysis"]) for c in case["checkpoints"] if c["leaf"]]
+            assert leaves == [(n["score"], f"{n['analysis']}") for n in expected["nodes"]], tid
+        else:
+            assert case["root_score"] is None and case["outcome"] == "error", tid
+            assert case["judge_error"] == expected["error"], tid
+    mean = official["summary"]["mean_ok_score"]
+    got = report["metrics"]["root_score"]
+    assert (mean is None and got is None) or math.isclose(got, mean, abs_tol=1e-12)
+    unconverted = {r["sha256"] for r in official["requests"] if r.get("sha256")}
+    assert recorded_requests(server, unconverted) == official["requests"]
+    # JUnit: each case's root score as the contract's property, the mean on the suite.
+    tree = ET.parse(junit)
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in tree.iter("testcase")
+    }
+    for tid, expected in official["tasks"].items():
+        got_prop = props[f"test_workflow[workflow-{tid}]"]["gta_root_score"]
+        if expected["status"] == "ok":
+            assert math.isclose(float(got_prop), expected["score"], abs_tol=1e-9)
+    # The judge's key reaches no file the run wrote.
+    for path in pytester.path.rglob("*"):
+        if path.is_file():
+            assert b"sk-test-judge-key-0123456789" not in path.read_bytes(), path
+
+
+def test_xdist_gives_the_same_scores(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    official = _official("pack.json")
+    run, _, _ = _run(pytester, "pack.json", *XDIST)
+    report = json.loads(run.report_path.read_text(encoding="utf-8"))
+    scores = {c["task_id"]: c["root_score"] for c in report["cases"]}
+    for tid, expected in official["tasks"].items():
+        assert scores[tid] == expected["score"], tid
