@@ -113,7 +113,8 @@ def install_stubs(root: Path) -> None:
 
 def load_by_path(name: str, path: Path) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None, path
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot import {path}")
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[name] = loaded
     spec.loader.exec_module(loaded)
@@ -144,7 +145,7 @@ def deliverable_hashes(pack_dir: Path) -> set[str]:
 
 
 def recorded_requests(judge: JudgeServer, unconverted: set[str]) -> list[dict[str, Any]]:
-    names = {u.file_id: u.filename for u in judge.uploads() if u.file_id}
+    names = {u.file_id: u.filename for u in judge.uploads() if u.file_id is not None}
     out: list[dict[str, Any]] = []
     for request in judge.requests:
         if isinstance(request, Upload):
@@ -177,7 +178,7 @@ def recorded_requests(judge: JudgeServer, unconverted: set[str]) -> list[dict[st
     return out
 
 
-def block(content: dict[str, Any], names: dict[str | None, str]) -> dict[str, Any]:
+def block(content: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     if "file_id" not in content:
         return dict(content)
     rest = {k: v for k, v in content.items() if k != "file_id"}

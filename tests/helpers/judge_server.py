@@ -297,12 +297,12 @@ def _handler_for(judge: JudgeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+        def log_message(self, format: str, *args: Any) -> None:
             """Keep the test output quiet."""
 
         def read_body(self) -> bytes:
             if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                chunks = []
+                chunks: list[bytes] = []
                 while True:
                     size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                     if size == 0:
