@@ -212,14 +212,18 @@ class Dataset:
         return chosen
 
 
-def bundled_sample_path() -> Path:
-    """Location of the sample dataset shipped with the package.
+def bundled_sample_path(kind: str = "atomic") -> Path:
+    """Location of a sample dataset shipped with the package (``atomic`` or ``workflow``).
 
-    Wheels carry it inside the package (``pytest_gta/_sample``); an editable install or a source
-    checkout reads ``fixtures/gta_sample`` next to the package.
+    Wheels carry it inside the package (``pytest_gta/_sample``, ``_workflow_sample``); an
+    editable install or a source checkout reads ``fixtures/gta_sample`` (or
+    ``fixtures/gta_workflow_sample``) next to the package.
     """
     here = Path(__file__).resolve().parent
-    packaged = here / "_sample"
-    if (packaged / "dataset.json").is_file():
+    inside, outside, marker = ("_sample", "gta_sample", "dataset.json")
+    if kind == "workflow":
+        inside, outside, marker = ("_workflow_sample", "gta_workflow_sample", "end.json")
+    packaged = here / inside
+    if (packaged / marker).is_file():
         return packaged
-    return here.parent / "fixtures" / "gta_sample"
+    return here.parent / "fixtures" / outside

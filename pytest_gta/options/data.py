@@ -32,6 +32,8 @@ DATASET_NAME = "gta_dataset"
 DATA_DIR_DEFAULT_SOURCE = f"{DATA_DIR_DEFAULT}/ under the rootdir"
 #: ``--gta-data=sample``: the 17-query sample shipped with the plugin.
 SAMPLE_KEYWORD = "sample"
+#: ``--gta-data``'s name for the bundled GTA-Workflow sample.
+WORKFLOW_SAMPLE_KEYWORD = "workflow-sample"
 #: The data source of a self-check (or model-less) run that fell back to the sample.
 SAMPLE_FALLBACK = "bundled sample: no dataset installed in"
 
@@ -133,6 +135,8 @@ def settings(config: pytest.Config, model: str | None) -> DataSettings:
     """The dataset of a run of ``model``: named, installed, or (a self-check) the sample."""
     data_dir, data_dir_source = resolve_data_dir(config)
     named = resolve(config, DATA)
+    if named.value == WORKFLOW_SAMPLE_KEYWORD:
+        return DataSettings(bundled_sample_path("workflow"), "bundled Workflow sample", data_dir)
     if named.value == SAMPLE_KEYWORD:
         return DataSettings(bundled_sample_path(), "bundled sample", data_dir)
     if named.value is not None:

@@ -24,6 +24,7 @@ from pytest_gta.case import EPOCH_TAG, MarkRegistry, mark_name
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.evalpack import PREFIX as EVALPACK
 from pytest_gta.evalpack import PackTask, read_pack
+from pytest_gta.flags import OPT_DATA
 from pytest_gta.judge.client import BaseJudge, ChatJudge, ResponsesJudge, judge_base_url, judge_key
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import install_log_filter, register_run_secrets, register_secret
@@ -58,12 +59,12 @@ def current(config: pytest.Config) -> WorkflowSession:
         pytest.UsageError: the run is not on a GTA-Workflow dataset.
     """
     session = config.pluginmanager.get_plugin(CURRENT)
-    if not hasattr(session, "workflow_params"):
+    if not isinstance(session, WorkflowSession):
         raise pytest.UsageError(
-            "gta_task is parametrized by pytest-gta on a GTA-Workflow dataset (--gta-data "
+            f"gta_task is parametrized by pytest-gta on a GTA-Workflow dataset ({OPT_DATA} "
             "naming a directory with end.json); it cannot be used otherwise"
         )
-    return session  # type: ignore[no-any-return]
+    return session
 
 
 def make_session(config: pytest.Config, settings: GtaSettings, marks: MarkRegistry) -> GtaSession:
