@@ -9,6 +9,7 @@ here only, once every case is in.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,14 +99,27 @@ class WorkflowCollector:
         if not self.cases:
             return
         report = self.report = self.build()
+        self.comparisons(report)
         _junit(self.config, report)
-        path = self.settings.report.json
-        if path is not None:
+        for path, render in [(self.settings.report.json, dump_workflow_report), *self.renderers()]:
+            if path is None:
+                continue
             try:
-                write_atomic(Path(path), dump_workflow_report(report))
+                write_atomic(Path(path), render(report))
             except OSError as exc:
                 self.write_errors.append(f"{path}: {exc.strerror or exc}")
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        self.judge_gates(report, session)
+
+    def renderers(self) -> list[tuple[Path | None, Callable[[WorkflowReport], str]]]:
+        """The other files a run writes (``--gta-report-md``, ``--gta-report-html``)."""
+        return []
+
+    def comparisons(self, report: WorkflowReport) -> None:
+        """Leaderboard rows and the baseline, added to ``report`` before it is written."""
+
+    def judge_gates(self, report: WorkflowReport, session: pytest.Session) -> None:
+        """``--gta-fail-under`` and ``--gta-fail-on-regression`` on a Workflow run."""
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """The Workflow table, then where the report went."""
