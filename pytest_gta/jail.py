@@ -122,6 +122,8 @@ class JobOutcome:
     timed_out: bool = False
     #: The scratch directory as the agent saw it (``{answer_file}``'s directory).
     workdir: str = ""
+    #: The files the agent left in ``{deliverables_dir}``: ``(relative path, bytes)``.
+    deliverables: list[tuple[str, bytes]] = field(default_factory=list)
 
 
 class Jail(Protocol):

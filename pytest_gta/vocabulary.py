@@ -68,7 +68,8 @@ def tool_category(name: str) -> str:
 
 #: What a ``--gta-agent-command`` template may name (docs/options.md lists them): the case's MCP
 #: URL, the query file, the recording proxy's OpenAI and Anthropic base URLs, the model id, the
-#: file an answer may be written to (``output_file`` is another name of it), the case's id.
+#: file an answer may be written to (``output_file`` is another name of it), the case's id, and
+#: the directory whose files are the case's deliverables (GTA-Workflow).
 AGENT_PLACEHOLDERS = (
     "mcp_url",
     "query_file",
@@ -78,6 +79,7 @@ AGENT_PLACEHOLDERS = (
     "answer_file",
     "output_file",
     "case_id",
+    "deliverables_dir",
 )
 #: Seconds one case's agent may run before its process group is stopped (``--gta-agent-timeout``).
 DEFAULT_AGENT_TIMEOUT = 600.0

@@ -115,8 +115,10 @@ def _called_tools(dialogs: Sequence[Any]) -> tuple[str, ...]:
 
 
 def _tool_names(toolmeta: Any, where: Path) -> tuple[str, ...]:
-    if not isinstance(toolmeta, list):
-        raise GtaUsageError(f"{where}: expected a list of tools (objects or names)")
+    # The official loader iterates the file: a list's entries, or an object's keys (the
+    # atomic toolmeta.json's layout, keyed by tool name).
+    if not isinstance(toolmeta, (list, dict)):
+        raise GtaUsageError(f"{where}: expected a list of tools (objects or names), or an object")
     names: list[str] = []
     for tool in toolmeta:
         name = None
@@ -180,4 +182,5 @@ def load_workflow(path: Path) -> WorkflowDataset:
         except jsonsafe.JsonInputError as exc:
             raise GtaUsageError(f"{meta_path}: {exc}") from None
     tools = _tool_names(toolmeta, meta_path)
-    return WorkflowDataset(root, tasks, tools, tuple(toolmeta))
+    entries = tuple(toolmeta.values()) if isinstance(toolmeta, dict) else tuple(toolmeta)
+    return WorkflowDataset(root, tasks, tools, entries)

@@ -14,6 +14,7 @@ user namespaces work); where neither does, the agent runs as a plain process and
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
@@ -148,6 +149,20 @@ def shown_files(paths: Iterable[str], base: Tree) -> tuple[tuple[str, str], ...]
             if not inside and os.path.exists(target) and target not in (o[1] for o in out):
                 out.append((os.path.realpath(path), target))
     return tuple(out)
+
+
+def _deliverables(frames: Any) -> list[tuple[str, bytes]]:
+    """The launcher's ``deliverables`` frame decoded; anything malformed is left out."""
+    out: list[tuple[str, bytes]] = []
+    for item in frames if isinstance(frames, list) else ():
+        path = item.get("path") if isinstance(item, dict) else None
+        data = item.get("data") if isinstance(item, dict) else None
+        if isinstance(path, str) and isinstance(data, str):
+            try:
+                out.append((path, base64.b64decode(data, validate=True)))
+            except ValueError:
+                continue
+    return out
 
 
 def with_binds(base: Tree, extra: Iterable[tuple[str, str]]) -> Tree:
@@ -394,6 +409,7 @@ class AgentJail:
             answer_file=done.get("answer_file"),
             result=done.get("result") or {},
             workdir=workdir,
+            deliverables=_deliverables(done.get("deliverables")),
         )
 
     def _converse(self, process: subprocess.Popen[bytes], job: Job) -> dict[str, Any] | None:

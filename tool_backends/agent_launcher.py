@@ -28,6 +28,7 @@ what it got, for the report's ``settings.agent.probe``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import errno
 import fcntl
@@ -58,6 +59,11 @@ except ImportError:  # in the sandbox, which shows no package: the sibling file,
 
 #: Bytes of the agent's stdout kept as its answer (its beginning), and of stderr (its end).
 MAX_ANSWER_BYTES = 1 << 20
+#: The files and bytes of ``{deliverables_dir}`` brought back to the host (GTA-Workflow).
+MAX_DELIVERABLES = 256
+MAX_DELIVERABLE_BYTES = 32 << 20
+#: The deliverables directory's name in the agent's scratch directory.
+DELIVERABLES = "deliverables"
 STDERR_KEPT = 16 << 10
 #: Seconds the readers of the agent's output may take once every process has been killed.
 READER_JOIN_S = 5.0
@@ -223,6 +229,12 @@ def text(data: bytes | bytearray) -> str:
 
 def read_answer(path: str) -> str | None:
     """The answer file's text: a regular file, opened without following a link; else ``None``."""
+    data = _regular_bytes(path, MAX_ANSWER_BYTES)
+    return None if data is None else text(data)
+
+
+def _regular_bytes(path: str, limit: int) -> bytes | None:
+    """A regular file's first ``limit`` bytes, opened without following a link; else ``None``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -230,13 +242,37 @@ def read_answer(path: str) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        chunks, left = [], MAX_ANSWER_BYTES
+        chunks, left = [], limit
         while left > 0 and (chunk := os.read(fd, min(left, 65536))):
             chunks.append(chunk)
             left -= len(chunk)
-        return text(b"".join(chunks))
+        return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_deliverables(directory: str) -> list[dict[str, str]]:
+    """The files the agent left in ``{deliverables_dir}``: relative path and base64 bytes.
+
+    Regular files only (links and devices are not followed), at most
+    :data:`MAX_DELIVERABLES` of them and :data:`MAX_DELIVERABLE_BYTES` in all; what is over
+    is left out (the host sees only what came back).
+    """
+    found: list[dict[str, str]] = []
+    left = MAX_DELIVERABLE_BYTES
+    for here, directories, files in os.walk(directory, followlinks=False):
+        directories.sort()
+        for name in sorted(files):
+            if len(found) >= MAX_DELIVERABLES or left <= 0:
+                return found
+            path = os.path.join(here, name)
+            data = _regular_bytes(path, left + 1)
+            if data is None or len(data) > left:
+                continue
+            left -= len(data)
+            relative = os.path.relpath(path, directory)
+            found.append({"path": relative, "data": base64.b64encode(data).decode("ascii")})
+    return found
 
 
 def kill_the_rest(group: int, namespace: bool) -> None:
@@ -261,6 +297,7 @@ def prepare(config: Mapping[str, Any]) -> None:
     """The scratch directory: ``tmp`` inside, the query file, owned by whom the agent runs as."""
     workdir = config["workdir"]
     os.makedirs(os.path.join(workdir, "tmp"), exist_ok=True)
+    os.makedirs(os.path.join(workdir, DELIVERABLES), exist_ok=True)
     with open(os.path.join(workdir, "query.json"), "w", encoding="utf-8") as handle:
         json.dump(config["query"], handle, ensure_ascii=False, indent=1)
     if config["identity"] == "nobody":
@@ -277,6 +314,7 @@ def case_files(config: Mapping[str, Any]) -> dict[str, str]:
         "query_file": os.path.join(workdir, "query.json"),
         "answer_file": answer,
         "output_file": answer,
+        "deliverables_dir": os.path.join(workdir, DELIVERABLES),
     }
 
 
@@ -297,6 +335,7 @@ def agent_env(config: Mapping[str, Any]) -> dict[str, str]:
         "TMPDIR": os.path.join(config["workdir"], "tmp"),
         "GTA_QUERY_FILE": files["query_file"],
         "GTA_ANSWER_FILE": files["answer_file"],
+        "GTA_DELIVERABLES_DIR": files["deliverables_dir"],
     }
 
 
@@ -384,6 +423,7 @@ def run_agent(
         done["result"] = final
     else:
         done["answer_file"] = read_answer(os.path.join(config["workdir"], config["answer_name"]))
+    done["deliverables"] = read_deliverables(os.path.join(config["workdir"], DELIVERABLES))
     return done
 
 
@@ -480,6 +520,7 @@ def make_task(names: list[str], tools: ToolClient) -> Any:
         "tool_schemas": tuple(QUERY.get("tools", ())),
         "tools": tools,
         "workdir": os.getcwd(),
+        "deliverables_dir": os.path.join(os.getcwd(), DELIVERABLES),
     }
     return TASK_CLASS[0](**{name: known.get(name) for name in names})
 

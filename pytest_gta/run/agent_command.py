@@ -137,11 +137,43 @@ class CommandAgent:
             services=services(task),
         )
         ran = self._jail.run(job)
+        save_deliverables(task.deliverables_dir, ran.deliverables)
         outcome = outcome_of(self.name, ran)
         check_exit(outcome, timeout)
         answer = ran.answer_file if ran.answer_file is not None else ran.stdout
         outcome.answer = answer.strip()
         return outcome
+
+
+def save_deliverables(directory: Path | None, files: list[tuple[str, bytes]]) -> list[Path]:
+    """Write what the agent left in ``{deliverables_dir}`` into the case's own directory.
+
+    A name that is absolute, empty or climbs out (``..``) is left out, and nothing is written
+    through a link: the directory is the harness's, the names are the agent's.
+    """
+    if directory is None:
+        return []
+    written: list[Path] = []
+    root = Path(directory)
+    for name, data in files:
+        parts = Path(name).parts
+        if not parts or Path(name).is_absolute() or any(p in ("..", ".", "") for p in parts):
+            continue
+        target = root.joinpath(*parts)
+        try:
+            for parent in reversed(target.relative_to(root).parents):
+                folder = root / parent
+                if folder.is_symlink():
+                    raise OSError(f"{folder} is a link")
+                folder.mkdir(exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(target, flags, 0o644)
+        except OSError:
+            continue
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        written.append(target)
+    return written
 
 
 def outcome_of(name: str, ran: JobOutcome) -> AgentOutcome:
@@ -207,6 +239,7 @@ class SandboxedPythonAgent:
             on_call=task.tools.call_json,
         )
         ran = self._jail.run(job)
+        save_deliverables(task.deliverables_dir, ran.deliverables)
         outcome = outcome_of(self.name, ran)
         if ran.timed_out:
             task.tools.close()

@@ -215,6 +215,9 @@ class AgentTask:
     anthropic_url: str | None = None
     #: Where a command agent's answer file goes; a scratch directory the agent may use.
     workdir: Path | None = field(default=None, compare=False)
+    #: Where the agent writes a GTA-Workflow task's deliverables (``{deliverables_dir}``; in a
+    #: sandbox, its own directory, brought back to the case's when the agent ends).
+    deliverables_dir: Path | None = field(default=None, compare=False)
 
     def image_bytes(self) -> list[bytes]:
         """The input images' bytes, read now (the paths stay valid for the case's duration)."""

@@ -89,6 +89,8 @@ class RunContext:
     proxy: Callable[[], Proxy | None] | None = None
     #: The run's generation settings (what an agent's task says of temperature and tokens).
     generation: GenerationSettings | None = None
+    #: Where the agent's deliverables land (GTA-Workflow cases); ``None``: none are kept.
+    deliverables_dir: Path | None = None
 
     @property
     def worker(self) -> bool:

@@ -179,6 +179,7 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
             max_tokens=None if generation is None else generation.max_tokens,
             model_url=None if door is None else door.openai_base_url,
             anthropic_url=None if door is None else door.anthropic_base_url,
+            deliverables_dir=ctx.deliverables_dir,
         )
         try:
             outcome = agent.run(task, ctx.agent_timeout)

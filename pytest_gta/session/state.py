@@ -126,6 +126,11 @@ class GtaState:
         """The dataset, loaded and validated once (a bad one is a usage error)."""
         return self._once("dataset", self._load_dataset)
 
+    def use_dataset(self, dataset: Dataset) -> None:
+        """Use ``dataset`` instead of loading one (a GTA-Workflow run shows tasks as queries)."""
+        with self._building:
+            self._built["dataset"] = dataset
+
     def _load_dataset(self) -> Dataset:
 
         settings = self.settings

@@ -101,9 +101,14 @@ class WorkflowProducers:
         return self._offered
 
     def prepare(self, workflow: WorkflowDataset) -> None:
-        """Show the atomic machinery the tasks as queries (before anything asks for them)."""
+        """Show the atomic machinery the tasks as queries (before anything asks for them).
+
+        First with every tool (building the tool backends may read the dataset), then with
+        those a backend offers: the others are not offered to the model or the agent.
+        """
+        self.state.use_dataset(as_dataset(workflow, None))
         offered = self._tools_offered(workflow) if self.state.uses_tools() else set()
-        self.state._built["dataset"] = as_dataset(workflow, offered)
+        self.state.use_dataset(as_dataset(workflow, offered))
 
     def check(self) -> None:
         """A model or an agent is there to run the tasks (``--gta-model``'s own checks)."""
@@ -128,13 +133,14 @@ class WorkflowProducers:
         self, task: WorkflowTask, epoch: int, workdir: Path, workflow: WorkflowDataset
     ) -> Deliverable:
         """Run the task; the deliverable is the final answer and the files in ``workdir``."""
-        if "dataset" not in self.state._built:
-            self.prepare(workflow)
         dataset = self.state.dataset()
         query = dataset.queries[task.task_id]
-        ctx = dataclasses.replace(self.state.run_context(), output_dir=workdir)
+        ctx = dataclasses.replace(
+            self.state.run_context(), output_dir=workdir, deliverables_dir=workdir / "deliverables"
+        )
         if ctx.tools is None and ctx.agent is None:
             raise GtaUnavailableError(f"a GTA-Workflow run needs tool backends ({OPT_TOOLS})")
+        (workdir / "deliverables").mkdir(exist_ok=True)
         model = self.state.model()
         played = play(Case("e2e", query, epoch), ctx, model)  # type: ignore[arg-type]
         predictions = played.episode.predictions

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -59,12 +59,13 @@ def current(config: pytest.Config) -> WorkflowSession:
         pytest.UsageError: the run is not on a GTA-Workflow dataset.
     """
     session = config.pluginmanager.get_plugin(CURRENT)
-    if not isinstance(session, WorkflowSession):
+    # Not isinstance: pytester's in-process runs import this module anew for each run.
+    if not hasattr(session, "workflow_params"):
         raise pytest.UsageError(
             f"gta_task is parametrized by pytest-gta on a GTA-Workflow dataset ({OPT_DATA} "
             "naming a directory with end.json); it cannot be used otherwise"
         )
-    return session
+    return cast("WorkflowSession", session)
 
 
 def make_session(config: pytest.Config, settings: GtaSettings, marks: MarkRegistry) -> GtaSession:
@@ -144,6 +145,7 @@ class WorkflowSession(GtaSession):
         dataset = self.dataset()
         if self.pack() is None:
             self.producers.check()
+            self.producers.prepare(dataset)
         if xdist.is_worker(config):
             return
         self.workflow_collector = WorkflowCollector(config, self.state.settings, str(dataset.root))

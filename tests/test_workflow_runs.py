@@ -1,0 +1,157 @@
+"""GTA-Workflow deliverables produced by running something, then judged.
+
+The project's own ReAct loop with a scripted model, an agent program (in its sandbox) that
+writes files to ``{deliverables_dir}``, and the judge's chat variant against a local
+OpenAI-compatible server: each case's deliverable reaches the judge and is scored.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.gta_run import gta
+from tests.helpers.judge_server import JudgeServer
+from tests.helpers.paths import ROOT
+from tests.helpers.scripted_server import Recorded, ScriptedServer, Step, chat_completion
+
+SAMPLE = ROOT / "fixtures" / "gta_workflow_sample"
+#: Task 2 of the sample: two leaves (2.1, 2.2), equal weights.
+TASK = "2"
+
+
+def _judge(replies: dict[str, str]) -> JudgeServer:
+    return JudgeServer(replies=replies, default='{"score": 5, "analysis": "default"}').start()
+
+
+def _report(run: Any) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(run.report_path.read_text(encoding="utf-8"))
+    return loaded
+
+
+def test_the_projects_loop_produces_the_deliverable_the_judge_scores(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    script = pytester.path / "script.json"
+    script.write_text(
+        json.dumps(
+            {
+                "responses": {
+                    f"e2e-{TASK}": [
+                        'Thought: add\nAction: Calculator\nAction Input: {"expression": "1+1"}',
+                        "Thought: done\nFinal Answer: The clip is clip.mp3 (2 seconds).",
+                    ]
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
+    judge = _judge({"The clip is exported as MP3.": '{"score": 9, "analysis": "mp3"}'})
+    try:
+        run = gta(
+            pytester,
+            f"--gta-data={SAMPLE}",
+            f"--gta-model=mock:{script}",
+            f"--gta-ids={TASK}",
+            "--gta-tools=local",
+            f"--gta-judge-base-url={judge.base_url}",
+        )
+    finally:
+        judge.stop()
+    (case,) = _report(run)["cases"]
+    assert case["producer"] == "model"
+    assert case["final_answer"] == "The clip is clip.mp3 (2 seconds)."
+    assert (case["tool_calls"], case["tool_call_errors"], case["tools"]) == (1, 0, ["Calculator"])
+    assert case["root_score"] == (5 + 9) / 2
+    prompts = [c.body["input"][0]["content"][0]["text"] for c in judge.response_calls()]
+    assert len(prompts) == 2
+    assert all("Final answer:\nThe clip is clip.mp3 (2 seconds).\n" in p for p in prompts)
+
+
+AGENT = """
+import pathlib, sys
+out = pathlib.Path(sys.argv[1])
+(out / "notes").mkdir()
+(out / "notes" / "summary.md").write_text("# Summary\\nThe clip is ready.\\n")
+(out / "chart.png").write_bytes(pathlib.Path(sys.argv[3]).read_bytes())
+pathlib.Path(sys.argv[2]).write_text("Wrote notes/summary.md and chart.png.")
+"""
+
+
+def test_an_agent_command_writes_deliverables_that_are_judged(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT, encoding="utf-8")
+    png = next((SAMPLE / "files").glob("*.png"))
+    judge = _judge({})
+    try:
+        run = gta(
+            pytester,
+            f"--gta-data={SAMPLE}",
+            "--gta-model=oracle",
+            f"--gta-ids={TASK}",
+            "--gta-tools=local",
+            f"--gta-agent-command={sys.executable} {agent} {{deliverables_dir}} {{answer_file}} {png}",
+            f"--gta-judge-base-url={judge.base_url}",
+        )
+    finally:
+        judge.stop()
+    (case,) = _report(run)["cases"]
+    assert case["producer"] == "agent", case["message"]
+    assert case["final_answer"] == "Wrote notes/summary.md and chart.png."
+    assert sorted(case["deliverables"]) == ["chart.png", "summary.md"]
+    # Each leaf uploads both again: the PNG as it is, the markdown as summary.pdf.
+    names = [u.filename for u in judge.uploads()]
+    assert sorted(names) == ["chart.png", "chart.png", "summary.pdf", "summary.pdf"]
+    assert case["root_score"] == 5.0
+
+
+def test_the_chat_judge_renders_files_and_is_marked_not_official(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+    def answer(request: Recorded) -> Step:
+        parts = request.json["messages"][0]["content"]
+        kinds = sorted({p["type"] for p in parts})
+        return Step(
+            chat_completion(json.dumps({"score": 8 if kinds == ["image_url", "text"] else 2}))
+        )
+
+    with ScriptedServer(default=answer) as server:
+        run = gta(
+            pytester,
+            "--gta-data=workflow-sample",
+            f"--gta-model=evalpack:{ROOT / 'tests' / 'data' / 'workflow' / 'pack.json'}",
+            "--gta-ids=1",
+            "--gta-judge=local-judge",
+            "--gta-judge-api=chat",
+            f"--gta-judge-base-url={server.url}",
+        )
+        posted = server.posted()
+    report = _report(run)
+    assert report["judge"] == {
+        "model": "local-judge",
+        "api": "chat",
+        "official": False,
+        "base_url": server.url,
+        "threshold": 7.0,
+    }
+    assert "NOT the official protocol" in run.result.stdout.str()
+    (case,) = report["cases"]
+    assert case["root_score"] == 8.0
+    assert {p["model"] for p in posted} == {"local-judge"}
+    texts = [
+        part["text"]
+        for p in posted
+        for part in p["messages"][0]["content"]
+        if part["type"] == "text"
+    ]
+    assert any(t.startswith("[Attached file: summary.pdf]") for t in texts)
