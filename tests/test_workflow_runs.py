@@ -98,7 +98,8 @@ def test_an_agent_command_writes_deliverables_that_are_judged(
             "--gta-model=oracle",
             f"--gta-ids={TASK}",
             "--gta-tools=local",
-            f"--gta-agent-command={sys.executable} {agent} {{deliverables_dir}} {{answer_file}} {png}",
+            f"--gta-agent-command={sys.executable} {agent} {{deliverables_dir}} {{answer_file}} "
+            f"{png}",
             f"--gta-judge-base-url={judge.base_url}",
         )
     finally:
