@@ -38,10 +38,14 @@ from pytest_gta.flags import (
     OPT_CACHE,
     OPT_DATA,
     OPT_IDS,
+    OPT_JUDGE,
+    OPT_JUDGE_API,
     OPT_MAX_TOKENS,
+    OPT_MAX_TURNS,
     OPT_MODE,
     OPT_MODEL,
     OPT_REPORT,
+    OPT_TOOLS,
 )
 
 #: The README's demo command (after ``pytest``); extra arguments are appended.
@@ -76,6 +80,51 @@ def agent_args(python: str, script: str) -> tuple[str, ...]:
         "--junitxml=gta-agent.xml",
         f"{OPT_REPORT}={AGENT_REPORT}",
     )
+
+
+WORKFLOW_REPORT = "gta-workflow.json"
+
+
+def workflow_args() -> tuple[str, ...]:
+    """The GTA-Workflow run's arguments: two tasks of the bundled Workflow sample.
+
+    Each is produced by the project's loop and judged, both by SmolLM2 (the judge through the
+    chat variant, served by a proxy in pytest's process).
+    """
+    return (
+        f"{OPT_MODEL}=smollm2",
+        f"{OPT_DATA}=workflow-sample",
+        f"{OPT_IDS}=2,4",
+        f"{OPT_MAX_TURNS}=3",
+        f"{OPT_TOOLS}=local",
+        f"{OPT_JUDGE}=smollm2",
+        f"{OPT_JUDGE_API}=chat",
+        OPT_MAX_TOKENS,
+        "64",
+        f"{OPT_CACHE}=off",
+        "--junitxml=gta-workflow.xml",
+        f"{OPT_REPORT}={WORKFLOW_REPORT}",
+    )
+
+
+def workflow_outcome(report_path: Path, status: int) -> tuple[str | None, str]:
+    """Why the Workflow run shows a broken harness (``None``: it does not), and what it did."""
+    if status not in (0, 1):
+        return _EXIT_REASONS.get(status, f"pytest exited with status {status}"), ""
+    try:
+        report: Any = json.loads(report_path.read_text(encoding="utf-8"))
+        cases = report["cases"]
+        errors = sum(1 for c in cases if c["outcome"] == "error")
+        judged = int(report["judge_usage"]["calls"])
+        mean = report["metrics"]["root_score"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"{report_path} is missing or unreadable ({exc})", ""
+    if errors or not cases:
+        return f"{errors} of {len(cases)} task(s) ended as errors (see above)", ""
+    if not judged:
+        return "the judge was never called", ""
+    score = "-" if mean is None else f"{mean:.2f}"
+    return None, f"{len(cases)} GTA-Workflow tasks judged ({judged} judge calls, root {score})"
 
 
 def agent_script() -> Path | None:
@@ -138,10 +187,11 @@ def verdict(
     status: int,
     seconds: float,
     agent: tuple[Path, int] | None = None,
+    workflow: tuple[Path, int] | None = None,
 ) -> tuple[bool, str]:
     """Whether the demo's runs show a working harness, and the line that says so.
 
-    ``agent``: the agent run's report and exit status, when it ran.
+    ``agent`` and ``workflow``: those runs' reports and exit statuses, when they ran.
     """
     took = duration(seconds)
     problem, said = outcome(report_path, status)
@@ -160,6 +210,11 @@ def verdict(
             f"; the agent {AGENT_SCRIPT} ran {by_agent['passed'] + by_agent['failed']} cases on "
             f"it, no errors, {by_agent['calls']} model calls through the proxy"
         )
+    if workflow is not None:
+        problem, did = workflow_outcome(*workflow)
+        if problem is not None:
+            return False, f"demo FAILED after {took}: the GTA-Workflow run: {problem}"
+        line += f"; {did}"
     return True, f"{line}; files in {report_path.parent}"
 
 
@@ -190,7 +245,11 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copyfile(script, mine)
         command = [*agent_args(sys.executable, str(mine)), *extra]
         agent = (workdir / AGENT_REPORT, _pytest(workdir, command, env, "an agent under test"))
-    ok, line = verdict(workdir / REPORT, status, time.monotonic() - start, agent)
+    workflow = None
+    if status in (0, 1):
+        ran = _pytest(workdir, [*workflow_args(), *extra], env, "GTA-Workflow, judged")
+        workflow = (workdir / WORKFLOW_REPORT, ran)
+    ok, line = verdict(workdir / REPORT, status, time.monotonic() - start, agent, workflow)
     if script is None:
         line += f" (no agent run: {AGENT_SCRIPT} is not beside the package)"
     print(line, flush=True)

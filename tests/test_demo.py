@@ -55,6 +55,33 @@ def test_the_demo_page_shows_the_agent_run():
     assert packaged.groups() == (demo.AGENT_SCRIPT, demo.AGENT_SCRIPT)
 
 
+def test_the_demo_page_shows_the_workflow_run():
+    """docs/demo.md shows the GTA-Workflow run as the demo makes it."""
+    shown = shlex.split(block_after("<!-- demo-tox-workflow -->", DEMO_PAGE))
+    assert shown == ["pytest", *demo.workflow_args()]
+
+
+@pytest.mark.parametrize(
+    ("cases", "judged", "ok", "says"),
+    [
+        ([{"outcome": "failed"}, {"outcome": "passed"}], 3, True, "2 GTA-Workflow tasks judged (3"),
+        ([{"outcome": "error"}], 1, False, "the GTA-Workflow run: 1 of 1 task(s) ended as errors"),
+        ([{"outcome": "passed"}], 0, False, "the judge was never called"),
+    ],
+)
+def test_verdict_covers_the_workflow_run(tmp_path, cases, judged, ok, says):
+    main = report(tmp_path, passed=1)
+    flow = tmp_path / "gta-workflow.json"
+    flow.write_text(
+        json.dumps(
+            {"cases": cases, "judge_usage": {"calls": judged}, "metrics": {"root_score": 5.0}}
+        )
+    )
+    passed, line = demo.verdict(main, 1, 185.2, None, (flow, 1))
+    assert passed is ok
+    assert says in line
+
+
 def report(tmp_path: Path, name: str = "gta.json", calls: int = 9, **outcomes: int) -> Path:
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, **outcomes}
     path = tmp_path / name
@@ -157,6 +184,7 @@ def test_the_demo_runs_the_real_model_end_to_end(tmp_path):
     assert (tmp_path / "run" / "gta.xml").read_text().count("<testcase") == 4
     assert (tmp_path / "run" / "gta-agent.xml").read_text().count("<testcase") == 2
     assert "smollm2-135m-instruct [agent python" in output
+    assert "GTA-Workflow tasks judged" in last
 
 
 FAST = "--gta-sim-model=all-MiniLM-L6-v2"

@@ -24,16 +24,18 @@ from pytest_gta.case import EPOCH_TAG, MarkRegistry, mark_name
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.evalpack import PREFIX as EVALPACK
 from pytest_gta.evalpack import PackTask, read_pack
-from pytest_gta.flags import OPT_DATA
+from pytest_gta.flags import OPT_DATA, OPT_JUDGE, OPT_JUDGE_API, OPT_JUDGE_BASE_URL
 from pytest_gta.judge.client import BaseJudge, ChatJudge, ResponsesJudge, judge_base_url, judge_key
+from pytest_gta.models.base import ModelContext, adopt
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import install_log_filter, register_run_secrets, register_secret
+from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.results.workflow import WorkflowCase
 from pytest_gta.run.workflow import Deliverable, judged_case
 from pytest_gta.session import xdist
 from pytest_gta.session.gta_session import GtaSession, make_model_builtin, make_tool_builtin
 from pytest_gta.session.keys import DETAIL_KEY, report_only
-from pytest_gta.session.workflow_agents import WorkflowProducers
+from pytest_gta.session.workflow_agents import WorkflowProducers, as_dataset
 from pytest_gta.session.workflow_collector import CASE_PREFIX, WorkflowCollector
 from pytest_gta.workflow_data import WorkflowDataset, WorkflowTask, is_workflow_dir, load_workflow
 
@@ -103,6 +105,8 @@ class WorkflowSession(GtaSession):
         self._dataset: WorkflowDataset | None = None
         self._pack: dict[str, PackTask] | None = None
         self.producers = WorkflowProducers(self.state)
+        self._judge_proxy: ModelProxy | None = None
+        self._judge_door = ""
         if not config.pluginmanager.has_plugin(CURRENT):
             config.pluginmanager.register(self, CURRENT)
 
@@ -169,10 +173,17 @@ class WorkflowSession(GtaSession):
             f"gta: GTA-Workflow: model {settings.model.name}, dataset {dataset.root} "
             f"({len(dataset)} tasks, {settings.data.source})",
             f"gta: judge {flow.judge_model} ({official} protocol) at "
-            f"{judge_base_url(flow.base_url) or 'the OpenAI API'}; SR threshold {flow.threshold:g}",
+            f"{self._judge_where()}; SR threshold {flow.threshold:g}",
         ]
         lines += self.producers.header_lines(self.pack() is not None)
         return lines
+
+    def _judge_where(self) -> str:
+        flow = self.state.settings.workflow
+        url = judge_base_url(flow.base_url)
+        if url is not None:
+            return url
+        return "the OpenAI API" if flow.judge.startswith("openai/") else "a proxy in this process"
 
     # -- collection ----------------------------------------------------------------------------
     def params(self) -> list[Any]:
@@ -223,12 +234,59 @@ class WorkflowSession(GtaSession):
         """A judge client for one case (its own call log), sharing the response cache."""
         flow = self.state.settings.workflow
         kind = ResponsesJudge if flow.api == "responses" else ChatJudge
+        url = self.judge_url()
+        local = self._judge_proxy is not None
         return kind(
             flow.judge_model,
-            judge_base_url(flow.base_url),
-            judge_key(),
-            self.state.response_cache(),
+            url,
+            "local" if local else judge_key(),
+            None if local else self.state.response_cache(),
         )
+
+    def judge_url(self) -> str | None:
+        """The judge's base URL: given, from the environment, or a proxy for a model run here.
+
+        A judge that is not ``openai/...`` and has no endpoint (``smollm2``, ``transformers/...``,
+        ``anthropic/...``) is built like a model under test and answered by a recording proxy
+        of its own (chat completions only): its calls are cached, budgeted and counted there.
+        """
+        flow = self.state.settings.workflow
+        url = judge_base_url(flow.base_url)
+        if url is not None or flow.judge.startswith("openai/"):
+            return url
+        if self._judge_proxy is None:
+            if flow.api != "chat":
+                raise pytest.UsageError(
+                    f"{OPT_JUDGE}={flow.judge}: a judge served here speaks chat completions "
+                    f"only; add {OPT_JUDGE_API}=chat (not the official protocol), or give its "
+                    f"endpoint with {OPT_JUDGE_BASE_URL}"
+                )
+            self._judge_proxy, self._judge_door = self._serve_judge(flow.judge)
+        return str(self._judge_door)
+
+    def _serve_judge(self, spec: str) -> tuple[ModelProxy, str]:
+        state, config = self.state, self.config
+        settings = state.settings
+        context = ModelContext(
+            dataset=as_dataset(self.dataset(), None),
+            modes=("e2e",),
+            invocation_dir=settings.invocation_dir,
+            generation=settings.model.generation,
+            cache=state.response_cache(),
+            budget=state.budget(),
+        )
+        built = config.hook.pytest_gta_make_model(config=config, spec=spec, context=context)
+        model = adopt(built) if built is not None else None
+        upstream = upstream_of(model) if model is not None else None
+        if model is None or upstream is None:
+            raise pytest.UsageError(f"{OPT_JUDGE}={spec}: {no_upstream_reason(model)}")
+        proxy = ModelProxy(
+            upstream,
+            cache=state.response_cache(),
+            budget=state.budget(),
+            prices=state.prices(model),
+        )
+        return proxy, proxy.open("judge").openai_base_url
 
     def produce(self, param: WorkflowCaseParam, workdir: Path) -> Deliverable:
         """The deliverable of a task: from the pack, the agent, or the project's loop."""
@@ -291,6 +349,9 @@ class WorkflowSession(GtaSession):
     def finish(self, session: pytest.Session) -> None:
         """Close the agent's services; on the controller, build and write the report."""
         self.state.close_agent_services()
+        if self._judge_proxy is not None:
+            self._judge_proxy.close()
+            self._judge_proxy = None
         if self.workflow_collector is not None:
             self.workflow_collector.finish(session)
 
