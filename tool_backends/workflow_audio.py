@@ -42,8 +42,6 @@ from pytest_gta.types import ResultItem, ToolResult
 from tool_backends.paths import argument, resolve_file
 from tool_backends.workflow_io import checked_size, number, output_path
 
-if TYPE_CHECKING:
-
 #: Samples (frames times channels) a tool decodes at most: an hour of stereo at 44.1 kHz.
 MAX_SAMPLES = 3600 * 44_100 * 2
 #: The rate the official PitchShifting and SoundCharacteristicExtraction work at.

@@ -135,11 +135,6 @@ def whole(invocation: ToolInvocation, name: str, default: int, low: int, high: i
     return int(value)
 
 
-def file_result(kind: str, path: Path) -> Any:
-    """The path a file tool answers, as the official ``File``/``AudioIO``/``VideoIO`` gives it."""
-    return str(path.absolute())
-
-
 def checked_size(path: Path, limit: int = MAX_INPUT_BYTES) -> int:
     """The size of an input file, refused past ``limit`` bytes.
 
@@ -173,9 +168,9 @@ def run_ffmpeg(arguments: Sequence[str], program: str = "ffmpeg", stdin: bytes =
     Raises:
         GtaToolError: ffmpeg failed or took too long.
     """
-    command = [ffmpeg_program(program), "-hide_banner", "-nostdin", *arguments]
+    command = [ffmpeg_program(program), "-hide_banner", *arguments]
     if program == "ffmpeg":
-        command[2:2] = ["-loglevel", "error"]
+        command[2:2] = ["-nostdin", "-loglevel", "error"]
     try:
         done = subprocess.run(
             command, input=stdin, capture_output=True, timeout=FFMPEG_TIMEOUT_S, check=False
