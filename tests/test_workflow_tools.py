@@ -10,7 +10,6 @@ import io
 import json
 import shutil
 import subprocess
-import tomllib
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -85,10 +84,12 @@ def text(result: ToolResult) -> str:
 
 
 def test_entry_point_is_registered() -> None:
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    tools = pyproject["project"]["entry-points"]["pytest_gta.tools"]
-    assert tools["workflow"] == "tool_backends.workflow:make_workflow"
-    assert "workflow" in pyproject["project"]["optional-dependencies"]
+    # The installed distribution may be another checkout's: the line is read from this one.
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = text.split('[project.entry-points."pytest_gta.tools"]\n')[1].split("\n\n")[0]
+    assert 'workflow = "tool_backends.workflow:make_workflow"' in section.splitlines()
+    extras = text.split("[project.optional-dependencies]\n")[1].split("\n[")[0]
+    assert "\nworkflow = [\n" in extras
 
 
 def _toolmeta() -> dict[str, Any]:
@@ -132,7 +133,9 @@ def test_backend_serves_the_cpu_tools_and_names_what_serves_the_perception_tools
         assert not built.offers(tool)
         reason = built.unavailable_reason(tool)
         assert reason is not None
-        assert tool in reason and "--gta-tools" in reason and "agentlego=" in reason
+        assert tool in reason
+        assert "--gta-tools" in reason
+        assert "agentlego=" in reason
         with pytest.raises(GtaToolError, match=tool):
             call(built, context, tool, video="clip.mp4")
 
@@ -222,7 +225,10 @@ def test_pdf_round_trip(backend: WorkflowBackend, context: ToolContext) -> None:
 
 @pytest.mark.slow
 def test_pptx_round_trip(backend: WorkflowBackend, context: ToolContext) -> None:
-    slides = [{"title": "Intro", "content": "Hello {{image_1}} world"}, {"title": "两", "content": "B"}]
+    slides = [
+        {"title": "Intro", "content": "Hello {{image_1}} world"},
+        {"title": "两", "content": "B"},
+    ]
     result = call(
         backend,
         context,
@@ -251,7 +257,8 @@ def test_html_generator_wraps_fragments(backend: WorkflowBackend, context: ToolC
     path = produced(result, context, "file")
     assert path.name == "page.html"
     page = path.read_text("utf-8")
-    assert page.startswith("<!doctype html>") and "<h1>Hi</h1>" in page
+    assert page.startswith("<!doctype html>")
+    assert "<h1>Hi</h1>" in page
 
 
 @pytest.mark.parametrize(
@@ -330,7 +337,9 @@ HOSTILE = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("tool", READERS)
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.binary(max_size=4096) | st.sampled_from(HOSTILE))
 @example(HOSTILE[1])
 @example(HOSTILE[2])
@@ -340,14 +349,20 @@ def test_readers_on_hostile_bytes_end_as_tool_errors(
     context.output_dir.mkdir(parents=True, exist_ok=True)
     path = context.output_dir / f"hostile-{tool}"
     path.write_bytes(data)
-    parameter = METAS[tool].inputs[0].name
-    try:
-        result = call(backend, context, tool, **{parameter: str(path)})
-    except GtaToolError as error:
-        assert tool in str(error)
+    parameter = str(METAS[tool].inputs[0].name)
+    if tool == "ReadCSV" and _utf8_csv(data):  # any UTF-8 text is some CSV
+        assert isinstance(text(call(backend, context, tool, **{parameter: str(path)})), str)
         return
-    assert tool == "ReadCSV" or tool == "ReadPDF" and not data  # only text parses from garbage
-    text(result)
+    with pytest.raises(GtaToolError, match=f"{tool} cannot read hostile-{tool}"):
+        call(backend, context, tool, **{parameter: str(path)})
+
+
+def _utf8_csv(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return max((len(field) for field in data.split(b",")), default=0) < 131_072
 
 
 # -- Prover ---------------------------------------------------------------------------------
@@ -380,12 +395,15 @@ def test_image_quality_tells_sharp_from_blurred(
     found = {}
     for name in ("sharp", "blurred"):
         first, second = text(
-            call(backend, context, "ImageQualityTest", image=str(context.output_dir / f"{name}.png"))
+            call(
+                backend, context, "ImageQualityTest", image=str(context.output_dir / f"{name}.png")
+            )
         ).splitlines()
         variance, blurry = first.removeprefix("Laplacian variance: ").split(", Blurry: ")
         found[name] = (float(variance), blurry)
         assert second.startswith("Resolution: 128x128, Brightness: 127.")
-    assert found["sharp"][1] == "False" and found["blurred"][1] == "True"
+    assert found["sharp"][1] == "False"
+    assert found["blurred"][1] == "True"
     assert found["sharp"][0] > 100 * found["blurred"][0]
 
 
@@ -456,7 +474,9 @@ def test_noise_reduction_removes_noise_and_keeps_the_tone(
 def test_sound_characteristics_of_a_tone(
     backend: WorkflowBackend, context: ToolContext, tone: Path
 ) -> None:
-    features = json.loads(text(call(backend, context, "SoundCharacteristicExtraction", audio=str(tone))))
+    features = json.loads(
+        text(call(backend, context, "SoundCharacteristicExtraction", audio=str(tone)))
+    )
     assert set(features) == {"mfcc", "spectral_centroid", "spectral_rolloff", "zero_crossing_rate"}
     assert len(features["mfcc"]["mean"]) == len(features["mfcc"]["var"]) == 13
     assert features["spectral_centroid"]["mean"] == pytest.approx(440, rel=0.15)
@@ -564,5 +584,5 @@ def test_video_tools_refuse_what_is_no_video(
     context.output_dir.mkdir(parents=True)
     bogus = context.output_dir / "bogus.mp4"
     bogus.write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\xff" * 100)
-    with pytest.raises(GtaToolError, match="ffprobe failed|no video stream"):
+    with pytest.raises(GtaToolError, match=r"ffprobe failed|no video stream"):
         call(backend, context, "VideoClip", video=str(bogus), start_time=0, end_time=1)

@@ -1,5 +1,6 @@
-"""The GTA-Workflow audio tools: AudioClipTool, NoiseReduction, PitchShifting and
-SoundCharacteristicExtraction, with soundfile (libsndfile) and NumPy/SciPy (all BSD).
+"""GTA-Workflow's audio tools, on soundfile (libsndfile) and NumPy/SciPy (all BSD).
+
+AudioClipTool, NoiseReduction, PitchShifting and SoundCharacteristicExtraction.
 
 The official tools (``agentlego/benchmark.py`` of open-compass/GTA) use pydub, noisereduce and
 librosa; librosa pulls numba and noisereduce's newer releases torch, so the same computations
@@ -52,7 +53,6 @@ HOP = 512
 
 def _audio(invocation: ToolInvocation, context: ToolContext) -> tuple[Path, np.ndarray, int]:
     """The ``audio`` argument's path, samples (frames x channels, float64) and rate."""
-
     path = resolve_file(argument(invocation, "audio"), context, "audio")
     checked_size(path)
     try:
@@ -69,7 +69,6 @@ def _audio(invocation: ToolInvocation, context: ToolContext) -> tuple[Path, np.n
 
 def _write(path: Path, data: np.ndarray, rate: int) -> Path:
     """Write samples; a format libsndfile cannot write (``.mp3`` on an old one) becomes WAV."""
-
     try:
         soundfile.write(str(path), data, rate)
     except Exception:  # soundfile.LibsndfileError / TypeError: no writer for this extension
@@ -86,7 +85,6 @@ def audio_clip(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """AudioClipTool(audio, start_time, end_time, filename): the clip, as MP3 (else WAV)."""
     start = number(invocation, "start_time", 0.0)
     end = number(invocation, "end_time", 10.0)
-    assert start is not None and end is not None
     if start < 0 or end <= start:
         raise GtaToolError(
             "Invalid start_time/end_time: must be non-negative and end_time > start_time"
@@ -100,13 +98,11 @@ def audio_clip(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
 
 
 def _stft(signal: np.ndarray, hop: int = HOP) -> np.ndarray:
-
-    _, _, spectrum = sp.stft(signal, nperseg=N_FFT, noverlap=N_FFT - hop, boundary="even")
+    spectrum: np.ndarray = sp.stft(signal, nperseg=N_FFT, noverlap=N_FFT - hop, boundary="even")[2]
     return spectrum
 
 
 def _istft(spectrum: np.ndarray, length: int, hop: int = HOP) -> np.ndarray:
-
     _, restored = sp.istft(spectrum, nperseg=N_FFT, noverlap=N_FFT - hop, boundary=True)
     out = np.zeros(length)
     out[: min(length, len(restored))] = restored[:length]
@@ -115,7 +111,6 @@ def _istft(spectrum: np.ndarray, length: int, hop: int = HOP) -> np.ndarray:
 
 def _gate(channel: np.ndarray) -> np.ndarray:
     """One channel with stationary spectral gating (noisereduce's ``stationary=True`` idea)."""
-
     spectrum = _stft(channel)
     db = 20 * np.log10(np.abs(spectrum) + 1e-10)
     frames = db.shape[1]
@@ -129,7 +124,6 @@ def _gate(channel: np.ndarray) -> np.ndarray:
 
 def noise_reduction(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """NoiseReduction(audio): the audio with its stationary noise gated out, as WAV."""
-
     _, data, rate = _audio(invocation, context)
     cleaned = np.stack([_gate(data[:, c]) for c in range(data.shape[1])], axis=1)
     path = output_path(invocation, context, "denoised", ".wav")
@@ -138,8 +132,7 @@ def noise_reduction(invocation: ToolInvocation, context: ToolContext) -> ToolRes
 
 def _mono(data: np.ndarray, rate: int) -> np.ndarray:
     """The mean of the channels, resampled to :data:`ANALYSIS_RATE` (librosa's ``load``)."""
-
-    mono = data.mean(axis=1)
+    mono: np.ndarray = data.mean(axis=1)
     if rate == ANALYSIS_RATE:
         return mono
     common = math.gcd(rate, ANALYSIS_RATE)
@@ -149,7 +142,6 @@ def _mono(data: np.ndarray, rate: int) -> np.ndarray:
 
 def _phase_vocoder(spectrum: np.ndarray, rate: float) -> np.ndarray:
     """The STFT played ``rate`` times faster, phases advanced coherently (librosa's algorithm)."""
-
     steps = np.arange(0, spectrum.shape[1], rate)
     advance = np.linspace(0, np.pi * HOP, spectrum.shape[0])
     padded = np.pad(spectrum, [(0, 0), (0, 2)])
@@ -167,7 +159,6 @@ def _phase_vocoder(spectrum: np.ndarray, rate: float) -> np.ndarray:
 
 def shift_pitch(signal: np.ndarray, steps: float) -> np.ndarray:
     """``signal`` (at :data:`ANALYSIS_RATE`) with its frequencies times ``2**(steps/12)``."""
-
     if steps == 0:
         return signal
     rate = 2.0 ** (-steps / 12)
@@ -180,7 +171,6 @@ def shift_pitch(signal: np.ndarray, steps: float) -> np.ndarray:
 def pitch_shifting(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """PitchShifting(audio[, n_steps]): the audio at 22050 Hz, ``n_steps`` semitones higher."""
     steps = number(invocation, "n_steps", 0.0)
-    assert steps is not None
     if not -48 <= steps <= 48:
         raise GtaToolError(f"n_steps must be from -48 to 48 semitones, got {steps}")
     path, data, rate = _audio(invocation, context)
@@ -191,7 +181,6 @@ def pitch_shifting(invocation: ToolInvocation, context: ToolContext) -> ToolResu
 
 
 def _hz_to_mel(hz: Any) -> Any:
-
     hz = np.asarray(hz, dtype=float)
     linear = hz / (200.0 / 3)
     log_part = 15.0 + np.log(np.maximum(hz, 1e-10) / 1000.0) / (np.log(6.4) / 27.0)
@@ -199,7 +188,6 @@ def _hz_to_mel(hz: Any) -> Any:
 
 
 def _mel_to_hz(mel: Any) -> Any:
-
     mel = np.asarray(mel, dtype=float)
     linear = mel * (200.0 / 3)
     log_part = 1000.0 * np.exp((np.log(6.4) / 27.0) * (mel - 15.0))
@@ -208,21 +196,21 @@ def _mel_to_hz(mel: Any) -> Any:
 
 def mel_filters(rate: int, n_mels: int = 128) -> np.ndarray:
     """Slaney-normalised triangular mel filters over the STFT's bins (librosa's default)."""
-
     bins = np.linspace(0, rate / 2, N_FFT // 2 + 1)
     edges = _mel_to_hz(np.linspace(_hz_to_mel(0.0), _hz_to_mel(rate / 2), n_mels + 2))
     widths = np.diff(edges)
     ramps = edges[:, None] - bins[None, :]
     lower = -ramps[:-2] / widths[:-1, None]
     upper = ramps[2:] / widths[1:, None]
-    weights = np.maximum(0, np.minimum(lower, upper))
+    weights: np.ndarray = np.maximum(0, np.minimum(lower, upper))
     weights *= (2.0 / (edges[2 : n_mels + 2] - edges[:n_mels]))[:, None]
     return weights
 
 
-def characteristics(signal: np.ndarray, rate: int = ANALYSIS_RATE, n_mfcc: int = 13) -> dict[str, Any]:
+def characteristics(
+    signal: np.ndarray, rate: int = ANALYSIS_RATE, n_mfcc: int = 13
+) -> dict[str, Any]:
     """The official tool's features of a mono signal: mean and variance of each over time."""
-
     padded = np.pad(signal, N_FFT // 2, mode="constant")
     count = 1 + max(0, (len(padded) - N_FFT) // HOP)
     frames = np.stack([padded[i * HOP : i * HOP + N_FFT] for i in range(count)], axis=1)

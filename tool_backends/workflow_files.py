@@ -111,7 +111,7 @@ def html_file(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     content = code.strip()
     if "<html" not in content.lower():
         content = (
-            "<!doctype html>\n<html>\n  <head>\n    <meta charset=\"utf-8\" />\n"
+            '<!doctype html>\n<html>\n  <head>\n    <meta charset="utf-8" />\n'
             "    <title>Document</title>\n  </head>\n  <body>\n"
             f"{content}\n  </body>\n</html>\n"
         )
@@ -141,9 +141,7 @@ def _image(index: int, paths: list[str], context: ToolContext) -> Path | Missing
         return Missing(f"[图片文件未找到: {paths[index - 1]}]")
 
 
-def _pieces(
-    content: str, paths: list[str], context: ToolContext
-) -> Iterator[Path | Missing | str]:
+def _pieces(content: str, paths: list[str], context: ToolContext) -> Iterator[Path | Missing | str]:
     """The content's text parts and images, in order (placeholders replaced)."""
     for part in PLACEHOLDER.split(content):
         found = re.fullmatch(r"\{\{image_(\d+)\}\}", part)

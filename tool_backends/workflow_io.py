@@ -19,7 +19,6 @@ import unicodedata
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from pytest_gta.errors import GtaToolError
 from pytest_gta.files import inside
@@ -104,7 +103,7 @@ def _output_base(given: str | None, context: ToolContext) -> Path:
     return Path(real)
 
 
-def number(invocation: ToolInvocation, name: str, default: float | None) -> float | None:
+def number(invocation: ToolInvocation, name: str, default: float) -> float:
     """A numeric argument (a JSON number or a numeric string); ``default`` when left out.
 
     Raises:
@@ -129,7 +128,6 @@ def whole(invocation: ToolInvocation, name: str, default: int, low: int, high: i
         GtaToolError: not a whole number, or out of range.
     """
     value = number(invocation, name, float(default))
-    assert value is not None
     if value != int(value) or not low <= value <= high:
         raise GtaToolError(f"{name} must be a whole number from {low} to {high}, got {value!r}")
     return int(value)

@@ -1,5 +1,6 @@
-"""The GTA-Workflow image and video tools: ImageQualityTest, VideoClip, AddTextVideoTool,
-TextToVideoTool and VideoOCR, on Pillow and NumPy and the system's ``ffmpeg``.
+"""GTA-Workflow's image and video tools, on Pillow, NumPy and the system's ``ffmpeg``.
+
+ImageQualityTest, VideoClip, AddTextVideoTool, TextToVideoTool and VideoOCR.
 
 The official tools (``agentlego/benchmark.py`` of open-compass/GTA) read and write video with
 OpenCV; here Debian's ``ffmpeg`` and ``ffprobe`` programs do it, run as subprocesses (never
@@ -173,7 +174,6 @@ def video_clip(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """VideoClip(video, start_time, end_time, filename): the clip as MP4."""
     start = number(invocation, "start_time", 0.0)
     end = number(invocation, "end_time", 10.0)
-    assert start is not None and end is not None
     if start < 0 or end <= start:
         raise GtaToolError(
             "Invalid start_time/end_time: must be non-negative and end_time > start_time"
@@ -202,7 +202,8 @@ def _decode(path: Path, info: VideoInfo, every: int = 1) -> list[np.ndarray]:
     raw = run_ffmpeg(["-i", str(path), *chosen, "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"])
     size = info.width * info.height * 3
     shape = (info.height, info.width, 3)
-    return [np.frombuffer(raw[i : i + size], np.uint8).reshape(shape) for i in range(0, len(raw) - size + 1, size)]  # fmt: skip
+    starts = range(0, len(raw) - size + 1, size)
+    return [np.frombuffer(raw[i : i + size], np.uint8).reshape(shape) for i in starts]
 
 
 def _pair(raw: str | None, default: tuple[int, ...], count: int, name: str) -> tuple[int, ...]:
@@ -230,7 +231,6 @@ def add_text_video(invocation: ToolInvocation, context: ToolContext) -> ToolResu
     if not all(0 <= v <= 255 for v in (blue, green, red)):
         raise GtaToolError("color values must be in range [0, 255]")
     scale = number(invocation, "font_scale", 1.0)
-    assert scale is not None
     if not 0 < scale <= 20:
         raise GtaToolError("font_scale must be > 0 (at most 20)")
     thickness = whole(invocation, "thickness", 2, 0, 50)

@@ -85,9 +85,10 @@ def read_xlsx(data: bytes) -> str:
         book.close()
 
 
-#: The official Prover's answers (``Prover.apply``), word for word.
-PROVED = "证明成功：定理为重言式。"
-COUNTEREXAMPLE = "定理不成立，反例："
+#: The official Prover's answers (``Prover.apply``), word for word (full-width punctuation
+#: included).
+PROVED = "证明成功：定理为重言式。"  # noqa: RUF001
+COUNTEREXAMPLE = "定理不成立，反例："  # noqa: RUF001
 UNKNOWN = "证明结果未知。"
 PARSE_FAILED = "解析定理失败: "
 
