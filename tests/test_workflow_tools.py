@@ -29,7 +29,7 @@ from pytest_gta.validation import INPUT_TYPES, OUTPUT_TYPES
 from tests.helpers.optional import require
 from tests.helpers.paths import ROOT
 from tests.helpers.release import find_release
-from tool_backends import workflow_media, workflow_parsers
+from tool_backends import workflow_audio, workflow_media, workflow_parsers
 from tool_backends.workflow import (
     PERCEPTION_TOOLS,
     TOOLMETA,
@@ -483,6 +483,14 @@ def test_sound_characteristics_of_a_tone(
     assert features["zero_crossing_rate"]["mean"] == pytest.approx(2 * 440 / RATE, rel=0.1)
 
 
+def test_audio_tools_refuse_audio_past_their_limit(
+    backend: WorkflowBackend, context: ToolContext, tone: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workflow_audio, "MAX_SAMPLES", RATE)
+    with pytest.raises(GtaToolError, match=f"tone.wav holds more than {RATE} samples"):
+        call(backend, context, "SoundCharacteristicExtraction", audio=str(tone))
+
+
 def test_audio_tools_refuse_what_is_no_audio(
     backend: WorkflowBackend, context: ToolContext
 ) -> None:
@@ -547,6 +555,17 @@ def test_text_to_video_draws_the_frames_asked(
     probed = _ffprobe(path)
     assert (probed["width"], probed["height"], probed["nb_read_frames"]) == (96, 64, "12")
     assert probed["duration"] == pytest.approx(2.0, abs=0.01)
+
+
+def test_text_to_video_refuses_more_frames_than_it_draws(
+    backend: WorkflowBackend, context: ToolContext
+) -> None:
+    with pytest.raises(GtaToolError, match="1800 frames of 1920x1080 are more than"):
+        call(
+            backend, context, "TextToVideoTool", description="x", num_frames=1800,
+            resolution="1920,1080",
+        )  # fmt: skip
+    assert not context.output_dir.exists() or not any(context.output_dir.iterdir())
 
 
 @pytest.mark.slow

@@ -43,8 +43,9 @@ from pytest_gta.types import ResultItem, ToolResult
 from tool_backends.paths import argument, resolve_file
 from tool_backends.workflow_io import checked_size, number, output_path
 
-#: Samples (frames times channels) a tool decodes at most: an hour of stereo at 44.1 kHz.
-MAX_SAMPLES = 3600 * 44_100 * 2
+#: Samples (frames times channels) a tool decodes at most: three minutes of stereo at 48 kHz
+#: (the STFT of NoiseReduction holds about 16 bytes per sample and channel).
+MAX_SAMPLES = 180 * 48_000 * 2
 #: The rate the official PitchShifting and SoundCharacteristicExtraction work at.
 ANALYSIS_RATE = 22_050
 N_FFT = 2048

@@ -44,9 +44,10 @@ from tool_backends.workflow_io import checked_size, number, output_path, run_ffm
 BLUR_THRESHOLD = 100.0
 #: Frames VideoOCR reads at most in one call (RapidOCR takes about a second a frame).
 MAX_OCR_FRAMES = 60
-#: Frames and pixels a drawn video may have at most.
+#: Frames and pixels a drawn video may have at most, and the bytes of RGB frames a tool holds.
 MAX_FRAMES = 1800
 MAX_PIXELS = 1920 * 1080
+MAX_FRAME_BYTES = 512 << 20
 #: OpenCV's FONT_HERSHEY_SIMPLEX at scale 1 is about this many pixels tall, cap to descender.
 FONT_PX = 30
 
@@ -188,6 +189,19 @@ def video_clip(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     return _video_result(target)
 
 
+def _check_frames(count: float, width: int, height: int) -> None:
+    """Refuse a video whose RGB frames would take more than :data:`MAX_FRAME_BYTES`.
+
+    Raises:
+        GtaToolError: too many frames, or too many bytes of them.
+    """
+    if count > MAX_FRAMES or count * width * height * 3 > MAX_FRAME_BYTES:
+        raise GtaToolError(
+            f"{int(count)} frames of {width}x{height} are more than a video tool draws "
+            f"(at most {MAX_FRAMES} frames and {MAX_FRAME_BYTES >> 20} MiB of them)"
+        )
+
+
 def _encode(frames: list[np.ndarray], fps: float, target: Path) -> None:
     """Write RGB frames (all one size) as an MP4."""
     height, width = frames[0].shape[:2]
@@ -235,8 +249,7 @@ def add_text_video(invocation: ToolInvocation, context: ToolContext) -> ToolResu
         raise GtaToolError("font_scale must be > 0 (at most 20)")
     thickness = whole(invocation, "thickness", 2, 0, 50)
     path, info = _video(invocation, context)
-    if info.duration * info.fps > MAX_FRAMES:
-        raise GtaToolError(f"the video has more than {MAX_FRAMES} frames")
+    _check_frames(info.duration * info.fps, info.width, info.height)
     font = _font(FONT_PX * scale)
     frames = []
     for frame in _decode(path, info):
@@ -286,6 +299,7 @@ def text_to_video(invocation: ToolInvocation, context: ToolContext) -> ToolResul
     count = whole(invocation, "num_frames", 8, 1, MAX_FRAMES)
     fps = whole(invocation, "fps", 8, 1, 60)
     width, height = _resolution(text_argument(invocation, "resolution"))
+    _check_frames(count, width, height)
     frames = [_frame(width, height, t, count, description) for t in range(count)]
     target = output_path(invocation, context, "text_to_video", ".mp4")
     _encode(frames, fps, target)
