@@ -61,23 +61,40 @@ def resolve_image(value: Any, context: ToolContext) -> Path:
         GtaToolError: The value is not a path, points outside the allowed directories, or names
             no existing file. The message is what the model sees as the observation.
     """
+    return resolve_file(value, context, "image")
+
+
+def resolve_file(value: Any, context: ToolContext, what: str = "file") -> Path:
+    """Turn a model-given file argument into the real path of a file the tool may open.
+
+    The rules of :func:`resolve_image`, for any kind of file (``audio``, ``video``, a
+    document); ``what`` names the kind in the messages.
+
+    Raises:
+        GtaToolError: The value is not a path, points outside the allowed directories, or names
+            no existing file.
+    """
     if not isinstance(value, str) or not value.strip():
-        raise GtaToolError(f"expected an image path, got {value!r}")
+        raise GtaToolError(f"expected {_article(what)} {what} path, got {value!r}")
     root = context.dataset.root_str
     candidate = value if os.path.isabs(value) else os.path.join(root, value)
     try:
         real = os.path.realpath(candidate)
     except ValueError:  # a NUL byte, or a lone surrogate no file name can hold
-        raise GtaToolError(f"invalid image path {value!r}") from None
+        raise GtaToolError(f"invalid {what} path {value!r}") from None
     if not any(inside(real, allowed) for allowed in allowed_roots(context)):
         raise GtaToolError(
-            f"image path {value!r} is outside the dataset directory and the run's output "
+            f"{what} path {value!r} is outside the dataset directory and the run's output "
             "directory; pass a dataset-relative path such as 'image/image_0.jpg' or a path a "
             "previous tool returned"
         )
     if not os.path.isfile(real):
-        raise GtaToolError(f"No such image file: {value!r}")
+        raise GtaToolError(f"No such {what} file: {value!r}")
     return Path(real)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 def new_output_path(context: ToolContext, stem: str, suffix: str) -> Path:

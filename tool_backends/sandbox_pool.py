@@ -31,7 +31,7 @@ from tool_backends.sandbox_isolation import Isolation
 from tool_backends.sandbox_mounts import SCRATCH_BYTES
 from tool_backends.sandbox_tree import sandbox_environment
 
-CallKind = Literal["calculator", "solver", "plot"]
+CallKind = Literal["calculator", "solver", "plot", "reader"]
 #: What the host reads from a worker whose pipe carried something that is no frame of its own
 #: (no reply the worker sends looks like it, so the call stops that worker too).
 MALFORMED = {"error": sandbox_worker.FORGED, "on_the_workers_pipe": True}

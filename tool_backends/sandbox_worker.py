@@ -224,6 +224,9 @@ def calculate(expression: str) -> str:
 HEADERS = {
     "solver": "from sympy import symbols, Eq, solve",
     "plot": "import matplotlib.pyplot as plt",
+    # The GTA-Workflow readers and Prover (tool_backends.workflow_readers): the host's own
+    # parsing program, run here because what it parses is the model's.
+    "reader": "",
 }
 
 
@@ -257,7 +260,7 @@ def run_code(kind: str, command: str, max_text: int) -> Message:
     exec(HEADERS[kind], namespace, namespace)
     exec(extract_code(command), namespace, namespace)
     result = eval("solution()", namespace, namespace)
-    if kind == "solver":
+    if kind in ("solver", "reader"):
         return {"text": str(result)[:max_text]}
     import matplotlib.figure
     import matplotlib.pyplot

@@ -178,6 +178,16 @@ def _vllm() -> str | None:
     return None
 
 
+def _ffmpeg() -> str | None:
+    missing = [p for p in ("ffmpeg", "ffprobe") if shutil.which(p) is None]
+    return f"{' and '.join(missing)} not on PATH" if missing else None
+
+
+#: ``.ci/run`` installs the ``workflow`` extra and Debian's ffmpeg for the workflow backend.
+WORKFLOW_ENV = "PYTEST_GTA_REQUIRE_WORKFLOW"
+WORKFLOW_HINT = 'pip install "pytest-gta[workflow]"'
+
+
 def _util_linux() -> str | None:
     missing = [p for p in ("setpriv", "unshare") if shutil.which(p) is None]
     return f"{' and '.join(missing)} not on PATH" if missing else None
@@ -306,6 +316,13 @@ OPTIONAL: dict[str, Optional] = {
             _vllm,
             not_in_ci="opt-in (--run-vllm) with a local model; vLLM is no CI dependency",
         ),
+        Optional(
+            "workflow",
+            WORKFLOW_HINT,
+            WORKFLOW_ENV,
+            _modules("docx", "pptx", "openpyxl", "pypdf", "reportlab", "z3", "soundfile", "scipy"),
+        ),
+        Optional("ffmpeg", "apt-get install ffmpeg", WORKFLOW_ENV, _ffmpeg),
         Optional(
             "util-linux",
             "apt-get install util-linux",
