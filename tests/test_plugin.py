@@ -501,6 +501,10 @@ def test_help_pins_the_options(pytester):
         "--gta-agent-network=case|open",
         "--gta-agent-in-process",
         "--gta-require-isolation",
+        "--gta-judge=MODEL",
+        "--gta-judge-base-url=URL",
+        "--gta-judge-api=API",
+        "--gta-judge-threshold=SCORE",
     ]
     for key in ("gta_model", "gta_data", "gta_mode", "gta_tools", "gta_report", "gta_ids"):
         assert f"  {key} (string):" in text or f"  {key} (" in text

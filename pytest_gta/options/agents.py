@@ -148,14 +148,14 @@ ROWS: tuple[OptionSpec, ...] = (
         "TEMPLATE",
         "evaluate an agent program, run per case without a shell, its answer read from stdout "
         "or {answer_file}; placeholders {mcp_url} {query_file} {model_url} {anthropic_url} "
-        "{model} {answer_file} {case_id}",
+        "{model} {answer_file} {case_id} {deliverables_dir}",
         parse=parse_agent_command,
         setting="command",
         doc_default="none",
         doc="evaluate an agent program, run once per case in its own process group without a "
         "shell; placeholders `{mcp_url}`, `{query_file}`, `{model_url}`, `{anthropic_url}`, "
-        "`{model}`, `{answer_file}`, `{case_id}`; the answer is `{answer_file}` if written, "
-        "else stdout",
+        "`{model}`, `{answer_file}`, `{case_id}`, `{deliverables_dir}` (GTA-Workflow); the answer "
+        "is `{answer_file}` if written, else stdout",
     ),
     OptionSpec(
         OPT_AGENT_ENV,
