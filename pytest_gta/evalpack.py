@@ -74,12 +74,7 @@ def read_pack(path: Path) -> dict[str, PackTask]:
     Raises:
         GtaUsageError: the file is missing, not JSON, not a pack, or names a task twice.
     """
-    try:
-        pack = jsonsafe.read_json(path)
-    except FileNotFoundError:
-        raise GtaUsageError(f"{PREFIX}{path}: no such file") from None
-    except jsonsafe.JsonInputError as exc:
-        raise GtaUsageError(f"{PREFIX}{path}: {exc}") from None
+    pack = jsonsafe.read_json_or_usage_error(path, f"{PREFIX}{path}")
     tasks = pack.get("tasks") if isinstance(pack, dict) else None
     tasks = tasks or []
     if not isinstance(tasks, list):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pytest_gta.errors import GtaUsageError
 from pytest_gta.files import NotRegularFileError, read_data
 
 #: Deeper than anything GTA writes (a dataset is about 8 levels deep, a prediction file about
@@ -140,3 +141,16 @@ def read_json(
     except OSError as exc:
         raise JsonInputError(f"cannot be read: {exc.strerror or exc}") from None
     return loads(data, max_depth=max_depth, object_pairs_hook=object_pairs_hook)
+
+
+def read_json_or_usage_error(path: Path, label: str) -> Any:
+    """:func:`read_json` whose every failure is a usage error naming ``label``.
+
+    ``label`` is the file as the user gave it (``evalpack:pack.json``, a report's path).
+    """
+    try:
+        return read_json(path)
+    except FileNotFoundError:
+        raise GtaUsageError(f"{label}: no such file") from None
+    except JsonInputError as exc:
+        raise GtaUsageError(f"{label}: {exc}") from None

@@ -165,22 +165,14 @@ def load_workflow(path: Path) -> WorkflowDataset:
     """
     root = path.absolute()
     end = root / END_FILE
-    try:
-        data = jsonsafe.read_json(end)
-    except FileNotFoundError:
-        raise GtaUsageError(f"{end}: no such file (a GTA-Workflow dataset has end.json)") from None
-    except jsonsafe.JsonInputError as exc:
-        raise GtaUsageError(f"{end}: {exc}") from None
+    data = jsonsafe.read_json_or_usage_error(end, str(end))
     if not isinstance(data, dict):
         raise GtaUsageError(f"{end}: expected an object keyed by task id")
     tasks = tuple(_task(root, str(key), item, end) for key, item in data.items())
     toolmeta: Any = []
     meta_path = root / TOOLMETA_FILE
     if meta_path.is_file():
-        try:
-            toolmeta = jsonsafe.read_json(meta_path)
-        except jsonsafe.JsonInputError as exc:
-            raise GtaUsageError(f"{meta_path}: {exc}") from None
+        toolmeta = jsonsafe.read_json_or_usage_error(meta_path, str(meta_path))
     tools = _tool_names(toolmeta, meta_path)
     entries = tuple(toolmeta.values()) if isinstance(toolmeta, dict) else tuple(toolmeta)
     return WorkflowDataset(root, tasks, tools, entries)

@@ -25,7 +25,7 @@ from pytest_gta.tools import (
 )
 from pytest_gta.types import ToolResult
 from pytest_gta.vocabulary import SandboxMode
-from tool_backends.sandbox import default_sandbox
+from tool_backends.sandbox import configured_sandbox, describe_backend
 
 ToolFunction = Callable[[ToolInvocation, ToolContext], ToolResult]
 
@@ -66,21 +66,11 @@ class LocalBackend(BaseToolBackend):
         self._functions: dict[str, ToolFunction] = {}
         self.isolation = None
         if CODE_TOOLS & set(self.tools):
-            code_sandbox = default_sandbox()
-            # The run's dataset stays out of the sandbox's view even where it lies under a path
-            # the view shows (a dataset installed inside the Python prefix).
-            code_sandbox.hide(*hidden)
-            # Probed now, so --gta-sandbox=bubblewrap without bubblewrap stops the session at
-            # startup instead of failing every code call.
-            self.isolation = code_sandbox.configure(sandbox)
+            self.isolation = configured_sandbox(sandbox, hidden)
 
     def describe(self) -> dict[str, object]:
         """For the report: the tools served here and how model-written code is isolated."""
-        info: dict[str, object] = {"tools": sorted(self.tools)}
-        if self.isolation is not None:
-            info["sandbox"] = self.isolation.kind
-            info["isolation"] = self.isolation.describe()
-        return info
+        return describe_backend(self.tools, self.isolation)
 
     def offers(self, tool: str) -> bool:
         """Whether ``tool`` runs locally here."""

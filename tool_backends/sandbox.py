@@ -63,6 +63,8 @@ import atexit
 import os
 import subprocess
 import threading
+from collections.abc import Iterable
+from pathlib import Path
 
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import OPT_SANDBOX
@@ -302,3 +304,24 @@ def use_sandbox(sandbox: Sandbox) -> None:
     atexit.register(sandbox.close)
     if previous is not None and previous is not sandbox:
         previous.close()
+
+
+def configured_sandbox(mode: SandboxMode, hidden: tuple[Path, ...]) -> Isolation:
+    """The process's sandbox set up for a backend: ``hidden`` kept out, ``mode`` probed now.
+
+    The run's dataset stays out of the sandbox's view even where it lies under a path the view
+    shows (a dataset installed inside the Python prefix). Probed at start-up, so
+    ``--gta-sandbox=bubblewrap`` without bubblewrap stops the session before any call fails.
+    """
+    code_sandbox = default_sandbox()
+    code_sandbox.hide(*hidden)
+    return code_sandbox.configure(mode)
+
+
+def describe_backend(tools: Iterable[str], isolation: Isolation | None) -> dict[str, object]:
+    """For the report: the tools a backend serves and how what it runs is isolated."""
+    info: dict[str, object] = {"tools": sorted(tools)}
+    if isolation is not None:
+        info["sandbox"] = isolation.kind
+        info["isolation"] = isolation.describe()
+    return info

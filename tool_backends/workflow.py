@@ -38,7 +38,7 @@ from pytest_gta.tools import (
 )
 from pytest_gta.types import ToolMeta, ToolParam, ToolResult
 from pytest_gta.vocabulary import SandboxMode
-from tool_backends.sandbox import default_sandbox
+from tool_backends.sandbox import configured_sandbox, describe_backend
 
 ToolFunction = Callable[[ToolInvocation, ToolContext], ToolResult]
 #: The official tool metas of GTA-Workflow's 37 tools (13 atomic, 24 new).
@@ -150,17 +150,11 @@ class WorkflowBackend(BaseToolBackend):
         self._functions: dict[str, ToolFunction] = {}
         self.isolation = None
         if SANDBOXED & self.tools:
-            code_sandbox = default_sandbox()
-            code_sandbox.hide(*hidden)
-            self.isolation = code_sandbox.configure(sandbox)
+            self.isolation = configured_sandbox(sandbox, hidden)
 
     def describe(self) -> dict[str, object]:
         """For the report: the tools served here and how parsing is isolated."""
-        info: dict[str, object] = {"tools": sorted(self.tools)}
-        if self.isolation is not None:
-            info["sandbox"] = self.isolation.kind
-            info["isolation"] = self.isolation.describe()
-        return info
+        return describe_backend(self.tools, self.isolation)
 
     def offers(self, tool: str) -> bool:
         """Whether ``tool`` runs here."""

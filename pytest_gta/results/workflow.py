@@ -165,12 +165,7 @@ def load_workflow_report(path: Path) -> WorkflowReport:
     Raises:
         GtaUsageError: missing, not JSON, or not a Workflow report of this version.
     """
-    try:
-        data = jsonsafe.read_json(path)
-    except FileNotFoundError:
-        raise GtaUsageError(f"{path}: no such file") from None
-    except jsonsafe.JsonInputError as exc:
-        raise GtaUsageError(f"{path}: {exc}") from None
+    data = jsonsafe.read_json_or_usage_error(path, str(path))
     try:
         return WorkflowReport.model_validate(data)
     except ValidationError as exc:

@@ -10,7 +10,7 @@ setup report's detail payload included.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -366,7 +366,12 @@ REGRESSIONS_CACHE_KEY = "pytest-gta/regressions"
 
 
 def add_junit_properties(config: pytest.Config, report: RunReport) -> None:
-    """Suite-level JUnit properties: each metric, its interval, the gates' verdict.
+    """Suite-level JUnit properties: each metric, its interval, the gates' verdict."""
+    add_suite_properties(config, suite_properties(report))
+
+
+def add_suite_properties(config: pytest.Config, properties: Iterable[tuple[str, Any]]) -> None:
+    """Add suite-level properties to ``--junitxml``'s file.
 
     Through pytest's own ``LogXML`` (what the ``record_testsuite_property`` fixture uses), found
     in the config's stash; without ``--junitxml`` there is nothing to add to.
@@ -378,7 +383,7 @@ def add_junit_properties(config: pytest.Config, report: RunReport) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return
-    for name, value in suite_properties(report):
+    for name, value in properties:
         xml.add_global_property(name, value)
 
 

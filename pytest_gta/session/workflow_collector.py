@@ -28,6 +28,7 @@ from pytest_gta.results.workflow import (
     dump_workflow_report,
 )
 from pytest_gta.scoring.workflow import workflow_table
+from pytest_gta.session.collector import add_suite_properties
 from pytest_gta.session.keys import DETAIL_KEY
 
 #: Where a Workflow case's id ends its node id (``gta::test_workflow[workflow-3]``).
@@ -142,17 +143,12 @@ def _order(nodeid: str) -> tuple[int, str]:
 
 
 def _junit(config: pytest.Config, report: WorkflowReport) -> None:
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:  # a pytest without it: the JSON report has the same numbers
-        return
-    xml = config.stash.get(xml_key, None)
-    if xml is None:
-        return
     metrics = report.metrics
-    for name in ("root_score", "root_sr", "leaf_sr", "tool_sr", "p_sr", "o_sr", "l_sr", "c_sr"):
-        value = getattr(metrics, name)
-        if value is not None:
-            xml.add_global_property(f"gta_workflow_{name}", round(value, 4))
-    xml.add_global_property("gta_judge", report.judge.model)
-    xml.add_global_property("gta_judge_official", report.judge.official)
+    names = ("root_score", "root_sr", "leaf_sr", "tool_sr", "p_sr", "o_sr", "l_sr", "c_sr")
+    properties: list[tuple[str, Any]] = [
+        (f"gta_workflow_{name}", round(getattr(metrics, name), 4))
+        for name in names
+        if getattr(metrics, name) is not None
+    ]
+    properties += [("gta_judge", report.judge.model), ("gta_judge_official", report.judge.official)]
+    add_suite_properties(config, properties)
