@@ -74,13 +74,19 @@ def test_the_projects_loop_produces_the_deliverable_the_judge_scores(
 
 
 AGENT = """
-import pathlib, sys
+import base64, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 (out / "notes").mkdir()
 (out / "notes" / "summary.md").write_text("# Summary\\nThe clip is ready.\\n")
-(out / "chart.png").write_bytes(pathlib.Path(sys.argv[3]).read_bytes())
+(out / "chart.png").write_bytes(base64.b64decode(sys.argv[3]))
+(out / "escape").symlink_to("/etc/hostname")
 pathlib.Path(sys.argv[2]).write_text("Wrote notes/summary.md and chart.png.")
 """
+#: A 1x1 PNG.
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAAB"
+    "JRU5ErkJggg=="
+)
 
 
 def test_an_agent_command_writes_deliverables_that_are_judged(
@@ -89,7 +95,6 @@ def test_an_agent_command_writes_deliverables_that_are_judged(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT, encoding="utf-8")
-    png = next((SAMPLE / "files").glob("*.png"))
     judge = _judge({})
     try:
         run = gta(
@@ -99,7 +104,7 @@ def test_an_agent_command_writes_deliverables_that_are_judged(
             f"--gta-ids={TASK}",
             "--gta-tools=local",
             f"--gta-agent-command={sys.executable} {agent} {{deliverables_dir}} {{answer_file}} "
-            f"{png}",
+            f"{PNG}",
             f"--gta-judge-base-url={judge.base_url}",
         )
     finally:
@@ -107,6 +112,7 @@ def test_an_agent_command_writes_deliverables_that_are_judged(
     (case,) = _report(run)["cases"]
     assert case["producer"] == "agent", case["message"]
     assert case["final_answer"] == "Wrote notes/summary.md and chart.png."
+    # The link the agent left is not followed out of its sandbox.
     assert sorted(case["deliverables"]) == ["chart.png", "summary.md"]
     # Each leaf uploads both again: the PNG as it is, the markdown as summary.pdf.
     names = [u.filename for u in judge.uploads()]
@@ -156,3 +162,47 @@ def test_the_chat_judge_renders_files_and_is_marked_not_official(
         if part["type"] == "text"
     ]
     assert any(t.startswith("[Attached file: summary.pdf]") for t in texts)
+
+
+CHEAT = """
+import json, pathlib, sys
+found = {}
+for path in sys.argv[3:]:
+    try:
+        found[path] = pathlib.Path(path).read_bytes()[:200].decode("latin-1")
+    except OSError as exc:
+        found[path] = type(exc).__name__
+pathlib.Path(sys.argv[2]).write_text(json.dumps(found))
+(pathlib.Path(sys.argv[1]) / "out.txt").write_text("x")
+"""
+
+
+def test_a_workflow_agent_sees_its_inputs_but_not_the_checkpoints(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The dataset's end.json (the trees the agent is judged on) is hidden, even when named."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = tmp_path / "cheat.py"
+    agent.write_text(CHEAT, encoding="utf-8")
+    end = SAMPLE / "end.json"
+    wav = SAMPLE / "files" / "interview.wav"
+    judge = _judge({})
+    try:
+        run = gta(
+            pytester,
+            f"--gta-data={SAMPLE}",
+            "--gta-model=oracle",
+            f"--gta-ids={TASK}",
+            "--gta-tools=local",
+            f"--gta-agent-command={sys.executable} {agent} {{deliverables_dir}} {{answer_file}} "
+            f"{end} {wav}",
+            f"--gta-judge-base-url={judge.base_url}",
+        )
+    finally:
+        judge.stop()
+    report = _report(run)
+    (case,) = report["cases"]
+    seen = json.loads(case["final_answer"])
+    assert seen[str(end)] in ("FileNotFoundError", "PermissionError", "IsADirectoryError"), seen
+    assert seen[str(wav)] != "FileNotFoundError"  # the task's own input file is shown
+    assert case["deliverables"] == ["out.txt"]

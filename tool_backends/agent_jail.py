@@ -204,6 +204,16 @@ def program_files(argv: Iterable[str]) -> list[str]:
     return files
 
 
+def _beneath_any(path: str, roots: Iterable[str]) -> bool:
+    """Whether ``path`` is one of ``roots`` or lies under one (links resolved on both sides)."""
+    real = os.path.realpath(path)
+    for root in roots:
+        top = os.path.realpath(root)
+        if real == top or real.startswith(top.rstrip("/") + "/"):
+            return True
+    return False
+
+
 def _base_prefix(config: Path) -> list[str]:
     """The prefix of the interpreter a virtualenv was made from (``home``'s parent)."""
     for line in config.read_text(errors="replace").splitlines():
@@ -337,6 +347,9 @@ class AgentJail:
         launcher = f"{INSIDE}/launcher.py" if sandboxed else agent_launcher.__file__
         config = self._config(job, workdir)
         program = program_files(job.argv) if job.kind == "command" else job.spec.get("show", ())
+        # A word of the command naming a hidden file (the dataset's answers, a report) is not
+        # the agent's own file: it stays hidden (the case's inputs come through ``job.show``).
+        program = [p for p in program if not _beneath_any(p, self._hidden)]
         base = self._base_tree(tuple(program)) if sandboxed else self._base_tree()
         tree = with_binds(base, shown_files(job.show, base)) if sandboxed else base
         mount_point = host / "root"

@@ -15,7 +15,7 @@ import resource
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -53,6 +53,8 @@ from pytest_gta.session.keys import DETAIL_KEY, STOPPED_KEY, report_extras, repo
 from pytest_gta.session.state import GtaState
 from pytest_gta.shard import shard_items
 from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSpec, make_backend
+
+T = TypeVar("T")
 
 #: Names of the controller-only plugin objects, unregistered in ``pytest_unconfigure``.
 COLLECTOR = "gta-collector"
@@ -338,24 +340,7 @@ class GtaSession:
         ahead = self.state.ahead
 
         def run(case: Case) -> CaseRun:
-            try:
-                return run_case(case, ctx, ahead)
-            except GtaBudgetExhausted as exc:
-                # Stop handing out cases; with xdist the controller stops once workers report it.
-                request.session.shouldstop = f"pytest-gta: {exc}"
-                report_only(request.node).append((STOPPED_KEY, str(exc)))
-                skip, message = True, f"{case.id}: {exc}"
-            except GtaUnavailableError as exc:
-                skip, message = True, str(exc)
-            except AgentFailed as exc:  # the agent under test raised, crashed or timed out
-                said = f"{exc.detail}\n" if exc.detail else ""
-                skip, message = False, f"{said}{case.id}: agent error: {exc}"
-            except GtaInfrastructureError as exc:
-                skip, message = False, f"{case.id}: infrastructure error: {exc}"
-            # Outside the except blocks, so the report shows the message, not a chained traceback.
-            if skip:
-                pytest.skip(message)
-            pytest.fail(message, pytrace=False)
+            return guarded(request, case.id, lambda: run_case(case, ctx, ahead))
 
         return run
 
@@ -453,6 +438,32 @@ class GtaSession:
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return True
+
+
+def guarded(request: pytest.FixtureRequest, case_id: str, work: Callable[[], T]) -> T:
+    """``work()``; a harness failure ends the calling phase with a clean message.
+
+    A budget stop or an unavailable service skips; anything else that broke the harness or
+    the agent under test fails (called from a fixture, that is pytest's *error* outcome).
+    """
+    try:
+        return work()
+    except GtaBudgetExhausted as exc:
+        # Stop handing out cases; with xdist the controller stops once workers report it.
+        request.session.shouldstop = f"pytest-gta: {exc}"
+        report_only(request.node).append((STOPPED_KEY, str(exc)))
+        skip, message = True, f"{case_id}: {exc}"
+    except GtaUnavailableError as exc:
+        skip, message = True, str(exc)
+    except AgentFailed as exc:  # the agent under test raised, crashed or timed out
+        said = f"{exc.detail}\n" if exc.detail else ""
+        skip, message = False, f"{said}{case_id}: agent error: {exc}"
+    except GtaInfrastructureError as exc:
+        skip, message = False, f"{case_id}: infrastructure error: {exc}"
+    # Outside the except blocks, so the report shows the message, not a chained traceback.
+    if skip:
+        pytest.skip(message)
+    pytest.fail(message, pytrace=False)
 
 
 def process_usage() -> dict[str, float]:

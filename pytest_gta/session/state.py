@@ -59,6 +59,7 @@ from pytest_gta.session.collector import RunInfo
 from pytest_gta.session.model_server import describe as describe_server
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
 from pytest_gta.validation import load_dataset
+from pytest_gta.workflow_data import END_FILE as WORKFLOW_END_FILE
 
 #: What an agent run imports (the ``agents`` extra): the MCP SDK and the server under it.
 AGENT_EXTRA = ("mcp", "uvicorn", "starlette")
@@ -369,7 +370,11 @@ class GtaState:
         setup = self.agent_setup()
         if setup is None or setup.findings:
             return
-        findings = agent_setup.probe(setup, self.dataset().root / DATASET_NAME)
+        root = self.dataset().root
+        answers = root / DATASET_NAME
+        if not answers.is_file() and (root / WORKFLOW_END_FILE).is_file():
+            answers = root / WORKFLOW_END_FILE  # a GTA-Workflow dataset: the checkpoints
+        findings = agent_setup.probe(setup, answers)
         failed = [f["check"] for f in findings if not f["held"]]
         if failed and self.settings.agent.require_isolation:
             raise GtaUsageError(

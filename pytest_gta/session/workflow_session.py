@@ -33,7 +33,12 @@ from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.results.workflow import WorkflowCase
 from pytest_gta.run.workflow import Deliverable, judged_case
 from pytest_gta.session import xdist
-from pytest_gta.session.gta_session import GtaSession, make_model_builtin, make_tool_builtin
+from pytest_gta.session.gta_session import (
+    GtaSession,
+    guarded,
+    make_model_builtin,
+    make_tool_builtin,
+)
 from pytest_gta.session.keys import DETAIL_KEY, report_only
 from pytest_gta.session.workflow_agents import WorkflowProducers, as_dataset
 from pytest_gta.session.workflow_collector import CASE_PREFIX, WorkflowCollector
@@ -316,7 +321,7 @@ class WorkflowSession(GtaSession):
             ("gta_model", self.state.settings.model.name),
         ]
         request.node.user_properties.extend(identity)
-        deliverable = self.produce(param, workdir)
+        deliverable = guarded(request, param.id, lambda: self.produce(param, workdir))
         case = judged_case(
             case_id=param.id,
             task_id=param.task.task_id,
