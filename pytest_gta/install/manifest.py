@@ -25,6 +25,10 @@ Verification is by file, never by archive: the same files reach a user as the Gi
 Hugging Face snapshot, a mirror's re-packed zip or an unpacked folder, and only the files decide a
 benchmark number. ``archive_sha256`` (optional, ``null`` when unknown) records the checksum of the
 archive an entry was recorded from, for information.
+An entry may list no files yet (``gta_workflow_dataset``, GTA-Workflow, whose checksums are
+unknown): it names the dataset, and an install is only structure-checked until
+``--gta-record-manifest`` fills it in. A GTA-Workflow entry lists ``end.json`` and every other
+file of the dataset directory (:func:`workflow_files`).
 
 macOS Finder's ``.DS_Store`` files (:data:`FINDER_METADATA`) are not data: they are neither
 recorded nor compared, so a copy with or without them verifies; every other file under ``image/``
