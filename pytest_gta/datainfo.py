@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gta.quirks import GENERATED_IMAGE
@@ -27,6 +28,7 @@ from pytest_gta.vocabulary import CATEGORY_NAMES, QUERY_TYPES, tool_category
 
 if TYPE_CHECKING:
     from pytest_gta.dataset import Dataset
+    from pytest_gta.workflow_data import WorkflowDataset
 
 #: Letters of Figure 3(b), in its order.
 CATEGORY_LETTERS = {"perception": "P", "operation": "O", "logic": "L", "creativity": "C"}
@@ -243,4 +245,116 @@ def format_statistics(stats: dict[str, Any], sha256: str | None = None) -> list[
         "  differences from the paper:" if found else "  every count above equals the paper's"
     )
     lines += [f"    {line}" for line in found]
+    return lines
+
+
+def tree_shape(tree: Any) -> tuple[int, int, int] | None:
+    """(depth, leaves, nodes) of a checkpoint tree as the judge walks it; ``None``: not a tree.
+
+    A list is the root's children, a lone node without ``sub_tasks`` the root's only child (as
+    :func:`pytest_gta.judge.protocol.normalize_tree`); the root is depth 0 and not counted as a
+    node, and an empty tree is one leaf, the root (the judge then scores the task itself).
+    """
+    if isinstance(tree, dict) and "sub_tasks" in tree:
+        children: Any = tree["sub_tasks"]
+    elif isinstance(tree, dict):
+        children = [tree]
+    else:
+        children = tree
+    if not isinstance(children, list):
+        return None
+    if not children:
+        return 0, 1, 0
+    depth = leaves = nodes = 0
+    stack: list[tuple[Any, int]] = [(child, 1) for child in children]
+    while stack:
+        node, level = stack.pop()
+        if not isinstance(node, dict):
+            return None
+        nodes += 1
+        below = node.get("sub_tasks", [])
+        if not isinstance(below, list):
+            return None
+        if below:
+            stack.extend((child, level + 1) for child in below)
+        else:
+            leaves += 1
+            depth = max(depth, level)
+    return depth, leaves, nodes
+
+
+def workflow_statistics(dataset: WorkflowDataset) -> dict[str, Any]:
+    """What ``--gta-data-info`` shows of a GTA-Workflow dataset: tasks, files, tools, trees."""
+    tasks: list[dict[str, Any]] = []
+    suffixes: Counter[str] = Counter()
+    called: Counter[str] = Counter()
+    depths: list[int] = []
+    leaves: list[int] = []
+    missing: list[str] = []
+    invalid: list[str] = []
+    files: set[str] = set()
+    for task in dataset:
+        shape = tree_shape(task.tree)
+        if shape is None:
+            invalid.append(task.task_id)
+        else:
+            depths.append(shape[0])
+            leaves.append(shape[1])
+        for _kind, path in task.files:
+            files.add(path)
+            suffixes[Path(path).suffix.lower() or "(none)"] += 1
+            if not Path(path).is_file():
+                missing.append(f"{task.task_id}: {Path(path).relative_to(dataset.root)}")
+        called.update(task.reference_tools)
+        tasks.append(
+            {
+                "id": task.task_id,
+                "files": len(task.files),
+                "depth": None if shape is None else shape[0],
+                "leaves": None if shape is None else shape[1],
+                "checkpoints": None if shape is None else shape[2],
+                "tools": list(task.reference_tools),
+            }
+        )
+    return {
+        "tasks": len(dataset),
+        "files": sum(t["files"] for t in tasks),
+        "distinct_files": len(files),
+        "files_by_suffix": dict(sorted(suffixes.items())),
+        "missing_files": missing,
+        "tools": list(dataset.tools),
+        "tools_called": dict(sorted(called.items())),
+        "tree_depths": _histogram(depths),
+        "leaves_per_task": _histogram(leaves),
+        "leaves": sum(leaves),
+        "invalid_trees": invalid,
+        "per_task": tasks,
+    }
+
+
+def format_workflow_statistics(stats: dict[str, Any]) -> list[str]:
+    """Lines for the terminal: a GTA-Workflow dataset's counts, then one line per task."""
+    tools = stats["tools"]
+    lines = [
+        f"  tasks: {stats['tasks']}",
+        f"  task files: {stats['files']} ({stats['distinct_files']} distinct; by suffix: "
+        f"{_hist_line(stats['files_by_suffix'])})",
+        f"  tools in toolmeta.json: {len(tools)}" + (f" ({', '.join(tools)})" if tools else ""),
+        f"  tools the reference dialogs call (tasks): {_hist_line(stats['tools_called'])}",
+        f"  checkpoint tree depths (tasks): {_hist_line(stats['tree_depths'])}",
+        f"  leaves per task (tasks): {_hist_line(stats['leaves_per_task'])}; "
+        f"{stats['leaves']} leaves in all, each judged once per task",
+    ]
+    if stats["missing_files"]:
+        lines.append(f"  files named but missing: {', '.join(stats['missing_files'])}")
+    if stats["invalid_trees"]:
+        lines.append(
+            "  trees the judge cannot walk (the task errors): " + ", ".join(stats["invalid_trees"])
+        )
+    lines.append(f"  {'task':<12}{'files':>6}{'depth':>7}{'leaves':>8}  tools called")
+    for task in stats["per_task"]:
+        depth = "-" if task["depth"] is None else task["depth"]
+        leaves = "-" if task["leaves"] is None else task["leaves"]
+        shown = ", ".join(task["tools"]) or "-"
+        lines.append(f"  {task['id']:<12}{task['files']:>6}{depth!s:>7}{leaves!s:>8}  {shown}")
     return lines

@@ -432,7 +432,7 @@ def test_help_pins_the_options(pytester):
         "--gta-model=MODEL",
         "--gta-data=DIR",
         "--gta-data-dir=DIR",
-        "--gta-download",
+        "--gta-download=[WHICH]",
         "--gta-download-url=URL_OR_PATH",
         "--gta-allow-unverified",
         "--gta-record-manifest",

@@ -300,8 +300,10 @@ def test_project_entries_override_packaged_ones_and_record_keeps_the_rest(tmp_pa
             "datasets.x.files: '../a' must be a relative POSIX path",
         ),
         (
-            f'{{"format": "{FORMAT}", "datasets": {{"x": {{"files": {{}}}}}}}}',
-            "datasets.x.files: must list dataset.json",
+            # Files but neither dataset.json nor end.json (no files at all: not pinned yet).
+            f'{{"format": "{FORMAT}", "datasets": '
+            f'{{"x": {{"files": {{"a.txt": "{"0" * 64}"}}}}}}}}',
+            "datasets.x.files: must list dataset.json (GTA) or end.json (GTA-Workflow)",
         ),
         (f'{{"format": "{FORMAT}", "datasets": {{"x": 3}}}}', "datasets.x: must be an object"),
         (

@@ -18,6 +18,12 @@ Verification, in order of strength:
 3. ``--gta-allow-unverified``: installed with a warning, recorded as unverified.
 
 The data must load without problems in every case: unusable data is never installed.
+
+GTA-Workflow (``--gta-download=workflow``, :data:`~pytest_gta.install.manifest.WORKFLOW_ENTRY`)
+goes the same way, found by its ``end.json`` and loaded by
+:func:`pytest_gta.workflow_data.load_workflow`; it has no published counts, so until its entry
+records sha256s it is installed as NOT verified (its structure checked only), and
+``--gta-record-manifest`` records them.
 """
 
 from __future__ import annotations
@@ -30,12 +36,12 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gta.datainfo import dataset_statistics, paper_mismatches
-from pytest_gta.errors import DatasetError, GtaDataError
+from pytest_gta.errors import DatasetError, GtaDataError, GtaUsageError
 from pytest_gta.files import sha256_file
 from pytest_gta.flags import (
     OPT_ALLOW_UNVERIFIED,
@@ -47,8 +53,11 @@ from pytest_gta.flags import (
 )
 from pytest_gta.install import sources as _sources_module
 from pytest_gta.install.manifest import (
+    ATOMIC_MARKER,
     INSTALL_RECORD,
     RELEASE_ENTRY,
+    WORKFLOW_ENTRY,
+    WORKFLOW_MARKER,
     Manifest,
     ManifestEntry,
     entry_for,
@@ -60,6 +69,8 @@ from pytest_gta.install.manifest import (
 from pytest_gta.install.sources import (
     HF_REPO,
     RELEASE_URL,
+    WORKFLOW_HF_REPO,
+    WORKFLOW_RELEASE_URL,
     Fetched,
     HttpSettings,
     SourceUnavailable,
@@ -70,6 +81,7 @@ from pytest_gta.install.sources import (
 )
 from pytest_gta.install.unpack import UnpackLimits, copy_tree, extract_zip
 from pytest_gta.validation import load_dataset
+from pytest_gta.workflow_data import load_workflow
 
 if TYPE_CHECKING:
     pass
@@ -105,6 +117,26 @@ class InstallRequest:
     def target(self) -> Path:
         """Where the dataset ends up."""
         return self.data_dir / self.name
+
+    @property
+    def workflow(self) -> bool:
+        """Whether this installs GTA-Workflow (``end.json``) rather than GTA (``dataset.json``)."""
+        return self.name == WORKFLOW_ENTRY
+
+    @property
+    def marker(self) -> str:
+        """The file whose presence makes a directory this dataset."""
+        return WORKFLOW_MARKER if self.workflow else ATOMIC_MARKER
+
+
+def workflow_request(request: InstallRequest) -> InstallRequest:
+    """``request`` for GTA-Workflow: its entry, directory, Hub repo and release asset."""
+    return replace(
+        request,
+        name=WORKFLOW_ENTRY,
+        hf_repo=WORKFLOW_HF_REPO,
+        release_url=request.release_url or WORKFLOW_RELEASE_URL,
+    )
 
 
 @dataclass(frozen=True)
@@ -152,31 +184,34 @@ def install_lock(data_dir: Path, name: str, log: Log, timeout: float) -> Iterato
         os.close(fd)
 
 
-def find_dataset_root(tree: Path, limits: UnpackLimits) -> Path:
-    """The directory holding ``dataset.json`` in an unpacked tree (top level or one below).
+def find_dataset_root(tree: Path, limits: UnpackLimits, marker: str = ATOMIC_MARKER) -> Path:
+    """The directory holding ``marker`` in an unpacked tree (top level or one or two below).
 
-    A tree without one but with a single zip (a Hub repo that stores the release archive) is
-    unpacked in place and searched again.
+    ``marker``: ``dataset.json`` (GTA) or ``end.json`` (GTA-Workflow). A tree without one but
+    with a single zip (a Hub repo that stores the release archive) is unpacked in place and
+    searched again.
     """
     candidates = sorted(
         p.parent
-        for p in [
-            tree / "dataset.json",
-            *tree.glob("*/dataset.json"),
-            *tree.glob("*/*/dataset.json"),
-        ]
+        for p in [tree / marker, *tree.glob(f"*/{marker}"), *tree.glob(f"*/*/{marker}")]
         if p.is_file() and "__MACOSX" not in p.parts
     )
     if len(candidates) == 1:
         return candidates[0]
     if len(candidates) > 1:
         shown = ", ".join(str(c.relative_to(tree)) for c in candidates)
-        raise GtaDataError(f"{tree}: several dataset.json files ({shown}); expected one dataset")
+        raise GtaDataError(f"{tree}: several {marker} files ({shown}); expected one dataset")
     zips = sorted(p for p in [*tree.glob("*.zip"), *tree.glob("*/*.zip")] if p.is_file())
     if len(zips) == 1:
         inner = tree / (STAGING_PREFIX + "inner")
         extract_zip(zips[0], inner, limits)
-        return find_dataset_root(inner, limits)
+        return find_dataset_root(inner, limits, marker)
+    if marker == WORKFLOW_MARKER:
+        raise GtaDataError(
+            f"{tree}: no end.json found: not a GTA-Workflow dataset (expected end.json, "
+            "toolmeta.json and the task files at the top level or in one folder such as "
+            "gta_workflow_dataset/)"
+        )
     raise GtaDataError(
         f"{tree}: no dataset.json found (expected dataset.json, toolmeta.json and image/ at the "
         "top level or in one folder such as gta_dataset/)"
@@ -208,8 +243,21 @@ def _sources(request: InstallRequest) -> list[tuple[str, Callable[[Log], Fetched
     return sources
 
 
-def how_to_get(target: Path) -> str:
+def how_to_get(target: Path, workflow: bool = False) -> str:
     """Instructions for getting the dataset by any route, for every 'no data' message."""
+    if workflow:
+        download = f"{OPT_DOWNLOAD}=workflow"
+        return (
+            "Get GTA-Workflow with one of:\n"
+            f"  pytest {download}\n"
+            f"      (tries the Hugging Face dataset {WORKFLOW_HF_REPO}, then "
+            f"{WORKFLOW_RELEASE_URL})\n"
+            f"  pytest {download} {OPT_DOWNLOAD_URL}=PATH_OR_URL\n"
+            "      (a copy of gta_workflow_dataset.zip, a mirror URL, or an unpacked directory)\n"
+            f"  or by hand: download {WORKFLOW_RELEASE_URL}\n"
+            f"      and unpack it so that {target / WORKFLOW_MARKER} exists (or pass "
+            f"{OPT_DATA}=DIR)."
+        )
     return (
         "Get the GTA dataset with one of:\n"
         f"  pytest {OPT_DOWNLOAD}\n"
@@ -242,6 +290,8 @@ def check_dataset(
 
     ``tail`` ends an error message: what happened to the data and what to do.
     """
+    if request.workflow:
+        return check_workflow(root, request, tail)
     try:
         dataset = load_dataset(root)
     except DatasetError as exc:
@@ -249,24 +299,8 @@ def check_dataset(
     queries = len(dataset)
     entry = request.manifest.get(request.name)
     flag = OPT_ALLOW_UNVERIFIED
-    if entry is not None:
-        problems = verify(root, entry)
-        if not problems:
-            return Checked(
-                f"sha256 of {len(entry.files)} files match manifest entry {entry.name!r}",
-                [],
-                queries,
-                entry,
-            )
-        shown = "\n".join(f"  - {p}" for p in problems[:20])
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        if not request.allow_unverified:
-            raise GtaDataError(
-                f"checksum mismatch: {len(problems)} file(s) differ from manifest entry "
-                f"{entry.name!r} ({request.manifest.where}):\n{shown}{more}\n"
-                f"{tail} If this is a mirror you trust, pass {flag}."
-            )
-        return Checked("UNVERIFIED (differs from the manifest)", problems, queries)
+    if entry is not None and entry.pinned:
+        return _check_files(root, request, entry, queries, tail)
     mismatches = paper_mismatches(dataset_statistics(dataset))
     if not mismatches:
         return Checked(
@@ -281,6 +315,53 @@ def check_dataset(
         )
     return Checked(
         "UNVERIFIED (no manifest entry; counts differ from the paper)", mismatches, queries
+    )
+
+
+def _check_files(
+    root: Path, request: InstallRequest, entry: ManifestEntry, queries: int, tail: str
+) -> Checked:
+    """``root`` against the sha256s of ``entry``: verified, or refused (or let through)."""
+    problems = verify(root, entry)
+    if not problems:
+        return Checked(
+            f"sha256 of {len(entry.files)} files match manifest entry {entry.name!r}",
+            [],
+            queries,
+            entry,
+        )
+    shown = "\n".join(f"  - {p}" for p in problems[:20])
+    more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+    if not request.allow_unverified:
+        raise GtaDataError(
+            f"checksum mismatch: {len(problems)} file(s) differ from manifest entry "
+            f"{entry.name!r} ({request.manifest.where}):\n{shown}{more}\n"
+            f"{tail} If this is a mirror you trust, pass {OPT_ALLOW_UNVERIFIED}."
+        )
+    return Checked("UNVERIFIED (differs from the manifest)", problems, queries)
+
+
+def check_workflow(root: Path, request: InstallRequest, tail: str) -> Checked:
+    """Verify a GTA-Workflow directory: it must load; then its entry's sha256s, when recorded.
+
+    GTA-Workflow publishes no counts to compare with, so without recorded sha256s the data is
+    installed NOT verified (its structure checked only) and says how to pin it.
+    """
+    try:
+        dataset = load_workflow(root)
+    except GtaUsageError as exc:
+        raise GtaDataError(f"the data is not a usable GTA-Workflow dataset: {exc}") from None
+    tasks = len(dataset)
+    entry = request.manifest.get(request.name)
+    if entry is not None and entry.pinned:
+        return _check_files(root, request, entry, tasks, tail)
+    return Checked(
+        f"NOT verified: manifest entry {request.name!r} records no sha256s yet, so only the "
+        f"structure was checked ({WORKFLOW_MARKER} loads: {tasks} tasks, "
+        f"{len(dataset.tools)} tools); pin these files with pytest {OPT_DOWNLOAD}=workflow "
+        f"{OPT_RECORD_MANIFEST}",
+        [],
+        tasks,
     )
 
 
@@ -315,7 +396,7 @@ def _stage(fetched: Fetched, staging: Path, request: InstallRequest, log: Log) -
         log(f"copying {fetched.path}")
         count = copy_tree(fetched.path, unpacked, allowed_root=allowed, limits=request.limits)
     log(f"  {count} files")
-    return find_dataset_root(unpacked, request.limits)
+    return find_dataset_root(unpacked, request.limits, request.marker)
 
 
 def _leave_out_finder_metadata(root: Path, log: Log) -> list[str]:
@@ -335,11 +416,12 @@ def install(request: InstallRequest, log: Log) -> InstallResult:
             installed and the message says why and what to do.
     """
     target = request.target
+    download = f"{OPT_DOWNLOAD}=workflow" if request.workflow else OPT_DOWNLOAD
     with install_lock(request.data_dir, request.name, log, request.lock_timeout):
-        if (target / "dataset.json").is_file():
+        if (target / request.marker).is_file():
             tail = (
                 f"{target} was already installed and is left as it is; delete it and run "
-                f"{OPT_DOWNLOAD} again to replace it."
+                f"{download} again to replace it."
             )
             checked = check_dataset(target, request, tail)
             for rel in finder_metadata(target):
@@ -355,7 +437,7 @@ def install(request: InstallRequest, log: Log) -> InstallResult:
             )
         if target.exists() or target.is_symlink():
             raise GtaDataError(
-                f"{target} exists but has no dataset.json; move it away so the dataset can be "
+                f"{target} exists but has no {request.marker}; move it away so the dataset can be "
                 f"installed there, or choose another {OPT_DATA_DIR}"
             )
         _clean_stale(request.data_dir, request.name, log)
@@ -374,11 +456,12 @@ def install(request: InstallRequest, log: Log) -> InstallResult:
                 # Bad data from one default source: the next may still deliver the release.
                 failures.append(f"  - {label}: {exc}")
                 log(f"  failed: {str(exc).splitlines()[0]}")
+        what = "GTA-Workflow" if request.workflow else "the GTA dataset"
         raise GtaDataError(
-            "could not download the GTA dataset; every source failed:\n"
+            f"could not download {what}; every source failed:\n"
             + "\n".join(failures)
             + "\n"
-            + how_to_get(target)
+            + how_to_get(target, request.workflow)
         )
 
 
@@ -459,11 +542,15 @@ def _maybe_record(
         if archive is not None
         else f"unknown: recorded on {today} from unpacked files ({source}), not from an archive"
     )
+    what = (
+        f"GTA-Workflow dataset, {checked.queries} tasks, recorded by pytest {OPT_DOWNLOAD}=workflow"
+        if request.workflow
+        else f"GTA dataset, {checked.queries} queries, recorded by pytest {OPT_DOWNLOAD}"
+    )
     entry = entry_for(
         target,
         request.name,
-        f"GTA dataset, {checked.queries} queries, recorded by pytest {OPT_DOWNLOAD} "
-        f"{OPT_RECORD_MANIFEST} from {source}",
+        f"{what} {OPT_RECORD_MANIFEST} from {source}",
         checked.queries,
         archive_sha256=archive,
         archive_note=note,

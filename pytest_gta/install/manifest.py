@@ -25,6 +25,10 @@ Verification is by file, never by archive: the same files reach a user as the Gi
 Hugging Face snapshot, a mirror's re-packed zip or an unpacked folder, and only the files decide a
 benchmark number. ``archive_sha256`` (optional, ``null`` when unknown) records the checksum of the
 archive an entry was recorded from, for information.
+An entry may list no files yet (``gta_workflow_dataset``, GTA-Workflow, whose checksums are
+unknown): it names the dataset, and an install is only structure-checked until
+``--gta-record-manifest`` fills it in. A GTA-Workflow entry lists ``end.json`` and every other
+file of the dataset directory (:func:`workflow_files`).
 
 macOS Finder's ``.DS_Store`` files (:data:`FINDER_METADATA`) are not data: they are neither
 recorded nor compared, so a copy with or without them verifies; every other file under ``image/``
@@ -52,6 +56,13 @@ FORMAT = "pytest-gta-manifest/1"
 MANIFEST_NAME = "manifest.json"
 #: The GitHub release v0.1.0 / Hugging Face ``Jize1/GTA``: what ``--gta-download`` installs.
 RELEASE_ENTRY = "gta_dataset"
+#: GTA-Workflow (GTA-2): the GitHub release v0.2.0 / Hugging Face ``Jize1/GTA-Workflow``, what
+#: ``--gta-download=workflow`` installs. Shipped with no files recorded (its checksums are
+#: unknown) until ``--gta-download=workflow --gta-record-manifest`` records them.
+WORKFLOW_ENTRY = "gta_workflow_dataset"
+#: The file that marks each kind of dataset directory: atomic GTA, GTA-Workflow.
+ATOMIC_MARKER = "dataset.json"
+WORKFLOW_MARKER = "end.json"
 #: The 17-query sample shipped with the plugin.
 SAMPLE_ENTRY = "gta_sample"
 #: Written by the installer inside an installed dataset; not part of the data.
@@ -68,8 +79,11 @@ def dataset_files(root: Path) -> list[str]:
 
     ``dataset.json``, ``toolmeta.json`` (when present) and every regular file under ``image/``
     except Finder's ``.DS_Store``; anything else in the directory (a README, the install record)
-    is not data.
+    is not data. A GTA-Workflow directory (``end.json``, no ``dataset.json``): every regular file
+    but the install record and Finder's ``.DS_Store`` (:func:`workflow_files`).
     """
+    if (root / WORKFLOW_MARKER).is_file() and not (root / ATOMIC_MARKER).is_file():
+        return workflow_files(root)
     files = [name for name in ("dataset.json", "toolmeta.json") if (root / name).is_file()]
     image_dir = root / "image"
     if image_dir.is_dir():
@@ -79,6 +93,22 @@ def dataset_files(root: Path) -> list[str]:
                 path = Path(dirpath) / name
                 if name != FINDER_METADATA and path.is_file():
                     files.append(path.relative_to(root).as_posix())
+    return sorted(files)
+
+
+def workflow_files(root: Path) -> list[str]:
+    """A GTA-Workflow directory's files: ``end.json``, ``toolmeta.json`` and the task files.
+
+    The tasks name their files by any path under the root, so every regular file is data except
+    the install record and Finder's ``.DS_Store``; sorted POSIX paths relative to ``root``.
+    """
+    files: list[str] = []
+    for dirpath, dirnames, names in os.walk(root):
+        dirnames.sort()
+        for name in names:
+            path = Path(dirpath) / name
+            if name not in (FINDER_METADATA, INSTALL_RECORD) and path.is_file():
+                files.append(path.relative_to(root).as_posix())
     return sorted(files)
 
 
@@ -103,6 +133,11 @@ class ManifestEntry:
     archive_sha256: str | None = None
     #: Where ``archive_sha256`` comes from, or why it is unknown; empty: the entry says nothing.
     archive_note: str = ""
+
+    @property
+    def pinned(self) -> bool:
+        """Whether any file's sha256 is recorded (an entry may name a dataset before that)."""
+        return bool(self.files)
 
     def to_json(self) -> dict[str, Any]:
         """The entry as stored in ``manifest.json``."""
@@ -189,8 +224,12 @@ def _parse(path: Path) -> dict[str, ManifestEntry]:
             parts = Path(rel).parts
             if Path(rel).is_absolute() or ".." in parts or "\\" in rel:
                 raise GtaDataError(f"{where}.files: {rel!r} must be a relative POSIX path")
-        if "dataset.json" not in files:
-            raise GtaDataError(f"{where}.files: must list dataset.json")
+        # No files: an entry whose checksums are not known yet (GTA-Workflow as shipped).
+        if files and not {ATOMIC_MARKER, WORKFLOW_MARKER} & set(files):
+            raise GtaDataError(
+                f"{where}.files: must list dataset.json (GTA) or end.json (GTA-Workflow), or be "
+                "empty until the files' sha256s are recorded"
+            )
         archive = value.get("archive_sha256")
         if archive is not None and not _is_sha256(archive):
             raise GtaDataError(

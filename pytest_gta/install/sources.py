@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 
 HF_REPO = "Jize1/GTA"
 RELEASE_URL = "https://github.com/open-compass/GTA/releases/download/v0.1.0/gta_dataset.zip"
+#: GTA-Workflow (GTA-2): what ``--gta-download=workflow`` tries, in this order.
+WORKFLOW_HF_REPO = "Jize1/GTA-Workflow"
+WORKFLOW_RELEASE_URL = (
+    "https://github.com/open-compass/GTA/releases/download/v0.2.0/gta_workflow_dataset.zip"
+)
 
 Log = Callable[[str], None]
 

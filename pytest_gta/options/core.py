@@ -116,8 +116,10 @@ def parse_text(value: str) -> str:
 #: :func:`option_base`); ``flag``: a command on the command line only (``--gta-download``), no
 #: ini twin; ``bool``: an on switch with a boolean ini twin (``--gta-allow-unverified``);
 #: ``paths``: a command taking one or more paths (``--gta-merge``), no ini twin; ``optional``:
-#: a value that may be left out (``--gta-fail-on-regression`` alone means its ``const``).
-Kind = Literal["value", "path", "flag", "bool", "paths", "optional"]
+#: a value that may be left out (``--gta-fail-on-regression`` alone means its ``const``);
+#: ``command``: a command whose value may be left out (``--gta-download`` alone means its
+#: ``const``), no ini twin.
+Kind = Literal["value", "path", "flag", "bool", "paths", "optional", "command"]
 #: Where a resolved value came from, in precedence order.
 Source = Literal["cli", "env", "ini", "default"]
 
@@ -164,7 +166,7 @@ class OptionSpec:
     @property
     def ini(self) -> str | None:
         """The ini key; commands have none (they are not something a project pins)."""
-        return None if self.kind in ("flag", "paths") else self.dest
+        return None if self.kind in ("flag", "paths", "command") else self.dest
 
     def fallback(self) -> Any:
         """The default value, fresh when it is mutable."""
@@ -195,7 +197,7 @@ def register(parser: pytest.Parser, specs: Iterable[OptionSpec]) -> None:
             group.addoption(
                 spec.flag, dest=spec.dest, action="store_true", default=spec.default, help=spec.help
             )
-        elif spec.kind == "optional":
+        elif spec.kind in ("optional", "command"):
             group.addoption(
                 spec.flag,
                 dest=spec.dest,
@@ -206,7 +208,8 @@ def register(parser: pytest.Parser, specs: Iterable[OptionSpec]) -> None:
                 default=None,
                 help=spec.help,
             )
-            parser.addini(spec.dest, help=f"default for {spec.flag}", default=None)
+            if spec.ini is not None:
+                parser.addini(spec.dest, help=f"default for {spec.flag}", default=None)
         elif spec.kind == "bool":
             # None, not False: an absent flag must let the ini value through.
             group.addoption(

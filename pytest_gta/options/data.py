@@ -29,11 +29,19 @@ from pytest_gta.options.model import is_self_check
 ENV_DATA_DIR = "GTA_DATA_DIR"
 DATA_DIR_DEFAULT = Path("data")
 DATASET_NAME = "gta_dataset"
+#: Where ``--gta-download=workflow`` installs GTA-Workflow in the data directory.
+WORKFLOW_DATASET_NAME = "gta_workflow_dataset"
+#: ``--gta-download``'s values: what each installs (the flag alone: ``atomic``).
+DOWNLOAD_ATOMIC = "atomic"
+DOWNLOAD_WORKFLOW = "workflow"
+DOWNLOADS = {DOWNLOAD_ATOMIC: DATASET_NAME, DOWNLOAD_WORKFLOW: WORKFLOW_DATASET_NAME}
 DATA_DIR_DEFAULT_SOURCE = f"{DATA_DIR_DEFAULT}/ under the rootdir"
 #: ``--gta-data=sample``: the 17-query sample shipped with the plugin.
 SAMPLE_KEYWORD = "sample"
 #: ``--gta-data``'s name for the bundled GTA-Workflow sample.
 WORKFLOW_SAMPLE_KEYWORD = "workflow-sample"
+#: ``--gta-data=workflow``: the GTA-Workflow dataset ``--gta-download=workflow`` installed.
+WORKFLOW_KEYWORD = "workflow"
 #: The data source of a self-check (or model-less) run that fell back to the sample.
 SAMPLE_FALLBACK = "bundled sample: no dataset installed in"
 
@@ -54,12 +62,28 @@ class DataSettings:
 DATA = OptionSpec(
     OPT_DATA,
     "DIR",
-    f"dataset directory in the official layout, or '{SAMPLE_KEYWORD}' for the bundled sample "
-    f"(default: {DATASET_NAME} in the data directory)",
+    f"dataset directory in the official layout, '{SAMPLE_KEYWORD}' for the bundled sample, "
+    f"'{WORKFLOW_KEYWORD}' for the installed GTA-Workflow (default: {DATASET_NAME} in the data "
+    "directory)",
     doc_default="`gta_dataset` in the data directory (the bundled sample for `oracle`/`mock:` "
     "when none is installed)",
-    doc="dataset directory in the official layout; `sample` is the bundled sample",
+    doc="dataset directory in the official layout; `sample` is the bundled sample, `workflow` "
+    "the GTA-Workflow dataset installed in the data directory, `workflow-sample` its bundled "
+    "sample",
 )
+
+
+def parse_download(value: str) -> str:
+    """``--gta-download``'s value: which dataset to install."""
+    text = value.strip().lower()
+    if text not in DOWNLOADS:
+        raise pytest.UsageError(
+            f"{OPT_DOWNLOAD}={value}: expected {' or '.join(DOWNLOADS)} (the flag alone: "
+            f"{DOWNLOAD_ATOMIC})"
+        )
+    return text
+
+
 DATA_DIR = OptionSpec(
     OPT_DATA_DIR,
     "DIR",
@@ -76,18 +100,23 @@ ROWS: tuple[OptionSpec, ...] = (
     DATA_DIR,
     OptionSpec(
         OPT_DOWNLOAD,
-        None,
-        "fetch, verify and unpack the GTA dataset into the data directory, then exit",
-        kind="flag",
-        default=False,
-        doc="fetch, verify and unpack the dataset into the data directory, then exit",
+        "WHICH",
+        f"fetch, verify and unpack a dataset into the data directory, then exit: "
+        f"'{DOWNLOAD_ATOMIC}' (the flag alone: GTA, as {DATASET_NAME}) or '{DOWNLOAD_WORKFLOW}' "
+        f"(GTA-Workflow, as {WORKFLOW_DATASET_NAME})",
+        kind="command",
+        parse=parse_download,
+        const=DOWNLOAD_ATOMIC,
+        doc="fetch, verify and unpack a dataset into the data directory, then exit: `atomic` "
+        "(the flag alone) installs `gta_dataset`, `workflow` installs GTA-Workflow as "
+        "`gta_workflow_dataset`",
     ),
     # A URL or a local path: the installer tells them apart, relative to option_base.
     OptionSpec(
         OPT_DOWNLOAD_URL,
         "URL_OR_PATH",
         "download from this URL, zip or directory instead of Hugging Face and the GitHub release",
-        doc_default="Hugging Face `Jize1/GTA`, then the GitHub release",
+        doc_default="Hugging Face `Jize1/GTA` (`Jize1/GTA-Workflow`), then the GitHub release",
         doc="a mirror URL, a zip or a directory to install from",
     ),
     OptionSpec(
@@ -139,6 +168,8 @@ def settings(config: pytest.Config, model: str | None) -> DataSettings:
         return DataSettings(bundled_sample_path("workflow"), "bundled Workflow sample", data_dir)
     if named.value == SAMPLE_KEYWORD:
         return DataSettings(bundled_sample_path(), "bundled sample", data_dir)
+    if named.value == WORKFLOW_KEYWORD:
+        return _installed_workflow(data_dir, data_dir_source)
     if named.value is not None:
         return DataSettings(resolve_path(config, named.value, named.source), named.origin, data_dir)
     installed = data_dir / DATASET_NAME
@@ -156,3 +187,21 @@ def settings(config: pytest.Config, model: str | None) -> DataSettings:
         # Without a model nothing is evaluated: user tests are collected from the sample and skip.
         return DataSettings(bundled_sample_path(), f"{SAMPLE_FALLBACK} {data_dir}", data_dir)
     return DataSettings(None, f"no dataset installed in {data_dir}", data_dir)
+
+
+def _installed_workflow(data_dir: Path, data_dir_source: str) -> DataSettings:
+    """``--gta-data=workflow``: the GTA-Workflow dataset installed in the data directory."""
+    installed = data_dir / WORKFLOW_DATASET_NAME
+    if not (installed / "end.json").is_file():
+        raise pytest.UsageError(
+            f"{OPT_DATA}={WORKFLOW_KEYWORD}: GTA-Workflow is not installed in {data_dir} "
+            f"(no {installed / 'end.json'}; data directory from {data_dir_source}); get it with "
+            f"pytest {OPT_DOWNLOAD}={DOWNLOAD_WORKFLOW}, or pass {OPT_DATA}=DIR for a copy "
+            "unpacked by hand"
+        )
+    return DataSettings(
+        installed.absolute(),
+        f"{OPT_DATA}={WORKFLOW_KEYWORD}: {WORKFLOW_DATASET_NAME} in the data directory from "
+        f"{data_dir_source}",
+        data_dir,
+    )

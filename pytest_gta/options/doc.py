@@ -33,7 +33,7 @@ def flag_cell(spec: OptionSpec) -> str:
     """The flag as ``--help`` shows it: ``--gta-x=METAVAR``, ``--gta-x[=METAVAR]``, ``--gta-x``."""
     if spec.kind in ("flag", "bool", "paths") or spec.metavar is None:
         return f"`{spec.flag}`"
-    if spec.kind == "optional":
+    if spec.kind in ("optional", "command"):
         return f"`{spec.flag}[={spec.metavar}]`"
     return f"`{spec.flag}={spec.metavar}`"
 

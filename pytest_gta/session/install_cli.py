@@ -13,16 +13,27 @@ from typing import Any
 
 import pytest
 
-from pytest_gta.datainfo import dataset_statistics, format_statistics
+from pytest_gta.datainfo import (
+    dataset_statistics,
+    format_statistics,
+    format_workflow_statistics,
+    workflow_statistics,
+)
 from pytest_gta.errors import DatasetError, GtaDataError
 from pytest_gta.files import write_output
 from pytest_gta.flags import OPT_DATA, OPT_DATA_DIR, OPT_DOWNLOAD, OPT_RECORD_MANIFEST, OPT_REPORT
-from pytest_gta.install.installer import InstallRequest, how_to_get, install
+from pytest_gta.install.installer import InstallRequest, how_to_get, install, workflow_request
 from pytest_gta.install.manifest import load_manifest, project_manifest_path, read_install_record
 from pytest_gta.options import option_base, resolve_option, resolve_settings
-from pytest_gta.options.data import DATASET_NAME, SAMPLE_FALLBACK, resolve_data_dir
+from pytest_gta.options.data import (
+    DATASET_NAME,
+    DOWNLOAD_WORKFLOW,
+    SAMPLE_FALLBACK,
+    resolve_data_dir,
+)
 from pytest_gta.quirks import find_quirks, summarize, summary_lines
 from pytest_gta.validation import load_dataset
+from pytest_gta.workflow_data import is_workflow_dir, load_workflow
 
 PREFIX = "pytest-gta: "
 
@@ -37,7 +48,13 @@ def _fail(message: str) -> int:
 
 
 def run_download(config: pytest.Config) -> int:
-    """Install the dataset into the data directory (see :mod:`pytest_gta.install.installer`)."""
+    """Install the dataset into the data directory (see :mod:`pytest_gta.install.installer`).
+
+    ``--gta-download`` (``atomic``) installs GTA as ``gta_dataset``, ``--gta-download=workflow``
+    GTA-Workflow as ``gta_workflow_dataset``.
+    """
+    workflow = config.getoption("gta_download") == DOWNLOAD_WORKFLOW
+    what = "GTA-Workflow" if workflow else "the GTA dataset"
     data_dir, where = resolve_data_dir(config)
     url = resolve_option(config, "gta_download_url")
     record_to = (
@@ -53,7 +70,9 @@ def run_download(config: pytest.Config) -> int:
             allow_unverified=resolve_option(config, "gta_allow_unverified").value,
             record_to=record_to,
         )
-        _say(f"installing the GTA dataset into {request.target} (data directory from {where})")
+        if workflow:
+            request = workflow_request(request)
+        _say(f"installing {what} into {request.target} (data directory from {where})")
         result = install(request, _say)
     except GtaDataError as exc:
         return _fail(str(exc))
@@ -77,6 +96,15 @@ def data_info(config: pytest.Config) -> dict[str, Any] | None:
     data = resolve_settings(config).data
     if data.path is None or data.source.startswith(SAMPLE_FALLBACK):
         return None
+    if is_workflow_dir(data.path):
+        return {
+            "kind": "workflow",
+            "path": str(data.path),
+            "source": data.source,
+            "data_dir": str(data.dir),
+            "install": read_install_record(data.path),
+            "statistics": workflow_statistics(load_workflow(data.path)),
+        }
     dataset = load_dataset(data.path)
     entry = load_manifest(config.rootpath).match(dataset.sha256)
     return {
@@ -106,6 +134,13 @@ def quirk_lines(quirks: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _say_install(install: dict[str, Any]) -> None:
+    """Where an installed dataset came from and how it was verified."""
+    if install:
+        _say(f"installed {install.get('installed_at')} from {install.get('origin')}")
+        _say(f"verification at install: {install.get('verification')}")
+
+
 def run_data_info(config: pytest.Config) -> int:
     """Print what is installed and its statistics (and write them to ``--gta-report``)."""
     try:
@@ -119,22 +154,25 @@ def run_data_info(config: pytest.Config) -> int:
         print(how_to_get(data_dir / DATASET_NAME), flush=True)
         return int(pytest.ExitCode.TESTS_FAILED)
     install = info["install"] or {}
-    entry = info["manifest_entry"]
     _say(f"dataset {info['path']} ({info['source']})")
-    _say(f"dataset.json sha256 {info['sha256']}")
-    if install:
-        _say(f"installed {install.get('installed_at')} from {install.get('origin')}")
-        _say(f"verification at install: {install.get('verification')}")
-    _say(
-        f"manifest entry: {entry}"
-        if entry
-        else f"manifest entry: none matches this dataset.json (record one with {OPT_DOWNLOAD} "
-        f"{OPT_RECORD_MANIFEST})"
-    )
-    for line in format_statistics(info["statistics"], info["sha256"]):
-        print(line, flush=True)
-    for line in quirk_lines(info["quirks"]):
-        print(line, flush=True)
+    if info.get("kind") == "workflow":
+        _say_install(install)
+        for line in format_workflow_statistics(info["statistics"]):
+            print(line, flush=True)
+    else:
+        entry = info["manifest_entry"]
+        _say(f"dataset.json sha256 {info['sha256']}")
+        _say_install(install)
+        _say(
+            f"manifest entry: {entry}"
+            if entry
+            else f"manifest entry: none matches this dataset.json (record one with "
+            f"{OPT_DOWNLOAD} {OPT_RECORD_MANIFEST})"
+        )
+        for line in format_statistics(info["statistics"], info["sha256"]):
+            print(line, flush=True)
+        for line in quirk_lines(info["quirks"]):
+            print(line, flush=True)
     target = resolve_option(config, "gta_report").value
     if target is not None:
         try:
