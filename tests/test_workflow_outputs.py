@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ def _hostile_pack(where: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GtaRun, Path]]:
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[GtaRun, Path]:
     """The sample scored from the hostile pack, with the markdown, the page and a job summary."""
     where = tmp_path_factory.mktemp("workflow-outputs")
     pack = _hostile_pack(where)
@@ -70,6 +70,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GtaRun, Path
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("OPENAI_API_KEY", "sk-test")
             mp.setenv("GITHUB_STEP_SUMMARY", str(summary))
+            # The run imports this checkout, whatever a relative PYTHONPATH or an editable
+            # install of another one would give in the run's directory.
+            mp.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
             done = gta_process(
                 where,
                 f"--gta-data={SAMPLE}",
@@ -86,7 +89,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GtaRun, Path
     finally:
         server.stop()
     assert done.ret == 1, done.output[-3000:]  # some tasks fail their threshold
-    yield done, where
+    return done, where
 
 
 def _report(where: Path) -> WorkflowReport:
@@ -119,7 +122,8 @@ def test_markdown_shows_the_reports_numbers_judge_and_tasks(run: tuple[GtaRun, P
     row = "| " + " | ".join(_cells(getattr(metrics, key)) for _, key in COLUMNS) + " |"
     lines = text.splitlines()
     assert lines[lines.index(header) + 2] == row
-    assert metrics.root_score is not None and metrics.scored > 0
+    assert metrics.root_score is not None
+    assert metrics.scored > 0
     assert f"judged by {report.judge.model} (official protocol)" in text
     assert f"{metrics.scored} of {metrics.tasks} tasks scored" in text
     assert report.sr_note in text
@@ -194,7 +198,8 @@ def test_the_page_renders_in_chromium_without_a_request(
     assert 'data-csp-violations="0"' in dom
     # The drill-down of the first task is open, its checkpoint tree laid out.
     panel = re.search(r'<section id="drilldown" data-case="([^"]+)">(.*?)</section>', dom, re.S)
-    assert panel is not None and panel.group(1) == first.id
+    assert panel is not None
+    assert panel.group(1) == first.id
     assert html.escape(HOSTILE_REQUIREMENT, quote=False) in panel.group(2)
     assert "<script>alert" not in dom
 
