@@ -15,13 +15,8 @@ but not laid out until opened, so a 229-query page stays quick to open.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import html
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
-from importlib import resources
 from typing import Any
 
 from pytest_gta.dataset import Dataset, Query
@@ -43,36 +38,18 @@ from pytest_gta.report.explain import (
     step_view,
 )
 from pytest_gta.report.images import ImageStore, StoredImage
+from pytest_gta.report.page import clip, esc, scripted_page
 from pytest_gta.report.plots import Plot, all_plots
 from pytest_gta.report.table import gate_lines, identity_facts, sections
 from pytest_gta.results.case import AgentRun, CaseResult, Step
 from pytest_gta.results.report import RunReport
 from pytest_gta.vocabulary import CATEGORY_NAMES, OUTCOMES
 
-#: Text of a tool output or reply beyond this many characters is cut, saying so.
-MAX_TEXT = 20_000
 #: Bytes of the page besides its markup and images (stylesheet, script), with room to spare.
 PAGE_OVERHEAD = 64 * 1024
-_SURROGATES = re.compile("[\ud800-\udfff]")
 
 #: Renders an image reference (the path as a step wrote it) as HTML, or "" if it has none.
 ImageHtml = Callable[[str], str]
-
-
-def esc(value: Any) -> str:
-    """Text for HTML (attributes included), never markup."""
-    return html.escape(str(value), quote=True)
-
-
-def _clip(text: str, limit: int = MAX_TEXT) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n... ({len(text) - limit} more characters)"
-
-
-def asset(name: str) -> str:
-    """The text of one of the report's packaged assets (``report/assets/NAME``)."""
-    return resources.files("pytest_gta.report").joinpath("assets").joinpath(name).read_text("utf-8")
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,20 +128,20 @@ def _content_html(content: Any, image: ImageHtml) -> str:
             path = str(item.get("content"))
             parts.append(image(path) or f'<code class="path">[image]({esc(path)})</code>')
         elif isinstance(item, Mapping) and "content" in item:
-            parts.append(f"<pre>{esc(_clip(_json_text(item.get('content'))))}</pre>")
+            parts.append(f"<pre>{esc(clip(_json_text(item.get('content'))))}</pre>")
         elif item is not None:
-            parts.append(f"<pre>{esc(_clip(_json_text(item)))}</pre>")
+            parts.append(f"<pre>{esc(clip(_json_text(item)))}</pre>")
     return "".join(parts) or '<span class="muted">(empty)</span>'
 
 
 def _args_html(arguments: Any, image: ImageHtml) -> str:
     if not isinstance(arguments, Mapping):
-        return f"<pre>{esc(_clip(_json_text(arguments)))}</pre>"
+        return f"<pre>{esc(clip(_json_text(arguments)))}</pre>"
     rows = []
     for key, value in arguments.items():
         shown = image(value) if isinstance(value, str) else ""
         rows.append(
-            f"<tr><th>{esc(key)}</th><td><pre>{esc(_clip(_json_text(value), 4000))}</pre>"
+            f"<tr><th>{esc(key)}</th><td><pre>{esc(clip(_json_text(value), 4000))}</pre>"
             f"{shown}</td></tr>"
         )
     return f'<table class="args">{"".join(rows)}</table>'
@@ -174,14 +151,14 @@ def _step_html(step: Step, image: ImageHtml, extra: str = "", cls: str = "") -> 
     """A recorded or reference step: a call, a tool output or an answer."""
     view = step_view(step)
     if view.kind == "raw":
-        shown = esc(_clip(_json_text(view.content)))
+        shown = esc(clip(_json_text(view.content)))
         return f'<li class="step {cls}"><pre>{shown}</pre>{extra}</li>'
     if view.kind == "call":
         err = ""
         if view.error is not None:
             err = (
                 f'<p class="error-record">{esc(view.error[0])}: '
-                f"{esc(_clip(view.error[1], 2000))}</p>"
+                f"{esc(clip(view.error[1], 2000))}</p>"
             )
         return (
             f'<li class="step call {cls}"><span class="role">call</span> '
@@ -196,11 +173,11 @@ def _step_html(step: Step, image: ImageHtml, extra: str = "", cls: str = "") -> 
     if view.kind == "answer":
         return (
             f'<li class="step answer {cls}"><span class="role">answer</span>'
-            f"<pre>{esc(_clip(str(view.content)))}</pre>{extra}</li>"
+            f"<pre>{esc(clip(str(view.content)))}</pre>{extra}</li>"
         )
     return (
         f'<li class="step {cls}"><span class="role">{esc(view.role)}</span>'
-        f"<pre>{esc(_clip(_json_text(view.content)))}</pre>{extra}</li>"
+        f"<pre>{esc(clip(_json_text(view.content)))}</pre>{extra}</li>"
     )
 
 
@@ -214,7 +191,7 @@ def _raw_reply(reply: str) -> str:
 
 def _reply_html(reply: str) -> str:
     """A model turn's raw text, its ReAct parts marked."""
-    marked = esc(_clip(reply))
+    marked = esc(clip(reply))
     for word in ("Thought:", "Action Input:", "Action:", "Final Answer:"):
         marked = marked.replace(esc(word), f'<b class="kw">{esc(word)}</b>')
     return f'<pre class="reply">{marked}</pre>'
@@ -231,7 +208,7 @@ def scoring_html(case: CaseResult, query: Query | None, threshold: float | None)
         return '<p class="muted">not scored (the case did not finish)</p>'
     parts = []
     if scored.show_answer:
-        parts.append(f"<p>model's answer: <q>{esc(_clip(scored.answer or '(none)', 4000))}</q></p>")
+        parts.append(f"<p>model's answer: <q>{esc(clip(scored.answer or '(none)', 4000))}</q></p>")
     check = scored.objective
     if check is not None:
         rows = "".join(
@@ -388,7 +365,7 @@ def case_detail(
     ]
     if said.message:
         cls = "error-record" if said.message_is_error else "why"
-        parts.append(f'<pre class="{cls}">{esc(_clip(said.message, 4000))}</pre>')
+        parts.append(f'<pre class="{cls}">{esc(clip(said.message, 4000))}</pre>')
     if said.erratum:
         faults = "".join(f"<li><b>{esc(k)}</b>: {esc(e)}</li>" for k, e in said.erratum)
         parts.append(
@@ -450,7 +427,7 @@ def _agent_html(agent: AgentRun, case: CaseResult) -> str:
     if agent.stderr_tail:
         parts.append(
             f"<details><summary>stderr (end)</summary><pre>"
-            f"{esc(_clip(agent.stderr_tail, 4000))}</pre></details>"
+            f"{esc(clip(agent.stderr_tail, 4000))}</pre></details>"
         )
     exchanges = case.exchanges or []
     if exchanges:
@@ -469,8 +446,8 @@ def _agent_html(agent: AgentRun, case: CaseResult) -> str:
                 said.append(f"{esc(exchange.retries)} retries")
             items.append(
                 f"<li><details><summary>{' · '.join(said)}</summary>"
-                f"<h5>request</h5><pre>{esc(_clip(_json_text(exchange.request), 8000))}"
-                f"</pre><h5>reply</h5><pre>{esc(_clip(exchange.reply, 8000))}"
+                f"<h5>request</h5><pre>{esc(clip(_json_text(exchange.request), 8000))}"
+                f"</pre><h5>reply</h5><pre>{esc(clip(exchange.reply, 8000))}"
                 "</pre></details></li>"
             )
         parts.append(
@@ -502,11 +479,12 @@ def _case_row(row: CaseRow) -> str:
         f'<td data-sort="{row.score:.6f}">{row.score:.3f}</td>'
         f'<td data-sort="{row.seconds:.6f}">{row.duration}</td>'
         f'<td data-sort="{row.tokens}">{row.tokens or ""}</td>'
-        f'<td class="msg">{esc(_clip(row.message, 160))}</td></tr>'
+        f'<td class="msg">{esc(clip(row.message, 160))}</td></tr>'
     )
 
 
-def _select(name: str, label: str, values: Sequence[str]) -> str:
+def select_html(name: str, label: str, values: Sequence[str]) -> str:
+    """A filter of the case table: rows whose ``data-NAME`` has the chosen value ("all": any)."""
     options = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
     return (
         f'<label>{esc(label)} <select data-filter="{name}"><option value="">all</option>'
@@ -520,14 +498,14 @@ def cases_html(report: RunReport, dataset: Dataset | None) -> str:
     rows = "".join(_case_row(row) for row in table.rows)
     filters = "".join(
         [
-            _select("outcome", "outcome", list(OUTCOMES)),
-            _select("mode", "mode", table.modes),
-            _select("type", "type", table.types),
-            _select("cats", "category", list(CATEGORY_NAMES)),
-            _select("tools", "tool", table.tools),
-            *([_select("flip", "baseline", ["regressed", "fixed"])] if table.flipped else []),
+            select_html("outcome", "outcome", list(OUTCOMES)),
+            select_html("mode", "mode", table.modes),
+            select_html("type", "type", table.types),
+            select_html("cats", "category", list(CATEGORY_NAMES)),
+            select_html("tools", "tool", table.tools),
+            *([select_html("flip", "baseline", ["regressed", "fixed"])] if table.flipped else []),
             *(
-                [_select("erratum", "reference", ["sound", *table.erratum])]
+                [select_html("erratum", "reference", ["sound", *table.erratum])]
                 if table.erratum
                 else []
             ),
@@ -655,35 +633,17 @@ def render_html(
     if store is None:
         notes.append("No images: this report was rendered without the run's image store.")
     note_html = "".join(f'<p class="warn">{esc(n)}</p>' for n in notes)
-    script = asset("report.js")
-    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
-    csp = (
-        "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
-        f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
-    )
     title = f"GTA report: {report.title}"
     if any(name == "label" for name, _ in identity_facts(report)):
         title = f"GTA report: {report.label}"
-    data = json.dumps(entries, separators=(",", ":")).replace("</", "<\\/")
-    page = (
-        "<!DOCTYPE html>\n"
-        f'<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<link rel="icon" href="data:,">'
-        f"<title>{esc(title)}</title><style>{asset('report.css')}</style></head>"
-        f'<body><header><h1>{esc(title)}</h1><nav><a href="#tables">tables</a> '
+    body = (
+        f'<header><h1>{esc(title)}</h1><nav><a href="#tables">tables</a> '
         '<a href="#plots">plots</a> <a href="#cases">cases</a></nav></header><main>'
         f'{note_html}<section id="run">{head_parts[0]}</section>'
         f'<section id="tables"><h2>Tables</h2>{head_parts[1]}</section>'
         f"{head_parts[2]}{head_parts[3]}"
-        '<section id="drilldown" hidden></section>'
-        '<div id="lightbox" hidden><img alt="full size"><p></p></div>'
-        f"{''.join(templates)}"
-        f'<script type="application/json" id="gta-images">{data}</script>'
-        f"</main><script>{script}</script></body></html>\n"
     )
-    return _SURROGATES.sub("\ufffd", page)
+    return scripted_page(title, body, "".join(templates), entries)
 
 
 def _plots_html(plots: Sequence[Plot]) -> str:

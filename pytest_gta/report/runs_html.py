@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import quote, urlsplit
 
 from pytest_gta.flags import OPT_EPOCHS, OPT_MODE, OPT_PRICE
-from pytest_gta.report.html import asset, esc
+from pytest_gta.report.page import asset, esc
 from pytest_gta.report.plots import Plot
 from pytest_gta.report.runs_plots import (
     front_plots,

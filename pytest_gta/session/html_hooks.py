@@ -18,8 +18,9 @@ import pytest
 from pytest_gta.case import Case
 from pytest_gta.options import GtaSettings
 from pytest_gta.report.explain import generated_images
-from pytest_gta.report.html import case_detail, esc, summary_html
+from pytest_gta.report.html import case_detail, summary_html
 from pytest_gta.report.images import ImageStore
+from pytest_gta.report.page import esc
 from pytest_gta.results.case import CaseResult
 from pytest_gta.session.collector import GtaCollector
 

@@ -8,7 +8,9 @@ here only, once every case is in.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,8 @@ from pydantic import ValidationError
 from pytest_gta.files import write_atomic
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import clean_text, mask_url
-from pytest_gta.report.workflow import table_lines
+from pytest_gta.report.workflow import render_markdown, table_lines
+from pytest_gta.report.workflow_html import render_workflow_html
 from pytest_gta.results.case import CaseUsage
 from pytest_gta.results.workflow import (
     JudgeInfo,
@@ -29,6 +32,7 @@ from pytest_gta.results.workflow import (
 )
 from pytest_gta.scoring.workflow import workflow_table
 from pytest_gta.session.collector import add_suite_properties
+from pytest_gta.session.finish import STEP_SUMMARY_ENV
 from pytest_gta.session.keys import DETAIL_KEY
 
 #: Where a Workflow case's id ends its node id (``gta::test_workflow[workflow-3]``).
@@ -113,8 +117,30 @@ class WorkflowCollector:
         self.judge_gates(report, session)
 
     def renderers(self) -> list[tuple[Path | None, Callable[[WorkflowReport], str]]]:
-        """The other files a run writes (``--gta-report-md``, ``--gta-report-html``)."""
-        return []
+        """The other files a run writes (``--gta-report-md``, ``--gta-report-html``).
+
+        And GitHub's job summary (``$GITHUB_STEP_SUMMARY``) when it is set, the markdown added
+        to what the job's earlier steps wrote there, as an atomic run adds it.
+        """
+        settings = self.settings.report
+        max_bytes = int(settings.html_max_mb * 1024 * 1024)
+        outputs: list[tuple[Path | None, Callable[[WorkflowReport], str]]] = [
+            (settings.md, render_markdown),
+            (settings.html, functools.partial(render_workflow_html, max_bytes=max_bytes)),
+        ]
+        summary = os.environ.get(STEP_SUMMARY_ENV, "").strip()
+        if summary:
+            path = Path(summary)
+
+            def appended(report: WorkflowReport) -> str:
+                try:
+                    before = path.read_text(encoding="utf-8")
+                except FileNotFoundError:
+                    before = ""
+                return before + render_markdown(report) + "\n"
+
+            outputs.append((path, appended))
+        return outputs
 
     def comparisons(self, report: WorkflowReport) -> None:
         """Leaderboard rows and the baseline, added to ``report`` before it is written."""
@@ -129,9 +155,10 @@ class WorkflowCollector:
         terminalreporter.write_sep("=", "GTA-Workflow results")
         for line in table_lines(self.report):
             terminalreporter.write_line(clean_text(line))
-        path = self.settings.report.json
-        if path is not None and not self.write_errors:
-            terminalreporter.write_line(f"report written to {path}")
+        report = self.settings.report
+        for path in (report.json, report.md, report.html):
+            if path is not None and not any(e.startswith(f"{path}: ") for e in self.write_errors):
+                terminalreporter.write_line(f"report written to {path}")
         for error in self.write_errors:
             terminalreporter.write_line(f"pytest-gta: could not write {error}", red=True)
 

@@ -167,7 +167,7 @@ def _handler(log: RequestLog) -> type[SimpleHTTPRequestHandler]:
         target = ""
 
         def __init__(self, *args: object, **kwargs: object) -> None:
-            super().__init__(*args, directory=str(log.root), **kwargs)  # type: ignore[misc, arg-type]
+            super().__init__(*args, directory=str(log.root), **kwargs)  # type: ignore[arg-type]
 
         def log_message(self, format: str, *args: object) -> None:
             pass
