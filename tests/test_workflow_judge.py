@@ -20,6 +20,7 @@ import pytest
 from benchmarks.official_workflow_judge import recorded_requests
 from tests.helpers.gta_run import XDIST, gta
 from tests.helpers.judge_server import JudgeServer
+from tests.helpers.optional import require
 from tests.helpers.paths import ROOT
 
 DATA = ROOT / "tests" / "data" / "workflow"
@@ -104,3 +105,28 @@ def test_xdist_gives_the_same_scores(
     scores = {c["task_id"]: c["root_score"] for c in report["cases"]}
     for tid, expected in official["tasks"].items():
         assert scores[tid] == expected["score"], tid
+
+
+def test_an_inspect_log_holds_every_task_and_the_table(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--gta-inspect-log``: one log, a sample per task scored with its root score."""
+    require("inspect_ai")
+    from inspect_ai.log import read_eval_log  # an optional dependency of the tests
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    official = _official("pack.json")
+    run, _, _ = _run(pytester, "pack.json", f"--gta-inspect-log={pytester.path / 'logs'}")
+    report = json.loads(run.report_path.read_text(encoding="utf-8"))
+    (path,) = (pytester.path / "logs").glob("*.eval")
+    assert "_gta-workflow_" in path.name
+    log = read_eval_log(str(path))
+    assert log.samples is not None
+    scores = {str(s.id): s.scores["gta_workflow_judge"].value for s in log.samples}
+    for tid, expected in official["tasks"].items():
+        if expected["status"] == "ok":
+            assert scores[tid] == expected["score"]
+    assert log.results is not None
+    metrics = log.results.scores[0].metrics
+    assert metrics["root_score"].value == report["metrics"]["root_score"]
+    assert "Inspect log written to" in run.result.stdout.str()

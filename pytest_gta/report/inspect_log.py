@@ -121,6 +121,8 @@ def _field(record: JsonValue, key: str) -> JsonValue:
 def log_file_name(created: str, mode: str, task_id: str) -> str:
     """Inspect's ``{created}_{task}_{id}.eval``, each part cleaned as Inspect cleans them.
 
+    ``mode`` is a mode (its task's name is used) or a task's own name (``gta_workflow``).
+
     ``inspect view`` and ``list_eval_logs`` read the task and id from the name; Inspect writes
     ``_``, ``/``, ``:`` and ``+`` in a part as ``-`` so that ``_`` separates the parts.
     """
@@ -130,7 +132,7 @@ def log_file_name(created: str, mode: str, task_id: str) -> str:
             part = part.replace(char, "-")
         return part
 
-    return f"{clean(created)}_{clean(TASKS[mode])}_{clean(task_id)}.eval"
+    return f"{clean(created)}_{clean(TASKS.get(mode, mode))}_{clean(task_id)}.eval"
 
 
 # --------------------------------------------------------------------------------------------

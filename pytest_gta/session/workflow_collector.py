@@ -23,6 +23,7 @@ from pytest_gta.options import GtaSettings
 from pytest_gta.outward import clean_text, mask_url
 from pytest_gta.report.workflow import render_markdown, table_lines
 from pytest_gta.report.workflow_html import render_workflow_html
+from pytest_gta.report.workflow_inspect import write_workflow_inspect_log
 from pytest_gta.results.case import CaseUsage
 from pytest_gta.results.workflow import (
     JudgeInfo,
@@ -49,6 +50,8 @@ class WorkflowCollector:
         self.cases: dict[str, WorkflowCase] = {}
         self.report: WorkflowReport | None = None
         self.write_errors: list[str] = []
+        #: The Inspect log written (``--gta-inspect-log``), for the terminal's last lines.
+        self.inspect_log: Path | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Take the case's JSON from its setup report; pytest's outcome overrides on failure."""
@@ -114,6 +117,13 @@ class WorkflowCollector:
             except OSError as exc:
                 self.write_errors.append(f"{path}: {exc.strerror or exc}")
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        inspect_dir = self.settings.report.inspect_log
+        if inspect_dir is not None:
+            try:
+                self.inspect_log = write_workflow_inspect_log(report, Path(inspect_dir))
+            except OSError as exc:
+                self.write_errors.append(f"{inspect_dir}: {exc.strerror or exc}")
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self.judge_gates(report, session)
 
     def renderers(self) -> list[tuple[Path | None, Callable[[WorkflowReport], str]]]:
@@ -159,6 +169,8 @@ class WorkflowCollector:
         for path in (report.json, report.md, report.html):
             if path is not None and not any(e.startswith(f"{path}: ") for e in self.write_errors):
                 terminalreporter.write_line(f"report written to {path}")
+        if self.inspect_log is not None:
+            terminalreporter.write_line(f"Inspect log written to {self.inspect_log}")
         for error in self.write_errors:
             terminalreporter.write_line(f"pytest-gta: could not write {error}", red=True)
 
