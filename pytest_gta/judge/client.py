@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import openai
 
     from pytest_gta.models.cache import ResponseCache
+    from pytest_gta.models.usage import Budget
 
 #: The key variables, in the order the official client reads them.
 KEY_VARIABLES = ("OPENAI_API_KEY", "EVAL_OPENAI_API_KEY")
@@ -108,9 +109,15 @@ class BaseJudge:
     official = True
 
     def __init__(
-        self, model: str, base_url: str | None, key: str | None, cache: ResponseCache | None
+        self,
+        model: str,
+        base_url: str | None,
+        key: str | None,
+        cache: ResponseCache | None,
+        budget: Budget | None = None,
     ) -> None:
         self.model = model
+        self.budget = budget
         self.base_url = base_url
         self._key = key
         self.cache = cache
@@ -157,6 +164,8 @@ class BaseJudge:
                 log.input_tokens, log.output_tokens = usage.input_tokens, usage.output_tokens
                 self._record(log, started, Usage(usage.input_tokens, usage.output_tokens, 1, 1))
                 return LeafReply(hit.text, usage.input_tokens, usage.output_tokens, cached=True)
+        if self.budget is not None:
+            self.budget.check()  # raises GtaBudgetExhausted: the session stops, as for the model
         workdir = tempfile.mkdtemp(prefix="gta-judge-")
         try:
             text, tokens_in, tokens_out = self.call(prompt, files, log, workdir)
@@ -168,6 +177,8 @@ class BaseJudge:
             shutil.rmtree(workdir, ignore_errors=True)
         log.reply, log.input_tokens, log.output_tokens = text, tokens_in, tokens_out
         self._record(log, started, Usage(tokens_in, tokens_out, 1, 0))
+        if self.budget is not None:
+            self.budget.add(Usage(tokens_in, tokens_out, 1, 0))
         if self.cache is not None and key is not None:
             output = ModelOutput(text, Usage(tokens_in, tokens_out, 1, 0))
             self.cache.put(key, output, {"judge": self.model})

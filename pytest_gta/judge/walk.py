@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_gta.errors import GtaBudgetExhausted
 from pytest_gta.judge.protocol import leaf_prompt, normalize_tree, parse_score
 
 
@@ -111,6 +112,8 @@ def judge(tree: Any, trace: Any, origin_prompt: Any, files: Any, call: LeafJudge
         if not math.isfinite(value):
             raise ValueError(f"the root score is {value} (a non-finite weight or score)")
         result.root_score = value
+    except GtaBudgetExhausted:
+        raise  # the session's budget, not the task: the case is skipped and the run stops
     except RecursionError:
         result.error = "RecursionError: the checkpoint tree is nested too deeply"
     except Exception as exc:

@@ -246,6 +246,8 @@ class WorkflowSession(GtaSession):
             url,
             "local" if local else judge_key(),
             None if local else self.state.response_cache(),
+            # A judge served here is booked by its proxy; a remote one here.
+            None if local else self.state.budget(),
         )
 
     def judge_url(self) -> str | None:
@@ -315,14 +317,26 @@ class WorkflowSession(GtaSession):
         started = time.perf_counter()
         workdir = Path(self.state.output_dir()) / param.id
         workdir.mkdir(parents=True, exist_ok=True)
-        epoch = param.epoch if param.repeated else None
-        identity = [
+        identity: list[tuple[str, Any]] = [
             ("gta_task_id", param.task.task_id),
             ("gta_model", self.state.settings.model.name),
         ]
         request.node.user_properties.extend(identity)
         deliverable = guarded(request, param.id, lambda: self.produce(param, workdir))
-        case = judged_case(
+        case = guarded(
+            request, param.id, lambda: self._judged(request, param, deliverable, started)
+        )
+        return self._reported(request, case, identity)
+
+    def _judged(
+        self,
+        request: pytest.FixtureRequest,
+        param: WorkflowCaseParam,
+        deliverable: Deliverable,
+        started: float,
+    ) -> WorkflowCase:
+        epoch = param.epoch if param.repeated else None
+        return judged_case(
             case_id=param.id,
             task_id=param.task.task_id,
             nodeid=request.node.nodeid,
@@ -333,6 +347,14 @@ class WorkflowSession(GtaSession):
             threshold=self.state.settings.workflow.threshold,
             started=started,
         )
+
+    def _reported(
+        self,
+        request: pytest.FixtureRequest,
+        case: WorkflowCase,
+        identity: list[tuple[str, Any]],
+    ) -> WorkflowCase:
+        """The case's properties on the item and its JSON on the setup report."""
         props: list[tuple[str, Any]] = [
             ("gta_root_score", case.root_score),
             ("gta_passed", case.passed),
