@@ -6,7 +6,14 @@ nothing: the numbers were computed when the run ended.
 
 from __future__ import annotations
 
-from pytest_gta.results.workflow import WorkflowReport
+from pytest_gta.results.report import GatesVerdict
+from pytest_gta.results.workflow import (
+    WorkflowComparison,
+    WorkflowReport,
+    WorkflowRuns,
+    WorkflowTable,
+)
+from pytest_gta.results.workflow_board import WorkflowBoardRow
 
 COLUMNS = (
     ("Tool SR", "tool_sr"),
@@ -24,8 +31,33 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+WIDTH = max(len(name) for name, _ in COLUMNS) + 2
+
+
+def _values(values: WorkflowTable | WorkflowBoardRow) -> str:
+    return "".join(_cell(getattr(values, key)).rjust(WIDTH) for _, key in COLUMNS)
+
+
+def _grid(rows: list[tuple[str, WorkflowTable | WorkflowBoardRow]]) -> list[str]:
+    """A header and one line per row, each led by its name."""
+    first = max([len(name) for name, _ in rows] + [3])
+    head = "".ljust(first) + "".join(name.rjust(WIDTH) for name, _ in COLUMNS)
+    return [head, *(name.ljust(first) + _values(values) for name, values in rows)]
+
+
+def board_note(rows: list[WorkflowBoardRow]) -> list[str]:
+    """What the published rows are (a harness row is over a 30-task subset)."""
+    if not rows:
+        return []
+    note = (
+        "published rows: the GTA-2 board (Table VI; Table VII for harness/MODEL rows, over "
+        "their task subset), judged by the authors, not by this run's judge"
+    )
+    return [note]
+
+
 def table_lines(report: WorkflowReport) -> list[str]:
-    """The table, the judge line, the SR note and one line per task."""
+    """The table and published rows, judge line, SR note, comparison, gates, one line per task."""
     metrics = report.metrics
     judge = report.judge
     protocol = "official protocol" if judge.official else "NOT the official protocol (chat)"
@@ -33,13 +65,20 @@ def table_lines(report: WorkflowReport) -> list[str]:
         f"GTA-Workflow: {report.model}, judged by {judge.model} ({protocol}); "
         f"{metrics.scored} of {metrics.tasks} tasks scored, {metrics.judge_errors} judge errors",
     ]
-    width = max(len(name) for name, _ in COLUMNS) + 2
-    lines.append("".join(name.rjust(width) for name, _ in COLUMNS))
-    lines.append("".join(_cell(getattr(metrics, key)).rjust(width) for _, key in COLUMNS))
+    if report.leaderboard:
+        lines += _grid([("this run", metrics), *((r.label, r) for r in report.leaderboard)])
+        lines += board_note(report.leaderboard)
+    else:
+        lines.append("".join(name.rjust(WIDTH) for name, _ in COLUMNS))
+        lines.append(_values(metrics))
     lines.append(
         f"Root Score is the official mean (0-10) over scored tasks; SRs count a checkpoint at "
         f"or above {judge.threshold:g}. {report.sr_note}."
     )
+    if report.comparison is not None:
+        lines += comparison_lines(report.comparison)
+    if report.gates is not None:
+        lines += gate_lines(report.gates, report.metrics.judge_errors)
     for case in report.cases:
         score = "-" if case.root_score is None else f"{case.root_score:.2f}"
         leaves = [c for c in case.checkpoints if c.leaf]
@@ -50,3 +89,101 @@ def table_lines(report: WorkflowReport) -> list[str]:
             f"{len(case.deliverables)} files ({case.producer}){tail}"
         )
     return lines
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2f}"
+
+
+def comparison_lines(comparison: WorkflowComparison) -> list[str]:
+    """The run against its baseline: the mean difference, each column, the flipped tasks."""
+    paired = "paired by task" if comparison.paired else "unpaired"
+    lines = [
+        f"baseline {comparison.baseline} ({comparison.baseline_model}; {paired}): "
+        f"mean root-score difference {_signed(comparison.mean_difference)}"
+        + (
+            f" over {comparison.matched} tasks scored in both"
+            f" ({comparison.only_this_run} only in this run, {comparison.only_baseline} only in "
+            "the baseline)"
+            if comparison.paired
+            else ""
+        )
+    ]
+    for name, key in COLUMNS:
+        row = comparison.metrics.get(key)
+        if row is None:
+            continue
+        tail = ""
+        if row.ci_low is not None and row.ci_high is not None:
+            tail += f", {comparison.level:.0%} CI [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+        if row.p_value is not None:
+            tail += f", p = {row.p_value:.4f}"
+        if row.p_drop is not None:
+            tail += f", p(drop) = {row.p_drop:.4f}"
+        lines.append(
+            f"  {name}: {_cell(row.this)} vs {_cell(row.baseline)} ({_signed(row.difference)}"
+            f"{tail})"
+        )
+    for what, flips in (("regressed", comparison.regressed), ("fixed", comparison.fixed)):
+        if flips:
+            shown = ", ".join(
+                f"{f.task_id} ({_cell(f.baseline_score)} -> {_cell(f.root_score)})" for f in flips
+            )
+            lines.append(f"  {what} (passed {'then' if what == 'regressed' else 'now'}): {shown}")
+    if comparison.paired and not comparison.regressed and not comparison.fixed:
+        lines.append("  no task flipped between pass and fail")
+    lines += [f"  note: {note}" for note in comparison.notes]
+    return lines
+
+
+def gate_lines(gates: GatesVerdict, errored: int) -> list[str]:
+    """The gates' verdicts, then what they mean for the exit status."""
+    lines = [f"gate {'PASS' if v.passed else 'FAIL'}: {v.reason}" for v in gates.verdicts]
+    held = sum(v.passed for v in gates.verdicts)
+    if not gates.passed:
+        lines.append(
+            f"gates: {len(gates.verdicts) - held} of {len(gates.verdicts)} failed: the run fails "
+            "(exit status 1)"
+        )
+    elif errored:
+        lines.append(
+            f"gates: all held, but {errored} task(s) errored: the run fails (exit status 1)"
+        )
+    else:
+        lines.append("gates: all held: the run passes (exit status 0)")
+    return lines
+
+
+def runs_lines(runs: WorkflowRuns) -> list[str]:
+    """``--gta-compare`` of Workflow reports: one row per run, then the published rows."""
+    rows: list[tuple[str, WorkflowTable | WorkflowBoardRow]] = [
+        (run.label, run.metrics) for run in runs.runs
+    ]
+    rows += [(r.label, r) for r in runs.leaderboard]
+    lines = _grid(rows)
+    for run in runs.runs:
+        official = "official protocol" if run.official else "NOT the official protocol"
+        lines.append(
+            f"  {run.label}: {run.source}, model {run.model}, judged by {run.judge} "
+            f"({official}), threshold {run.threshold:g}; {run.metrics.scored} of "
+            f"{run.metrics.tasks} tasks scored"
+        )
+    lines += board_note(runs.leaderboard)
+    lines += [f"note: {note}" for note in runs.notes]
+    lines.append(f"{runs.sr_note}.")
+    return lines
+
+
+def runs_markdown(runs: WorkflowRuns) -> str:
+    """The same table as Markdown."""
+    head = "| run | " + " | ".join(name for name, _ in COLUMNS) + " |"
+    rule = "|---|" + "---:|" * len(COLUMNS)
+    body = [
+        f"| {label} | " + " | ".join(_cell(getattr(v, key)) for _, key in COLUMNS) + " |"
+        for label, v in [
+            *((r.label, r.metrics) for r in runs.runs),
+            *((r.label, r) for r in runs.leaderboard),
+        ]
+    ]
+    notes = [f"- {n}" for n in [*board_note(runs.leaderboard), *runs.notes, runs.sr_note]]
+    return "\n".join(["## GTA-Workflow comparison", "", head, rule, *body, "", *notes, ""])
