@@ -94,7 +94,8 @@ def test_leaderboard_rows_appear_under_the_run(pytester: pytest.Pytester) -> Non
     rows = run.report["leaderboard"]
     assert [r["model"] for r in rows] == ["gemini-2.5-pro", "claude-sonnet-4.5"]
     assert rows[0]["root_score"] == float(published["root_score"])
-    assert rows[1]["harness"] == "openclaw" and rows[1]["tasks"] == 30
+    assert rows[1]["harness"] == "openclaw"
+    assert rows[1]["tasks"] == 30
     # A whole board: every row of its Workflow table, in the board's order.
     run, _ = _run(pytester, "--gta-leaderboard-rows=2026-04")
     with WORKFLOW_CSV.open(encoding="utf-8", newline="") as fh:
@@ -105,7 +106,8 @@ def test_leaderboard_rows_appear_under_the_run(pytester: pytest.Pytester) -> Non
 def test_a_run_without_rows_has_no_leaderboard_field(pytester: pytest.Pytester) -> None:
     run, _ = _run(pytester)
     assert "leaderboard" not in run.report
-    assert "comparison" not in run.report and "gates" not in run.report
+    assert "comparison" not in run.report
+    assert "gates" not in run.report
 
 
 def test_baseline_report_gives_paired_differences_and_flipped_tasks(
@@ -121,7 +123,8 @@ def test_baseline_report_gives_paired_differences_and_flipped_tasks(
     run, junit = _run(pytester, f"--gta-baseline={baseline}", "--gta-fail-on-regression")
     comparison = run.report["comparison"]
     scored = [s for s in SCORES.values() if s is not None]
-    assert comparison["kind"] == "report" and comparison["paired"] is True
+    assert comparison["kind"] == "report"
+    assert comparison["paired"] is True
     assert comparison["matched"] == len(scored)
     assert comparison["mean_difference"] == pytest.approx(MEAN - 10.0, abs=1e-9)
     # Every task passed in the baseline (10 >= 7) and fails now: all of them regressed.
@@ -164,7 +167,8 @@ def test_leaderboard_baseline_is_unpaired(pytester: pytest.Pytester) -> None:
     run, _ = _run(pytester, "--gta-baseline=leaderboard:gpt-5@2026-04")
     comparison = run.report["comparison"]
     published = _shipped_row("gpt-5")
-    assert comparison["kind"] == "leaderboard" and comparison["paired"] is False
+    assert comparison["kind"] == "leaderboard"
+    assert comparison["paired"] is False
     assert comparison["board"] == "2026-04"
     assert comparison["mean_difference"] == pytest.approx(MEAN - float(published["root_score"]))
     leaf = comparison["metrics"]["leaf_sr"]
@@ -205,7 +209,8 @@ def test_compare_of_two_workflow_reports(pytester: pytest.Pytester, tmp_path: Pa
     out = tmp_path / "cmp.json"
     md = tmp_path / "cmp.md"
     result = pytester.runpytest(
-        "--gta-compare", str(a),
+        "--gta-compare",
+        str(a),
         str(b),
         "--gta-leaderboard-rows=gpt-5",
         f"--gta-report={out}",
@@ -267,7 +272,8 @@ def test_a_workflow_gate_on_an_atomic_run_is_a_usage_error(pytester: pytest.Pyte
 
 def test_shipped_boards_match_the_reference() -> None:
     boards = read_boards()
-    assert len(boards.models) == 13 and len(boards.harnesses) == 4
+    assert len(boards.models) == 13
+    assert len(boards.harnesses) == 4
     reference = ROOT.parent / "shared" / "reference"
     for shipped in (WORKFLOW_CSV, HARNESS_CSV):
         if (reference / shipped.name).is_file():
@@ -286,6 +292,6 @@ def test_shipped_boards_match_the_reference() -> None:
 def test_a_malformed_board_is_refused(tmp_path: Path, edit: Any, message: str) -> None:
     bad = tmp_path / "leaderboard_workflow.csv"
     bad.write_text(edit(WORKFLOW_CSV.read_text("utf-8")), "utf-8")
-    with pytest.raises(GtaUsageError, match="leaderboard_workflow.csv") as info:
+    with pytest.raises(GtaUsageError, match=r"leaderboard_workflow\.csv") as info:
         read_boards(bad, HARNESS_CSV)
     assert message in str(info.value)
