@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import pytest
 
@@ -36,6 +37,21 @@ GATE_METRICS: dict[str, Mode] = {
     "l_f1": "e2e",
     "c_f1": "e2e",
 }
+#: The GTA-Workflow table's columns a gate may name (a Workflow run's only gate metrics).
+WORKFLOW_GATE_METRICS = (
+    "root_score",
+    "root_sr",
+    "leaf_sr",
+    "tool_sr",
+    "p_sr",
+    "o_sr",
+    "l_sr",
+    "c_sr",
+)
+#: The scope of a Workflow metric, beside the atomic modes.
+WORKFLOW: Literal["workflow"] = "workflow"
+#: Root Score is 0-10, not a percentage.
+ROOT_SCORE_MAX = 10.0
 #: Not an official metric: the share of cases that passed (SPEC section 6), one per mode.
 PASS_RATE = "pass_rate"
 #: ``--gta-fail-on-regression`` without a value: every metric both runs measured.
@@ -46,16 +62,26 @@ ALL = "all"
 class MetricRef:
     """One metric of one mode (``e2e.ans_acc``); how gates and the comparison name it."""
 
-    mode: Mode
+    mode: Mode | Literal["workflow"]
     metric: str
 
     def __str__(self) -> str:
-        return f"{self.mode}.{self.metric}"
+        return self.metric if self.mode == WORKFLOW else f"{self.mode}.{self.metric}"
+
+
+def atomic_metric_names() -> list[str]:
+    """The names a GTA-Atomic run's gates accept, for messages."""
+    return [*GATE_METRICS, *(f"{m}.{PASS_RATE}" for m in MODES)]
 
 
 def metric_names() -> list[str]:
     """Every name a gate accepts, for messages."""
-    return [*GATE_METRICS, *(f"{m}.{PASS_RATE}" for m in MODES)]
+    return [*atomic_metric_names(), *WORKFLOW_GATE_METRICS]
+
+
+def _refs(gates: GateSettings) -> list[MetricRef]:
+    named = gates.regression if isinstance(gates.regression, tuple) else ()
+    return [f.ref for f in gates.floors] + list(named)
 
 
 @dataclass(frozen=True)
@@ -83,9 +109,12 @@ class GateSettings:
 
     def check_modes(self, modes: Sequence[str], baseline: bool) -> None:
         """Refuse at start-up what could never be judged (a metric of a mode not run)."""
-        for ref in [f.ref for f in self.floors] + list(
-            self.regression if isinstance(self.regression, tuple) else ()
-        ):
+        for ref in _refs(self):
+            if ref.mode == WORKFLOW:
+                raise pytest.UsageError(
+                    f"pytest-gta: a gate names {ref}, a GTA-Workflow metric, but this is a "
+                    f"GTA-Atomic run; its gates take {', '.join(atomic_metric_names())}"
+                )
             if ref.mode not in modes:
                 raise pytest.UsageError(
                     f"pytest-gta: a gate names {ref}, but this run's modes are "
@@ -96,4 +125,19 @@ class GateSettings:
             raise pytest.UsageError(
                 f"pytest-gta: {OPT_FAIL_ON_REGRESSION} needs a run to compare with: pass "
                 f"{OPT_BASELINE}=PATH (a previous {OPT_REPORT}) or {OPT_BASELINE}=leaderboard:NAME"
+            )
+
+    def check_workflow(self, baseline: bool) -> None:
+        """Refuse at start-up, on a GTA-Workflow run, a gate naming an atomic metric."""
+        for ref in _refs(self):
+            if ref.mode != WORKFLOW:
+                raise pytest.UsageError(
+                    f"pytest-gta: a gate names {ref}, a GTA-Atomic metric, but this is a "
+                    f"GTA-Workflow run; its gates take {', '.join(WORKFLOW_GATE_METRICS)}"
+                )
+        if self.regression and not baseline:
+            raise pytest.UsageError(
+                f"pytest-gta: {OPT_FAIL_ON_REGRESSION} needs a run to compare with: pass "
+                f"{OPT_BASELINE}=PATH (a previous GTA-Workflow {OPT_REPORT}) or "
+                f"{OPT_BASELINE}=leaderboard:NAME"
             )

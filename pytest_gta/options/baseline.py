@@ -52,6 +52,7 @@ BASELINE = OptionSpec(
     doc=f"compare with a previous `{OPT_REPORT}` case by case (paired differences with "
     "intervals, p-values, flipped cases), or with `leaderboard:NAME[@BOARD]`, an official "
     "leaderboard row (unpaired; the newest board that has NAME, or BOARD such as `2025-03`); "
+    "on a GTA-Workflow run a previous Workflow report (paired by task) or a GTA-2 board row; "
     "see [Gates](gates.md)",
 )
 ROWS: tuple[OptionSpec, ...] = (

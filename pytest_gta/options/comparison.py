@@ -84,14 +84,16 @@ ROWS: tuple[OptionSpec, ...] = (
     OptionSpec(
         OPT_LEADERBOARD_ROWS,
         "BOARD|NAME,...",
-        f"published leaderboard rows below {OPT_COMPARE}'s runs: a board (e.g. 2026-02, every "
-        "row) or model names (each one's newest row)",
+        f"published leaderboard rows below {OPT_COMPARE}'s runs or a GTA-Workflow run's table: "
+        "a board (e.g. 2026-02, every row) or model names (each one's newest row)",
         parse=parse_leaderboard_rows,
         default=(),
         setting="leaderboard_rows",
         doc_default="none",
         doc=f"with `{OPT_COMPARE}`: published leaderboard rows below the runs, a board "
-        "(`2026-02`: every row of it) or model names (each one's newest row)",
+        "(`2026-02`: every row of it) or model names (each one's newest row); on a GTA-Workflow "
+        "run or comparison, rows of the GTA-2 board (`2026-04`, `gemini-2.5-pro`, a harness "
+        "such as `openclaw`, or `harness`); see [GTA-Workflow](workflow.md)",
     ),
 )
 FEATURE = Feature("comparison", ROWS, {})

@@ -22,6 +22,9 @@ from pytest_gta.gates import (
     ALL,
     GATE_METRICS,
     PASS_RATE,
+    ROOT_SCORE_MAX,
+    WORKFLOW,
+    WORKFLOW_GATE_METRICS,
     Floor,
     GateSettings,
     MetricRef,
@@ -32,11 +35,17 @@ from pytest_gta.vocabulary import MODES
 
 
 def parse_metric(name: str, flag: str) -> MetricRef:
-    """``ans_acc``, ``e2e.ans_acc`` or ``step.pass_rate`` as a :class:`MetricRef`."""
+    """``ans_acc``, ``e2e.ans_acc``, ``step.pass_rate`` or ``root_score`` as a :class:`MetricRef`.
+
+    The GTA-Workflow columns (``root_score``, ``root_sr``...) are accepted on any run; an
+    atomic run refuses them at start-up, as a Workflow run refuses the atomic ones.
+    """
     text = name.strip().lower()
     mode_text, dot, metric = text.rpartition(".")
     if not dot:
         metric = text
+    if metric in WORKFLOW_GATE_METRICS and (not dot or mode_text == WORKFLOW):
+        return MetricRef(WORKFLOW, metric)
     if metric in GATE_METRICS and (not dot or mode_text == GATE_METRICS[metric]):
         return MetricRef(GATE_METRICS[metric], metric)
     if metric == PASS_RATE and mode_text in MODES:
@@ -71,6 +80,11 @@ def parse_fail_under(value: str) -> tuple[Floor, ...]:
             raise pytest.UsageError(f"{OPT_FAIL_UNDER}: {item!r} is not METRIC=VALUE; {example}")
         ref = parse_metric(name, OPT_FAIL_UNDER)
         floor = _float(number)
+        if ref.metric == "root_score" and not 0 <= floor <= ROOT_SCORE_MAX:
+            raise pytest.UsageError(
+                f"{OPT_FAIL_UNDER}: {item!r}: root_score is 0-10 (the official score), so its "
+                f"floor is from 0 to 10; e.g. {OPT_FAIL_UNDER}=root_score=4.0,root_sr=10"
+            )
         if not 0 <= floor <= 100:
             raise pytest.UsageError(
                 f"{OPT_FAIL_UNDER}: {item!r}: the floor is a percentage from 0 to 100; {example}"
@@ -128,11 +142,13 @@ ROWS: tuple[OptionSpec, ...] = (
         OPT_FAIL_UNDER,
         "METRIC=VALUE,...",
         "gate: fail the run when a metric is below its floor (percent), e.g. "
-        "ans_acc=45,tool_acc=60; with any gate, gates and errors decide the exit status",
+        "ans_acc=45,tool_acc=60 (GTA-Workflow: root_score=4.0,root_sr=10); with any gate, "
+        "gates and errors decide the exit status",
         parse=parse_fail_under,
         setting="floors",
         doc_default="none",
-        doc="gate: a floor per metric in percent (`ans_acc=45,tool_acc=60`, `e2e.pass_rate=30`); "
+        doc="gate: a floor per metric in percent (`ans_acc=45,tool_acc=60`, `e2e.pass_rate=30`; "
+        "on a GTA-Workflow run its columns, `root_score=4.0,root_sr=10`, Root Score 0-10); "
         "with any gate, the gates and errored cases decide the exit status",
         doc_range="0 to 100 percent per metric",
     ),

@@ -477,25 +477,56 @@ def permutation_test(
         patterns, exact = _swap_patterns(n, samples, seed)
         moved = patterns @ (b - a)
         permuted = _difference(mode, total_a + moved, total_b - moved)
-    out: dict[str, PairedTest | None] = {}
-    for name in CI_METRICS[mode]:
-        d = float(observed[name])
-        draws = permuted[name]
-        draws = draws[np.isfinite(draws)]
-        if not math.isfinite(d):
-            out[name] = None
-            continue
-        tol = _TIE_TOLERANCE * max(1.0, abs(d))
-        drops = int(np.count_nonzero(draws <= d + tol))
-        extreme = int(np.count_nonzero(np.abs(draws) >= abs(d) - tol))
-        if exact:
-            # The identity pattern is among the draws, so the count is never 0.
-            valid = max(len(draws), 1)
-            out[name] = PairedTest(p_value=extreme / valid, p_drop=drops / valid)
-        else:
-            valid = len(draws) + 1
-            out[name] = PairedTest(p_value=(1 + extreme) / valid, p_drop=(1 + drops) / valid)
-    return out
+    return {
+        name: _tested(float(observed[name]), permuted[name], exact) for name in CI_METRICS[mode]
+    }
+
+
+def _tested(d: float, draws: FloatArray, exact: bool) -> PairedTest | None:
+    """The p-values of the observed difference ``d`` among the permuted ones."""
+    draws = draws[np.isfinite(draws)]
+    if not math.isfinite(d):
+        return None
+    tol = _TIE_TOLERANCE * max(1.0, abs(d))
+    drops = int(np.count_nonzero(draws <= d + tol))
+    extreme = int(np.count_nonzero(np.abs(draws) >= abs(d) - tol))
+    if exact:
+        # The identity pattern is among the draws, so the count is never 0.
+        valid = max(len(draws), 1)
+        return PairedTest(p_value=extreme / valid, p_drop=drops / valid)
+    valid = len(draws) + 1
+    return PairedTest(p_value=(1 + extreme) / valid, p_drop=(1 + drops) / valid)
+
+
+def mean_permutation_test(
+    differences: npt.ArrayLike, *, samples: int = DEFAULT_SAMPLES, seed: int = SEED
+) -> PairedTest | None:
+    """Paired permutation test of the mean of per-item differences (``this - base``).
+
+    The same test as :func:`permutation_test` for a plain mean (a GTA-Workflow root score per
+    task): swapping an item's two values flips the sign of its difference, with the same swap
+    patterns, exact enumeration and counting. ``None`` without items.
+    """
+    d = np.asarray(differences, dtype=np.float64).ravel()
+    _check_resampling(samples)
+    if d.size == 0:
+        return None
+    patterns, exact = _swap_patterns(d.size, samples, seed)
+    with np.errstate(all="ignore"):
+        permuted = ((1.0 - 2.0 * patterns) @ d) / d.size
+    return _tested(float(d.mean()), permuted, exact)
+
+
+def mean_bootstrap_draws(
+    values: npt.ArrayLike, *, samples: int = DEFAULT_SAMPLES, seed: int = SEED
+) -> FloatArray:
+    """The mean of ``values`` over :func:`bootstrap_ci`'s resamples (same seed, same draw)."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    _check_resampling(samples)
+    if v.size == 0:
+        return np.full(samples, np.nan)
+    with np.errstate(all="ignore"):
+        return (_resample_counts(v.size, samples, seed) @ v) / v.size
 
 
 def mcnemar(regressed: int, fixed: int) -> PairedTest:

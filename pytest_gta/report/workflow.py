@@ -1,13 +1,23 @@
 """The GTA-Workflow table, in the terminal and as markdown: the board's columns, each task.
 
-Takes the typed report (:class:`~pytest_gta.results.workflow.WorkflowReport`) and scores
-nothing: the numbers were computed when the run ended.
+Also the published rows under it, the comparison with a baseline, the gates' verdicts, and
+``--gta-compare``'s table of Workflow runs. Takes the typed report
+(:class:`~pytest_gta.results.workflow.WorkflowReport`) and scores nothing: the numbers were
+computed when the run ended.
 """
 
 from __future__ import annotations
 
 from pytest_gta.report.table import markdown_items, markdown_table, markdown_text, strong
-from pytest_gta.results.workflow import WorkflowCase, WorkflowReport
+from pytest_gta.results.report import GatesVerdict
+from pytest_gta.results.workflow import (
+    WorkflowCase,
+    WorkflowComparison,
+    WorkflowReport,
+    WorkflowRuns,
+    WorkflowTable,
+)
+from pytest_gta.results.workflow_board import WorkflowBoardRow
 
 COLUMNS = (
     ("Tool SR", "tool_sr"),
@@ -68,16 +78,48 @@ def task_line(case: WorkflowCase) -> str:
     )
 
 
+WIDTH = max(len(name) for name, _ in COLUMNS) + 2
+
+
+def _values(values: WorkflowTable | WorkflowBoardRow) -> str:
+    return "".join(_cell(getattr(values, key)).rjust(WIDTH) for _, key in COLUMNS)
+
+
+def _grid(rows: list[tuple[str, WorkflowTable | WorkflowBoardRow]]) -> list[str]:
+    """A header and one line per row, each led by its name."""
+    first = max([len(name) for name, _ in rows] + [3])
+    head = "".ljust(first) + "".join(name.rjust(WIDTH) for name, _ in COLUMNS)
+    return [head, *(name.ljust(first) + _values(values) for name, values in rows)]
+
+
+def board_note(rows: list[WorkflowBoardRow]) -> list[str]:
+    """What the published rows are (a harness row is over a 30-task subset)."""
+    if not rows:
+        return []
+    note = (
+        "published rows: the GTA-2 board (Table VI; Table VII for harness/MODEL rows, over "
+        "their task subset), judged by the authors, not by this run's judge"
+    )
+    return [note]
+
+
 def table_lines(report: WorkflowReport) -> list[str]:
-    """The table, the judge line, the SR note and one line per task."""
-    width = max(len(name) for name, _ in COLUMNS) + 2
-    return [
-        judge_line(report),
-        "".join(name.rjust(width) for name, _ in COLUMNS),
-        "".join(cell.rjust(width) for cell in table_row(report)),
-        note_line(report),
-        *(f"  {task_line(case)}" for case in report.cases),
-    ]
+    """The table and published rows, judge line, SR note, comparison, gates, one line per task."""
+    metrics = report.metrics
+    lines = [judge_line(report)]
+    if report.leaderboard:
+        lines += _grid([("this run", metrics), *((r.label, r) for r in report.leaderboard)])
+        lines += board_note(report.leaderboard)
+    else:
+        lines.append("".join(name.rjust(WIDTH) for name, _ in COLUMNS))
+        lines.append(_values(metrics))
+    lines.append(note_line(report))
+    if report.comparison is not None:
+        lines += comparison_lines(report.comparison)
+    if report.gates is not None:
+        lines += gate_lines(report.gates, report.metrics.judge_errors)
+    lines += [f"  {task_line(case)}" for case in report.cases]
+    return lines
 
 
 def render_markdown(report: WorkflowReport) -> str:
@@ -86,7 +128,119 @@ def render_markdown(report: WorkflowReport) -> str:
     if report.label:
         facts.insert(0, f"label: {report.label}")
     lines = ["# GTA-Workflow results", "", *markdown_items(facts), "", "## Workflow", ""]
-    lines += markdown_table([name for name, _ in COLUMNS], [table_row(report)])
-    lines += ["", markdown_text(note_line(report)), "", "## Tasks", ""]
+    published = [
+        [r.label, *(_cell(getattr(r, key)) for _, key in COLUMNS)] for r in report.leaderboard
+    ]
+    if published:
+        names = ["run", *(name for name, _ in COLUMNS)]
+        lines += markdown_table(names, [["this run", *table_row(report)], *published])
+        lines += ["", *markdown_items(board_note(report.leaderboard))]
+    else:
+        lines += markdown_table([name for name, _ in COLUMNS], [table_row(report)])
+    lines += ["", markdown_text(note_line(report))]
+    if report.comparison is not None:
+        lines += ["", "## Baseline", "", *markdown_items(comparison_lines(report.comparison))]
+    if report.gates is not None:
+        gates = gate_lines(report.gates, report.metrics.judge_errors)
+        lines += ["", "## Gates", "", *markdown_items(gates)]
+    lines += ["", "## Tasks", ""]
     lines += markdown_items([task_line(case) for case in report.cases])
     return "\n".join(lines) + "\n"
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2f}"
+
+
+def comparison_lines(comparison: WorkflowComparison) -> list[str]:
+    """The run against its baseline: the mean difference, each column, the flipped tasks."""
+    paired = "paired by task" if comparison.paired else "unpaired"
+    lines = [
+        f"baseline {comparison.baseline} ({comparison.baseline_model}; {paired}): "
+        f"mean root-score difference {_signed(comparison.mean_difference)}"
+        + (
+            f" over {comparison.matched} tasks scored in both"
+            f" ({comparison.only_this_run} only in this run, {comparison.only_baseline} only in "
+            "the baseline)"
+            if comparison.paired
+            else ""
+        )
+    ]
+    for name, key in COLUMNS:
+        row = comparison.metrics.get(key)
+        if row is None:
+            continue
+        tail = ""
+        if row.ci_low is not None and row.ci_high is not None:
+            tail += f", {comparison.level:.0%} CI [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+        if row.p_value is not None:
+            tail += f", p = {row.p_value:.4f}"
+        if row.p_drop is not None:
+            tail += f", p(drop) = {row.p_drop:.4f}"
+        lines.append(
+            f"  {name}: {_cell(row.this)} vs {_cell(row.baseline)} ({_signed(row.difference)}"
+            f"{tail})"
+        )
+    for what, flips in (("regressed", comparison.regressed), ("fixed", comparison.fixed)):
+        if flips:
+            shown = ", ".join(
+                f"{f.task_id} ({_cell(f.baseline_score)} -> {_cell(f.root_score)})" for f in flips
+            )
+            lines.append(f"  {what} (passed {'then' if what == 'regressed' else 'now'}): {shown}")
+    if comparison.paired and not comparison.regressed and not comparison.fixed:
+        lines.append("  no task flipped between pass and fail")
+    lines += [f"  note: {note}" for note in comparison.notes]
+    return lines
+
+
+def gate_lines(gates: GatesVerdict, errored: int) -> list[str]:
+    """The gates' verdicts, then what they mean for the exit status."""
+    lines = [f"gate {'PASS' if v.passed else 'FAIL'}: {v.reason}" for v in gates.verdicts]
+    held = sum(v.passed for v in gates.verdicts)
+    if not gates.passed:
+        lines.append(
+            f"gates: {len(gates.verdicts) - held} of {len(gates.verdicts)} failed: the run fails "
+            "(exit status 1)"
+        )
+    elif errored:
+        lines.append(
+            f"gates: all held, but {errored} task(s) errored: the run fails (exit status 1)"
+        )
+    else:
+        lines.append("gates: all held: the run passes (exit status 0)")
+    return lines
+
+
+def runs_lines(runs: WorkflowRuns) -> list[str]:
+    """``--gta-compare`` of Workflow reports: one row per run, then the published rows."""
+    rows: list[tuple[str, WorkflowTable | WorkflowBoardRow]] = [
+        (run.label, run.metrics) for run in runs.runs
+    ]
+    rows += [(r.label, r) for r in runs.leaderboard]
+    lines = _grid(rows)
+    for run in runs.runs:
+        official = "official protocol" if run.official else "NOT the official protocol"
+        lines.append(
+            f"  {run.label}: {run.source}, model {run.model}, judged by {run.judge} "
+            f"({official}), threshold {run.threshold:g}; {run.metrics.scored} of "
+            f"{run.metrics.tasks} tasks scored"
+        )
+    lines += board_note(runs.leaderboard)
+    lines += [f"note: {note}" for note in runs.notes]
+    lines.append(f"{runs.sr_note}.")
+    return lines
+
+
+def runs_markdown(runs: WorkflowRuns) -> str:
+    """The same table as Markdown."""
+    head = "| run | " + " | ".join(name for name, _ in COLUMNS) + " |"
+    rule = "|---|" + "---:|" * len(COLUMNS)
+    body = [
+        f"| {label} | " + " | ".join(_cell(getattr(v, key)) for _, key in COLUMNS) + " |"
+        for label, v in [
+            *((r.label, r.metrics) for r in runs.runs),
+            *((r.label, r) for r in runs.leaderboard),
+        ]
+    ]
+    notes = [f"- {n}" for n in [*board_note(runs.leaderboard), *runs.notes, runs.sr_note]]
+    return "\n".join(["## GTA-Workflow comparison", "", head, rule, *body, "", *notes, ""])

@@ -19,8 +19,11 @@ from pytest_gta import jsonsafe
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.results.base import Doc, Scalar, omitted
 from pytest_gta.results.case import CaseUsage
+from pytest_gta.results.report import GatesVerdict
+from pytest_gta.results.workflow_board import WorkflowBoardRow
 
 KIND: Literal["gta-workflow-report"] = "gta-workflow-report"
+RUNS_KIND: Literal["gta-workflow-comparison"] = "gta-workflow-comparison"
 SCHEMA_VERSION = 1
 #: Said wherever the success rates are shown.
 SR_NOTE = (
@@ -139,6 +142,53 @@ class JudgeInfo(Doc):
     threshold: float
 
 
+class WorkflowMetricDiff(Doc):
+    """One column of the table against the baseline."""
+
+    baseline: float | None
+    this: float | None
+    difference: float | None
+    """This run minus the baseline (points; Root Score on its 0-10 scale)."""
+    ci_low: float | None = omitted()
+    ci_high: float | None = omitted()
+    """The interval of the difference (paired) or of this run (a leaderboard row)."""
+    p_value: float | None = omitted()
+    p_drop: float | None = omitted()
+    """One-sided p-value of "this run is worse" (what ``--gta-fail-on-regression`` reads)."""
+    test: str | None = omitted()
+
+
+class WorkflowFlip(Doc):
+    """A task that passed in one run and failed in the other."""
+
+    task_id: str
+    baseline_score: float | None
+    root_score: float | None
+
+
+class WorkflowComparison(Doc):
+    """The run against ``--gta-baseline``: a report (paired by task) or a published row."""
+
+    kind: Literal["report", "leaderboard"]
+    baseline: str
+    """The baseline as given (a path, or ``leaderboard:NAME[@BOARD]``)."""
+    baseline_model: str
+    board: str | None = omitted()
+    paired: bool
+    level: float
+    matched: int = Field(ge=0)
+    """Tasks both runs scored (the paired differences' sample)."""
+    only_this_run: int = Field(ge=0)
+    only_baseline: int = Field(ge=0)
+    mean_difference: float | None
+    """The mean per-task root-score difference (paired), or this run's mean minus the row's."""
+    metrics: dict[str, WorkflowMetricDiff]
+    regressed: list[WorkflowFlip]
+    """Tasks that passed in the baseline and fail now (task order)."""
+    fixed: list[WorkflowFlip]
+    notes: list[str]
+
+
 class WorkflowReport(Doc):
     """A GTA-Workflow run: settings, the table, every case."""
 
@@ -151,7 +201,34 @@ class WorkflowReport(Doc):
     metrics: WorkflowTable
     sr_note: str = SR_NOTE
     judge_usage: CaseUsage
+    leaderboard: list[WorkflowBoardRow] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Published rows ``--gta-leaderboard-rows`` set below the run's."""
+    comparison: WorkflowComparison | None = omitted()
+    gates: GatesVerdict | None = omitted()
     cases: list[WorkflowCase]
+
+
+class WorkflowRun(Doc):
+    """One run of ``--gta-compare`` on Workflow reports."""
+
+    label: str
+    source: str
+    model: str
+    judge: str
+    official: bool
+    threshold: float
+    metrics: WorkflowTable
+
+
+class WorkflowRuns(Doc):
+    """``--gta-compare`` of Workflow reports: their tables side by side."""
+
+    kind: Literal["gta-workflow-comparison"] = RUNS_KIND
+    schema_version: int = SCHEMA_VERSION
+    runs: list[WorkflowRun]
+    leaderboard: list[WorkflowBoardRow]
+    notes: list[str]
+    sr_note: str = SR_NOTE
 
 
 def dump_workflow_report(report: WorkflowReport) -> str:

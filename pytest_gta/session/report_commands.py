@@ -12,6 +12,7 @@ import pytest
 
 from pytest_gta.session.compare_command import compare_command
 from pytest_gta.session.finish import merge_command
+from pytest_gta.session.workflow_compare import workflow_compare_command, workflow_reports
 
 
 def run(config: pytest.Config) -> int | None:
@@ -19,5 +20,8 @@ def run(config: pytest.Config) -> int | None:
     if config.getoption("gta_merge"):
         return merge_command(config)
     if config.getoption("gta_compare"):
+        workflow = workflow_reports(config)
+        if workflow is not None:
+            return workflow_compare_command(config, workflow)
         return compare_command(config)
     return None

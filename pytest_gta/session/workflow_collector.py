@@ -18,9 +18,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from pytest_gta.errors import GtaUsageError
 from pytest_gta.files import write_atomic
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import clean_text, mask_url
+from pytest_gta.report import workflow_baseline
+from pytest_gta.report.gate_verdicts import exit_status
 from pytest_gta.report.workflow import render_markdown, table_lines
 from pytest_gta.report.workflow_html import render_workflow_html
 from pytest_gta.report.workflow_inspect import write_workflow_inspect_log
@@ -31,6 +34,7 @@ from pytest_gta.results.workflow import (
     WorkflowReport,
     dump_workflow_report,
 )
+from pytest_gta.results.workflow_board import WorkflowBoardRow
 from pytest_gta.scoring.workflow import workflow_table
 from pytest_gta.session.collector import add_suite_properties
 from pytest_gta.session.finish import STEP_SUMMARY_ENV
@@ -52,6 +56,25 @@ class WorkflowCollector:
         self.write_errors: list[str] = []
         #: The Inspect log written (``--gta-inspect-log``), for the terminal's last lines.
         self.inspect_log: Path | None = None
+        self.board_rows, self.baseline = self.check()
+
+    def check(self) -> tuple[list[WorkflowBoardRow], workflow_baseline.Baseline | None]:
+        """At start-up: the gates, ``--gta-leaderboard-rows`` and ``--gta-baseline``, read once.
+
+        Raises:
+            pytest.UsageError: an atomic gate metric, an unknown row, a baseline that is not a
+                Workflow report.
+        """
+        settings = self.settings
+        spec = settings.baseline.report
+        settings.gates.check_workflow(spec is not None)
+        try:
+            rows = workflow_baseline.leaderboard_rows(settings.comparison.leaderboard_rows)
+            given = str(self.config.getoption("gta_baseline", None) or spec)
+            found = None if spec is None else workflow_baseline.load_baseline(spec, given)
+        except GtaUsageError as exc:
+            raise pytest.UsageError(f"pytest-gta: {exc}") from None
+        return rows, found
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Take the case's JSON from its setup report; pytest's outcome overrides on failure."""
@@ -153,10 +176,30 @@ class WorkflowCollector:
         return outputs
 
     def comparisons(self, report: WorkflowReport) -> None:
-        """Leaderboard rows and the baseline, added to ``report`` before it is written."""
+        """Leaderboard rows, the baseline and the gates' verdicts, added to ``report``."""
+        settings = self.settings
+        report.leaderboard = list(self.board_rows)
+        if self.baseline is not None:
+            given = str(self.config.getoption("gta_baseline", None) or settings.baseline.report)
+            report.comparison = workflow_baseline.compare(
+                report,
+                self.baseline,
+                given,
+                settings.stats.confidence,
+                settings.stats.bootstrap_samples,
+            )
+        if settings.gates.active:
+            report.gates = workflow_baseline.judge(report, settings.gates)
 
     def judge_gates(self, report: WorkflowReport, session: pytest.Session) -> None:
-        """``--gta-fail-under`` and ``--gta-fail-on-regression`` on a Workflow run."""
+        """``--gta-fail-under`` and ``--gta-fail-on-regression`` decide the exit status."""
+        if report.gates is None:
+            return
+        errored = sum(1 for c in report.cases if c.outcome == "error")
+        status = exit_status(report.gates, errored, int(session.exitstatus))
+        if self.write_errors and status == pytest.ExitCode.OK:
+            status = int(pytest.ExitCode.TESTS_FAILED)
+        session.exitstatus = status
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """The Workflow table, then where the report went."""
@@ -189,5 +232,7 @@ def _junit(config: pytest.Config, report: WorkflowReport) -> None:
         for name in names
         if getattr(metrics, name) is not None
     ]
+    if report.gates is not None:
+        properties.append(("gta_gates_passed", str(report.gates.passed).lower()))
     properties += [("gta_judge", report.judge.model), ("gta_judge_official", report.judge.official)]
     add_suite_properties(config, properties)
