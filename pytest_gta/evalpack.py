@@ -5,7 +5,8 @@ anything, as ``agent_app_eval/score_with_gpt52.py`` does: per task its ``origin_
 trace (``assistant_outputs``: the first trace when it is a list of traces), its
 ``attached_files`` (strings only; a relative path is found from the pack's directory, then
 from each directory above it, then from the working directory, since the official builder
-writes them relative to its repository's root) and its ``full_tree``.
+writes them relative to its repository's root; an absolute path of another machine is found by
+its tail) and its ``full_tree``.
 """
 
 from __future__ import annotations
@@ -43,10 +44,28 @@ def select_trace(field: Any) -> Any:
 
 def _resolve(path: str, bases: list[Path]) -> str:
     if os.path.isabs(path):
-        return path
+        return path if os.path.exists(path) else _moved(path, bases)
     candidates = [(base / path).resolve() for base in bases]
     found = next((c for c in candidates if c.exists()), candidates[0])
     return str(found)
+
+
+def _moved(path: str, bases: list[Path]) -> str:
+    """An absolute path of another machine, found under ``bases`` by its tail (else as is).
+
+    A pack built elsewhere names deliverables by absolute paths of that machine
+    (``/home/me/GTA/agent_app_eval/out/3/files/a.pdf``); where the pack and its files were
+    copied together, the longest tail of at least a directory and a file that exists under
+    the pack's directory (or above it) is the file. A missing file stays missing.
+    """
+    parts = Path(path).parts[1:]
+    for start in range(len(parts) - 1):
+        tail = Path(*parts[start:])
+        for base in bases:
+            candidate = base / tail
+            if candidate.is_file():
+                return str(candidate.resolve())
+    return path
 
 
 def resolve_files(files: Any, pack_dir: Path) -> Any:

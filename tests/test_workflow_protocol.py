@@ -165,3 +165,21 @@ def test_text_pdf_is_a_pdf_with_the_text() -> None:
     assert pdf.rstrip().endswith(b"%%EOF")
     assert b"(hello \\(world\\))" in pdf
     assert pdf.count(b"/Type /Page ") == 2
+
+
+def test_pack_paths_are_found_from_the_pack_and_by_their_tail(tmp_path: Path) -> None:
+    here = tmp_path / "runs" / "pack"
+    (here / "out" / "3").mkdir(parents=True)
+    (here / "out" / "3" / "a.pdf").write_bytes(b"%PDF-1.4")
+    (tmp_path / "top.png").write_bytes(b"png")
+    pack = here / "pack.json"
+    files = ["out/3/a.pdf", "top.png", "/elsewhere/GTA/out/3/a.pdf", "/elsewhere/a.pdf", "no.pdf"]
+    pack.write_text(json.dumps({"tasks": [{"task_id": 3, "attached_files": files}]}))
+    resolved = read_pack(pack)["3"].files
+    assert resolved == [
+        str(here / "out" / "3" / "a.pdf"),
+        str(tmp_path / "top.png"),
+        str(here / "out" / "3" / "a.pdf"),
+        "/elsewhere/a.pdf",  # a lone file name is not enough to say it moved
+        str(here / "no.pdf"),
+    ]

@@ -356,7 +356,7 @@ class WorkflowSession(GtaSession):
     ) -> WorkflowCase:
         """The case's properties on the item and its JSON on the setup report."""
         props: list[tuple[str, Any]] = [
-            ("gta_root_score", case.root_score),
+            *([("gta_root_score", case.root_score)] if case.root_score is not None else []),
             ("gta_passed", case.passed),
             ("gta_producer", case.producer),
             ("gta_judge_calls", len(case.judge_calls)),
