@@ -86,9 +86,12 @@ def test_root_scores_and_requests_match_the_official_scorer(
         for case in tree.iter("testcase")
     }
     for tid, expected in official["tasks"].items():
-        got_prop = str(props[f"test_workflow[workflow-{tid}]"]["gta_root_score"])
+        mine = props[f"test_workflow[workflow-{tid}]"]
         if expected["status"] == "ok":
-            assert math.isclose(float(got_prop), expected["score"], abs_tol=1e-9)
+            assert math.isclose(float(str(mine["gta_root_score"])), expected["score"], abs_tol=1e-9)
+        else:  # a task the judge failed on has no score, and says why
+            assert "gta_root_score" not in mine
+            assert mine["gta_judge_error"] == expected["error"]
     # The judge's key reaches no file the run wrote.
     for path in pytester.path.rglob("*"):
         if path.is_file():

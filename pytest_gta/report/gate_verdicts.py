@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gta.gates import ALL, PASS_RATE, GateSettings, MetricRef
+from pytest_gta.gates import ALL, PASS_RATE, Floor, GateSettings, MetricRef
 from pytest_gta.results.report import (
     BaselineComparison,
     FloorVerdict,
@@ -29,26 +29,36 @@ def judge(report: RunReport, gates: GateSettings) -> GatesVerdict:
     whether it held, and ``passed`` over all of them. A metric the run did not measure (its
     cases were all skipped) fails its gate: a gate that cannot be checked must not pass.
     """
-    verdicts: list[FloorVerdict | RegressionVerdict] = []
-    for floor in gates.floors:
-        value = _value(report, floor.ref)
-        held = value is not None and value >= floor.value
-        verdicts.append(
-            FloorVerdict(
-                gate="fail_under",
-                metric=str(floor.ref),
-                floor=floor.value,
-                value=value,
-                passed=held,
-                reason=(
-                    f"{floor.ref} was not measured (no case of that mode ran)"
-                    if value is None
-                    else f"{floor.ref} = {value:.2f} {'>=' if held else '<'} {floor.value:g}"
-                ),
-            )
-        )
+    verdicts: list[FloorVerdict | RegressionVerdict] = [
+        floor_verdict(floor, _value(report, floor.ref), "no case of that mode ran")
+        for floor in gates.floors
+    ]
     if gates.regression:
         verdicts += _regression_verdicts(report.comparison, gates)
+    return gates_verdict(verdicts, gates)
+
+
+def floor_verdict(floor: Floor, value: float | None, unmeasured: str) -> FloorVerdict:
+    """A ``--gta-fail-under`` floor's verdict (a value not measured fails, ``unmeasured`` why)."""
+    held = value is not None and value >= floor.value
+    return FloorVerdict(
+        gate="fail_under",
+        metric=str(floor.ref),
+        floor=floor.value,
+        value=value,
+        passed=held,
+        reason=(
+            f"{floor.ref} was not measured ({unmeasured})"
+            if value is None
+            else f"{floor.ref} = {value:.2f} {'>=' if held else '<'} {floor.value:g}"
+        ),
+    )
+
+
+def gates_verdict(
+    verdicts: list[FloorVerdict | RegressionVerdict], gates: GateSettings
+) -> GatesVerdict:
+    """The gates' verdict: every one held, with the settings that judged them."""
     return GatesVerdict(
         passed=all(v.passed for v in verdicts),
         alpha=gates.alpha,

@@ -42,7 +42,7 @@ from pytest_gta.vocabulary import ERROR_KINDS, MODES, Mode
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalResults, EvalSample
-    from inspect_ai.model import ChatMessage, ChatMessageAssistant
+    from inspect_ai.model import ChatMessage, ChatMessageAssistant, ModelOutput
     from inspect_ai.tool import ToolCall
 
 #: The scorer's name in the logs (each sample's ``scores`` key, the results' score).
@@ -379,10 +379,7 @@ def _sample(
     """One case as an Inspect sample: input, target, transcript, output, score, metadata."""
     from inspect_ai.log import EvalError, EvalSample  # a heavy optional dependency
     from inspect_ai.model import (
-        ChatCompletionChoice,
-        ChatMessageAssistant,
         ChatMessageUser,
-        ModelOutput,
         ModelUsage,
     )
     from inspect_ai.scorer import Score
@@ -429,16 +426,7 @@ def _sample(
         input=text,
         target=_target(query),
         messages=[ChatMessageUser(content=text, source="input"), *transcript],
-        output=ModelOutput(
-            model=model,
-            choices=[
-                ChatCompletionChoice(
-                    message=ChatMessageAssistant(content=answer, model=model, source="generate"),
-                    stop_reason="stop",
-                )
-            ],
-            completion=answer,
-        ),
+        output=answer_output(answer, model),
         scores={
             SCORER: Score(
                 value=float(case.score),
@@ -461,6 +449,19 @@ def _sample(
 
 # --------------------------------------------------------------------------------------------
 # The log of one mode
+
+
+def answer_output(answer: str, model: str) -> ModelOutput:
+    """A sample's output: the final answer as the model's one choice."""
+    from inspect_ai.model import (  # a heavy optional dependency
+        ChatCompletionChoice,
+        ChatMessageAssistant,
+        ModelOutput,
+    )
+
+    message = ChatMessageAssistant(content=answer, model=model, source="generate")
+    choice = ChatCompletionChoice(message=message, stop_reason="stop")
+    return ModelOutput(model=model, choices=[choice], completion=answer)
 
 
 def _number(section: Doc | None, name: str) -> Number | None:

@@ -26,6 +26,7 @@ from pytest_gta.flags import OPT_BASELINE, OPT_LEADERBOARD_ROWS
 from pytest_gta.gates import ALL, GateSettings
 from pytest_gta.models.catalog import LEADERBOARD_PREFIX
 from pytest_gta.report import stats
+from pytest_gta.report.gate_verdicts import floor_verdict, gates_verdict
 from pytest_gta.results.report import FloorVerdict, GatesVerdict, RegressionVerdict
 from pytest_gta.results.workflow import (
     WorkflowCase,
@@ -244,32 +245,13 @@ def compare(
 
 def judge(report: WorkflowReport, gates: GateSettings) -> GatesVerdict:
     """The gates' verdicts on a Workflow report (a column not measured fails its floor)."""
-    verdicts: list[FloorVerdict | RegressionVerdict] = []
-    for floor in gates.floors:
-        value = _column(report, floor.ref.metric)
-        held = value is not None and value >= floor.value
-        verdicts.append(
-            FloorVerdict(
-                gate="fail_under",
-                metric=str(floor.ref),
-                floor=floor.value,
-                value=value,
-                passed=held,
-                reason=(
-                    f"{floor.ref} was not measured by this run"
-                    if value is None
-                    else f"{floor.ref} = {value:.2f} {'>=' if held else '<'} {floor.value:g}"
-                ),
-            )
-        )
+    verdicts: list[FloorVerdict | RegressionVerdict] = [
+        floor_verdict(floor, _column(report, floor.ref.metric), "by this run")
+        for floor in gates.floors
+    ]
     if gates.regression:
         verdicts += _regressions(report.comparison, gates)
-    return GatesVerdict(
-        passed=all(v.passed for v in verdicts),
-        alpha=gates.alpha,
-        min_drop=gates.min_drop,
-        verdicts=verdicts,
-    )
+    return gates_verdict(verdicts, gates)
 
 
 def _regressions(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gta.files import write_output
-from pytest_gta.report.inspect_log import log_file_name
+from pytest_gta.report.inspect_log import answer_output, log_file_name
 from pytest_gta.report.workflow import COLUMNS
 from pytest_gta.results.workflow import WorkflowCase, WorkflowReport
 
@@ -30,10 +30,8 @@ SCORER = "gta_workflow_judge"
 def _sample(case: WorkflowCase, epochs: dict[int, int], model: str) -> EvalSample:
     from inspect_ai.log import EvalError, EvalSample  # a heavy optional dependency
     from inspect_ai.model import (
-        ChatCompletionChoice,
         ChatMessageAssistant,
         ChatMessageUser,
-        ModelOutput,
     )
     from inspect_ai.scorer import Score
 
@@ -59,16 +57,7 @@ def _sample(case: WorkflowCase, epochs: dict[int, int], model: str) -> EvalSampl
             ChatMessageUser(content=task, source="input"),
             ChatMessageAssistant(content=answer, model=model, source="generate"),
         ],
-        output=ModelOutput(
-            model=model,
-            choices=[
-                ChatCompletionChoice(
-                    message=ChatMessageAssistant(content=answer, model=model, source="generate"),
-                    stop_reason="stop",
-                )
-            ],
-            completion=answer,
-        ),
+        output=answer_output(answer, model),
         scores={SCORER: score},
         metadata={
             "case_id": case.id,
