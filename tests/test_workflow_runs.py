@@ -206,3 +206,74 @@ def test_a_workflow_agent_sees_its_inputs_but_not_the_checkpoints(
     assert seen[str(end)] in ("FileNotFoundError", "PermissionError", "IsADirectoryError"), seen
     assert seen[str(wav)] != "FileNotFoundError"  # the task's own input file is shown
     assert case["deliverables"] == ["out.txt"]
+
+
+PACK = ROOT / "tests" / "data" / "workflow" / "pack.json"
+
+
+@pytest.mark.parametrize(
+    ("args", "collected"),
+    [
+        (("--gta-ids=1,3",), ["workflow-1", "workflow-3"]),
+        (("--gta-limit=2",), ["workflow-1", "workflow-2"]),
+        (("-k", "workflow-5 or workflow-7"), ["workflow-5", "workflow-7"]),
+        (("--gta-shard=2/3",), ["workflow-2", "workflow-5", "workflow-8"]),
+        (("--gta-ids=4", "--gta-epochs=2"), ["workflow-4@epoch0", "workflow-4@epoch1"]),
+        (("-m", "gta_tool_ReadPDF"), ["workflow-1"]),
+    ],
+)
+def test_tasks_are_selected_as_atomic_queries_are(
+    pytester: pytest.Pytester, args: tuple[str, ...], collected: list[str]
+) -> None:
+    result = pytester.runpytest(
+        "--collect-only", "-q", f"--gta-data={SAMPLE}", f"--gta-model=evalpack:{PACK}", *args
+    )
+    ids = [
+        line.split("[", 1)[1].rstrip("]")
+        for line in result.stdout.lines
+        if line.startswith("gta::test_workflow[")
+    ]
+    assert ids == collected, result.stdout.str()
+
+
+def test_epochs_judge_each_repetition(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    judge = _judge({})
+    try:
+        run = gta(
+            pytester,
+            f"--gta-data={SAMPLE}",
+            f"--gta-model=evalpack:{PACK}",
+            "--gta-ids=4",
+            "--gta-epochs=2",
+            "--gta-cache=off",
+            f"--gta-judge-base-url={judge.base_url}",
+        )
+    finally:
+        judge.stop()
+    cases = _report(run)["cases"]
+    assert [(c["id"], c["epoch"], c["root_score"]) for c in cases] == [
+        ("workflow-4@epoch0", 0, 5.0),
+        ("workflow-4@epoch1", 1, 5.0),
+    ]
+    assert len(judge.response_calls()) == 4  # two leaves, twice
+
+
+def test_bad_input_is_a_usage_error_naming_the_file(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    data = tmp_path / "wf"
+    data.mkdir()
+    (data / "end.json").write_text('{"1": []}', encoding="utf-8")
+    result = pytester.runpytest(f"--gta-data={data}", f"--gta-model=evalpack:{PACK}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{data / 'end.json'}: task '1' is list, not an object*"])
+    missing = pytester.runpytest(f"--gta-data={SAMPLE}", "--gta-model=evalpack:nope.json")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*evalpack:*nope.json: no such file*"])
+    local = pytester.runpytest(
+        f"--gta-data={SAMPLE}", f"--gta-model=evalpack:{PACK}", "--gta-judge=smollm2"
+    )
+    assert local.ret == pytest.ExitCode.USAGE_ERROR or "--gta-judge-api=chat" in local.stdout.str()

@@ -152,6 +152,7 @@ class WorkflowSession(GtaSession):
         if judge_key():
             register_secret(judge_key(), "the judge's key")
         dataset = self.dataset()
+        self.check_judge()
         if self.pack() is None:
             self.producers.check()
             self.producers.prepare(dataset)
@@ -262,14 +263,19 @@ class WorkflowSession(GtaSession):
         if url is not None or flow.judge.startswith("openai/"):
             return url
         if self._judge_proxy is None:
-            if flow.api != "chat":
-                raise pytest.UsageError(
-                    f"{OPT_JUDGE}={flow.judge}: a judge served here speaks chat completions "
-                    f"only; add {OPT_JUDGE_API}=chat (not the official protocol), or give its "
-                    f"endpoint with {OPT_JUDGE_BASE_URL}"
-                )
             self._judge_proxy, self._judge_door = self._serve_judge(flow.judge)
         return str(self._judge_door)
+
+    def check_judge(self) -> None:
+        """At start-up: a judge served here must use the chat variant (a usage error)."""
+        flow = self.state.settings.workflow
+        served = judge_base_url(flow.base_url) is None and not flow.judge.startswith("openai/")
+        if served and flow.api != "chat":
+            raise pytest.UsageError(
+                f"{OPT_JUDGE}={flow.judge}: a judge served here speaks chat completions "
+                f"only; add {OPT_JUDGE_API}=chat (not the official protocol), or give its "
+                f"endpoint with {OPT_JUDGE_BASE_URL}"
+            )
 
     def _serve_judge(self, spec: str) -> tuple[ModelProxy, str]:
         state, config = self.state, self.config
