@@ -21,7 +21,7 @@ from pytest_gta.errors import GtaUsageError
 from pytest_gta.results.workflow_board import HARNESS_CSV, WORKFLOW_CSV, read_boards
 from pytest_gta.session import workflow_session
 from tests.helpers.gta_run import GtaRun, gta
-from tests.helpers.judge_server import JudgeServer
+from tests.helpers.judge_server import judged_run
 from tests.helpers.paths import ROOT
 
 DATA = ROOT / "tests" / "data" / "workflow"
@@ -52,22 +52,7 @@ def _all_tens(tmp: Path) -> Path:
 def _run(
     pytester: pytest.Pytester, *extra: str, script: Path = DATA / "judge_script.json"
 ) -> tuple[GtaRun, Path]:
-    server = JudgeServer.from_script(script).start()
-    junit = pytester.path / "junit.xml"
-    try:
-        run = gta(
-            pytester,
-            f"--gta-data={SAMPLE}",
-            f"--gta-model=evalpack:{DATA / 'pack.json'}",
-            "--gta-judge=openai/gpt-5.2",
-            f"--gta-judge-base-url={server.base_url}",
-            "--gta-concurrency=1",
-            "--gta-cache=off",
-            f"--junitxml={junit}",
-            *extra,
-        )
-    finally:
-        server.stop()
+    run, _, junit = judged_run(pytester, *extra, script=script)
     return run, junit
 
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import math
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks.official_workflow_judge import recorded_requests
-from tests.helpers.gta_run import XDIST, gta
-from tests.helpers.judge_server import JudgeServer
+from tests.helpers.gta_run import XDIST
+from tests.helpers.judge_server import judged_run
 from tests.helpers.optional import require
 from tests.helpers.paths import ROOT
 
@@ -33,26 +32,6 @@ def _official(name: str) -> dict[str, Any]:
     return loaded
 
 
-def _run(pytester: pytest.Pytester, pack: str, *extra: str) -> tuple[Any, JudgeServer, Path]:
-    server = JudgeServer.from_script(DATA / "judge_script.json").start()
-    junit = pytester.path / "junit.xml"
-    try:
-        run = gta(
-            pytester,
-            f"--gta-data={SAMPLE}",
-            f"--gta-model=evalpack:{DATA / pack}",
-            "--gta-judge=openai/gpt-5.2",
-            f"--gta-judge-base-url={server.base_url}",
-            "--gta-concurrency=1",
-            "--gta-cache=off",
-            f"--junitxml={junit}",
-            *extra,
-        )
-    finally:
-        server.stop()
-    return run, server, junit
-
-
 @pytest.mark.parametrize("pack", sorted(PACKS))
 def test_root_scores_and_requests_match_the_official_scorer(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pack: str
@@ -60,7 +39,7 @@ def test_root_scores_and_requests_match_the_official_scorer(
     monkeypatch.setenv("EVAL_OPENAI_API_KEY", "sk-test-judge-key-0123456789")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     official = _official(pack)
-    run, server, junit = _run(pytester, pack)
+    run, server, junit = judged_run(pytester, pack=pack)
     report = json.loads(run.report_path.read_text(encoding="utf-8"))
     cases = {c["task_id"]: c for c in report["cases"]}
     for tid, expected in official["tasks"].items():
@@ -103,7 +82,7 @@ def test_xdist_gives_the_same_scores(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     official = _official("pack.json")
-    run, _, _ = _run(pytester, "pack.json", *XDIST)
+    run, _, _ = judged_run(pytester, *XDIST)
     report = json.loads(run.report_path.read_text(encoding="utf-8"))
     scores = {c["task_id"]: c["root_score"] for c in report["cases"]}
     for tid, expected in official["tasks"].items():
@@ -119,17 +98,17 @@ def test_an_inspect_log_holds_every_task_and_the_table(
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     official = _official("pack.json")
-    run, _, _ = _run(pytester, "pack.json", f"--gta-inspect-log={pytester.path / 'logs'}")
+    run, _, _ = judged_run(pytester, f"--gta-inspect-log={pytester.path / 'logs'}")
     report = json.loads(run.report_path.read_text(encoding="utf-8"))
     (path,) = (pytester.path / "logs").glob("*.eval")
     assert "_gta-workflow_" in path.name
     log = read_eval_log(str(path))
     assert log.samples is not None
-    scores = {str(s.id): s.scores["gta_workflow_judge"].value for s in log.samples}
+    scores = {str(s.id): (s.scores or {})["gta_workflow_judge"].value for s in log.samples}
     for tid, expected in official["tasks"].items():
         if expected["status"] == "ok":
             assert scores[tid] == expected["score"]
     assert log.results is not None
     metrics = log.results.scores[0].metrics
     assert metrics["root_score"].value == report["metrics"]["root_score"]
-    assert "Inspect log written to" in run.result.stdout.str()
+    assert "Inspect log written to" in run.output

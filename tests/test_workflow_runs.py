@@ -151,7 +151,7 @@ def test_the_chat_judge_renders_files_and_is_marked_not_official(
         "base_url": server.url,
         "threshold": 7.0,
     }
-    assert "NOT the official protocol" in run.result.stdout.str()
+    assert "NOT the official protocol" in run.output
     (case,) = report["cases"]
     assert case["root_score"] == 8.0
     assert {p["model"] for p in posted} == {"local-judge"}

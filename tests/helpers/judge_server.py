@@ -30,6 +30,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.helpers.gta_run import GtaRun, gta
+from tests.helpers.paths import ROOT
+
 #: What ``default`` answers when a script gives none.
 DEFAULT_REPLY = '{"score": 5, "analysis": "default reply"}'
 #: The timestamp every answer carries (a fixed one keeps recorded bodies stable).
@@ -336,3 +341,39 @@ def _handler_for(judge: JudgeServer) -> type[BaseHTTPRequestHandler]:
             self.send(*judge.answer_other("GET", self.path))
 
     return Handler
+
+
+#: The scripted judge's data: the eval packs, their deliverables and the reply script.
+WORKFLOW_DATA = ROOT / "tests" / "data" / "workflow"
+WORKFLOW_SAMPLE = ROOT / "fixtures" / "gta_workflow_sample"
+
+
+def judged_run(
+    pytester: pytest.Pytester,
+    *extra: str,
+    pack: str = "pack.json",
+    script: Path = WORKFLOW_DATA / "judge_script.json",
+) -> tuple[GtaRun, JudgeServer, Path]:
+    """The acceptance's command line on the bundled Workflow sample against a scripted judge.
+
+    ``pytest --gta-data=<sample> --gta-model=evalpack:<pack> --gta-judge=openai/gpt-5.2
+    --gta-judge-base-url=<server> --gta-concurrency=1`` (the cache off, JUnit XML written), then
+    ``extra``; the run, the stopped server (its requests) and the JUnit file.
+    """
+    server = JudgeServer.from_script(script).start()
+    junit = pytester.path / "junit.xml"
+    try:
+        run = gta(
+            pytester,
+            f"--gta-data={WORKFLOW_SAMPLE}",
+            f"--gta-model=evalpack:{WORKFLOW_DATA / pack}",
+            "--gta-judge=openai/gpt-5.2",
+            f"--gta-judge-base-url={server.base_url}",
+            "--gta-concurrency=1",
+            "--gta-cache=off",
+            f"--junitxml={junit}",
+            *extra,
+        )
+    finally:
+        server.stop()
+    return run, server, junit
