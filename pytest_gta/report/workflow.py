@@ -15,9 +15,8 @@ from pytest_gta.results.workflow import (
     WorkflowComparison,
     WorkflowReport,
     WorkflowRuns,
-    WorkflowTable,
 )
-from pytest_gta.results.workflow_board import WorkflowBoardRow
+from pytest_gta.results.workflow_board import WorkflowBoardRow, WorkflowColumns
 
 COLUMNS = (
     ("Tool SR", "tool_sr"),
@@ -81,11 +80,11 @@ def task_line(case: WorkflowCase) -> str:
 WIDTH = max(len(name) for name, _ in COLUMNS) + 2
 
 
-def _values(values: WorkflowTable | WorkflowBoardRow) -> str:
+def _values(values: WorkflowColumns) -> str:
     return "".join(_cell(getattr(values, key)).rjust(WIDTH) for _, key in COLUMNS)
 
 
-def _grid(rows: list[tuple[str, WorkflowTable | WorkflowBoardRow]]) -> list[str]:
+def _grid(rows: list[tuple[str, WorkflowColumns]]) -> list[str]:
     """A header and one line per row, each led by its name."""
     first = max([len(name) for name, _ in rows] + [3])
     head = "".ljust(first) + "".join(name.rjust(WIDTH) for name, _ in COLUMNS)
@@ -213,9 +212,7 @@ def gate_lines(gates: GatesVerdict, errored: int) -> list[str]:
 
 def runs_lines(runs: WorkflowRuns) -> list[str]:
     """``--gta-compare`` of Workflow reports: one row per run, then the published rows."""
-    rows: list[tuple[str, WorkflowTable | WorkflowBoardRow]] = [
-        (run.label, run.metrics) for run in runs.runs
-    ]
+    rows: list[tuple[str, WorkflowColumns]] = [(run.label, run.metrics) for run in runs.runs]
     rows += [(r.label, r) for r in runs.leaderboard]
     lines = _grid(rows)
     for run in runs.runs:

@@ -20,7 +20,7 @@ from pytest_gta.errors import GtaUsageError
 from pytest_gta.results.base import Doc, Scalar, omitted
 from pytest_gta.results.case import CaseUsage
 from pytest_gta.results.report import GatesVerdict
-from pytest_gta.results.workflow_board import WorkflowBoardRow
+from pytest_gta.results.workflow_board import WorkflowBoardRow, WorkflowColumns
 
 KIND: Literal["gta-workflow-report"] = "gta-workflow-report"
 RUNS_KIND: Literal["gta-workflow-comparison"] = "gta-workflow-comparison"
@@ -109,18 +109,9 @@ class WorkflowCase(Doc):
     properties: dict[str, Scalar] = Field(default_factory=dict)
 
 
-class WorkflowTable(Doc):
-    """The board's Workflow table for this run (percentages; root score 0-10)."""
+class WorkflowTable(WorkflowColumns):
+    """The board's Workflow table for this run, with its denominators."""
 
-    tool_sr: float | None
-    p_sr: float | None
-    o_sr: float | None
-    l_sr: float | None
-    c_sr: float | None
-    root_score: float | None
-    """The official mean root score over the tasks the judge scored."""
-    leaf_sr: float | None
-    root_sr: float | None
     tasks: int = Field(ge=0)
     scored: int = Field(ge=0)
     """Tasks with a root score (the mean's denominator)."""

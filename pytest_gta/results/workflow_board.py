@@ -52,7 +52,24 @@ HARNESS_HEADER = (
 HARNESS = "harness"
 
 
-class WorkflowBoardRow(Doc):
+class WorkflowColumns(Doc):
+    """The GTA-2 board's Workflow columns (percentages; root score 0-10), ``None`` where unknown.
+
+    A run's table and a published row have them alike, so the renderers read either.
+    """
+
+    tool_sr: float | None
+    p_sr: float | None
+    o_sr: float | None
+    l_sr: float | None
+    c_sr: float | None
+    root_score: float | None
+    """The mean root score (a run's: the official mean over the tasks the judge scored)."""
+    leaf_sr: float | None
+    root_sr: float | None
+
+
+class WorkflowBoardRow(WorkflowColumns):
     """One published row: a model's Workflow table, or a harness's (Table VII)."""
 
     board: str
@@ -63,14 +80,6 @@ class WorkflowBoardRow(Doc):
     """The agent harness (harness rows)."""
     group: str | None = omitted()
     """``open`` or ``closed`` weights (model rows); ``controlled`` or ``system`` (harness rows)."""
-    tool_sr: float | None
-    p_sr: float | None
-    o_sr: float | None
-    l_sr: float | None
-    c_sr: float | None
-    root_score: float | None
-    leaf_sr: float | None
-    root_sr: float | None
     tasks: int | None = omitted()
     """The tasks the row is over, where the board says (harness rows: a 30-task subset)."""
     total_time_min: float | None = omitted()
