@@ -33,6 +33,28 @@ def _report(run: Any) -> dict[str, Any]:
     return loaded
 
 
+def _agent_run(
+    pytester: pytest.Pytester, agent: Path, source: str, args: str
+) -> tuple[Any, JudgeServer]:
+    """Task 2 run by the agent program ``source`` (``deliverables_dir answer_file args``)."""
+    agent.write_text(source, encoding="utf-8")
+    judge = _judge({})
+    try:
+        run = gta(
+            pytester,
+            f"--gta-data={SAMPLE}",
+            "--gta-model=oracle",
+            f"--gta-ids={TASK}",
+            "--gta-tools=local",
+            f"--gta-agent-command={sys.executable} {agent} {{deliverables_dir}} {{answer_file}} "
+            f"{args}",
+            f"--gta-judge-base-url={judge.base_url}",
+        )
+    finally:
+        judge.stop()
+    return run, judge
+
+
 def test_the_projects_loop_produces_the_deliverable_the_judge_scores(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,22 +115,7 @@ def test_an_agent_command_writes_deliverables_that_are_judged(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    agent = tmp_path / "agent.py"
-    agent.write_text(AGENT, encoding="utf-8")
-    judge = _judge({})
-    try:
-        run = gta(
-            pytester,
-            f"--gta-data={SAMPLE}",
-            "--gta-model=oracle",
-            f"--gta-ids={TASK}",
-            "--gta-tools=local",
-            f"--gta-agent-command={sys.executable} {agent} {{deliverables_dir}} {{answer_file}} "
-            f"{PNG}",
-            f"--gta-judge-base-url={judge.base_url}",
-        )
-    finally:
-        judge.stop()
+    run, judge = _agent_run(pytester, tmp_path / "agent.py", AGENT, PNG)
     (case,) = _report(run)["cases"]
     assert case["producer"] == "agent", case["message"]
     assert case["final_answer"] == "Wrote notes/summary.md and chart.png."
@@ -182,24 +189,9 @@ def test_a_workflow_agent_sees_its_inputs_but_not_the_checkpoints(
 ) -> None:
     """The dataset's end.json (the trees the agent is judged on) is hidden, even when named."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    agent = tmp_path / "cheat.py"
-    agent.write_text(CHEAT, encoding="utf-8")
     end = SAMPLE / "end.json"
     wav = SAMPLE / "files" / "interview.wav"
-    judge = _judge({})
-    try:
-        run = gta(
-            pytester,
-            f"--gta-data={SAMPLE}",
-            "--gta-model=oracle",
-            f"--gta-ids={TASK}",
-            "--gta-tools=local",
-            f"--gta-agent-command={sys.executable} {agent} {{deliverables_dir}} {{answer_file}} "
-            f"{end} {wav}",
-            f"--gta-judge-base-url={judge.base_url}",
-        )
-    finally:
-        judge.stop()
+    run, _ = _agent_run(pytester, tmp_path / "cheat.py", CHEAT, f"{end} {wav}")
     report = _report(run)
     (case,) = report["cases"]
     seen = json.loads(case["final_answer"])
