@@ -66,6 +66,9 @@ class Isolation:
     gaps: tuple[str, ...]
     #: ``--gta-agent-network``: ``case`` (the case's MCP server and proxy only) or ``open``.
     network: str = "case"
+    #: What was tried and not used, and why (``bubblewrap: <its error>``): where a run is not
+    #: isolated, the reason; where it is, a slower way it took (a sandbox per case).
+    attempts: tuple[str, ...] = ()
 
     @property
     def isolated(self) -> bool:
@@ -76,7 +79,10 @@ class Isolation:
         """One line for the terminal header."""
         text = f"{self.mechanism} ({', '.join(self.guarantees)})" if self.guarantees else ""
         text = text or self.mechanism
-        return f"{text}; NOT isolated: {', '.join(self.gaps)}" if self.gaps else text
+        if not self.gaps:
+            return text
+        tried = f" (tried: {'; '.join(self.attempts)})" if self.attempts else ""
+        return f"{text}; NOT isolated{tried}: {', '.join(self.gaps)}"
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,9 @@ class Job:
     on_call: Callable[[str, Any], str] | None = None
     #: The name of the answer file in the scratch directory (``command``).
     answer_name: str = "answer.txt"
+    #: A probe's agent: its ``argv`` (a command) or ``spec`` (a callable), so that the probe runs
+    #: in the very sandbox the agent gets (its files shown, its module imported).
+    agent: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -15,6 +15,7 @@ user namespaces work); where neither does, the agent runs as a plain process and
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import signal
@@ -27,7 +28,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from pytest_gta import jail as registry
@@ -36,9 +38,10 @@ from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.flags import OPT_AGENT_NETWORK, OPT_SANDBOX
 from pytest_gta.jail import Isolation, Job, JobOutcome
 from pytest_gta.vocabulary import SandboxMode
-from tool_backends import agent_launcher, agent_probe, sandbox_worker
+from tool_backends import agent_cases, agent_launcher, agent_probe, sandbox_worker
+from tool_backends.agent_warm import CallableFailed, CaseInputs, WarmSandbox, WarmUnavailable
 from tool_backends.sandbox_isolation import INSTALL_BUBBLEWRAP
-from tool_backends.sandbox_machine import Machine
+from tool_backends.sandbox_machine import Machine, why_not
 from tool_backends.sandbox_mounts import SCRATCH_IN_SANDBOX, bwrap_command, namespace_command
 from tool_backends.sandbox_tree import Tree, build_tree, checkout, python_paths
 
@@ -60,6 +63,10 @@ GRACE_S = 2.0
 STDERR_KEPT = 8 << 10
 
 NETWORK_OPEN = f"network open to the host and beyond ({OPT_AGENT_NETWORK}=open)"
+WARM = (
+    "each case forked from the run's warm sandbox into user, mount, PID, network, IPC and UTS "
+    "namespaces of its own"
+)
 FILES = "files your user can read stay readable (the dataset's answers included)"
 PROCESSES = "your user's other processes (pytest's included) can be read and signalled"
 LEFTOVERS = "processes that leave the agent's process group outlive the case"
@@ -104,6 +111,9 @@ class Bridges:
                 path = self.directory / f"p{port}.sock"
                 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 listener.bind(str(path))
+                # A case of the warm sandbox connects as itself (nobody, where pytest is root);
+                # on the host the jail's private directory keeps everyone else out.
+                os.chmod(path, 0o666)
                 listener.listen(64)
                 self._listeners[port] = listener
                 threading.Thread(
@@ -183,6 +193,36 @@ def with_binds(base: Tree, extra: Iterable[tuple[str, str]]) -> Tree:
     )
 
 
+def with_directories(base: Tree, paths: Iterable[str]) -> Tree:
+    """``base`` with ``paths`` present as directories (mount points for a case's inputs).
+
+    A path the view shows already (inside a bound directory, or hidden there by a tmpfs) is
+    left as it is; any other is made, with the directories on its way, on the sandbox's root.
+    """
+    bound = [target for _, target in base.binds]
+    directories = list(base.directories)
+    for path in paths:
+        if any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound):
+            continue
+        for name in [*(str(p) for p in reversed(Path(path).parents)), path]:
+            if name != "/" and name not in directories and name not in bound:
+                directories.append(name)
+    return replace(base, directories=tuple(sorted(directories, key=lambda p: p.count("/"))))
+
+
+def inside_path(module: ModuleType) -> str:
+    """Where a program file of this package appears inside the agent's sandbox."""
+    return f"{INSIDE}/{os.path.basename(module.__file__ or '')}"
+
+
+def _callable(spec: Any) -> dict[str, Any]:
+    """What a warm sandbox imports of a callable's spec (nothing for a command's)."""
+    if not isinstance(spec, dict) or not (spec.get("file") or spec.get("module")):
+        return {}
+    keys = ("file", "module", "attr", "path", "task_fields", "show")
+    return {key: spec[key] for key in keys if key in spec}
+
+
 def program_files(argv: Iterable[str]) -> list[str]:
     """The agent's own files: words that name a file, and the virtualenv its program lives in.
 
@@ -239,9 +279,16 @@ class AgentJail:
         self._hidden = tuple(hidden)
         self._private = Path(tempfile.mkdtemp(prefix="gta-agent-jail-"))
         sockets = self._private / "sockets"
-        sockets.mkdir(mode=0o700)
+        sockets.mkdir()
+        sockets.chmod(0o755)  # the sandbox shows this directory alone, to cases as nobody
         self._bridges = Bridges(sockets)
         self._trees: dict[tuple[str, ...], Tree] = {}
+        #: What was tried and not used, and why (:attr:`Isolation.attempts`).
+        self._attempts: list[str] = []
+        self._warm: dict[str, WarmSandbox] = {}
+        self._warm_lock = threading.Lock()
+        #: Why cases get a sandbox of their own each (no warm sandbox), once known.
+        self._cold_why: str | None = None
         self._mechanism = self._choose(mode)
         if self._mechanism == "plain":
             # Code of pytest's own uid cannot then read pytest's environment or open its pipes.
@@ -257,18 +304,23 @@ class AgentJail:
         if program not in self._trees:
             python = python_paths()
             tree = build_tree((*python, *program), self._hidden, checkout())
+            modules = (agent_launcher, sandbox_worker, agent_probe, agent_cases)
             own = (
-                (os.path.abspath(agent_launcher.__file__), f"{INSIDE}/launcher.py"),
-                (os.path.abspath(sandbox_worker.__file__), f"{INSIDE}/sandbox_worker.py"),
-                (os.path.abspath(agent_probe.__file__), f"{INSIDE}/agent_probe.py"),
+                *((os.path.abspath(m.__file__ or ""), inside_path(m)) for m in modules),
                 (str(self._bridges.directory), f"{INSIDE}/sockets"),
             )
             self._trees[program] = with_binds(tree, own)
         return self._trees[program]
 
-    def _prefix(self, mechanism: str, tree: Tree, host: str) -> list[str]:
+    def _prefix(self, mechanism: str, tree: Tree, host: str, *, warm: bool = False) -> list[str]:
+        """The sandbox's command line up to its program (``warm``: the run's warm sandbox)."""
         if mechanism == "bubblewrap":
             words = bwrap_command(tree, SCRATCH_IN_SANDBOX, self._machine, SCRATCH_BYTES)
+            if warm:
+                # Its template gives them up itself, after unmounting /proc's covers; where
+                # pytest is not root, bubblewrap keeps them only in a user namespace.
+                user = [] if self._machine.euid() == 0 else ["--unshare-user"]
+                words[1:1] = [*user, "--cap-add", "ALL"]
             return [w for w in words if not (self._network == "open" and w == "--unshare-net")]
         if mechanism == "namespaces":
             words = namespace_command(tree, host, self._machine, SCRATCH_BYTES)
@@ -276,30 +328,47 @@ class AgentJail:
         return []
 
     def _choose(self, mode: SandboxMode) -> str:
+        """The first mechanism that runs Python in the agents' view; why each other failed."""
         tree = self._base_tree()
         python = sys.executable
-        if mode != "rlimit" and self._machine.which("bwrap") is not None:
-            if self._machine.runs([*self._prefix("bubblewrap", tree, ""), python, "-c", ""]):
-                return "bubblewrap"
+        if mode != "rlimit":
+            if self._machine.which("bwrap") is None:
+                self._attempts.append(f"bubblewrap: not installed ({INSTALL_BUBBLEWRAP})")
+            else:
+                ran = self._machine.runs([*self._prefix("bubblewrap", tree, ""), python, "-c", ""])
+                if ran:
+                    return "bubblewrap"
+                self._attempts.append(f"bubblewrap: {why_not(ran)}")
         if mode == "bubblewrap":
             raise GtaUsageError(
-                f"{OPT_SANDBOX}=bubblewrap: bubblewrap cannot run the agent's sandbox here; "
-                f"{INSTALL_BUBBLEWRAP}, or pass {OPT_SANDBOX}=rlimit to accept the fallback"
+                f"{OPT_SANDBOX}=bubblewrap: bubblewrap cannot run the agent's sandbox here "
+                f"({'; '.join(self._attempts)}); {INSTALL_BUBBLEWRAP}, or pass "
+                f"{OPT_SANDBOX}=rlimit to accept the fallback"
             )
-        if self._machine.which("unshare") is not None:
-            with tempfile.TemporaryDirectory(prefix="gta-agent-probe-") as host:
-                if self._machine.runs([*self._prefix("namespaces", tree, host), python, "-c", ""]):
-                    return "namespaces"
+        if self._machine.which("unshare") is None:
+            self._attempts.append("namespaces: unshare not found (util-linux)")
+            return "plain"
+        with tempfile.TemporaryDirectory(prefix="gta-agent-probe-") as host:
+            command = [*self._prefix("namespaces", tree, host), python, "-c", ""]
+            ran = self._machine.runs(command)
+        if ran:
+            return "namespaces"
+        self._attempts.append(f"namespaces (unshare): {why_not(ran)}")
         return "plain"
 
     @property
     def isolation(self) -> Isolation:
         """What holds on this machine, and what does not."""
+        attempts = tuple(self._attempts)
         if self._mechanism == "plain":
             gaps: tuple[str, ...] = (FILES, PROCESSES, LEFTOVERS, NETWORK, URLS)
-            return Isolation("plain", ("no environment but the case's",), gaps, self._network)
+            shown = ("no environment but the case's",)
+            return Isolation("plain", shown, gaps, self._network, attempts)
         gaps = (NETWORK_OPEN,) if self._network == "open" else ()
-        return Isolation(self._mechanism, _view_guarantees(self._network), gaps, self._network)
+        guarantees = _view_guarantees(self._network)
+        if self._warm and self._cold_why is None:
+            guarantees = (*guarantees, WARM)
+        return Isolation(self._mechanism, guarantees, gaps, self._network, attempts)
 
     @property
     def bridged(self) -> bool:
@@ -316,10 +385,13 @@ class AgentJail:
                 if port is not None and port not in (b["port"] for b in bridges):
                     name = self._bridges.socket_for(port)
                     bridges.append({"port": port, "socket": f"{INSIDE}/sockets/{name}"})
+        spec = dict(job.spec)
+        if job.kind == "probe":
+            spec = {"probe": spec, **_callable(job.agent.get("spec"))}
         return {
             "mode": job.kind if job.kind == "command" else "callable",
             "argv": list(job.argv),
-            "spec": {"probe": dict(job.spec)} if job.kind == "probe" else dict(job.spec),
+            "spec": spec,
             "values": dict(job.values),
             "env": dict(job.env),
             "query": dict(job.query),
@@ -331,26 +403,117 @@ class AgentJail:
             "pid_namespace": sandboxed,
         }
 
+    def _program(self, job: Job) -> tuple[str, ...]:
+        """The agent's own files: the command's, the callable's (a probe's: its agent's)."""
+        argv = job.agent.get("argv", ()) if job.kind == "probe" else job.argv
+        spec = job.agent.get("spec") if job.kind == "probe" else job.spec
+        if argv:
+            program = program_files(argv)
+        else:
+            program = list((spec or {}).get("show", ()))
+        # A word of the command naming a hidden file (the dataset's answers, a report) is not
+        # the agent's own file: it stays hidden (the case's inputs come through ``job.show``).
+        return tuple(p for p in program if not _beneath_any(p, self._hidden))
+
     def run(self, job: Job) -> JobOutcome:
-        """Run ``job`` in a fresh sandbox; everything it started is gone when this returns."""
+        """Run ``job`` in a sandbox of its own; everything it started is gone when this returns.
+
+        A fork of the run's warm sandbox where this machine allows it (and the case's inputs
+        lie where it can lay them out), else a sandbox started for the case alone.
+        """
+        if self._mechanism != "plain":
+            spec = job.agent.get("spec") if job.kind == "probe" else job.spec
+            try:
+                warm = self._warm_for(self._program(job), _callable(spec) or None)
+            except CallableFailed as exc:  # the agent's module does not import: its error
+                return JobOutcome(None, 0.0, result={"error": exc.record})
+            inputs = None if warm is None else CaseInputs.place(job.show, self._input_roots())
+            if warm is not None and inputs is not None:
+                try:
+                    return self._run_warm(warm, job, inputs)
+                except WarmUnavailable as exc:
+                    self._go_cold(f"a case could not be forked: {exc}")
         host = Path(tempfile.mkdtemp(prefix="gta-agent-case-", dir=self._private))
         try:
             return self._run(job, host)
         finally:
             sandbox_worker.remove_tree(str(host))
 
+    # -- the warm sandbox: one per run, a fork per case ------------------------------------------
+    def _input_roots(self) -> tuple[str, ...]:
+        """Where a case's inputs may lie: the hidden datasets, laid over by the case's tmpfs.
+
+        Not one that holds a path the view shows (a virtualenv inside the dataset's directory):
+        the case's tmpfs over it would hide that too.
+        """
+        bound = [target for _, target in self._base_tree().binds]
+        roots = [os.path.abspath(h) for h in self._hidden if os.path.isdir(h)]
+        return tuple(r for r in roots if not any(t.startswith(r.rstrip("/") + "/") for t in bound))
+
+    def _warm_for(
+        self, program: tuple[str, ...], spec: dict[str, Any] | None
+    ) -> WarmSandbox | None:
+        """The run's warm sandbox for this agent, started on first need (``None``: none here).
+
+        Raises:
+            CallableFailed: the agent's callable does not import.
+        """
+        key = json.dumps([program, spec], sort_keys=True)
+        with self._warm_lock:
+            found = self._warm.get(key)
+            if found is not None and found.alive:
+                return found
+            if self._cold_why is not None:
+                return None
+            tree = self._base_tree(program)
+            tree = with_directories(tree, self._input_roots())
+            with tempfile.TemporaryDirectory(prefix="gta-agent-warm-", dir=self._private) as host:
+                command = [
+                    *self._prefix(self._mechanism, tree, host, warm=True),
+                    sys.executable,
+                    "-I",
+                    inside_path(agent_cases),
+                ]
+                try:
+                    started = WarmSandbox(
+                        command,
+                        spec=spec,
+                        scratch=SCRATCH_IN_SANDBOX,
+                        scratch_bytes=SCRATCH_BYTES,
+                        network=self._network == "case",
+                        grace_s=GRACE_S,
+                    )
+                except WarmUnavailable as exc:
+                    self._go_cold(str(exc))
+                    return None
+            if found is not None:
+                found.close()
+            self._warm[key] = started
+            return started
+
+    def _go_cold(self, why: str) -> None:
+        """From now on each case gets a sandbox of its own (slower, as isolated); say why."""
+        if self._cold_why is None:
+            self._cold_why = why
+            self._attempts.append(f"warm sandbox: {why}; each case gets a sandbox of its own")
+
+    def _run_warm(self, warm: WarmSandbox, job: Job, inputs: CaseInputs) -> JobOutcome:
+        config = self._config(job, SCRATCH_IN_SANDBOX)
+        started = time.monotonic()
+        done, timed_out = warm.run(
+            config, inputs, job.timeout, lambda into, out: self._converse(into, out, job)
+        )
+        return self._outcome(done, time.monotonic() - started, timed_out, SCRATCH_IN_SANDBOX, "")
+
+    # -- a sandbox per case -----------------------------------------------------------------------
     def _run(self, job: Job, host: Path) -> JobOutcome:
         sandboxed = self._mechanism != "plain"
         workdir = SCRATCH_IN_SANDBOX if sandboxed else str(host / "work")
         if not sandboxed:
             (host / "work").mkdir()
-        launcher = f"{INSIDE}/launcher.py" if sandboxed else agent_launcher.__file__
+        launcher = inside_path(agent_launcher) if sandboxed else agent_launcher.__file__
         config = self._config(job, workdir)
-        program = program_files(job.argv) if job.kind == "command" else job.spec.get("show", ())
-        # A word of the command naming a hidden file (the dataset's answers, a report) is not
-        # the agent's own file: it stays hidden (the case's inputs come through ``job.show``).
-        program = [p for p in program if not _beneath_any(p, self._hidden)]
-        base = self._base_tree(tuple(program)) if sandboxed else self._base_tree()
+        base = self._base_tree(self._program(job)) if sandboxed else self._base_tree()
         tree = with_binds(base, shown_files(job.show, base)) if sandboxed else base
         mount_point = host / "root"
         mount_point.mkdir()
@@ -392,7 +555,7 @@ class AgentJail:
         timer.start()
         try:
             sandbox_worker.send(process.stdin, config)
-            done = self._converse(process, job)
+            done = self._converse(process.stdout, process.stdin, job)
         except (OSError, ValueError):
             done = None
         finally:
@@ -407,10 +570,21 @@ class AgentJail:
                 except OSError:
                     pass
         duration = time.monotonic() - started
-        if timed_out.is_set():
+        said = agent_launcher.text(err.data).strip()[-500:]
+        return self._outcome(done, duration, timed_out.is_set(), workdir, said)
+
+    def _outcome(
+        self, done: dict[str, Any] | None, duration: float, timed_out: bool, workdir: str, said: str
+    ) -> JobOutcome:
+        """What the host reads of a case's ``done`` frame.
+
+        Raises:
+            GtaInfrastructureError: the sandbox broke (not the agent): ``said``, its stderr.
+        """
+        if timed_out:
             return JobOutcome(None, duration, timed_out=True, workdir=workdir)
         if done is None or "broken" in done:
-            why = (done or {}).get("broken") or agent_launcher.text(err.data).strip()[-500:]
+            why = (done or {}).get("broken") or said
             raise GtaInfrastructureError(
                 f"the agent's sandbox ({self._mechanism}) failed: {why or 'it exited early'}"
             )
@@ -425,12 +599,10 @@ class AgentJail:
             deliverables=_deliverables(done.get("deliverables")),
         )
 
-    def _converse(self, process: subprocess.Popen[bytes], job: Job) -> dict[str, Any] | None:
-        """Answer the launcher's tool calls until it is done; its ``done`` frame."""
-        assert process.stdin is not None
-        assert process.stdout is not None
+    def _converse(self, host_in: IO[bytes], host_out: IO[bytes], job: Job) -> dict[str, Any] | None:
+        """Answer the case's tool calls until it is done; its ``done`` frame."""
         while True:
-            message = sandbox_worker.receive(process.stdout)
+            message = sandbox_worker.receive(host_in)
             if not isinstance(message, dict):
                 return None
             if "done" in message:
@@ -440,10 +612,14 @@ class AgentJail:
             reply = "no tools in this run"
             if isinstance(call, dict) and job.on_call is not None:
                 reply = job.on_call(str(call.get("name")), call.get("arguments"))
-            sandbox_worker.send(process.stdin, {"reply": reply})
+            sandbox_worker.send(host_out, {"reply": reply})
 
     def close(self) -> None:
-        """Stop the bridges and remove the private directory."""
+        """Stop the warm sandboxes and the bridges, and remove the private directory."""
+        with self._warm_lock:
+            for warm in self._warm.values():
+                warm.close()
+            self._warm.clear()
         self._bridges.close()
         shutil.rmtree(self._private, ignore_errors=True)
 

@@ -181,8 +181,10 @@ def confine(config: Mapping[str, Any]) -> None:
     uid, so it is set only for ``nobody``, whom nothing else of the harness runs as.
     """
     who = config["identity"]
+    # A case forked from a warm sandbox already runs as nobody (its user namespace maps it).
+    counted = who == "nobody" or (config.get("warm") and os.getuid() == worker.NOBODY)
     for name, value in config.get("limits", {}).items():
-        if name == "RLIMIT_NPROC" and who != "nobody":
+        if name == "RLIMIT_NPROC" and not counted:
             continue
         number = getattr(resource, name, None)
         if number is not None and value:
@@ -339,8 +341,10 @@ def agent_env(config: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def relay(child_out: IO[bytes], child_in: IO[bytes], host_out: IO[bytes], lock: Any) -> Message:
-    """Pass a callable child's tool calls to the host, and the host's replies back.
+def relay(
+    child_out: IO[bytes], child_in: IO[bytes], host: tuple[IO[bytes], IO[bytes]], lock: Any
+) -> Message:
+    """Pass a callable child's tool calls to the host (``host``: its in and out), and back.
 
     Returns the child's final ``{"result"}`` (or ``{"error"}``) frame, or ``{}`` if it sent none.
     """
@@ -353,8 +357,8 @@ def relay(child_out: IO[bytes], child_in: IO[bytes], host_out: IO[bytes], lock: 
             return {}
         if "call" in message:
             with lock:
-                worker.send(host_out, {"call": message["call"]})
-                reply = worker.receive(sys.stdin.buffer)
+                worker.send(host[1], {"call": message["call"]})
+                reply = worker.receive(host[0])
             try:
                 worker.send(child_in, reply or {"reply": "the harness is gone"})
             except OSError:
@@ -363,13 +367,80 @@ def relay(child_out: IO[bytes], child_in: IO[bytes], host_out: IO[bytes], lock: 
             return message
 
 
+class Forked:
+    """A callable's process forked from this one (a warm sandbox's, where it is imported).
+
+    What :func:`run_agent` uses of :class:`subprocess.Popen`: ``pid``, ``stdout``, ``stderr``
+    and :meth:`wait`. The child confines itself as a command's ``preexec_fn`` does, gets the
+    case's environment and scratch directory, and calls the already imported ``function``.
+    """
+
+    def __init__(
+        self, config: Mapping[str, Any], function: Callable[..., Any], fds: tuple[int, ...]
+    ) -> None:
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child's side ends in os._exit
+            os._exit(self._child(config, function, fds, out_w, err_w))
+        os.close(out_w)
+        os.close(err_w)
+        self.pid = pid
+        self.stdout: IO[bytes] = os.fdopen(out_r, "rb")
+        self.stderr: IO[bytes] = os.fdopen(err_r, "rb")
+
+    @staticmethod
+    def _child(
+        config: Mapping[str, Any],
+        function: Callable[..., Any],
+        fds: tuple[int, ...],
+        out: int,
+        err: int,
+    ) -> int:
+        """In the fork: stdio to the pipes, nothing else open but ``fds``, confined, called."""
+        try:
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDONLY)
+            for source, target in ((null, 0), (out, 1), (err, 2)):
+                os.dup2(source, target)
+            low = 3
+            for fd in sorted(set(fds)):
+                os.closerange(low, fd)
+                low = fd + 1
+            os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+            confine(config)
+            os.chdir(config["workdir"])
+            os.environ.clear()
+            os.environ.update(agent_env(config))
+            child([str(fd) for fd in fds], function)
+            return 0
+        except BaseException:
+            traceback.print_exc()
+            return 1
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+
+    def wait(self) -> int:
+        """The callable's exit status (as ``subprocess`` reports one: ``-N`` for a signal)."""
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status)
+
+
 def run_agent(
-    config: Mapping[str, Any], host_out: IO[bytes], listening: list[tuple[socket.socket, str]]
+    config: Mapping[str, Any],
+    host: tuple[IO[bytes], IO[bytes]],
+    listening: list[tuple[socket.socket, str]],
+    function: Callable[..., Any] | None = None,
 ) -> Message:
     """Start the agent, wait for it, collect its answer: the ``done`` frame's content.
 
     The bridges' threads start once the agent's process is forked (``preexec_fn`` runs in the
-    fork, where another thread may have held a lock); their sockets already listen.
+    fork, where another thread may have held a lock); their sockets already listen. A callable
+    already imported here (``function``, a warm sandbox's) is called in a fork of this process.
     """
     namespace = bool(config.get("pid_namespace"))
     prepare(config)
@@ -380,17 +451,21 @@ def run_agent(
         from_child_r, from_child_w = os.pipe()
         pass_fds = (to_child_r, from_child_w)
     started = time.monotonic()
-    process = subprocess.Popen(
-        agent_argv(config, pass_fds),
-        cwd=config["workdir"],
-        env=agent_env(config),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        pass_fds=pass_fds,
-        preexec_fn=lambda: confine(config),
-    )
+    process: subprocess.Popen[bytes] | Forked
+    if callable_mode and function is not None:
+        process = Forked(config, function, pass_fds)
+    else:
+        process = subprocess.Popen(
+            agent_argv(config, pass_fds),
+            cwd=config["workdir"],
+            env=agent_env(config),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=pass_fds,
+            preexec_fn=lambda: confine(config),
+        )
     for listener, path in listening:
         threading.Thread(target=_serve_bridge, args=(listener, path), daemon=True).start()
     final: Message = {}
@@ -407,7 +482,7 @@ def run_agent(
     out.start()
     err.start()
     if callable_mode:
-        final = relay(child_out, child_in, host_out, threading.Lock())
+        final = relay(child_out, child_in, host, threading.Lock())
     status = process.wait()
     duration = time.monotonic() - started
     kill_the_rest(process.pid, namespace)
@@ -582,8 +657,16 @@ def result_frame(value: Any) -> Message:
     return {"result": {"answer": None, "answer_type": type(value).__name__}}
 
 
-def child(fds: list[str]) -> None:
-    """The callable's process: load it, call it with the task, send what it returned.
+def error_record(exc: BaseException) -> Message:
+    """An exception of the agent's, as the host reports it: type, message, traceback's end."""
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6)
+    record = {"type": type(exc).__name__, "message": str(exc)[:2000]}
+    record["traceback"] = "".join(lines)[-4000:]
+    return record
+
+
+def child(fds: list[str], function: Callable[..., Any] | None = None) -> None:
+    """The callable's process: load it (unless ``function`` is it), call it, send the result.
 
     ``fds``: the pipes from and to the launcher, which relays to the host.
     """
@@ -593,23 +676,23 @@ def child(fds: list[str]) -> None:
     QUERY.update(request.get("query", {}))
     spec = request.get("spec", {})
     tools = ToolClient(list(QUERY.get("tools", [])), to_host, from_host)
-    TASK_CLASS.append(task_class(spec.get("task_fields", [])))
+    if not TASK_CLASS:
+        TASK_CLASS.append(task_class(spec.get("task_fields", [])))
     try:
         if spec.get("probe"):
             value: Any = sibling("agent_probe").probe(spec["probe"])
         elif spec.get("check"):
-            load(spec)
+            if function is None:
+                load(spec)
             value = "ok"
         else:
             task = make_task(spec["task_fields"], tools)
-            value = load(spec)(task)
+            value = (function or load(spec))(task)
             if inspect.isawaitable(value):
                 value = asyncio.run(_awaited(value))
         frame = result_frame(value)
     except BaseException as exc:  # the agent's failure, reported in its case
-        lines = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6)
-        frame = {"error": {"type": type(exc).__name__, "message": str(exc)[:2000]}}
-        frame["error"]["traceback"] = "".join(lines)[-4000:]
+        frame = {"error": error_record(exc)}
     worker.send(to_host, frame)
 
 
@@ -620,17 +703,18 @@ async def _awaited(value: Any) -> Any:
 # -- the launcher ------------------------------------------------------------------------------
 
 
-def main(argv: list[str]) -> None:
-    """``child`` mode, or the launcher: one case in, one ``done`` frame out."""
-    if argv[1:2] == ["child"]:
-        child(argv[2:])
-        return
-    host_in, host_out = sys.stdin.buffer, sys.stdout.buffer
-    config = worker.receive(host_in)
-    if config is None:
-        return
+def serve_case(
+    config: dict[str, Any],
+    host_in: IO[bytes],
+    host_out: IO[bytes],
+    function: Callable[..., Any] | None = None,
+) -> None:
+    """Run one case as its sandbox's init and send the host its ``done`` frame.
+
+    ``function``: the callable, where a warm sandbox imported it already.
+    """
     worker.undumpable()
-    config["identity"] = identity(config)
+    config.setdefault("identity", identity(config))
     listening = []
     if config.get("bridges"):
         try:
@@ -640,10 +724,20 @@ def main(argv: list[str]) -> None:
                 raise
         listening = open_bridges(config["bridges"])
     try:
-        done = run_agent(config, host_out, listening)
+        done = run_agent(config, (host_in, host_out), listening, function)
     except Exception as exc:  # the sandbox could not run the agent: the harness's failure
         done = {"broken": f"{type(exc).__name__}: {exc}"}
     worker.send(host_out, {"done": done})
+
+
+def main(argv: list[str]) -> None:
+    """``child`` mode, or the launcher: one case in, one ``done`` frame out."""
+    if argv[1:2] == ["child"]:
+        child(argv[2:])
+        return
+    config = worker.receive(sys.stdin.buffer)
+    if config is not None:
+        serve_case(config, sys.stdin.buffer, sys.stdout.buffer)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,23 @@ def _which(name: str) -> str | None:
     return shutil.which(name)
 
 
-def runs_cleanly(command: list[str]) -> bool:
+@dataclass(frozen=True)
+class Ran:
+    """A probe's outcome: true when it ran cleanly, else false with why (its error's end)."""
+
+    ok: bool
+    why: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def why_not(ran: bool | Ran) -> str:
+    """What a failed probe said (a :class:`Machine` of a test may answer a plain ``False``)."""
+    return ran.why if isinstance(ran, Ran) and ran.why else "it did not run"
+
+
+def runs_cleanly(command: list[str]) -> Ran:
     """Whether ``command`` runs and exits 0 within 10 s, in the sandbox's environment."""
     try:
         result = subprocess.run(
@@ -33,9 +49,15 @@ def runs_cleanly(command: list[str]) -> bool:
             check=False,
             env=sandbox_environment(tempfile.gettempdir()),
         )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return result.returncode == 0
+    except subprocess.TimeoutExpired:
+        return Ran(False, "it did not finish within 10 s")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Ran(False, f"it cannot start: {exc}")
+    if result.returncode == 0:
+        return Ran(True)
+    said = result.stderr.decode(errors="replace").strip().splitlines()
+    last = said[-1][:300] if said else "no message"
+    return Ran(False, f"exit status {result.returncode}: {last}")
 
 
 @dataclass(frozen=True)
@@ -49,7 +71,7 @@ class Machine:
     #: The kernel's Landlock ABI version, ``0`` without Landlock.
     landlock_abi: Callable[[], int] = sandbox_worker.landlock_abi
     #: Whether a command (a probe: ``bwrap ... true``) runs and exits 0 (:func:`runs_cleanly`).
-    runs: Callable[[list[str]], bool] = runs_cleanly
+    runs: Callable[[list[str]], bool | Ran] = runs_cleanly
 
     def program(self, name: str) -> str:
         """``name`` as found on the user's PATH (the sandbox's own PATH is the system's).

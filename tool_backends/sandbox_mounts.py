@@ -75,17 +75,42 @@ def bwrap_command(
         command += ["--setenv", name, value]
     for text, name in tree.links:
         command += ["--symlink", text, name]
+    outside, inside = split_by_hidden(tree)
     for directory in tree.directories:
         if directory not in ("/tmp", "/dev", "/dev/shm"):
             command += ["--perms", "0755", "--dir", directory]
-    for real, target in tree.binds:
+    for real, target in outside:
         command += ["--ro-bind", real, target]
     for path in tree.hidden:
-        command += ["--perms", "0000", "--size", str(SMALL_TMPFS_BYTES), "--tmpfs", path]
+        # Empty and closed, unless the case's inputs lie inside (the bundled sample of an
+        # installed package): then only they are bound into it, before it turns read-only.
+        holds = any(_beneath(target, path) for _, target in inside)
+        command += ["--perms", "0755" if holds else "0000"]
+        command += ["--size", str(SMALL_TMPFS_BYTES), "--tmpfs", path]
+    for real, target in inside:
+        command += ["--ro-bind", real, target]
+    for path in tree.hidden:
         command += ["--remount-ro", path]
     # bubblewrap's own root is a tmpfs of no size, writable where the worker is not root.
     command += ["--remount-ro", "/tmp", "--remount-ro", "/dev/shm", "--remount-ro", "/"]
     return command
+
+
+def _beneath(path: str, directory: str) -> bool:
+    return path.startswith(directory.rstrip("/") + "/")
+
+
+def split_by_hidden(tree: Tree) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The tree's binds outside what it hides, and those inside (shown within a hidden tmpfs).
+
+    A bind inside a hidden path (a case's input in the bundled sample, which lies in a package
+    the tree hides) must follow that path's tmpfs, or the tmpfs would cover it.
+    """
+    outside: list[tuple[str, str]] = []
+    inside: list[tuple[str, str]] = []
+    for bind in tree.binds:
+        (inside if any(_beneath(bind[1], h) for h in tree.hidden) else outside).append(bind)
+    return outside, inside
 
 
 def namespace_script(tree: Tree, machine: Machine, scratch_bytes: int = SCRATCH_BYTES) -> str:
@@ -107,17 +132,28 @@ def namespace_script(tree: Tree, machine: Machine, scratch_bytes: int = SCRATCH_
         lines.append(f'[ -e "$R"{q(directory)} ] || mkdir -m 0755 "$R"{q(directory)} || exit 91')
     for text, name in tree.links:
         lines.append(f'ln -s {q(text)} "$R"{q(name)} || exit 91')
-    for real, target in tree.binds:
-        inside = f'"$R"{q(target)}'
-        make = f"mkdir -m 0755 -p {inside}" if os.path.isdir(real) else f"touch {inside}"
-        lines.append(f"[ -e {inside} ] || {make} || exit 92")
-        lines.append(f"mount --rbind {q(real)} {inside} || exit 92")
+    outside, inside = split_by_hidden(tree)
+
+    def bind(real: str, target: str) -> None:
+        there = f'"$R"{q(target)}'
+        make = f"mkdir -m 0755 -p {there}" if os.path.isdir(real) else f"touch {there}"
+        lines.append(f"[ -e {there} ] || {make} || exit 92")
+        lines.append(f"mount --rbind {q(real)} {there} || exit 92")
         lines.append(
-            f"mount -o remount,bind,ro,nosuid,nodev {inside} || "
-            f"mount -o remount,bind,ro,nosuid,nodev,noexec {inside} || exit 93"
+            f"mount -o remount,bind,ro,nosuid,nodev {there} || "
+            f"mount -o remount,bind,ro,nosuid,nodev,noexec {there} || exit 93"
         )
+
+    for real, target in outside:
+        bind(real, target)
     for path in tree.hidden:
-        lines.append(f'mount -t tmpfs -o ro,mode=0000,{small} gta-hidden "$R"{q(path)} || exit 94')
+        holds = any(_beneath(target, path) for _, target in inside)
+        mode = "0755" if holds else "0000"
+        lines.append(f'mount -t tmpfs -o mode={mode},{small} gta-hidden "$R"{q(path)} || exit 94')
+    for real, target in inside:
+        bind(real, target)
+    for path in tree.hidden:
+        lines.append(f'mount -o remount,bind,ro,nosuid,nodev "$R"{q(path)} || exit 94')
     for name in DEVICES:
         lines.append(
             f'if [ -e /dev/{name} ]; then touch "$R/dev/{name}" && '

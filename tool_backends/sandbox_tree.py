@@ -174,6 +174,9 @@ def build_tree(
         holds = any(t == path or t.startswith(path.rstrip("/") + "/") for t in bound)
         if inside and not holds and os.path.isdir(path):
             covered.append(path)
+    # A hidden path inside another is covered with it: mounting on it would need a mount point
+    # in the outer one's empty, read-only tmpfs (the bundled sample inside an installed package).
+    covered = [p for p in covered if not _beneath(p, [c for c in covered if c != p])]
     return Tree(
         tuple(sorted(binds, key=lambda b: b[1].count("/"))),
         tuple(links),

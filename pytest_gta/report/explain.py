@@ -125,8 +125,9 @@ def run_warnings(report: RunReport) -> list[str]:
     agent = report.settings.agent
     isolation = None if agent is None else agent.isolation
     if isolation is not None and not isolation.isolated:
+        why = f" (no sandbox: {'; '.join(isolation.attempts)})" if isolation.attempts else ""
         out.append(
-            "the agent under test was NOT isolated from the answers and the harness: "
+            f"the agent under test was NOT isolated from the answers and the harness{why}: "
             + "; ".join([*isolation.gaps, *(f.check for f in isolation.probe if not f.held)])
         )
     return out

@@ -561,6 +561,10 @@ def isolation_lines(isolation: AgentIsolation | None) -> list[str]:
     if not isolation.isolated:
         line += f"; NOT isolated: {'; '.join([*isolation.gaps, *failed])}"
     lines = [line]
+    if isolation.attempts:
+        # Where the agent is not isolated, why no sandbox was built; else the slower way taken.
+        label = "agent sandbox not built" if isolation.gaps else "agent sandbox note"
+        lines.append(f"{label}: {'; '.join(isolation.attempts)}")
     if isolation.probe:
         held = len(isolation.probe) - len(failed)
         lines.append(

@@ -262,6 +262,9 @@ class AgentIsolation(Doc):
     """``--gta-agent-network``: ``case`` or ``open``."""
     guarantees: list[str]
     gaps: list[str]
+    attempts: list[str] = Field(default_factory=list)
+    """What was tried and not used, and why: where the agent is not isolated, the reason (each
+    mechanism and its error); where it is, a slower way taken (a sandbox started per case)."""
     probe: list[ProbeFinding] = Field(default_factory=list)
     """What the start-up probe tried in the agents' very sandbox (empty: no probe ran)."""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import signal
 import socket
 import time
@@ -53,10 +54,12 @@ class AgentSetup:
     jail: Jail | None
     isolation: Isolation
     findings: list[dict[str, Any]] = field(default_factory=list)
+    #: What the probe is given of the agent (``argv`` or ``spec``): it runs in the same sandbox.
+    program: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         """The report's ``settings.agent.isolation``."""
-        isolation = self.isolation
+        isolation = self.jail.isolation if self.jail is not None else self.isolation
         held = all(f["held"] for f in self.findings)
         return {
             "mechanism": isolation.mechanism,
@@ -64,6 +67,7 @@ class AgentSetup:
             "network": isolation.network,
             "guarantees": list(isolation.guarantees),
             "gaps": list(isolation.gaps),
+            "attempts": list(isolation.attempts),
             "probe": self.findings,
         }
 
@@ -97,13 +101,15 @@ def build(
             spec = callable_spec(settings.callable, invocation_dir)
             check(jail, settings.callable, spec)
             agent = SandboxedPythonAgent(settings.callable, spec, jail, settings.env)
+            program: dict[str, Any] = {"spec": spec}
         else:
             assert settings.command is not None
             agent = CommandAgent(settings.command, jail, settings.env)
+            program = {"argv": tuple(shlex.split(settings.command))}
     except BaseException:
         jail.close()
         raise
-    return AgentSetup(agent, jail, jail.isolation)
+    return AgentSetup(agent, jail, jail.isolation, program=program)
 
 
 def require(settings: AgentSettings, isolation: Isolation) -> None:
@@ -113,9 +119,10 @@ def require(settings: AgentSettings, isolation: Isolation) -> None:
         GtaUsageError: naming what is not isolated and what to do.
     """
     if settings.require_isolation and not isolation.isolated:
+        tried = f" (tried: {'; '.join(isolation.attempts)})" if isolation.attempts else ""
         raise GtaUsageError(
             f"{OPT_REQUIRE_ISOLATION}: the agent under test would not be isolated here "
-            f"({isolation.mechanism}): {'; '.join(isolation.gaps)}. Install bubblewrap "
+            f"({isolation.mechanism}{tried}): {'; '.join(isolation.gaps)}. Install bubblewrap "
             "(apt-get install bubblewrap) or allow user namespaces, and drop "
             f"{OPT_AGENT_IN_PROCESS} and {OPT_AGENT_NETWORK}=open"
         )
@@ -162,7 +169,8 @@ def probe(setup: AgentSetup, dataset_file: Path) -> list[dict[str, Any]]:
             "canary_port": canary.getsockname()[1],
             "marker": marker,
         }
-        ran = jail.run(Job("probe", _empty_query(), {}, PROBE_TIMEOUT, spec=targets))
+        job = Job("probe", _empty_query(), {}, PROBE_TIMEOUT, spec=targets, agent=setup.program)
+        ran = jail.run(job)
     try:
         findings = json.loads(str((ran.result.get("result") or {}).get("answer")))
     except ValueError:
