@@ -488,6 +488,8 @@ class AgentJail:
                     return None
             if found is not None:
                 found.close()
+            if spec and not started.preloaded:
+                self._attempts.append(f"warm sandbox: {started.note}")
             self._warm[key] = started
             return started
 

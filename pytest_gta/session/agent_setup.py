@@ -57,9 +57,13 @@ class AgentSetup:
     #: What the probe is given of the agent (``argv`` or ``spec``): it runs in the same sandbox.
     program: dict[str, Any] = field(default_factory=dict)
 
+    def current(self) -> Isolation:
+        """What holds now: the jail learns more as it runs (a warm sandbox, or why none)."""
+        return self.jail.isolation if self.jail is not None else self.isolation
+
     def describe(self) -> dict[str, Any]:
         """The report's ``settings.agent.isolation``."""
-        isolation = self.jail.isolation if self.jail is not None else self.isolation
+        isolation = self.current()
         held = all(f["held"] for f in self.findings)
         return {
             "mechanism": isolation.mechanism,

@@ -231,7 +231,7 @@ class GtaSession:
         if setup is None:
             return []
         isolation = AgentIsolation.model_validate(setup.describe())
-        lines = [f"gta: agent sandbox: {setup.isolation.summary()}"]
+        lines = [f"gta: agent sandbox: {setup.current().summary()}"]
         lines += [f"gta: {line}" for line in isolation_lines(isolation)[1:]]
         if not isolation.isolated:
             lines.append(

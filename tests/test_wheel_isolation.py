@@ -1,0 +1,120 @@
+"""The agent is isolated on a user's install: the wheel, non-editable, from an empty directory.
+
+Issue 38: from a wheel the bundled sample lies inside the installed package, which the sandbox
+hides; hiding it inside the hidden package once made bubblewrap fail, and the agent ran
+unisolated without a word. Here the wheel is installed in a fresh virtualenv
+(:mod:`tests.helpers.wheel_install`), and a cheating agent (:mod:`tests.helpers.wheel_cheat`,
+copied into the user's empty directory) runs as a program and as a callable, as root and as an
+unprivileged user: it gets nothing (no answer, no key, no other process, no port), leaves
+nothing running, and the report's isolation section says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.as_user import USER_UID, as_user
+from tests.helpers.optional import require
+from tests.helpers.paths import HELPERS
+from tests.helpers.processes import processes_named
+from tests.helpers.wheel_install import user_environment, wheel_python
+
+SECRET = "sk-wheel-isolation-5e4d3c2b1a"
+#: The agent, as a user names their own file (the program by its absolute path: a relative one
+#: is the user-path tests' subject).
+AGENT = {
+    "command": "--gta-agent-command=python {where}/wheel_cheat.py {{query_file}}",
+    "callable": "--gta-agent=wheel_cheat.py:cheat",
+}
+
+
+@pytest.fixture(scope="module")
+def python() -> Path:
+    require("bubblewrap")
+    return wheel_python(("agents",))
+
+
+def user_directory() -> Path:
+    """A new directory of the user's, holding their agent file (and nothing else)."""
+    where = Path(tempfile.mkdtemp(prefix="gta-wheel-user-"))
+    where.chmod(0o755)
+    shutil.copy(HELPERS / "wheel_cheat.py", where / "wheel_cheat.py")
+    return where
+
+
+def run_as(python: Path, where: Path, args: list[str], *, user: bool, env: dict[str, str]) -> int:
+    """pytest from ``python``'s virtualenv in ``where``; its exit status (output kept there)."""
+    full = user_environment({**env, "HOME": str(where)})
+    full["PATH"] = f"{python.parent}{os.pathsep}{full.get('PATH', '/usr/bin:/bin')}"
+    argv = [str(python), "-m", "pytest", "-p", "no:cacheprovider", *args]
+    if user:
+        require("util-linux")
+        for path in [where, *where.iterdir()]:
+            os.chown(path, USER_UID, USER_UID)
+        stash = Path(tempfile.mkdtemp(prefix="stash-"))
+        argv = as_user(argv, stash)
+    out = subprocess.run(argv, cwd=where, env=full, capture_output=True, text=True, timeout=600)
+    (where / "output.txt").write_text(out.stdout + out.stderr)
+    return out.returncode
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["command", "callable"])
+@pytest.mark.parametrize("user", [False, True], ids=["root", "user"])
+def test_a_cheating_agent_gets_nothing_from_a_wheel_install(python, kind, user):
+    if user and os.geteuid() != 0:
+        pytest.skip("runs as another user from a root test run")
+    marker = f"gta-wheel-cheat-{os.getpid()}-{kind}-{int(user)}"
+    with socket.socket() as canary:
+        canary.bind(("127.0.0.1", 0))
+        canary.listen(8)
+        env = {
+            "OPENAI_API_KEY": SECRET,
+            "GTA_MARKER": marker,
+            "GTA_CANARY_PORTS": str(canary.getsockname()[1]),
+        }
+        where = user_directory()
+        status = run_as(
+            python,
+            where,
+            [
+                "--gta-model=oracle",
+                "--gta-data=sample",
+                "--gta-ids=0,3",
+                "--gta-tools=replay",
+                "--gta-sim-model=all-MiniLM-L6-v2",
+                "--gta-agent-env=GTA_MARKER,GTA_CANARY_PORTS",
+                "--gta-require-isolation",
+                AGENT[kind].format(where=where),
+                "--gta-report=gta.json",
+                "--junitxml=gta.xml",
+            ],
+            user=user,
+            env=env,
+        )
+    output = (where / "output.txt").read_text()
+    assert status == 1, output[-3000:]  # the cheater answers "{}": its cases fail, none errors
+    report = json.loads((where / "gta.json").read_text())
+    isolation = report["settings"]["agent"]["isolation"]
+    assert isolation["isolated"] is True, output[-3000:]
+    assert isolation["mechanism"] == "bubblewrap"
+    assert isolation["gaps"] == []
+    assert len(isolation["probe"]) >= 8
+    assert all(f["held"] for f in isolation["probe"]), isolation["probe"]
+    checks = [f["check"] for f in isolation["probe"]]
+    assert any("site-packages/pytest_gta/_sample/dataset.json" in c for c in checks), checks
+    assert "gta: agent sandbox probe: 8 of 8 attempts of a cheating agent held" in output
+    answers = {case["id"]: case["agent"]["answer"] for case in report["cases"]}
+    assert sorted(answers) == ["e2e-0", "e2e-3"]
+    assert all(json.loads(a) == {} for a in answers.values()), answers
+    assert processes_named(marker) == []
+    for written in where.iterdir():
+        assert SECRET not in written.read_text(errors="replace"), written
