@@ -29,6 +29,7 @@ from tests.helpers.optional import require
 from tests.helpers.paths import HELPERS
 from tests.helpers.processes import processes_named
 from tests.helpers.references import AGENT_ENV
+from tool_backends.agent_jail import WARM
 
 PROBE = HELPERS / "agent_jail_probe.py"
 AGENTS = HELPERS / "gta_agents.py"
@@ -64,6 +65,9 @@ def test_cheating_agents_get_nothing(mode, user, readable_dataset):
         pytest.skip(f"this machine builds no sandbox for {mode} as this user")
     assert result["mechanism"] == ("bubblewrap" if mode == "bubblewrap" else "namespaces")
     assert result["gaps"] == []
+    # Each case was forked from the run's warm sandbox, in both mechanisms and as both users.
+    assert result["attempts"] == []
+    assert WARM in result["guarantees"]
     findings = {f["check"]: f for f in result["findings"]}
     assert all(f["held"] for f in findings.values()), findings
     assert "leave a process running after the case" in findings

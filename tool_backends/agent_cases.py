@@ -69,6 +69,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_PDEATHSIG = 1
+CAP_SETFCAP = 31
 #: The most descriptors one request carries (the kernel's ``SCM_MAX_FD`` is 253).
 MAX_FDS = 250
 #: The largest request message (its JSON; inputs are descriptors, not bytes).
@@ -145,7 +146,10 @@ def give_up_privileges() -> str:
         worker._prctl(worker.PR_SET_NO_NEW_PRIVS, 1)
         became = "nobody"
     else:
-        worker.drop_capabilities()
+        # Root of a user namespace keeps CAP_SETFCAP alone: the kernel lets a user namespace
+        # map its creator's root only if the creator held it. Under no_new_privs it gives no
+        # file capability to anything executed.
+        worker.drop_capabilities(keep=(CAP_SETFCAP,) if os.geteuid() == 0 else ())
         became = f"uid {os.geteuid()} without capabilities"
     worker.undumpable()
     return became
@@ -226,7 +230,8 @@ def serve(spec: Mapping[str, Any] | None, scratch: str, network: bool) -> None:
         except ValueError:
             request = {}
         if "kill" in request:
-            _kill(cases.get(str(request["kill"])))
+            how = signal.SIGKILL if request.get("now") else signal.SIGTERM
+            _kill(cases.get(str(request["kill"])), how)
         elif "case" in request and fds:
             pid = os.fork()
             if pid == 0:
@@ -244,10 +249,11 @@ def _say(control: socket.socket, message: Mapping[str, Any]) -> None:
         pass
 
 
-def _kill(pid: int | None) -> None:
+def _kill(pid: int | None, how: int) -> None:
+    """Signal a case's first process: SIGTERM ends its namespace and waits for it, SIGKILL not."""
     if pid is not None:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, how)
         except OSError:
             pass
 
@@ -309,9 +315,11 @@ def enter(request: Mapping[str, Any], fds: Sequence[int], network: bool) -> None
     uid, gid = os.getuid(), os.getgid()
     worker._prctl(worker.PR_SET_DUMPABLE, 1)  # its own uid_map is written through /proc/self
     unshare(CLONE_NEWUSER)
+    # The same ids inside, but for 0: mapping root needs CAP_SETFCAP, given up already; the
+    # case is ``nobody`` inside then (root of a user namespace of the user's, outside).
     _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    _write("/proc/self/uid_map", f"{uid or worker.NOBODY} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid or worker.NOBODY} {gid} 1")
     worker.undumpable()
     flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
     unshare(flags | (CLONE_NEWNET if network else 0))
@@ -387,8 +395,16 @@ def case_child(
             os._exit(1)
         os._exit(run(channel, function))
     os.close(parent_gone)
-    channel.close()
+
+    def end(signum: int, frame: Any) -> None:
+        os.kill(init, signal.SIGKILL)
+
+    # Asked to end (the case's time is up): kill its init, whose namespace goes with it; the
+    # kernel reaps every process of it before the init is reaped here. Only then does the
+    # case's socket close (this process holds it), so the host knows nothing of it is left.
+    signal.signal(signal.SIGTERM, end)
     _, status = os.waitpid(init, 0)
+    channel.close()
     return os.waitstatus_to_exitcode(status) & 0xFF
 
 

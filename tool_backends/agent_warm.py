@@ -103,6 +103,7 @@ class WarmSandbox:
         grace_s: float,
     ) -> None:
         self._scratch, self._scratch_bytes = scratch, scratch_bytes
+        self._grace_s = grace_s
         self._lock = threading.Lock()
         self._keys = itertools.count(1)
         self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -128,8 +129,8 @@ class WarmSandbox:
             self.close()
             raise CallableFailed(first["error"] if isinstance(first["error"], dict) else {})
         if first.get("ready") is not True:
+            self.close()  # its stderr read to the end: where a sandbox program says why
             said = first.get("broken") or agent_launcher.text(self._stderr.data).strip()[-500:]
-            self.close()
             raise WarmUnavailable(str(said or "the warm sandbox exited before it was ready"))
         #: Whether the callable was imported once for every case (else each case imports it).
         self.preloaded = bool(first.get("preloaded"))
@@ -188,13 +189,21 @@ class WarmSandbox:
                 os.close(fd)
         timed_out = threading.Event()
 
-        def expire() -> None:
-            timed_out.set()
-            self.kill(key)
+        def give_up() -> None:  # the case did not end when asked: kill it, stop waiting
+            self.kill(key, now=True)
             try:
                 ours.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+        def expire() -> None:
+            # The case's first process ends its namespace, waits for every process of it to
+            # be gone, then closes the case's socket: the conversation below ends then.
+            timed_out.set()
+            self.kill(key)
+            later = threading.Timer(self._grace_s, give_up)
+            later.daemon = True
+            later.start()
 
         timer = threading.Timer(timeout, expire)
         timer.daemon = True
@@ -222,11 +231,11 @@ class WarmSandbox:
                     pass
         return done, timed_out.is_set()
 
-    def kill(self, key: int) -> None:
-        """Ask the template to kill case ``key`` (everything of it dies with its namespace)."""
+    def kill(self, key: int, *, now: bool = False) -> None:
+        """Ask the template to end case ``key`` (everything of it dies with its namespace)."""
         try:
             with self._lock:
-                self._control.send(json.dumps({"kill": key}).encode())
+                self._control.send(json.dumps({"kill": key, "now": now}).encode())
         except OSError:
             pass
 

@@ -346,13 +346,17 @@ def _prctl(*arguments: int) -> int:
     return result
 
 
-def drop_capabilities() -> None:
+def drop_capabilities(keep: Sequence[int] = ()) -> None:
     """Give up every capability for good, as bubblewrap does for an unprivileged sandbox.
 
     Root in a user namespace holds every capability over the sandbox's own mounts: with them
     model code could remount the read-only view writable, or trace the worker. Without them,
     uid 0 there is an ordinary user. ``execve`` gives nothing back (the bounding set is empty,
     the securebits locked) and ``no_new_privs`` keeps set-uid programs from raising it again.
+
+    Args:
+        keep: Capabilities kept (the agent's warm sandbox keeps ``CAP_SETFCAP``: without it,
+            root of a user namespace cannot map itself into a case's user namespace).
 
     Raises:
         OSError: the kernel refused a step; the call must not run.
@@ -364,13 +368,18 @@ def drop_capabilities() -> None:
         highest = 63
     libc = ctypes.CDLL(None, use_errno=True)
     for cap in range(highest + 1):
+        if cap in keep:
+            continue
         if _prctl(PR_CAPBSET_DROP, cap) != 0 and ctypes.get_errno() != 22:  # EINVAL: unknown
             raise OSError(ctypes.get_errno(), f"PR_CAPBSET_DROP {cap}")
     if _prctl(PR_SET_SECUREBITS, SECUREBITS_NO_ROOT) != 0:
         raise OSError(ctypes.get_errno(), "PR_SET_SECUREBITS")
     _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)  # EINVAL on kernels without ambient caps
     header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
-    nothing = (ctypes.c_uint32 * 6)()
+    nothing = (ctypes.c_uint32 * 6)()  # (effective, permitted, inheritable) x 2 words
+    for cap in keep:
+        nothing[(cap // 32) * 3] |= 1 << (cap % 32)
+        nothing[(cap // 32) * 3 + 1] |= 1 << (cap % 32)
     if libc.capset(header, nothing) != 0:
         raise OSError(ctypes.get_errno(), "capset")
     if _prctl(PR_SET_NO_NEW_PRIVS, 1) != 0:

@@ -36,6 +36,8 @@ def main(mode: str, data: str) -> dict:
         return {
             "mechanism": jail.isolation.mechanism,
             "gaps": list(jail.isolation.gaps),
+            "guarantees": list(jail.isolation.guarantees),
+            "attempts": list(jail.isolation.attempts),
             "findings": findings,
             "command": command.stdout.strip(),
             "command_status": command.exit_status,

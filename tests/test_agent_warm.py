@@ -1,0 +1,233 @@
+"""The agent's warm sandbox (issue 38): one per run, each case forked into namespaces of its own.
+
+A sandbox per case cost a sandbox program, a Python, its imports and the agent module's import
+every time (about 280 ms a command, 540 ms a callable). The jail now starts one sandbox per run
+and forks each case from it. These tests run the jail directly: a callable is imported once,
+cases see only their own inputs, scratch and processes, a timeout ends everything a case
+started, and where the warm sandbox cannot start (a bubblewrap that refuses capabilities) each
+case gets a sandbox of its own again, the run saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from pytest_gta.jail import Job, JobOutcome
+from tests.helpers.optional import require
+from tests.helpers.processes import processes_named
+from tool_backends.agent_jail import WARM, AgentJail
+from tool_backends.sandbox_machine import Machine
+
+QUERY = {"case_id": "e2e-0", "query_id": "0", "query": "", "images": [], "tools": [], "model": ""}
+ENV = {"PATH": "/usr/bin:/bin"}
+
+
+@pytest.fixture(autouse=True)
+def _bubblewrap() -> None:
+    require("bubblewrap")
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    """A dataset any user can read: answers beside two cases' images."""
+    root = tmp_path / "data"
+    (root / "image").mkdir(parents=True)
+    (root / "dataset.json").write_text(json.dumps({"0": {"gt_answer": "only-in-the-data"}}))
+    (root / "image" / "a.jpg").write_bytes(b"image a")
+    (root / "image" / "b.jpg").write_bytes(b"image b")
+    for path in [tmp_path, root, root / "image", *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return root
+
+
+def command(directory: Path, script: str, *words: str) -> tuple[str, ...]:
+    """``python FILE WORDS``, the script in a file (its braces are no placeholders)."""
+    path = directory / "agent.py"
+    path.write_text(textwrap.dedent(script))
+    path.chmod(0o644)
+    return (sys.executable, str(path), *words)
+
+
+def run(jail: AgentJail, job: Job) -> JobOutcome:
+    ran = jail.run(job)
+    assert not ran.timed_out
+    return ran
+
+
+def test_a_callable_is_imported_once_for_every_case(tmp_path):
+    module = tmp_path / "agent_once.py"
+    module.write_text(
+        "import secrets\nTOKEN = secrets.token_hex(8)\ndef agent(task):\n    return TOKEN\n"
+    )
+    module.chmod(0o644)
+    spec = {"file": str(module), "attr": "agent", "path": [], "show": [str(module)]}
+    spec["task_fields"] = ["case_id", "query_id", "text", "image_paths", "tools", "workdir"]
+    jail = AgentJail(hidden=(), network="case")
+    try:
+        answers = {
+            run(jail, Job("callable", QUERY, ENV, 60, spec=spec)).result["result"]["answer"]
+            for _ in range(3)
+        }
+        assert len(answers) == 1
+        assert WARM in jail.isolation.guarantees
+        assert jail.isolation.attempts == ()
+    finally:
+        jail.close()
+
+
+def test_a_module_that_starts_threads_at_import_is_imported_per_case(tmp_path):
+    module = tmp_path / "agent_threads.py"
+    module.write_text(
+        "import secrets, threading, time\nTOKEN = secrets.token_hex(8)\n"
+        "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
+        "def agent(task):\n    return TOKEN\n"
+    )
+    module.chmod(0o644)
+    spec = {"file": str(module), "attr": "agent", "path": [], "show": [str(module)]}
+    spec["task_fields"] = ["case_id"]
+    jail = AgentJail(hidden=(), network="case")
+    try:
+        answers = [
+            run(jail, Job("callable", QUERY, ENV, 60, spec=spec)).result["result"]["answer"]
+            for _ in range(2)
+        ]
+        assert answers[0] != answers[1]
+        assert any("left 1 thread(s) running at import" in a for a in jail.isolation.attempts)
+        assert jail.isolation.isolated
+    finally:
+        jail.close()
+
+
+LOOK = """
+import json, os, sys, time
+mine = os.environ["GTA_CASE_ID"]
+open(os.path.join(os.environ["HOME"], "mine-" + mine), "w").write("x")
+import subprocess
+name = "gta-warm-" + mine
+sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", name])
+time.sleep(1.5)
+seen = []
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            seen.append(open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace"))
+        except OSError:
+            pass
+inputs = sys.argv[1]
+listing = sorted(os.listdir(inputs)) if os.path.isdir(inputs) else None
+answers = os.path.exists(os.path.join(os.path.dirname(inputs), "dataset.json"))
+print(json.dumps({
+    "scratch": sorted(n for n in os.listdir(os.environ["HOME"]) if n.startswith("mine-")),
+    "others": sorted(c for c in seen if "gta-warm-" in c and mine not in c),
+    "own": any("gta-warm-" + mine in c for c in seen),
+    "inputs": listing,
+    "answers": answers,
+    "read": open(os.path.join(inputs, sys.argv[2]), "rb").read().decode(),
+}))
+"""
+
+
+def test_cases_see_their_own_inputs_scratch_and_processes_only(dataset):
+    jail = AgentJail(hidden=(str(dataset),), network="case")
+    got: dict[str, dict] = {}
+
+    def case(name: str, image: str) -> None:
+        query = {**QUERY, "case_id": name}
+        job = Job(
+            "command",
+            query,
+            {**ENV, "GTA_CASE_ID": name},
+            60,
+            argv=command(dataset.parent, LOOK, str(dataset / "image"), image),
+            show=(str(dataset / "image" / image),),
+        )
+        ran = run(jail, job)
+        assert ran.exit_status == 0, ran.stderr_tail
+        got[name] = json.loads(ran.stdout)
+
+    try:
+        threads = [
+            threading.Thread(target=case, args=("e2e-1", "a.jpg")),
+            threading.Thread(target=case, args=("e2e-2", "b.jpg")),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert WARM in jail.isolation.guarantees
+    finally:
+        jail.close()
+    assert got["e2e-1"] == {
+        "scratch": ["mine-e2e-1"],
+        "others": [],
+        "own": True,
+        "inputs": ["a.jpg"],
+        "answers": False,
+        "read": "image a",
+    }
+    assert got["e2e-2"]["inputs"] == ["b.jpg"]
+    assert got["e2e-2"]["others"] == []
+    assert got["e2e-2"]["read"] == "image b"
+    assert processes_named("gta-warm-e2e-") == []
+
+
+def test_a_timeout_ends_the_case_and_all_it_started(tmp_path):
+    marker = f"gta-warm-timeout-{os.getpid()}"
+    jail = AgentJail(hidden=(), network="case")
+    try:
+        sleeper = f"{sys.executable} -c 'import time; time.sleep(600)' {marker}"
+        argv = ("sh", "-c", f"setsid {sleeper} & {sleeper}")
+        ran = jail.run(Job("command", QUERY, ENV, 2, argv=argv))
+        assert ran.timed_out
+        assert processes_named(marker) == []
+        # The warm sandbox serves the next case as before.
+        again = run(jail, Job("command", QUERY, ENV, 60, argv=("echo", "after")))
+        assert again.stdout.strip() == "after"
+    finally:
+        jail.close()
+
+
+def test_without_a_warm_sandbox_each_case_gets_one_of_its_own(tmp_path, dataset):
+    """A bubblewrap that refuses --cap-add (a set-uid one, run by a user): the run says why."""
+    real = shutil.which("bwrap")
+    assert real is not None
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        '#!/bin/sh\nfor word in "$@"; do\n  if [ "$word" = --cap-add ]; then\n'
+        "    echo 'bwrap: --cap-add in setuid mode can be used only by root' >&2; exit 1\n"
+        f'  fi\ndone\nexec {real} "$@"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    machine = Machine(which=lambda name: str(fake) if name == "bwrap" else shutil.which(name))
+    jail = AgentJail(hidden=(str(dataset),), network="case", machine=machine)
+    try:
+        job = Job(
+            "command",
+            QUERY,
+            {**ENV, "GTA_CASE_ID": "e2e-1"},
+            60,
+            argv=command(dataset.parent, LOOK, str(dataset / "image"), "a.jpg"),
+            show=(str(dataset / "image" / "a.jpg"),),
+        )
+        ran = run(jail, job)
+        seen = json.loads(ran.stdout)
+        isolation = jail.isolation
+    finally:
+        jail.close()
+    assert seen["read"] == "image a"
+    assert seen["answers"] is False
+    assert isolation.isolated
+    assert WARM not in isolation.guarantees
+    (said,) = isolation.attempts
+    assert said.startswith("warm sandbox: ")
+    assert "--cap-add in setuid mode" in said
+    assert said.endswith("each case gets a sandbox of its own")
