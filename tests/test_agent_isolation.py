@@ -30,6 +30,7 @@ from tests.helpers.paths import HELPERS
 from tests.helpers.processes import processes_named
 from tests.helpers.references import AGENT_ENV
 from tool_backends.agent_jail import WARM
+from tool_backends.sandbox_isolation import INSTALL_BUBBLEWRAP
 
 PROBE = HELPERS / "agent_jail_probe.py"
 AGENTS = HELPERS / "gta_agents.py"
@@ -138,7 +139,13 @@ def test_a_machine_without_a_sandbox_says_so(pytester, tmp_path):
     bare.mkdir()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", str(bare))
-        run = gta(pytester, *RUN, f"--gta-agent={AGENTS}:replay", fresh_process=True)
+        run = gta(
+            pytester,
+            *RUN,
+            f"--gta-agent={AGENTS}:replay",
+            "--gta-report-html=page.html",
+            fresh_process=True,
+        )
         refused = gta(
             pytester,
             *RUN,
@@ -152,10 +159,23 @@ def test_a_machine_without_a_sandbox_says_so(pytester, tmp_path):
     assert isolation["mechanism"] == "plain"
     assert isolation["isolated"] is False
     assert any("files your user can read" in g for g in isolation["gaps"])
+    # Why: each mechanism tried, and what it said (the header, the report, the page).
+    assert isolation["attempts"] == [
+        f"bubblewrap: not on PATH; {INSTALL_BUBBLEWRAP}",
+        "namespaces: unshare not on PATH (util-linux)",
+    ]
+    assert "gta: agent sandbox not built: bubblewrap: not on PATH; install bubblewrap" in run.output
+    assert "NOT isolated (tried: bubblewrap: not on PATH" in run.output
+    page = (pytester.path / "page.html").read_text()
+    assert "agent sandbox not built" in page
+    assert "unshare not on PATH (util-linux)" in page
     failed = [f["check"] for f in isolation["probe"] if not f["held"]]
     assert any("dataset.json" in check for check in failed)
     assert "NOT isolated" in run.output
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.result.stderr.fnmatch_lines(
+        ["*--gta-require-isolation: *(plain (tried: bubblewrap: not on PATH*unshare not on PATH*"]
+    )
 
 
 # -- units ------------------------------------------------------------------------------------

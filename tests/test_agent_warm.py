@@ -20,19 +20,25 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_gta.jail import Job, JobOutcome
 from tests.helpers.optional import require
 from tests.helpers.processes import processes_named
-from tool_backends.agent_jail import WARM, AgentJail
+from tool_backends import agent_cases
+from tool_backends.agent_jail import WARM, AgentJail, with_binds
+from tool_backends.agent_warm import CaseInputs
 from tool_backends.sandbox_machine import Machine
+from tool_backends.sandbox_mounts import bwrap_command, namespace_script
+from tool_backends.sandbox_tree import build_tree
 
 QUERY = {"case_id": "e2e-0", "query_id": "0", "query": "", "images": [], "tools": [], "model": ""}
 ENV = {"PATH": "/usr/bin:/bin"}
 
 
-@pytest.fixture(autouse=True)
-def _bubblewrap() -> None:
+@pytest.fixture
+def bubblewrap() -> None:
     require("bubblewrap")
 
 
@@ -63,7 +69,7 @@ def run(jail: AgentJail, job: Job) -> JobOutcome:
     return ran
 
 
-def test_a_callable_is_imported_once_for_every_case(tmp_path):
+def test_a_callable_is_imported_once_for_every_case(tmp_path, bubblewrap):
     module = tmp_path / "agent_once.py"
     module.write_text(
         "import secrets\nTOKEN = secrets.token_hex(8)\ndef agent(task):\n    return TOKEN\n"
@@ -84,7 +90,7 @@ def test_a_callable_is_imported_once_for_every_case(tmp_path):
         jail.close()
 
 
-def test_a_module_that_starts_threads_at_import_is_imported_per_case(tmp_path):
+def test_a_module_that_starts_threads_at_import_is_imported_per_case(tmp_path, bubblewrap):
     module = tmp_path / "agent_threads.py"
     module.write_text(
         "import secrets, threading, time\nTOKEN = secrets.token_hex(8)\n"
@@ -136,7 +142,7 @@ print(json.dumps({
 """
 
 
-def test_cases_see_their_own_inputs_scratch_and_processes_only(dataset):
+def test_cases_see_their_own_inputs_scratch_and_processes_only(dataset, bubblewrap):
     jail = AgentJail(hidden=(str(dataset),), network="case")
     got: dict[str, dict] = {}
 
@@ -180,7 +186,7 @@ def test_cases_see_their_own_inputs_scratch_and_processes_only(dataset):
     assert processes_named("gta-warm-e2e-") == []
 
 
-def test_a_timeout_ends_the_case_and_all_it_started(tmp_path):
+def test_a_timeout_ends_the_case_and_all_it_started(tmp_path, bubblewrap):
     marker = f"gta-warm-timeout-{os.getpid()}"
     jail = AgentJail(hidden=(), network="case")
     try:
@@ -196,7 +202,7 @@ def test_a_timeout_ends_the_case_and_all_it_started(tmp_path):
         jail.close()
 
 
-def test_without_a_warm_sandbox_each_case_gets_one_of_its_own(tmp_path, dataset):
+def test_without_a_warm_sandbox_each_case_gets_one_of_its_own(tmp_path, dataset, bubblewrap):
     """A bubblewrap that refuses --cap-add (a set-uid one, run by a user): the run says why."""
     real = shutil.which("bwrap")
     assert real is not None
@@ -231,3 +237,93 @@ def test_without_a_warm_sandbox_each_case_gets_one_of_its_own(tmp_path, dataset)
     assert said.startswith("warm sandbox: ")
     assert "--cap-add in setuid mode" in said
     assert said.endswith("each case gets a sandbox of its own")
+
+
+# -- units ------------------------------------------------------------------------------------
+
+
+def test_a_hidden_path_inside_another_is_covered_with_it(tmp_path):
+    """The bundled sample of an installed package lies in the package the tree hides."""
+    site = tmp_path / "site-packages"
+    (site / "pytest_gta" / "_sample" / "image").mkdir(parents=True)
+    (site / "pytest_gta" / "_sample" / "dataset.json").write_text("{}")
+    (site / "other").mkdir()
+    tree = build_tree((str(site),), hidden=(str(site / "pytest_gta" / "_sample"),))
+    assert tree.hidden == (str(site / "pytest_gta"),)
+
+
+def test_inputs_inside_a_hidden_path_are_bound_after_its_tmpfs(tmp_path):
+    site = tmp_path / "site-packages"
+    image = site / "pytest_gta" / "_sample" / "image" / "a.jpg"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"a")
+    base = build_tree((str(site),))
+    tree = with_binds(base, [(str(image), str(image))])
+    words = bwrap_command(tree, "/scratch", Machine(which=lambda name: f"/usr/bin/{name}"))
+    cover = words.index(str(site / "pytest_gta"))  # the tmpfs over the package
+    assert words[cover - 1] == "--tmpfs"
+    assert words[cover - 5 : cover - 3] == ["--perms", "0755"]  # it holds an input: traversable
+    bound = words.index(str(image), cover + 1)
+    assert words[bound - 1] == "--ro-bind"
+    assert words.index("--remount-ro", bound) > bound
+    script = namespace_script(tree, Machine(which=lambda name: f"/usr/bin/{name}"))
+    assert script.index(f"mount --rbind {image}") > script.index("gta-hidden")
+
+
+@pytest.mark.parametrize(
+    ("paths", "placed"),
+    [
+        (["image/a.jpg"], [("image/a.jpg",)]),
+        (["image/a.jpg", "image/a.jpg"], [("image/a.jpg",)]),
+        (["../outside.jpg"], None),
+        (["image/missing.jpg"], None),
+        (["image"], None),
+    ],
+)
+def test_case_inputs_are_placed_under_a_root_or_not_at_all(tmp_path, paths, placed):
+    root = tmp_path / "data"
+    (root / "image").mkdir(parents=True)
+    (root / "image" / "a.jpg").write_bytes(b"a")
+    (tmp_path / "outside.jpg").write_bytes(b"x")
+    found = CaseInputs.place([str(root / p) for p in paths], [str(root)])
+    if placed is None:
+        assert found is None
+    else:
+        assert [(rel,) for _, rel, _ in found.entries] == placed
+        assert all(d == str(root) for d, _, _ in found.entries)
+
+
+def test_an_input_linked_from_elsewhere_is_placed_where_the_case_is_told_it_is(tmp_path):
+    root = tmp_path / "data"
+    (root / "image").mkdir(parents=True)
+    target = tmp_path / "store" / "real.jpg"
+    target.parent.mkdir()
+    target.write_bytes(b"r")
+    (root / "image" / "a.jpg").symlink_to(target)
+    found = CaseInputs.place([str(root / "image" / "a.jpg")], [str(root)])
+    assert found is not None
+    assert found.entries == ((str(root), "image/a.jpg", str(target)),)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["/data", "relative", "/"]),
+            st.text(alphabet="ab./", max_size=12),
+            st.integers(-3, 5),
+        ),
+        max_size=4,
+    )
+)
+def test_a_case_lays_out_no_input_outside_its_directory(inputs):
+    """Whatever the host's request says, an input lands inside its own directory or nowhere."""
+    try:
+        grouped = agent_cases._by_directory(inputs, 4)
+    except ValueError:
+        return
+    for directory, files in grouped.items():
+        assert os.path.isabs(directory)
+        for relative, index in files:
+            assert 0 < index < 4
+            joined = os.path.normpath(os.path.join(directory, relative))
+            assert joined.startswith(directory.rstrip("/") + "/")

@@ -333,7 +333,7 @@ class AgentJail:
         python = sys.executable
         if mode != "rlimit":
             if self._machine.which("bwrap") is None:
-                self._attempts.append(f"bubblewrap: not installed ({INSTALL_BUBBLEWRAP})")
+                self._attempts.append(f"bubblewrap: not on PATH; {INSTALL_BUBBLEWRAP}")
             else:
                 ran = self._machine.runs([*self._prefix("bubblewrap", tree, ""), python, "-c", ""])
                 if ran:
@@ -346,7 +346,7 @@ class AgentJail:
                 f"{OPT_SANDBOX}=rlimit to accept the fallback"
             )
         if self._machine.which("unshare") is None:
-            self._attempts.append("namespaces: unshare not found (util-linux)")
+            self._attempts.append("namespaces: unshare not on PATH (util-linux)")
             return "plain"
         with tempfile.TemporaryDirectory(prefix="gta-agent-probe-") as host:
             command = [*self._prefix("namespaces", tree, host), python, "-c", ""]
