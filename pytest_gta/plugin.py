@@ -301,6 +301,7 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
     gta = _active(session.config)
     if gta is not None and not session.shouldstop:
         gta.state.ahead.run(session)
+        gta.state.agent_setup()  # built and probed beside collection: said before any case
     return (yield)
 
 

@@ -122,7 +122,7 @@ def test_a_step_case_takes_the_answers_generated_ahead(sample_dataset, tmp_path)
     """run_case decides which model answers: here the step answers batched before the loop."""
     case = Case("step", sample_dataset["0"])
     ctx = run_context(sample_dataset, tmp_path, _Refusing())
-    work = AheadWork(lambda: ctx)
+    work = AheadWork(lambda: ctx, lambda: ctx.model)
     requests = [r for r, _ in loops.step_requests(sample_dataset, case.query)]
     work.step_model = loops.Prefetched.run(OracleModel(sample_dataset), requests)
     result = run_case(case, ctx, work)
@@ -138,4 +138,4 @@ def test_recorded_predictions_are_looked_up_not_generated(sample_dataset, tmp_pa
     assert result.replies == []
     assert result.result.backends == {}
     with pytest.raises(GtaUnavailableError, match="recordings has no recorded e2e prediction"):
-        run_case(Case("e2e", sample_dataset["1"]), ctx, AheadWork(lambda: ctx))
+        run_case(Case("e2e", sample_dataset["1"]), ctx, AheadWork(lambda: ctx, lambda: ctx.model))

@@ -110,11 +110,18 @@ class AheadWork:
     """What was loaded and generated before the loop, for the cases to take.
 
     ``context`` gives the run's :class:`RunContext` when the work starts: the session builds it
-    then, once the model and the tools are validated.
+    then, once the model and the tools are validated. ``model`` gives the model alone: its
+    weights load before the context is asked for, since the context waits for what is built
+    beside the load (the agent's sandbox and its probe).
     """
 
-    def __init__(self, context: Callable[[], RunContext]) -> None:
+    def __init__(
+        self,
+        context: Callable[[], RunContext],
+        model: Callable[[], BaseModelAdapter | BaseRecordedSource],
+    ) -> None:
         self._context = context
+        self._model = model
         #: Seconds spent loading and generating, for the report (``timings``).
         self.timings: dict[str, float] = {}
         #: Step-mode answers generated ahead (a batch, or the pool's futures).
@@ -136,13 +143,13 @@ class AheadWork:
         cases = cases_of(session.items)
         if not cases or not runs_cases(config):
             return
-        ctx = self._context()
-        model = ctx.model
+        model = self._model()
         warm_up = base.warm_up_of(model)
         if warm_up is not None:
             self._load(
                 config, "model_load_s", f"loading {model.name}", f"{model.name} loaded", warm_up
             )
+        ctx = self._context()
         plan = strategy(model, ctx.concurrency, ctx.worker, agent=ctx.agent is not None)
         if plan == "pool":
             # Started before the similarity model loads, so the load overlaps the requests.

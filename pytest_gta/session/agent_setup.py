@@ -34,6 +34,8 @@ from pytest_gta.flags import (
 )
 from pytest_gta.jail import Isolation, Jail, Job, make_jail
 from pytest_gta.options.agents import AgentSettings
+from pytest_gta.report.table import isolation_lines
+from pytest_gta.results.report import AgentIsolation
 from pytest_gta.run.agent_command import CommandAgent, SandboxedPythonAgent, callable_spec
 from pytest_gta.run.agent_under_test import Agent, PythonAgent, load_callable
 
@@ -114,6 +116,19 @@ def build(
         jail.close()
         raise
     return AgentSetup(agent, jail, jail.isolation, program=program)
+
+
+def agent_lines(setup: AgentSetup) -> list[str]:
+    """What the terminal says of the agent's sandbox: its summary, the probe, a warning."""
+    isolation = AgentIsolation.model_validate(setup.describe())
+    lines = [f"agent sandbox: {setup.current().summary()}"]
+    lines += isolation_lines(isolation)[1:]
+    if not isolation.isolated:
+        lines.append(
+            "WARNING: the agent under test is NOT isolated: it can read the dataset's answers "
+            "or the harness; results are marked not isolated in the report"
+        )
+    return lines
 
 
 def require(settings: AgentSettings, isolation: Isolation) -> None:

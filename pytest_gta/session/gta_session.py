@@ -38,10 +38,8 @@ from pytest_gta.options.data import SAMPLE_FALLBACK
 from pytest_gta.outward import clean_text, install_log_filter, mask_url
 from pytest_gta.progress import say
 from pytest_gta.report.images import store_case_images
-from pytest_gta.report.table import isolation_lines
 from pytest_gta.results.case import identity_properties, result_properties
 from pytest_gta.results.io import CaseWire, case_to_wire
-from pytest_gta.results.report import AgentIsolation
 from pytest_gta.run.agent_under_test import AgentFailed
 from pytest_gta.run.ahead import runs_cases
 from pytest_gta.run.runner import CaseRun, run_case
@@ -226,19 +224,8 @@ class GtaSession:
         return [clean_text(mask_url(line)) for line in lines]
 
     def _agent_isolation_lines(self) -> list[str]:
-        """The sandbox's line and the probe's, as the summary writes them, and a warning."""
-        setup = self.state.agent_setup()
-        if setup is None:
-            return []
-        isolation = AgentIsolation.model_validate(setup.describe())
-        lines = [f"gta: agent sandbox: {setup.current().summary()}"]
-        lines += [f"gta: {line}" for line in isolation_lines(isolation)[1:]]
-        if not isolation.isolated:
-            lines.append(
-                "gta: WARNING: the agent under test is NOT isolated: it can read the dataset's "
-                "answers or the harness; results are marked not isolated in the report"
-            )
-        return lines
+        """The sandbox's lines, or that they follow: it is built beside collection."""
+        return [f"gta: {line}" for line in self.state.agent_header()]
 
     def _tool_lines(self) -> list[str]:
         state = self.state

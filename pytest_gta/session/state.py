@@ -14,6 +14,7 @@ import importlib.util
 import tempfile
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -43,6 +44,7 @@ from pytest_gta.models.catalog import leaderboard_row
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.options import GtaSettings
 from pytest_gta.options.data import DATASET_NAME
+from pytest_gta.progress import say
 from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.baseline import comparable_run, read_baseline
 from pytest_gta.report.images import ImageStore
@@ -54,7 +56,7 @@ from pytest_gta.run.runner import Scorer
 from pytest_gta.scoring.service import RemoteSimilarity, SimilarityService
 from pytest_gta.scoring.similarity import SentenceSimilarity, resolve_sim_model
 from pytest_gta.session import agent_setup, xdist
-from pytest_gta.session.agent_setup import AgentSetup
+from pytest_gta.session.agent_setup import AgentSetup, agent_lines
 from pytest_gta.session.collector import RunInfo
 from pytest_gta.session.model_server import describe as describe_server
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
@@ -100,13 +102,16 @@ class GtaState:
         #: The usage ledger shared by the session's processes (set in ``pytest_configure``).
         self.ledger_path: Path | None = None
         #: Models loaded and replies generated before the first case (:mod:`pytest_gta.run.ahead`).
-        self.ahead = AheadWork(self.run_context)
+        self.ahead = AheadWork(self.run_context, self.model)
         #: What ``--gta-shard`` kept, in the process that collected (:mod:`pytest_gta.shard`).
         self.shard: ShardSelection | None = None
         #: How the baseline's run differs, when ``--gta-baseline-lenient`` let it through.
         self.baseline_differences: list[str] = []
         #: Lines for the collection summary about how cases were selected.
         self.selection_notes: list[str] = []
+        #: The agent's sandbox, built and probed in the background (:meth:`start_agent`).
+        self._agent_build: Future[AgentSetup] | None = None
+        self._agent_said = False
 
     def _once(self, what: str, build: Callable[[], T]) -> T:
         """``build()``'s result, built once; a usage error in it becomes pytest's (exit 4)."""
@@ -347,30 +352,73 @@ class GtaState:
     def agent(self) -> Agent | None:
         """The agent under test (``--gta-agent``, ``--gta-agent-command``), built once; or ``None``.
 
-        A callable is imported here, at start-up, so a typo is a usage error before any case.
+        A callable is imported in its sandbox before any case, so a typo is a usage error then.
+        """
+        setup = self.agent_setup()
+        return None if setup is None else setup.agent
+
+    def start_agent(self) -> None:
+        """Check the agent's settings now; build its sandbox and probe it in the background.
+
+        The sandbox's self-test, its warm start (the callable's import) and the cheating probe
+        take seconds: they overlap collection and the model's loading, and the first thing that
+        needs the agent waits for them (:meth:`agent_setup`).
+        """
+        if self.settings.agent.spec is None or self._agent_build is not None:
+            return
+        self._check_agent()
+        probe = not xdist.is_worker(self.config)
+        # Read here: the thread must not wait for the build lock, which a caller waiting for
+        # the thread may hold (the run context asks for the agent).
+        root = self.dataset().root
+
+        def build() -> AgentSetup:
+            setup = self._build_agent(root)
+            if probe:
+                self._probe_agent_sandbox(setup, root)
+            return setup
+
+        self._agent_build = in_background(build, "gta-agent-sandbox")
+
+    def agent_setup(self) -> AgentSetup | None:
+        """The agent with its sandbox and what the start-up probe found (``None``: no agent).
+
+        Waits for :meth:`start_agent`'s work; the first time, says in the terminal what the
+        sandbox holds, unless the header said it (:meth:`agent_header`).
         """
         if self.settings.agent.spec is None:
             return None
-        setup: agent_setup.AgentSetup = self._once("agent", self._make_agent)
-        return setup.agent
-
-    def agent_setup(self) -> AgentSetup | None:
-        """The agent with its sandbox and what the start-up probe found (``None``: no agent)."""
-        if self.settings.agent.spec is None:
-            return None
-        setup: AgentSetup = self._once("agent", self._make_agent)
+        self.start_agent()
+        assert self._agent_build is not None
+        try:
+            setup = self._agent_build.result()
+        except GtaUsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if not self._agent_said:
+            self._agent_said = True
+            for line in agent_lines(setup):
+                say(self.config, line)
         return setup
 
-    def probe_agent_sandbox(self) -> None:
+    def agent_header(self) -> list[str]:
+        """The sandbox's lines for the header if it is ready by then; else that they follow."""
+        if self._agent_build is None or not self._agent_build.done():
+            return [
+                "agent sandbox: being built and probed beside collection and model loading "
+                "(its lines follow before the first case)"
+            ]
+        self._agent_said = True
+        setup = self.agent_setup()
+        return [] if setup is None else agent_lines(setup)
+
+    def _probe_agent_sandbox(self, setup: AgentSetup, root: Path) -> None:
         """Run the cheating probe in the agents' sandbox once, before the first case.
 
         Raises:
             GtaUsageError: ``--gta-require-isolation`` and an attempt of the probe succeeded.
         """
-        setup = self.agent_setup()
-        if setup is None or setup.findings:
+        if setup.findings:
             return
-        root = self.dataset().root
         answers = root / DATASET_NAME
         if not answers.is_file() and (root / WORKFLOW_END_FILE).is_file():
             answers = root / WORKFLOW_END_FILE  # a GTA-Workflow dataset: the checkpoints
@@ -382,7 +430,18 @@ class GtaState:
                 f"{'; '.join(failed)}"
             )
 
-    def _make_agent(self) -> AgentSetup:
+    def _check_agent(self) -> None:
+        """What can be checked of the agent at once: its model, the extra, its placeholders.
+
+        Raises:
+            pytest.UsageError: the agent cannot run in this configuration.
+        """
+        try:
+            self._agent_usage()
+        except GtaUsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def _agent_usage(self) -> None:
         settings = self.settings
         agent = settings.agent
         model = self.model()
@@ -406,10 +465,13 @@ class GtaState:
                 raise GtaUsageError(
                     f"{OPT_AGENT_COMMAND} names {names}, but {no_upstream_reason(model)}"
                 )
+
+    def _build_agent(self, root: Path) -> AgentSetup:
+        settings = self.settings
         return agent_setup.build(
-            agent,
+            settings.agent,
             invocation_dir=settings.invocation_dir,
-            dataset_root=self.dataset().root,
+            dataset_root=root,
             sandbox_mode=settings.tools.sandbox,
         )
 
@@ -445,10 +507,16 @@ class GtaState:
 
     def close_agent_services(self) -> None:
         """Stop the MCP server, the model proxy and the agents' sandbox this process started."""
-        for what in ("mcp_gateway", "model_proxy", "agent"):
+        for what in ("mcp_gateway", "model_proxy"):
             service = self._built.pop(what, None)
             if service is not None:
                 service.close()
+        building, self._agent_build = self._agent_build, None
+        if building is not None:
+            try:  # a sandbox still starting is stopped once it has started
+                building.result().close()
+            except BaseException:  # its failure was reported where it was asked for
+                pass
 
     def sim_path(self) -> Path:
         """The similarity model's directory (assembled from PyPI parts on first use)."""
@@ -561,8 +629,6 @@ class GtaState:
         if agent.spec is None:
             return None
         setup = self.agent_setup()
-        if not xdist.is_worker(self.config):
-            self.probe_agent_sandbox()
         described: dict[str, Any] = {
             "name": agent.spec,
             "kind": "python" if agent.callable is not None else "command",
@@ -581,9 +647,7 @@ class GtaState:
         """Fail at startup, not mid-run: data, ids, model, agent, tools, similarity, baseline."""
         self.cases()
         self.model()
-        self.agent()
-        if not xdist.is_worker(self.config):
-            self.probe_agent_sandbox()
+        self.start_agent()
         if self.uses_tools():
             self.toolset()
         if self.needs_similarity():
@@ -619,3 +683,17 @@ class GtaState:
             sim_model=self.settings.scoring.sim_model,
             sim_threshold=self.settings.scoring.sim_threshold,
         )
+
+
+def in_background(work: Callable[[], T], name: str) -> Future[T]:
+    """``work()`` in a daemon thread of its own; its result or exception in the future."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # handed over: raised where the result is asked for
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
