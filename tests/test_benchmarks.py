@@ -28,6 +28,7 @@ from pytest_gta.models.oracle import CLOSING_ANSWER, OracleModel, render_referen
 from pytest_gta.run import loops
 from pytest_gta.types import ModelOutput, ModelRequest, ResultItem, ToolMeta, ToolResult
 from pytest_gta.validation import load_dataset
+from tests.helpers.optional import require
 from tests.helpers.paths import ROOT
 
 SCRIPT = ROOT / "benchmarks" / "concurrency.py"
@@ -276,3 +277,37 @@ def test_ocr_agreement_measures() -> None:
     assert rows["calls"] == "3"
     assert rows["calls with the same text"] == "1 (33.3%)"
     assert rows["reference words found in ours"] == f"{10 / 12:.1%}"
+
+
+# ---------------------------------------------------------------------------- the agent's sandbox
+
+
+@pytest.mark.slow
+def test_isolation_benchmark_prints_each_path_beside_the_unsandboxed_one(tmp_path: Path) -> None:
+    require("bubblewrap")
+    script = ROOT / "benchmarks" / "isolation.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--cases", "2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "mechanism: bubblewrap" in done.stdout
+    assert re.search(r"load before: [\d.]+ \(1 min\), [\d.]+ \(5 min\) on \d+ cores", done.stdout)
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| c")]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+        ("command", "unsandboxed (a subprocess)"),
+        ("command", "warm sandbox (a fork per case)"),
+        ("command", "a sandbox per case (fallback)"),
+        ("callable", "unsandboxed (--gta-agent-in-process)"),
+        ("callable", "warm sandbox (a fork per case)"),
+        ("callable", "a sandbox per case (fallback)"),
+    ]
+    for row in rows:
+        median, p90, added = (cell.strip() for cell in row[2:])
+        assert 0 <= float(median) <= float(p90)
+        assert added == "-" or re.fullmatch(r"[+-]\d+\.\d", added)
+    assert "- warm start, the callable's import, the probe: " in done.stdout

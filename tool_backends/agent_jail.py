@@ -273,6 +273,7 @@ class AgentJail:
         network: str = "case",
         mode: SandboxMode = "auto",
         machine: Machine | None = None,
+        warm: bool = True,
     ) -> None:
         self._machine = machine or Machine()
         self._network = network
@@ -287,8 +288,9 @@ class AgentJail:
         self._attempts: list[str] = []
         self._warm: dict[str, WarmSandbox] = {}
         self._warm_lock = threading.Lock()
-        #: Why cases get a sandbox of their own each (no warm sandbox), once known.
-        self._cold_why: str | None = None
+        #: Why cases get a sandbox of their own each (no warm sandbox), once known; ``warm``
+        #: false (a benchmark's baseline) asks for that from the start.
+        self._cold_why: str | None = None if warm else "not asked for"
         self._mechanism = self._choose(mode)
         if self._mechanism == "plain":
             # Code of pytest's own uid cannot then read pytest's environment or open its pipes.
