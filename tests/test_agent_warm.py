@@ -202,6 +202,28 @@ def test_a_timeout_ends_the_case_and_all_it_started(tmp_path, bubblewrap):
         jail.close()
 
 
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "per-case"])
+def test_the_agent_cannot_end_its_case_init(warm, bubblewrap):
+    """Signals to PID 1 would turn the agent's case into the harness's error: none arrives."""
+    script = (
+        "import os, signal, time\n"
+        "for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):\n"
+        "    try:\n"
+        "        os.kill(1, number)\n"
+        "    except PermissionError:\n"  # a sandbox per case: its init is another uid's
+        "        pass\n"
+        "time.sleep(0.5)\n"
+        "print('still here')\n"
+    )
+    jail = AgentJail(hidden=(), network="case", warm=warm)
+    try:
+        ran = run(jail, Job("command", QUERY, ENV, 60, argv=(sys.executable, "-c", script)))
+    finally:
+        jail.close()
+    assert ran.exit_status == 0, ran.stderr_tail
+    assert ran.stdout.strip() == "still here"
+
+
 def test_without_a_warm_sandbox_each_case_gets_one_of_its_own(tmp_path, dataset, bubblewrap):
     """A bubblewrap that refuses --cap-add (a set-uid one, run by a user): the run says why."""
     real = shutil.which("bwrap")

@@ -714,6 +714,11 @@ def serve_case(
     ``function``: the callable, where a warm sandbox imported it already.
     """
     worker.undumpable()
+    if os.getpid() == 1:
+        # As its namespace's init this process gets only the signals it handles: with none
+        # handled (Python's own SIGINT handler removed), the agent cannot end it to turn its
+        # case into the harness's error.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     config.setdefault("identity", identity(config))
     listening = []
     if config.get("bridges"):
