@@ -176,6 +176,9 @@ class GtaSession:
     def _teardown(self) -> None:
         model_server.stop(self.config)
         state = self.state
+        # Also where the session never finished (a usage error after the agent's sandbox began
+        # to start): nothing of it outlives pytest.
+        state.close_agent_services()
         service = state.built("similarity_service")
         if service is not None:
             service.close()
