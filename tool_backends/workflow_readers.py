@@ -1,9 +1,10 @@
 """ReadCSV, ReadDOCX, ReadPDF, ReadPPTX, ReadXLSX and Prover: parsing what a model chose.
 
-Each resolves the file (inside the dataset or the run's output directory, at most
-:data:`MAX_DOCUMENT_BYTES`), then runs :mod:`tool_backends.workflow_parsers` in the code
-sandbox with the file's bytes: a fresh child of a sandboxed worker per call, with a time limit
-(:data:`READER_TIMEOUT_S`), a memory limit and no network, exactly as the Solver runs model
+Each resolves the file (one the case may name, :mod:`pytest_gta.reach`: never the benchmark's
+own ``end.json`` or ``dataset.json``; at most :data:`MAX_DOCUMENT_BYTES`), then runs
+:mod:`tool_backends.workflow_parsers` in the code sandbox with the file's bytes: a fresh child
+of a sandboxed worker per call, with a time limit (:data:`READER_TIMEOUT_S`, or the time left
+before the case's deadline), a memory limit and no network, exactly as the Solver runs model
 code. Whatever the parser raises on a hostile file (a truncated zip, an XML bomb, a broken PDF
 cross-reference table) comes back as a tool error the model sees, never a traceback of the run.
 """
@@ -43,15 +44,17 @@ def parser_source() -> str:
     return text
 
 
-def run_parser(call: str) -> str:
+def run_parser(call: str, timeout: float = READER_TIMEOUT_S) -> str:
     """Run ``call`` (an expression over the parsers' functions) in the sandbox; its text.
+
+    ``timeout``: :data:`READER_TIMEOUT_S`, or the time left before the case's deadline.
 
     Raises:
         GtaToolError: the parser raised, or hit a limit.
         GtaInfrastructureError: the sandbox did not start.
     """
     program = f"{parser_source()}\n\ndef solution():\n    return {call}\n"
-    result = default_sandbox().run("reader", program, timeout=READER_TIMEOUT_S)
+    result = default_sandbox().run("reader", program, timeout=timeout)
     return result.text or ""
 
 
@@ -60,7 +63,8 @@ def _read(invocation: ToolInvocation, context: ToolContext, name: str, function:
     checked_size(path, MAX_DOCUMENT_BYTES)
     encoded = base64.b64encode(path.read_bytes()).decode("ascii")
     try:
-        return ToolResult.text(run_parser(f"{function}(decode({encoded!r}))"))
+        text = run_parser(f"{function}(decode({encoded!r}))", context.time_left(READER_TIMEOUT_S))
+        return ToolResult.text(text)
     except GtaToolError as error:
         raise GtaToolError(f"{invocation.name} cannot read {path.name}: {error}") from None
 
@@ -93,4 +97,5 @@ def read_xlsx(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
 def prover(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """Prover(theorem): Z3 on the SMT-LIB2 text; the official answer (proved or counterexample)."""
     theorem = required_text(invocation, "theorem")
-    return ToolResult.text(run_parser(f"prove({theorem!r}, {PROVER_TIMEOUT_MS})"))
+    call = f"prove({theorem!r}, {PROVER_TIMEOUT_MS})"
+    return ToolResult.text(run_parser(call, context.time_left(READER_TIMEOUT_S)))
