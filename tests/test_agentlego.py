@@ -298,7 +298,10 @@ def test_files_outside_the_dataset_are_never_uploaded(
     backend = AgentLegoBackend(server.base)
     listed = len(server.requests)
     for value in ("/etc/passwd", "../../etc/passwd", "image/../../outside.jpg"):
-        with pytest.raises(GtaToolError, match="outside the dataset directory"):
+        with pytest.raises(GtaToolError, match="is not one of the task's files"):
+            backend.call(invoke(dataset, "TextToBbox", image=value, text="cat"), context)
+    for value in ("dataset.json", str(dataset.root / "toolmeta.json")):
+        with pytest.raises(GtaToolError, match="is one of the benchmark's own files"):
             backend.call(invoke(dataset, "TextToBbox", image=value, text="cat"), context)
     assert len(server.requests) == listed
     call = invoke(dataset, "TextToBbox", image="image/image_0.jpg", text="cat", top1=True)
