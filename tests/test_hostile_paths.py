@@ -35,16 +35,20 @@ SAMPLE = ROOT / "fixtures" / "gta_workflow_sample"
 SECRET = "aws_secret_access_key = planted-3c9f1b7e"
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Path:
-    """``tmp_path/data`` (a copy of the Workflow sample), a secret beside it, links both ways."""
-    data = tmp_path / "data"
+def make_world(base: Path) -> Path:
+    """``base/data`` (a copy of the Workflow sample), a secret beside it, links both ways."""
+    data = base / "data"
     shutil.copytree(SAMPLE, data)
-    (tmp_path / "secret.txt").write_text(SECRET)
-    (data / "files" / "out-link.txt").symlink_to(tmp_path / "secret.txt")
-    (data / "files" / "dangling-out").symlink_to(tmp_path / "nowhere.txt")
+    (base / "secret.txt").write_text(SECRET)
+    (data / "files" / "out-link.txt").symlink_to(base / "secret.txt")
+    (data / "files" / "dangling-out").symlink_to(base / "nowhere.txt")
     (data / "files" / "in-link.pdf").symlink_to(data / "files" / "report.pdf")
     return data
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Path:
+    return make_world(tmp_path)
 
 
 def with_files(data: Path, task: str, *paths: Any) -> Path:
@@ -123,13 +127,7 @@ ENTRIES = st.one_of(
 def test_property_hostile_task_files_load_inside_or_are_a_usage_error(
     tmp_path_factory: pytest.TempPathFactory, entries: list[Any]
 ) -> None:
-    base = tmp_path_factory.mktemp("hostile")
-    data = base / "data"
-    shutil.copytree(SAMPLE, data)
-    (base / "secret.txt").write_text(SECRET)
-    (data / "files" / "out-link.txt").symlink_to(base / "secret.txt")
-    (data / "files" / "dangling-out").symlink_to(base / "nowhere.txt")
-    (data / "files" / "in-link.pdf").symlink_to(data / "files" / "report.pdf")
+    data = make_world(tmp_path_factory.mktemp("hostile"))
     end = json.loads((data / "end.json").read_text("utf-8"))
     end["2"]["files"] = entries
     (data / "end.json").write_text(json.dumps(end), encoding="utf-8")

@@ -33,7 +33,13 @@ from pytest_gta.validation import INPUT_TYPES, OUTPUT_TYPES
 from tests.helpers.optional import require
 from tests.helpers.paths import ROOT
 from tests.helpers.release import find_release
-from tool_backends import workflow_audio, workflow_files, workflow_media, workflow_parsers
+from tool_backends import (
+    workflow_audio,
+    workflow_builders,
+    workflow_files,
+    workflow_media,
+    workflow_parsers,
+)
 from tool_backends.workflow import (
     PERCEPTION_TOOLS,
     TOOLMETA,
@@ -42,6 +48,7 @@ from tool_backends.workflow import (
     make_workflow,
     workflow_metas,
 )
+from tool_backends.workflow_io import module_text
 
 require("workflow")
 
@@ -320,9 +327,10 @@ def test_readers_refuse_the_benchmarks_own_files(
 # -- the generators' limits -----------------------------------------------------------------
 
 
-def test_the_builders_run_from_their_text_with_the_standard_library_at_the_top() -> None:
+@pytest.mark.parametrize("module", [workflow_builders, workflow_parsers])
+def test_the_sandboxs_programs_have_the_standard_library_at_their_top(module: Any) -> None:
     """The sandbox shows the Python paths, not this checkout; a fence would cut the program."""
-    text = workflow_files.builder_source()
+    text = module_text(module.__file__)
     tree = ast.parse(text)
     top = {
         alias.name.split(".")[0]

@@ -30,7 +30,6 @@ installed.
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import re
 from pathlib import Path
@@ -42,7 +41,7 @@ from pytest_gta.types import ResultItem, ToolResult
 from tool_backends import workflow_builders
 from tool_backends.paths import argument, required_text, resolve_image, text_argument
 from tool_backends.sandbox import default_sandbox
-from tool_backends.workflow_io import checked_size, plan_output
+from tool_backends.workflow_io import checked_size, plan_output, sandbox_program
 
 #: The official message for ``data_str`` that is not JSON (CSV and XLSX).
 BAD_ROWS = (
@@ -61,19 +60,6 @@ MAX_INPUT_BYTES = 16 << 20
 MAX_IMAGE_BYTES = 10 << 20
 #: Seconds a generator may build in the sandbox (the readers' limit).
 GENERATOR_TIMEOUT_S = 20.0
-
-
-@functools.cache
-def builder_source() -> str:
-    """The text of :mod:`tool_backends.workflow_builders`, which the sandbox runs.
-
-    Its text rather than an import, for the reason :func:`~tool_backends.sandbox_pool.
-    worker_source` gives: the sandbox shows the Python paths, not this checkout.
-    """
-    text = Path(workflow_builders.__file__).read_text(encoding="utf-8")
-    # The worker takes a program out of its first Markdown fence (the Solver's rule).
-    assert "`" * 3 not in text, "workflow_builders.py must not contain a Markdown fence"
-    return text
 
 
 def _build(
@@ -96,7 +82,7 @@ def _build(
             f"{invocation.name}: its content and images are {len(encoded)} bytes as the sandbox "
             f"gets them, more than the {MAX_INPUT_BYTES} a file generator builds from"
         )
-    program = f"{builder_source()}\n\ndef solution():\n    return {builder}(load({encoded!r}))\n"
+    program = sandbox_program(workflow_builders.__file__, f"{builder}(load({encoded!r}))")
     timeout = context.time_left(GENERATOR_TIMEOUT_S)
     try:
         result = default_sandbox().run("generator", program, timeout=timeout)

@@ -12,6 +12,7 @@ the name the model chose is kept.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -144,6 +145,27 @@ def _output_base(given: str | None, root: Path) -> Path:
             f"output directory {str(root)!r} (leave output_dir out to use it)"
         )
     return Path(real)
+
+
+@functools.cache
+def module_text(module_file: str) -> str:
+    """The text of a module the code sandbox runs (its parsers, its builders).
+
+    Its text rather than an import, for the reason :func:`~tool_backends.sandbox_pool.
+    worker_source` gives: the sandbox shows the Python paths, not this checkout.
+    """
+    text = Path(module_file).read_text(encoding="utf-8")
+    # The worker takes a program out of its first Markdown fence (the Solver's rule).
+    assert "`" * 3 not in text, f"{Path(module_file).name} must not contain a Markdown fence"
+    return text
+
+
+def sandbox_program(module_file: str, call: str) -> str:
+    """A program for the code sandbox: the module's text, then ``solution()`` returning ``call``.
+
+    ``call`` is an expression over the module's functions and literal data (the host's part).
+    """
+    return f"{module_text(module_file)}\n\ndef solution():\n    return {call}\n"
 
 
 def number(invocation: ToolInvocation, name: str, default: float) -> float:

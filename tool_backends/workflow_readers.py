@@ -12,8 +12,6 @@ cross-reference table) comes back as a tool error the model sees, never a traceb
 from __future__ import annotations
 
 import base64
-import functools
-from pathlib import Path
 
 from pytest_gta.errors import GtaToolError
 from pytest_gta.tools import ToolContext, ToolInvocation
@@ -21,7 +19,7 @@ from pytest_gta.types import ToolResult
 from tool_backends import workflow_parsers
 from tool_backends.paths import argument, required_text, resolve_file
 from tool_backends.sandbox import default_sandbox
-from tool_backends.workflow_io import checked_size
+from tool_backends.workflow_io import checked_size, sandbox_program
 
 #: The largest document a reader takes (base64 in the sandbox request: 4/3 of it).
 MAX_DOCUMENT_BYTES = 10 << 20
@@ -29,19 +27,6 @@ MAX_DOCUMENT_BYTES = 10 << 20
 READER_TIMEOUT_S = 20.0
 #: Z3's own limit, under :data:`READER_TIMEOUT_S`, so a hard formula is "unknown", not killed.
 PROVER_TIMEOUT_MS = 10_000
-
-
-@functools.cache
-def parser_source() -> str:
-    """The text of :mod:`tool_backends.workflow_parsers`, which the sandbox runs.
-
-    Its text rather than an import, for the reason :func:`~tool_backends.sandbox_pool.
-    worker_source` gives: the sandbox shows the Python paths, not this checkout.
-    """
-    text = Path(workflow_parsers.__file__).read_text(encoding="utf-8")
-    # The worker takes a program out of its first Markdown fence (the Solver's rule).
-    assert "`" * 3 not in text, "workflow_parsers.py must not contain a Markdown fence"
-    return text
 
 
 def run_parser(call: str, timeout: float = READER_TIMEOUT_S) -> str:
@@ -53,7 +38,7 @@ def run_parser(call: str, timeout: float = READER_TIMEOUT_S) -> str:
         GtaToolError: the parser raised, or hit a limit.
         GtaInfrastructureError: the sandbox did not start.
     """
-    program = f"{parser_source()}\n\ndef solution():\n    return {call}\n"
+    program = sandbox_program(workflow_parsers.__file__, call)
     result = default_sandbox().run("reader", program, timeout=timeout)
     return result.text or ""
 
