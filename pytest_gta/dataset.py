@@ -124,6 +124,10 @@ class Dataset:
     toolmeta: dict[str, ToolMeta]
     sha256: str
     warnings: list[DatasetProblem] = field(default_factory=list)
+    #: Whether a case's tools may name only its own input files (GTA-Workflow), not every
+    #: file of the dataset's data directories (GTA-Atomic, whose reference chains read other
+    #: queries' images and the generated-image placeholder; see :mod:`pytest_gta.reach`).
+    case_files_only: bool = False
 
     def __iter__(self) -> Iterator[Query]:
         return iter(self.queries.values())
@@ -146,6 +150,24 @@ class Dataset:
     def abs_files(self, query: Query) -> list[str]:
         """Absolute paths of a query's input files."""
         return [self.file_path(f) for f in query.files]
+
+    @cached_property
+    def data_dirs(self) -> tuple[str, ...]:
+        """Real paths of the directories that hold the queries' input files (``image/``).
+
+        Both the directory a file is named in and the one its symlinks lead to (validation
+        keeps both inside the dataset).
+        """
+        found: dict[str, None] = {}
+        for query in self.queries.values():
+            for ref in query.files:
+                named = self.file_path(ref)
+                try:
+                    found[os.path.realpath(os.path.dirname(named))] = None
+                    found[os.path.dirname(os.path.realpath(named))] = None
+                except ValueError:  # a NUL byte: no directory has that name
+                    continue
+        return tuple(found)
 
     @cached_property
     def all_files(self) -> frozenset[str]:

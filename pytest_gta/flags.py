@@ -110,6 +110,7 @@ OPT_AGENT_IN_PROCESS = "--gta-agent-in-process"
 OPT_REQUIRE_ISOLATION = "--gta-require-isolation"
 
 # -- GTA-Workflow's checkpoint judge (options/workflow.py) ---------------------------------------
+OPT_EVALPACK_ROOT = "--gta-evalpack-root"
 OPT_JUDGE = "--gta-judge"
 OPT_JUDGE_BASE_URL = "--gta-judge-base-url"
 OPT_JUDGE_API = "--gta-judge-api"

@@ -19,19 +19,21 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
-import os
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.entry_points import load_registered
 from pytest_gta.errors import GtaToolError, GtaToolMiss, GtaUnavailableError, GtaUsageError
-from pytest_gta.flags import OPT_TOOL_RECORD, OPT_TOOLS
+from pytest_gta.flags import OPT_AGENT_TIMEOUT, OPT_TOOL_RECORD, OPT_TOOLS
 from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES
 from pytest_gta.outward import redact
+from pytest_gta.reach import Reach, case_reach
 from pytest_gta.types import ResultItem, ToolMeta, ToolResult
 from pytest_gta.vocabulary import SandboxMode
 
@@ -40,6 +42,10 @@ ENTRY_POINT_GROUP = "pytest_gta.tools"
 RECORDER_GROUP = "pytest_gta.tool_recorders"
 #: The recorder of ``--gta-tool-record``: cassettes, which the ``replay`` backend reads back.
 CASSETTE_RECORDER = "cassettes"
+#: What a call made after its case's deadline is told (it does not run).
+DEADLINE_PASSED = (
+    f"the task's time ({OPT_AGENT_TIMEOUT}) is up: this call was not run; give the final answer"
+)
 
 
 @dataclass(frozen=True)
@@ -63,13 +69,32 @@ class ToolContext:
     dataset: Dataset
     query: Query
     output_dir: Path
+    #: ``time.monotonic()`` by which the case ends (an agent's ``--gta-agent-timeout``): a call
+    #: started near it gets the time left (:meth:`time_left`), never more. ``None``: no deadline.
+    deadline: float | None = None
 
-    def visible_roots(self) -> tuple[str, ...]:
-        """The real paths of the directories whose files a call may name.
+    @cached_property
+    def reach(self) -> Reach:
+        """The files this case's calls may name: the one rule every backend and producer follows.
 
-        The dataset's (its input images) and the output directory (what earlier calls made).
+        The case's own input files, whatever its tools wrote in its output directory, for
+        GTA-Atomic the dataset's data directories, and never the benchmark's own files
+        (``dataset.json``, ``end.json``, ``toolmeta.json``); see :mod:`pytest_gta.reach`.
         """
-        return (os.path.realpath(self.dataset.root_str), os.path.realpath(self.output_dir))
+        return case_reach(self.dataset, self.query, (self.output_dir,))
+
+    def time_left(self, limit: float) -> float:
+        """Seconds a call may run: ``limit``, or what is left before the case's deadline.
+
+        Raises:
+            GtaToolError: the deadline has passed; the call does not start.
+        """
+        if self.deadline is None:
+            return limit
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise GtaToolError(DEADLINE_PASSED)
+        return min(limit, left)
 
 
 @runtime_checkable
@@ -330,10 +355,12 @@ class ToolSet:
 
         A :class:`~pytest_gta.errors.GtaToolMiss` (a replay backend without a recording of the
         call) passes the call to the next backend that offers the tool; answers of live
-        backends are handed to the recorder.
+        backends are handed to the recorder. A call that arrives after the case's deadline
+        does not run (a tool error the model sees).
         """
 
         def run(meta: ToolMeta, arguments: dict[str, Any], converted: dict[str, Any]) -> ToolResult:
+            context.time_left(0.0)  # raises once the case's deadline has passed
             invocation = ToolInvocation(meta, arguments, converted)
             first = routes[meta.name]
             chain = [first, *(b for b in self.chain(meta.name) if b is not first)]

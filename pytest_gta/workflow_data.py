@@ -4,14 +4,16 @@ Read as the official loader reads it (``GTABenchDataset.load(path, mode="end")``
 open-compass/GTA) and as its agent runner takes a task (``run_agents.load_tasks``): the file
 is an object keyed by task id; a task's prompt is its first dialog message's ``content``
 (``""`` when missing), its files are the ``files`` entries that are objects with a ``path``
-(resolved under the dataset's root), its checkpoint tree is ``sub_tasks`` (``[]`` when
-missing: the judge then scores the root itself), and the tools are every entry of
-``toolmeta.json`` (objects named by ``name``, ``tool_name`` or ``id``, or plain strings).
+(resolved under the dataset's root, and refused when they lead out of it, as GTA-Atomic's
+are), its checkpoint tree is ``sub_tasks`` (``[]`` when missing: the judge then scores the
+root itself), and the tools are every entry of ``toolmeta.json`` (objects named by ``name``,
+``tool_name`` or ``id``, or plain strings).
 What the official loader would crash on is a usage error here, naming the file and the task.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,8 @@ from typing import Any
 
 from pytest_gta import jsonsafe
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.files import inside
+from pytest_gta.reach import BENCHMARK_FILES, Reach, withholding
 
 END_FILE = "end.json"
 TOOLMETA_FILE = "toolmeta.json"
@@ -131,7 +135,39 @@ def _tool_names(toolmeta: Any, where: Path) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _task(root: Path, key: str, item: Any, where: Path) -> WorkflowTask:
+def _inside(root: Path, path: str, what: str, guard: Reach) -> str:
+    """The absolute path of a task file (as the official loader spells it), kept in the dataset.
+
+    The official loader joins ``path`` to the dataset root, so ``../x``, an absolute path or a
+    link in the dataset can name any file of the machine, which the agent's sandbox would then
+    show the agent and the tools would read. A task's files must lie inside the dataset, after
+    ``..`` and symlinks (as :mod:`pytest_gta.validation` keeps GTA-Atomic's), and be none of the
+    benchmark's own files (``end.json``, ``toolmeta.json``: ``guard`` withholds them); a missing
+    file is the run's business, as officially.
+
+    Raises:
+        GtaUsageError: naming the task, the field, the path and where it leads.
+    """
+    target = root / path
+    try:
+        real = os.path.realpath(target)
+    except ValueError:  # a NUL byte: no file has that name
+        raise GtaUsageError(f"{root / END_FILE}: {what} {path[:200]!r} is no file name") from None
+    lexical = os.path.normpath(target)
+    if not inside(lexical, str(root)) or not inside(real, os.path.realpath(root)):
+        raise GtaUsageError(
+            f"{root / END_FILE}: {what} {path[:200]!r} leads out of the dataset directory "
+            f"{root} (to {real}); a task's files must lie inside it: copy the file there"
+        )
+    if guard.judge(real) == "withheld":
+        raise GtaUsageError(
+            f"{root / END_FILE}: {what} {path[:200]!r} is one of the dataset's own files "
+            f"({', '.join(BENCHMARK_FILES)}), not an input of the task"
+        )
+    return str(target.absolute())
+
+
+def _task(root: Path, key: str, item: Any, where: Path, guard: Reach) -> WorkflowTask:
     if not isinstance(item, dict):
         raise GtaUsageError(f"{where}: task {key!r} is {type(item).__name__}, not an object")
     dialogs = item.get("dialogs", [])
@@ -141,12 +177,14 @@ def _task(root: Path, key: str, item: Any, where: Path) -> WorkflowTask:
     prompt = str(first.get("content") or "") if isinstance(first, dict) else ""
     files: list[tuple[str, str]] = []
     raw_files = item.get("files", [])
-    for entry in raw_files if isinstance(raw_files, list) else ():
+    for index, entry in enumerate(raw_files if isinstance(raw_files, list) else ()):
         if isinstance(entry, dict) and "path" in entry:
             path = entry["path"]
             if not isinstance(path, str):
                 raise GtaUsageError(f"{where}: task {key!r}: a file's 'path' must be a string")
-            files.append((str(entry.get("type")), str((root / path).absolute())))
+            field = f"files[{index}].path"
+            checked = _inside(root, path, f"task {key!r}: {field}", guard)
+            files.append((str(entry.get("type")), checked))
     return WorkflowTask(
         task_id=key,
         prompt=prompt,
@@ -168,7 +206,8 @@ def load_workflow(path: Path) -> WorkflowDataset:
     data = jsonsafe.read_json_or_usage_error(end, str(end))
     if not isinstance(data, dict):
         raise GtaUsageError(f"{end}: expected an object keyed by task id")
-    tasks = tuple(_task(root, str(key), item, end) for key, item in data.items())
+    guard = withholding(root)
+    tasks = tuple(_task(root, str(key), item, end, guard) for key, item in data.items())
     toolmeta: Any = []
     meta_path = root / TOOLMETA_FILE
     if meta_path.is_file():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import email.parser
 import email.policy
 import io
@@ -123,6 +124,22 @@ def test_image_input_goes_as_a_file_and_bools_as_form_text(
     expected = (dataset.root / "image" / "image_1.jpg").read_bytes()
     assert fields["image"] == ("image_1.jpg", expected)
     assert fields["text"] == (None, b"cat")
+
+
+def test_a_call_near_the_cases_deadline_waits_for_the_time_left_only(
+    server: ScriptedServer, dataset: Dataset, context: ToolContext
+) -> None:
+    """A slow GPU tool may take 600 s; a call started 1 s before the case ends gets 1 s."""
+    backend = AgentLegoBackend(server.base)
+    server.then(Step("14", delay=20))
+    near = dataclasses.replace(context, deadline=time.monotonic() + 1)
+    started = time.monotonic()
+    with pytest.raises(GtaInfrastructureError, match="did not answer POST /Calculator in time"):
+        backend.call(invoke(dataset, "Calculator", expression="2+3*4"), near)
+    assert time.monotonic() - started < 15  # bound: catches a hang
+    late = dataclasses.replace(context, deadline=time.monotonic() - 1)
+    with pytest.raises(GtaToolError, match="is up: this call was not run"):
+        backend.call(invoke(dataset, "Calculator", expression="2+3*4"), late)
 
 
 def test_int_output_becomes_text(
@@ -298,7 +315,10 @@ def test_files_outside_the_dataset_are_never_uploaded(
     backend = AgentLegoBackend(server.base)
     listed = len(server.requests)
     for value in ("/etc/passwd", "../../etc/passwd", "image/../../outside.jpg"):
-        with pytest.raises(GtaToolError, match="outside the dataset directory"):
+        with pytest.raises(GtaToolError, match="is not one of the task's files"):
+            backend.call(invoke(dataset, "TextToBbox", image=value, text="cat"), context)
+    for value in ("dataset.json", str(dataset.root / "toolmeta.json")):
+        with pytest.raises(GtaToolError, match="is one of the benchmark's own files"):
             backend.call(invoke(dataset, "TextToBbox", image=value, text="cat"), context)
     assert len(server.requests) == listed
     call = invoke(dataset, "TextToBbox", image="image/image_0.jpg", text="cat", top1=True)

@@ -400,10 +400,17 @@ def test_refuses_paths_outside(data_copy: Dataset, context) -> None:
         "/etc/passwd",
         "image/escape.jpg",
     ):
-        with pytest.raises(GtaToolError, match="outside"):
+        with pytest.raises(GtaToolError, match="is not one of the task's files"):
             resolve_image(value, context)
         for tool, extra in (("OCR", {}), ("DrawBox", {"bbox": "(1, 1, 5, 5)"})):
-            with pytest.raises(GtaToolError, match="outside"):
+            with pytest.raises(GtaToolError, match="is not one of the task's files"):
+                call(data_copy, tool, context, image=value, **extra)
+
+
+def test_refuses_the_benchmarks_own_files(data_copy: Dataset, context) -> None:
+    for value in ("dataset.json", "image/../toolmeta.json", str(data_copy.root / "dataset.json")):
+        for tool, extra in (("OCR", {}), ("DrawBox", {"bbox": "(1, 1, 5, 5)"})):
+            with pytest.raises(GtaToolError, match="is one of the benchmark's own files"):
                 call(data_copy, tool, context, image=value, **extra)
 
 

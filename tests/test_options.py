@@ -89,6 +89,7 @@ TWINS = {
     "--gta-agent-network": "gta_agent_network",
     "--gta-agent-in-process": "gta_agent_in_process",
     "--gta-require-isolation": "gta_require_isolation",
+    "--gta-evalpack-root": "gta_evalpack_root",
     "--gta-judge": "gta_judge",
     "--gta-judge-base-url": "gta_judge_base_url",
     "--gta-judge-api": "gta_judge_api",

@@ -5,7 +5,9 @@ system before a tool runs, so ``/root/.ssh/id_rsa`` passed on to the tool (and r
 while ``/root/.ssh/nope`` was ``No such file``: the answer told the model which files exist.
 Here every file outside the dataset and the run's output directory is ``No such file``, in
 step and end-to-end mode, whether it exists or not, whatever way it is spelled (``..``, a link
-inside the dataset that leads out, a directory, ``/proc``).
+inside the dataset that leads out, a directory, ``/proc``). The benchmark's own files
+(``dataset.json``, ``toolmeta.json``) are refused as such in end-to-end mode, where a tool would
+read them (tests/test_tool_reach.py has the rest of that rule).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import shutil
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -66,7 +69,7 @@ def answer(dataset, context, value: str) -> tuple[str, str | None, int]:
     tools = {m.name: m for m in dataset.tool_metas(dataset["0"])}
     runner = Counting()
     reply = f"Action: OCR\nAction Input: {json.dumps({'image': value})}"
-    record = p.execute(p.parse_reply(reply), tools, runner, visible=context.visible_roots())
+    record = p.execute(p.parse_reply(reply), tools, runner, visible=context.reach)
     errmsg = None if record.errmsg is None else record.errmsg.replace(value, "<path>")
     return record.state, errmsg, runner.calls
 
@@ -109,16 +112,9 @@ def test_no_visibility_keeps_the_official_whole_machine_check(world):
     assert converted == {"image": existing[0]}
 
 
-@pytest.mark.parametrize("mode", ["step", "e2e"])
-def test_a_run_answers_alike_for_a_secret_and_a_missing_file(pytester, tmp_path, mode):
-    """A real run (mock model, real local tools): the observations of both calls are equal."""
-    secret = tmp_path / "id_rsa"
-    secret.write_text("PRIVATE")
-    missing = tmp_path / "id_nope"
-    calls = [
-        f"Action: OCR\nAction Input: {json.dumps({'image': str(path)})}"
-        for path in (secret, missing)
-    ]
+def ocr_run(pytester: pytest.Pytester, mode: str, images: list[str]) -> dict[str, Any]:
+    """The report's case of query 0 run by a mock model that calls OCR on each of ``images``."""
+    calls = [f"Action: OCR\nAction Input: {json.dumps({'image': path})}" for path in images]
     script = {"responses": {f"{mode}-0": [*calls, "Final Answer: 1"]}, "default": "Final Answer: 1"}
     pytester.path.joinpath("script.json").write_text(json.dumps(script))
     pytester.runpytest(
@@ -131,6 +127,16 @@ def test_a_run_answers_alike_for_a_secret_and_a_missing_file(pytester, tmp_path,
         "--gta-report=r.json",
     )
     (case,) = json.loads((pytester.path / "r.json").read_text())["cases"]
+    return dict(case)
+
+
+@pytest.mark.parametrize("mode", ["step", "e2e"])
+def test_a_run_answers_alike_for_a_secret_and_a_missing_file(pytester, tmp_path, mode):
+    """A real run (mock model, real local tools): the observations of both calls are equal."""
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE")
+    missing = tmp_path / "id_nope"
+    case = ocr_run(pytester, mode, [str(secret), str(missing)])
     errors = [step["error"] for step in case["steps"] if "error" in step]
     assert len(errors) == 2, case["steps"]
     for error, path in zip(errors, (secret, missing), strict=True):
@@ -140,3 +146,16 @@ def test_a_run_answers_alike_for_a_secret_and_a_missing_file(pytester, tmp_path,
         "type": "API_ERROR",
         "msg": "FileNotFoundError(\"No such file: '<path>'\")",
     }
+
+
+def test_the_projects_loop_is_refused_the_answers(pytester):
+    """A real run (mock model, real local tools): OCR of dataset.json, however named, is refused."""
+    dataset = Path(__file__).parent.parent / "fixtures" / "gta_sample" / "dataset.json"
+    asks = [str(dataset), "dataset.json", str(dataset.parent / "image" / ".." / "toolmeta.json")]
+    case = ocr_run(pytester, "e2e", asks)
+    errors = [step["error"] for step in case["steps"] if "error" in step]
+    assert [e["type"] for e in errors] == ["API_ERROR"] * 3
+    for error, path in zip(errors, asks, strict=True):
+        assert error["msg"].startswith(f"PermissionError(\"{path!r} is one of the benchmark's own")
+    returns = [step for step in case["steps"] if step["role"] == "tool"]
+    assert [r["content"] for r in returns] == [None, None, None]  # no tool ran

@@ -501,6 +501,7 @@ def test_help_pins_the_options(pytester):
         "--gta-agent-network=case|open",
         "--gta-agent-in-process",
         "--gta-require-isolation",
+        "--gta-evalpack-root=DIR[,DIR]",
         "--gta-judge=MODEL",
         "--gta-judge-base-url=URL",
         "--gta-judge-api=API",

@@ -66,6 +66,27 @@ def solve(worker: SandboxWorker, body: str) -> str:
     return worker.run("solver", textwrap.dedent(body), timeout=10).text or ""
 
 
+def test_a_file_reply_forged_by_model_code_is_refused(worker):
+    """Only a generator's program answers a file: a Solver's code that writes one is the model's."""
+    body = """
+        import base64, json, os, struct
+        def solution():
+            frame = json.dumps({"file": base64.b64encode(b"%PDF forged").decode()}).encode()
+            for fd in range(3, 64):
+                try:
+                    os.write(fd, struct.pack('>I', len(frame)) + frame)
+                except OSError:
+                    pass
+            os._exit(0)
+        """
+    with pytest.raises(GtaToolError) as raised:
+        worker.run("solver", textwrap.dedent(body), timeout=10)
+    assert str(raised.value) == sandbox_worker.FORGED
+    # A generator's program may answer one.
+    built = "def solution():\n    return b'%PDF built'"
+    assert worker.run("generator", built, timeout=10).data == b"%PDF built"
+
+
 def test_model_code_sees_only_the_allow_listed_environment(worker, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("HF_TOKEN", SECRET + "-hf")

@@ -208,6 +208,17 @@ def test_plot_returns_a_png_of_the_figure():
     assert reply["png"].startswith("iVBORw0KGgo")  # base64 of the PNG signature
 
 
+def test_a_generator_returns_its_file_or_the_official_failure_text():
+    built = "def solution():\n    return b'PK\\x03\\x04 deck'"
+    assert run_code("generator", built, 10) == {
+        "file": base64.b64encode(b"PK\x03\x04 deck").decode()
+    }
+    failed = "def solution():\n    return 'An error occurred: ' + 'x' * 50"
+    assert run_code("generator", failed, 30) == {"error": ("An error occurred: " + "x" * 50)[:30]}
+    with pytest.raises(TypeError, match="returns bytes, not int"):
+        run_code("generator", "def solution():\n    return 3", 10)
+
+
 def test_plot_must_return_a_figure():
     require("matplotlib")
     with pytest.raises(
@@ -346,6 +357,7 @@ def test_the_bare_program_speaks_the_protocol():
 # -- what a call's child writes into its reply pipe -----------------------------------------------
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 8).decode()
+FILE = base64.b64encode(b"%PDF-1.4 " * 20).decode()
 
 
 @pytest.mark.parametrize(
@@ -364,6 +376,10 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 8).decode()
         (b'{"ready": true}', {"error": sandbox_worker.FORGED}),
         (b'{"png": "not base64!"}', {"error": sandbox_worker.FORGED}),
         (json.dumps({"png": base64.b64encode(b"GIF89a").decode()}).encode(), None),
+        # A generator's file is any bytes, never cut to the text limit.
+        (json.dumps({"file": FILE}).encode(), {"file": FILE}),
+        (b'{"file": "not base64!"}', {"error": sandbox_worker.FORGED}),
+        (b'{"file": 7}', {"error": sandbox_worker.FORGED}),
         (b"[" * 100_000, {"error": sandbox_worker.FORGED}),
         (b"\xff\xfe", {"error": sandbox_worker.FORGED}),
     ],
@@ -380,7 +396,9 @@ def test_a_reply_is_trusted_only_as_far_as_the_code_could_have_returned_it(paylo
             lambda children: (
                 st.lists(children, max_size=3)
                 | st.dictionaries(
-                    st.sampled_from(["text", "png", "error", "limit", "x"]), children, max_size=3
+                    st.sampled_from(["text", "png", "file", "error", "limit", "x"]),
+                    children,
+                    max_size=3,
                 )
             ),
             max_leaves=10,
@@ -392,7 +410,7 @@ def test_any_bytes_in_the_reply_pipe_end_as_one_reply_the_host_can_use(payload):
     ((key, value),) = reply.items()
     assert key in sandbox_worker.REPLY_KEYS
     assert isinstance(value, str)
-    assert key == "png" or len(value) <= 100
+    assert key in sandbox_worker.BINARY_KEYS or len(value) <= 100
 
 
 def test_a_call_directory_goes_whatever_its_code_left_in_it(tmp_path):

@@ -77,6 +77,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[GtaRun, Path]:
                 where,
                 f"--gta-data={SAMPLE}",
                 f"--gta-model=evalpack:{pack}",
+                # The pack attaches the deliverables of tests/data/workflow by absolute path.
+                f"--gta-evalpack-root={DATA}",
                 "--gta-judge=openai/gpt-5.2",
                 f"--gta-judge-base-url={server.base_url}",
                 "--gta-concurrency=1",

@@ -178,8 +178,10 @@ def test_pack_paths_are_found_from_the_pack_and_by_their_tail(tmp_path: Path) ->
     resolved = read_pack(pack)["3"].files
     assert resolved == [
         str(here / "out" / "3" / "a.pdf"),
-        str(tmp_path / "top.png"),
+        str(here / "top.png"),  # never looked for above the pack: missing, judged without
         str(here / "out" / "3" / "a.pdf"),
         "/elsewhere/a.pdf",  # a lone file name is not enough to say it moved
         str(here / "no.pdf"),
     ]
+    # A directory the user names (--gta-evalpack-root) is looked in after the pack's own.
+    assert read_pack(pack, [tmp_path])["3"].files[1] == str(tmp_path / "top.png")

@@ -6,10 +6,14 @@ generators) and read back by the readers, so each round trip checks both sides.
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import io
 import json
 import shutil
 import subprocess
+import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -23,13 +27,19 @@ from PIL import Image, ImageFilter
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaToolError
 from pytest_gta.files import inside
-from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSpec
+from pytest_gta.tools import ToolBackendContext, ToolContext, ToolInvocation, ToolSet, ToolSpec
 from pytest_gta.types import ToolResult
 from pytest_gta.validation import INPUT_TYPES, OUTPUT_TYPES
 from tests.helpers.optional import require
 from tests.helpers.paths import ROOT
 from tests.helpers.release import find_release
-from tool_backends import workflow_audio, workflow_media, workflow_parsers
+from tool_backends import (
+    workflow_audio,
+    workflow_builders,
+    workflow_files,
+    workflow_media,
+    workflow_parsers,
+)
 from tool_backends.workflow import (
     PERCEPTION_TOOLS,
     TOOLMETA,
@@ -38,6 +48,7 @@ from tool_backends.workflow import (
     make_workflow,
     workflow_metas,
 )
+from tool_backends.workflow_io import module_text
 
 require("workflow")
 
@@ -294,12 +305,116 @@ def test_bad_rows_give_the_official_message(backend: WorkflowBackend, context: T
         call(backend, context, "CsvFileGenerator", filename="t", data_str="[[1]")
 
 
-@pytest.mark.slow
 def test_readers_refuse_files_outside_the_allowed_directories(
     backend: WorkflowBackend, context: ToolContext
 ) -> None:
-    with pytest.raises(GtaToolError, match="outside the dataset directory"):
+    with pytest.raises(GtaToolError, match="is not one of the task's files or the run's outputs"):
         call(backend, context, "ReadCSV", csv_file="/etc/passwd")
+
+
+@pytest.mark.parametrize("tool", READERS)
+@pytest.mark.parametrize("name", ["dataset.json", "toolmeta.json", "image/../dataset.json"])
+def test_readers_refuse_the_benchmarks_own_files(
+    backend: WorkflowBackend, context: ToolContext, tool: str, name: str
+) -> None:
+    """Refused before anything is read or parsed: the answers never reach a sandbox."""
+    parameter = str(METAS[tool].inputs[0].name)
+    for spelled in (name, str(context.dataset.root / name)):
+        with pytest.raises(GtaToolError, match="is one of the benchmark's own files"):
+            call(backend, context, tool, **{parameter: spelled})
+
+
+# -- the generators' limits -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", [workflow_builders, workflow_parsers])
+def test_the_sandboxs_programs_have_the_standard_library_at_their_top(module: Any) -> None:
+    """The sandbox shows the Python paths, not this checkout; a fence would cut the program."""
+    text = module_text(module.__file__)
+    tree = ast.parse(text)
+    top = {
+        alias.name.split(".")[0]
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (
+            node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+        )
+    }
+    assert top <= set(sys.stdlib_module_names) | {"__future__"}
+    assert "`" * 3 not in text
+
+
+#: A deck past anything a task asks for: python-pptx took 15 minutes on it in pytest's process.
+SLIDES = json.dumps([{"title": f"Slide {n}", "content": "text " * 20} for n in range(20_000)])
+
+
+@pytest.mark.slow
+def test_a_20000_slide_deck_ends_at_the_generators_time_limit_as_a_tool_error(
+    backend: WorkflowBackend, context: ToolContext
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(GtaToolError) as stopped:
+        call(backend, context, "PptxFileGenerator", filename="deck", slides_content_str=SLIDES)
+    limit = workflow_files.GENERATOR_TIMEOUT_S
+    assert str(stopped.value) == (
+        f"PptxFileGenerator did not finish: time limit exceeded ({limit:g} s wall clock)"
+    )
+    assert time.monotonic() - started < limit + 60  # bound: catches a hang
+    assert not context.output_dir.exists() or list(context.output_dir.rglob("*.pptx")) == []
+
+
+@pytest.mark.slow
+def test_a_generator_call_started_near_the_cases_deadline_gets_the_time_left(
+    backend: WorkflowBackend, context: ToolContext
+) -> None:
+    near = dataclasses.replace(context, deadline=time.monotonic() + 3)
+    started = time.monotonic()
+    with pytest.raises(GtaToolError, match=r"^PptxFileGenerator did not finish: time limit "):
+        call(backend, near, "PptxFileGenerator", filename="deck", slides_content_str=SLIDES)
+    assert time.monotonic() - started < 30  # bound: catches a hang
+    with pytest.raises(GtaToolError, match="is up: this call was not run"):
+        call(backend, near, "ReadCSV", csv_file="image/image_0.jpg")
+
+
+def test_a_call_after_the_cases_deadline_does_not_reach_the_backend(
+    dataset: Dataset, context: ToolContext
+) -> None:
+    class Counting:
+        name = "counting"
+        calls = 0
+
+        def offers(self, tool: str) -> bool:
+            return True
+
+        def call(self, invocation: ToolInvocation, context: ToolContext) -> ToolResult:
+            Counting.calls += 1
+            return ToolResult.text("ran")
+
+    tools = ToolSet([Counting()])
+    meta = METAS["CsvFileGenerator"]
+    late = dataclasses.replace(context, deadline=time.monotonic() - 1)
+    with pytest.raises(GtaToolError, match=r"^the task's time \(--gta-agent-timeout\) is up"):
+        tools.runner({meta.name: tools.backends[0]}, late)(meta, {}, {})
+    assert Counting.calls == 0
+    assert tools.runner({meta.name: tools.backends[0]}, context)(meta, {}, {}).format() == "ran"
+
+
+def test_generator_input_past_its_limit_is_refused_before_anything_is_built(
+    backend: WorkflowBackend, context: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workflow_files, "MAX_INPUT_BYTES", 4096)
+    with pytest.raises(GtaToolError, match=r"more than the 4096 a file generator builds from"):
+        call(backend, context, "PdfFileGenerator", filename="big", content="word " * 2000)
+    assert not context.output_dir.exists() or list(context.output_dir.rglob("*")) == []
+
+
+@pytest.mark.slow
+def test_a_builder_that_fails_answers_the_official_text(
+    backend: WorkflowBackend, context: ToolContext
+) -> None:
+    with pytest.raises(GtaToolError) as failed:
+        call(backend, context, "XlsxFileGenerator", filename="t", data_str='[[{"a": 1}]]')
+    assert str(failed.value) == "An error occurred: Cannot convert {'a': 1} to Excel"
 
 
 def _truncated_docx() -> bytes:

@@ -90,6 +90,8 @@ class AgentLegoBackend(BaseToolBackend):
         self.max_reply_bytes = max_reply_bytes
         self.retries = retries
         self.backoff = backoff
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
         self.timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
         #: Why the server cannot be used, when it could not be reached at start.
         self.unreachable: str | None = None
@@ -114,14 +116,16 @@ class AgentLegoBackend(BaseToolBackend):
             ) from exc
         return frozenset(str(path).strip("/") for path in paths)
 
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx2.Response:
-        """One request, retried on connection errors only."""
+    def _send(
+        self, method: str, path: str, timeout: httpx2.Timeout | None = None, **kwargs: Any
+    ) -> httpx2.Response:
+        """One request, retried on connection errors only (``timeout``: the backend's own)."""
         return request_with_retries(
             method,
             self.url + path,
             service=f"agentlego server at {self.url}",
             what=f"{method} {path}",
-            timeout=self.timeout,
+            timeout=self.timeout if timeout is None else timeout,
             retries=self.retries,
             backoff=self.backoff,
             max_reply_bytes=self.max_reply_bytes,
@@ -156,9 +160,11 @@ class AgentLegoBackend(BaseToolBackend):
                 files[key] = (path.name, path.read_bytes(), mime)
             else:
                 data[key] = form_value(value)
-        response = self._send(
-            "POST", "/" + invocation.name.replace(" ", "_"), data=data, files=files or None
-        )
+        # A call started near the case's deadline gets the time left (a GPU tool may be slow).
+        left = context.time_left(self.read_timeout)
+        timeout = httpx2.Timeout(left, connect=min(self.connect_timeout, left))
+        route = "/" + invocation.name.replace(" ", "_")
+        response = self._send("POST", route, timeout, data=data, files=files or None)
         if response.status_code != 200:
             raise GtaToolError(self._error_message(invocation.name, response))
         try:

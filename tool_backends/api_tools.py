@@ -151,19 +151,22 @@ class ApiBackend(BaseToolBackend):
     def call(self, invocation: ToolInvocation, context: ToolContext) -> ToolResult:
         """Run GoogleSearch or MathOCR."""
         if invocation.name == "GoogleSearch":
-            return ToolResult.text(self._search(invocation))
+            return ToolResult.text(self._search(invocation, context))
         if invocation.name == "MathOCR":
             return ToolResult.text(self._math_ocr(invocation, context))
         raise GtaToolError(f"the api backend does not serve {invocation.name}")
 
-    def _post(self, service: str, url: str, **kwargs: Any) -> httpx2.Response:
-        """POST with retries on connection errors; a service out of reach is infrastructure."""
+    def _post(self, service: str, url: str, context: ToolContext, **kwargs: Any) -> httpx2.Response:
+        """POST with retries on connection errors; a service out of reach is infrastructure.
+
+        Each attempt gets :attr:`timeout`, or the time left before the case's deadline.
+        """
         return request_with_retries(
             "POST",
             url,
             service=f"{service} at {url}",
             what="POST",
-            timeout=self.timeout,
+            timeout=context.time_left(self.timeout),
             retries=self.retries,
             backoff=self.backoff,
             show_errors=False,
@@ -171,7 +174,7 @@ class ApiBackend(BaseToolBackend):
             **kwargs,
         )
 
-    def _search(self, invocation: ToolInvocation) -> str:
+    def _search(self, invocation: ToolInvocation, context: ToolContext) -> str:
         """AgentLego's request: ``POST /search?k=K&q=QUERY`` with ``X-API-KEY``.
 
         ``k`` is sent as AgentLego sends it and also cuts the organic results locally.
@@ -181,6 +184,7 @@ class ApiBackend(BaseToolBackend):
         response = self._post(
             "Serper",
             f"{self.serper_url}/search",
+            context,
             params={"k": k, "q": query},
             headers={
                 "X-API-KEY": self._keys["SERPER_API_KEY"],
@@ -208,6 +212,7 @@ class ApiBackend(BaseToolBackend):
         response = self._post(
             "Mathpix",
             f"{self.mathpix_url}/v3/text",
+            context,
             files={"file": (path.name, path.read_bytes(), "application/octet-stream")},
             data={"options_json": json.dumps(MATHPIX_OPTIONS)},
             headers={

@@ -13,7 +13,8 @@ the official text, ``repr`` of the exception (``IndentationError('unexpected ind
 What differs is where they run, which is what makes real ``eval`` and ``exec`` of untrusted
 model output safe: in :mod:`tool_backends.sandbox` (a fresh child of a sandboxed worker per call,
 never the pytest process), with a memory limit the official tools lack, and with their time
-limits (2 s for an expression, 20 s for a program) enforced by killing the call.
+limits (2 s for an expression, 20 s for a program, or less when the case's deadline comes
+first: :meth:`~pytest_gta.tools.ToolContext.time_left`) enforced by killing the call.
 """
 
 from __future__ import annotations
@@ -35,21 +36,23 @@ CODE_TIMEOUT_S = 20.0
 def calculator(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """Evaluate one Python expression over the ``math`` names, as the official Calculator."""
     expression = required_text(invocation, "expression")
-    result = default_sandbox().run("calculator", expression, timeout=CALCULATOR_TIMEOUT_S)
+    result = default_sandbox().run(
+        "calculator", expression, timeout=context.time_left(CALCULATOR_TIMEOUT_S)
+    )
     return ToolResult.text(result.text or "")
 
 
 def solver(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """Run a (Markdown) SymPy program that defines ``solution()``; ``str(solution())``."""
     command = required_text(invocation, "command")
-    result = default_sandbox().run("solver", command, timeout=CODE_TIMEOUT_S)
+    result = default_sandbox().run("solver", command, timeout=context.time_left(CODE_TIMEOUT_S))
     return ToolResult.text(result.text or "")
 
 
 def plot(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """Run a (Markdown) Matplotlib program whose ``solution()`` returns a Figure; a PNG of it."""
     command = required_text(invocation, "command")
-    result = default_sandbox().run("plot", command, timeout=CODE_TIMEOUT_S)
+    result = default_sandbox().run("plot", command, timeout=context.time_left(CODE_TIMEOUT_S))
     if result.png is None:
         raise GtaToolError("Plot produced no image")
     context.output_dir.mkdir(parents=True, exist_ok=True)

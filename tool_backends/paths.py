@@ -3,10 +3,13 @@
 A model chooses the file arguments of a tool call, so a tool that opened whatever it was given
 would let a model (or a prompt injected into a query) read any file on the machine, for example
 ``/etc/passwd`` or ``../../secrets``, and a remote backend (``agentlego``, ``api``, ``vlm``) would
-upload it. File arguments are therefore confined to the dataset root and the run's output
-directory (where DrawBox and AddText put the images that later calls edit further). Containment
-is checked on real paths, so ``..`` segments and symlinks that lead out of those directories are
-refused too.
+upload it; a ``ReadCSV`` of the dataset's ``end.json`` would hand it the checkpoints it is judged
+on. File arguments are therefore confined to what the case may name
+(:attr:`pytest_gta.tools.ToolContext.reach`, :mod:`pytest_gta.reach`): its input files, the
+output directory (where DrawBox and AddText put the images that later calls edit further) and,
+for GTA-Atomic, the dataset's data directories; the benchmark's own files are refused by name.
+Containment is checked on real paths, so ``..`` segments and symlinks that lead out are refused
+too.
 
 Pillow is imported only by the functions that decode images: the remote backends use this
 module for paths alone and do not need Pillow installed.
@@ -23,23 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gta.errors import GtaToolError
-from pytest_gta.files import inside
+from pytest_gta.reach import withheld_message
 from pytest_gta.tools import ToolContext, ToolInvocation
 
 if TYPE_CHECKING:
     from PIL import Image
-
-
-def allowed_roots(context: ToolContext) -> tuple[str, ...]:
-    """The real paths of the directories tools may read images from.
-
-    Args:
-        context: The call's context (its dataset root and output directory).
-
-    Returns:
-        The dataset root and the output directory, symlinks resolved.
-    """
-    return context.visible_roots()
 
 
 def resolve_image(value: Any, context: ToolContext) -> Path:
@@ -47,8 +38,9 @@ def resolve_image(value: Any, context: ToolContext) -> Path:
 
     Relative paths are taken relative to the dataset root, as the official harness does
     (``image/image_0.jpg``); absolute paths are accepted as they are. Either way the path must
-    resolve, after following symlinks, to an existing file inside the dataset root or the run's
-    output directory.
+    resolve, after following symlinks, to an existing file the case may name
+    (:attr:`~pytest_gta.tools.ToolContext.reach`: its input files, its outputs, for GTA-Atomic
+    the dataset's data directories; never the benchmark's own files).
 
     Args:
         value: The argument as the model passed it.
@@ -58,8 +50,9 @@ def resolve_image(value: Any, context: ToolContext) -> Path:
         The real (symlink-free, absolute) path of the image.
 
     Raises:
-        GtaToolError: The value is not a path, points outside the allowed directories, or names
-            no existing file. The message is what the model sees as the observation.
+        GtaToolError: The value is not a path, names one of the benchmark's files, points
+            outside what the case may name, or names no existing file. The message is what the
+            model sees as the observation.
     """
     return resolve_file(value, context, "image")
 
@@ -71,8 +64,8 @@ def resolve_file(value: Any, context: ToolContext, what: str = "file") -> Path:
     document); ``what`` names the kind in the messages.
 
     Raises:
-        GtaToolError: The value is not a path, points outside the allowed directories, or names
-            no existing file.
+        GtaToolError: The value is not a path, names one of the benchmark's files, points
+            outside what the case may name, or names no existing file.
     """
     if not isinstance(value, str) or not value.strip():
         raise GtaToolError(f"expected {_article(what)} {what} path, got {value!r}")
@@ -82,11 +75,14 @@ def resolve_file(value: Any, context: ToolContext, what: str = "file") -> Path:
         real = os.path.realpath(candidate)
     except ValueError:  # a NUL byte, or a lone surrogate no file name can hold
         raise GtaToolError(f"invalid {what} path {value!r}") from None
-    if not any(inside(real, allowed) for allowed in allowed_roots(context)):
+    verdict = context.reach.judge(real)
+    if verdict == "withheld":
+        raise GtaToolError(withheld_message(value))
+    if verdict == "outside":
         raise GtaToolError(
-            f"{what} path {value!r} is outside the dataset directory and the run's output "
-            "directory; pass a dataset-relative path such as 'image/image_0.jpg' or a path a "
-            "previous tool returned"
+            f"{what} path {value!r} is not one of the task's files or the run's outputs; pass "
+            "a path of the task's files (the dataset-relative one, such as 'image/image_0.jpg') "
+            "or a path a previous tool returned"
         )
     if not os.path.isfile(real):
         raise GtaToolError(f"No such {what} file: {value!r}")

@@ -31,7 +31,7 @@ from tool_backends.sandbox_isolation import Isolation
 from tool_backends.sandbox_mounts import SCRATCH_BYTES
 from tool_backends.sandbox_tree import sandbox_environment
 
-CallKind = Literal["calculator", "solver", "plot", "reader"]
+CallKind = Literal["calculator", "solver", "plot", "reader", "generator"]
 #: What the host reads from a worker whose pipe carried something that is no frame of its own
 #: (no reply the worker sends looks like it, so the call stops that worker too).
 MALFORMED = {"error": sandbox_worker.FORGED, "on_the_workers_pipe": True}
@@ -182,10 +182,11 @@ class WorkerHost(Protocol):
 
 @dataclass(frozen=True)
 class SandboxResult:
-    """What a call produced: text, or PNG bytes for Plot."""
+    """What a call produced: text, PNG bytes for Plot, a file's bytes for a generator."""
 
     text: str | None = None
     png: bytes | None = None
+    data: bytes | None = None
 
 
 def receive(
@@ -360,6 +361,10 @@ class SandboxWorker:
             raise GtaToolError(str(checked["limit"]))
         if "png" in checked:
             return SandboxResult(png=base64.b64decode(checked["png"]))
+        if "file" in checked:
+            if kind != "generator":  # only a generator's program returns a file
+                raise GtaToolError(sandbox_worker.FORGED)
+            return SandboxResult(data=base64.b64decode(checked["file"]))
         return SandboxResult(text=str(checked["text"]))
 
 

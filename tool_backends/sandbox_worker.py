@@ -16,9 +16,10 @@ capabilities, Landlock) and the fork-per-call loop must all live in this one fil
 The protocol on the worker's stdin and stdout is one message per frame, a 4-byte big-endian
 length and that many bytes of JSON: the worker sends ``{"ready": true}`` once its imports are
 done, then answers each request (``{"kind", "code", "timeout", "memory"}``) with one of
-``{"text"}``, ``{"png"}`` (base64), ``{"error"}`` (the code raised), ``{"limit"}`` (the code
-hit a limit) or ``{"broken"}`` (the sandbox could not confine the call: the harness's failure,
-never the model's). A child writes its reply into a pipe of its own, so whatever the model's code
+``{"text"}``, ``{"png"}`` (base64), ``{"file"}`` (base64 bytes of a file a ``generator`` call
+built), ``{"error"}`` (the code raised), ``{"limit"}`` (the code hit a limit) or
+``{"broken"}`` (the sandbox could not confine the call: the harness's failure, never the
+model's). A child writes its reply into a pipe of its own, so whatever the model's code
 does to its stdout never reaches the protocol; that pipe is the model code's to write to as well,
 so the worker reads what comes out of it as the model's (:func:`checked_reply`), and only the
 worker writes frames to the host.
@@ -54,7 +55,9 @@ NOBODY = 65534
 #: so a process stuck in the kernel cannot hang the worker.
 REAP_S = 5.0
 #: The keys a call's reply may have (one of them, with a string).
-REPLY_KEYS = frozenset({"text", "png", "error", "limit"})
+REPLY_KEYS = frozenset({"text", "png", "file", "error", "limit"})
+#: The replies that carry bytes (base64), never cut to the text limit.
+BINARY_KEYS = frozenset({"png", "file"})
 #: What the model sees when its code wrote something of its own into the reply pipe.
 FORGED = "the code wrote a malformed reply of its own into the sandbox's reply pipe"
 #: Seconds between two looks at a call's directory when its size is watched.
@@ -153,14 +156,15 @@ def checked_reply(payload: bytes | bytearray, max_text: int) -> Message:
     ((key, value),) = reply.items()
     if key not in REPLY_KEYS or not isinstance(value, str):
         return {"error": FORGED}
-    if key != "png":
+    if key not in BINARY_KEYS:
         return {key: value[:max_text]}
     try:
-        if not base64.b64decode(value, validate=True).startswith(b"\x89PNG\r\n\x1a\n"):
-            return {"error": FORGED}
+        data = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         return {"error": FORGED}
-    return {"png": value}
+    if key == "png" and not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return {"error": FORGED}
+    return {key: value}
 
 
 def error_text(error: BaseException, max_text: int) -> str:
@@ -227,6 +231,9 @@ HEADERS = {
     # The GTA-Workflow readers and Prover (tool_backends.workflow_readers): the host's own
     # parsing program, run here because what it parses is the model's.
     "reader": "",
+    # The GTA-Workflow file generators (tool_backends.workflow_files): the host's own building
+    # program, run here because what it builds from (slides, text, images) is the model's.
+    "generator": "",
 }
 
 
@@ -262,6 +269,13 @@ def run_code(kind: str, command: str, max_text: int) -> Message:
     result = eval("solution()", namespace, namespace)
     if kind in ("solver", "reader"):
         return {"text": str(result)[:max_text]}
+    if kind == "generator":
+        # The file's bytes, or the official text of a generator that failed to build it.
+        if isinstance(result, str):
+            return {"error": result[:max_text]}
+        if not isinstance(result, bytes):
+            raise TypeError(f"a generator's solution() returns bytes, not {type(result).__name__}")
+        return {"file": base64.b64encode(result).decode()}
     import matplotlib.figure
     import matplotlib.pyplot
     from PIL import Image

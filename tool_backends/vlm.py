@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 CHAT_TOOLS = ("ImageDescription", "RegionAttributeDescription", "CountGivenObject", "TextToBbox")
 IMAGE_TOOLS = ("TextToImage", "ImageStylization")
 DEFAULT_IMAGE_MODEL = "gpt-image-1"
+#: Seconds one request may take (the OpenAI SDK's default), or less near the case's deadline.
+VLM_TIMEOUT_S = 600.0
 
 DESCRIBE_PROMPT = "Describe the image in detail"
 ATTRIBUTE_PROMPT = "Describe {attribute} on the image in detail"
@@ -161,23 +163,28 @@ class VlmBackend(BaseToolBackend):
         import openai
 
         args = invocation.converted
+        # A call started near the case's deadline gets the time left (the SDK's default else).
+        timeout = context.time_left(VLM_TIMEOUT_S)
         try:
             if invocation.name == "ImageDescription":
-                return ToolResult.text(self._ask(DESCRIBE_PROMPT, self._image(args, context)))
+                image = self._image(args, context)
+                return ToolResult.text(self._ask(DESCRIBE_PROMPT, image, timeout))
             if invocation.name == "RegionAttributeDescription":
                 prompt = ATTRIBUTE_PROMPT.format(attribute=args["attribute"])
                 image = self._crop(args, context, parse_bbox(str(args["bbox"])))
-                return ToolResult.text(self._ask(prompt, image))
+                return ToolResult.text(self._ask(prompt, image, timeout))
             if invocation.name == "CountGivenObject":
-                reply = self._ask(
-                    COUNT_PROMPT.format(text=args["text"]), self._image(args, context)
-                )
+                prompt = COUNT_PROMPT.format(text=args["text"])
+                reply = self._ask(prompt, self._image(args, context), timeout)
                 return ToolResult.text(str(parse_count(reply)))
             if invocation.name == "TextToBbox":
-                return ToolResult.text(self._boxes(args, context))
+                return ToolResult.text(self._boxes(args, context, timeout))
             if invocation.name == "TextToImage":
                 response = self.client.images.generate(
-                    model=self.image_model, prompt=str(args["keywords"]), **self._b64()
+                    model=self.image_model,
+                    prompt=str(args["keywords"]),
+                    timeout=timeout,
+                    **self._b64(),
                 )
                 return self._image_result(invocation.name, response, context)
             if invocation.name == "ImageStylization":
@@ -186,6 +193,7 @@ class VlmBackend(BaseToolBackend):
                     model=self.image_model,
                     image=(path.name, path.read_bytes(), _mime(path.name)),
                     prompt=str(args["instruction"]),
+                    timeout=timeout,
                     **self._b64(),
                 )
                 return self._image_result(invocation.name, response, context)
@@ -228,15 +236,16 @@ class VlmBackend(BaseToolBackend):
         region.save(buffer, format="PNG")
         return data_url(buffer.getvalue(), "image/png")
 
-    def _boxes(self, args: Mapping[str, Any], context: ToolContext) -> str:
+    def _boxes(self, args: Mapping[str, Any], context: ToolContext, timeout: float) -> str:
         width, height = image_size(resolve_image(str(args["image"]), context))
         prompt = BBOX_PROMPT.format(text=args["text"], width=width, height=height)
-        reply = self._ask(prompt, self._image(args, context))
+        reply = self._ask(prompt, self._image(args, context), timeout)
         return format_boxes(reply, width, height, bool(args.get("top1", True)))
 
-    def _ask(self, prompt: str, image_url: str) -> str:
+    def _ask(self, prompt: str, image_url: str, timeout: float) -> str:
         completion = self.client.chat.completions.create(
             model=self.model,
+            timeout=timeout,
             messages=[
                 {
                     "role": "user",

@@ -5,32 +5,43 @@ Each takes what the official tool takes (``agentlego/benchmark.py`` of open-comp
 and XLSX; ``content`` with ``{{image_n}}`` placeholders and ``image_paths``, a comma-separated
 list, for DOCX and PDF; ``slides_content_str``, a JSON list of ``{"title", "content"}``, for
 PPTX; ``html_code`` for HTML) and answers the new file's path. Files land in the run's output
-directory only (:func:`tool_backends.workflow_io.output_path`), and images are embedded only
-from the dataset and the output directory: an image path outside them, or missing, becomes the
+directory only (:func:`tool_backends.workflow_io.plan_output`, checked before anything is
+built), and images are embedded only from what the case may name
+(:func:`tool_backends.paths.resolve_image`): an image path outside it, or missing, becomes the
 official ``[图片文件未找到: PATH]`` line in the document.
+
+Building is the part a model can make arbitrarily expensive (20,000 slides ran 15 minutes in the
+pytest process; a 160,000-character word took ReportLab 5 s to wrap), so it never runs here:
+this module checks the arguments, reads the images and runs
+:mod:`tool_backends.workflow_builders` in the code sandbox (a fresh child of a sandboxed worker
+per call) with an input limit (:data:`MAX_INPUT_BYTES`), a time limit
+(:data:`GENERATOR_TIMEOUT_S`, or the time left before the case's deadline), the sandbox's memory
+limit and an output limit (the sandbox's reply limit); the host writes the bytes it returns.
+A call past a limit is a tool error naming the limit, never a hang of the run.
 
 The official tools answer a failure as a string in place of the file (``'An error occurred:
 ...'``); here it is a tool error with the same text, so that the call is recorded as failed.
 
-Libraries: python-docx, python-pptx and openpyxl (MIT), ReportLab (BSD); each imported inside
-the generator that needs it, so the backend loads without them and offers only what is there.
+Libraries: python-docx, python-pptx and openpyxl (MIT), ReportLab (BSD), imported in the
+sandbox by the builder that needs each; the backend offers only the generators whose library is
+installed.
 """
 
 from __future__ import annotations
 
-import csv
+import base64
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
-from xml.sax.saxutils import escape
+from typing import Any
 
 from pytest_gta.errors import GtaToolError
 from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.types import ResultItem, ToolResult
+from tool_backends import workflow_builders
 from tool_backends.paths import argument, required_text, resolve_image, text_argument
-from tool_backends.workflow_io import output_path
+from tool_backends.sandbox import default_sandbox
+from tool_backends.workflow_io import checked_size, plan_output, sandbox_program
 
 #: The official message for ``data_str`` that is not JSON (CSV and XLSX).
 BAD_ROWS = (
@@ -40,115 +51,127 @@ BAD_ROWS = (
 BAD_SLIDES = "Invalid format: slides_content_str must be a JSON list of objects."
 #: A placeholder for the n-th image of ``image_paths``.
 PLACEHOLDER = re.compile(r"(\{\{image_\d+\}\})")
-#: The font the official DOCX and PPTX generators name for CJK text.
-CJK_FONT = "SimSun"
-#: ReportLab's built-in CID font for Chinese (no font file needed).
-PDF_CJK_FONT = "STSong-Light"
 #: Rows and cells a CSV or XLSX may have (a JSON list of a million rows is not a table).
 MAX_CELLS = 1_000_000
+#: The most a generator is given to build from: its text and the images to embed, as the
+#: sandbox gets them (JSON, base64). Past it the call is refused before anything is built.
+MAX_INPUT_BYTES = 16 << 20
+#: The largest image a generator embeds.
+MAX_IMAGE_BYTES = 10 << 20
+#: Seconds a generator may build in the sandbox (the readers' limit).
+GENERATOR_TIMEOUT_S = 20.0
 
 
-def _file(path: Path) -> ToolResult:
+def _build(
+    invocation: ToolInvocation,
+    context: ToolContext,
+    builder: str,
+    spec: dict[str, Any],
+    suffix: str,
+) -> ToolResult:
+    """Build the file in the sandbox with ``builder(spec)``; write it; the official answer.
+
+    Raises:
+        GtaToolError: the file name or directory is refused, the input is over
+            :data:`MAX_INPUT_BYTES`, the builder failed (the official text) or hit a limit.
+    """
+    planned = plan_output(invocation, context, required_text(invocation, "filename"), suffix)
+    encoded = base64.b64encode(json.dumps(spec).encode("utf-8")).decode("ascii")
+    if len(encoded) > MAX_INPUT_BYTES:
+        raise GtaToolError(
+            f"{invocation.name}: its content and images are {len(encoded)} bytes as the sandbox "
+            f"gets them, more than the {MAX_INPUT_BYTES} a file generator builds from"
+        )
+    program = sandbox_program(workflow_builders.__file__, f"{builder}(load({encoded!r}))")
+    timeout = context.time_left(GENERATOR_TIMEOUT_S)
+    try:
+        result = default_sandbox().run("generator", program, timeout=timeout)
+    except GtaToolError as error:
+        if str(error).startswith(workflow_builders.FAILED):
+            raise  # the official text of a generator that failed
+        raise GtaToolError(f"{invocation.name} did not finish: {error}") from None
+    if result.data is None:  # pragma: no cover - the sandbox answers a generator with a file
+        raise GtaToolError(f"{invocation.name} built no file")
+    path = planned.create()
+    path.write_bytes(result.data)
     return ToolResult((ResultItem("file", str(path.absolute())),))
-
-
-def _failed(error: Exception) -> GtaToolError:
-    return GtaToolError(f"An error occurred: {error}")
 
 
 def _rows(invocation: ToolInvocation) -> list[Any]:
     raw = required_text(invocation, "data_str")
     try:
         rows = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise GtaToolError(BAD_ROWS) from None
     if not isinstance(rows, list):
-        raise _failed(TypeError(f"expected a list of rows, got {type(rows).__name__}"))
+        raise GtaToolError(
+            workflow_builders.failed(
+                TypeError(f"expected a list of rows, got {type(rows).__name__}")
+            )
+        )
     cells = sum(len(row) if isinstance(row, (list, str)) else 1 for row in rows)
     if cells > MAX_CELLS:
-        raise _failed(ValueError(f"{cells} cells, more than {MAX_CELLS}"))
+        raise GtaToolError(
+            workflow_builders.failed(ValueError(f"{cells} cells, more than {MAX_CELLS}"))
+        )
     return rows
 
 
 def csv_file(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """CsvFileGenerator(filename, data_str): a CSV of the JSON rows."""
-    rows = _rows(invocation)
-    path = output_path(invocation, context, required_text(invocation, "filename"), ".csv")
-    try:
-        with path.open("w", newline="", encoding="utf-8") as handle:
-            csv.writer(handle).writerows(rows)
-    except (csv.Error, TypeError, ValueError) as error:
-        raise _failed(error) from None
-    return _file(path)
+    return _build(invocation, context, "build_csv", {"rows": _rows(invocation)}, ".csv")
 
 
 def xlsx_file(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """XlsxFileGenerator(filename, data_str): a one-sheet workbook of the JSON rows."""
-    import openpyxl  # third-party and heavy: only this generator needs it
-
-    rows = _rows(invocation)
-    path = output_path(invocation, context, required_text(invocation, "filename"), ".xlsx")
-    book = openpyxl.Workbook()
-    sheet = book.active
-    assert sheet is not None
-    try:
-        for row in rows:
-            sheet.append(row)
-        book.save(path)
-    except Exception as error:  # openpyxl refuses cells in many ways (TypeError, ValueError...)
-        raise _failed(error) from None
-    return _file(path)
+    return _build(invocation, context, "build_xlsx", {"rows": _rows(invocation)}, ".xlsx")
 
 
 def html_file(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """HtmlFileGenerator(filename, html_code): the markup, in an HTML5 skeleton if it has none."""
-    code = required_text(invocation, "html_code")
-    fence = "`" * 3
-    if f"{fence}html" in code:
-        code = code.split(f"{fence}html")[1].split(fence)[0]
-    elif fence in code:
-        code = code.split(fence)[1].split(fence)[0]
-    content = code.strip()
-    if "<html" not in content.lower():
-        content = (
-            '<!doctype html>\n<html>\n  <head>\n    <meta charset="utf-8" />\n'
-            "    <title>Document</title>\n  </head>\n  <body>\n"
-            f"{content}\n  </body>\n</html>\n"
-        )
-    path = output_path(invocation, context, required_text(invocation, "filename"), ".html")
-    path.write_text(content, encoding="utf-8")
-    return _file(path)
+    spec = {"html": required_text(invocation, "html_code")}
+    return _build(invocation, context, "build_html", spec, ".html")
 
 
-def _image_paths(invocation: ToolInvocation) -> list[str]:
-    raw = text_argument(invocation, "image_paths") or ""
-    return [p.strip() for p in raw.split(",") if p.strip()]
+class _Images:
+    """The images a document embeds: each path resolved and read once, by index in the spec."""
 
+    def __init__(self, invocation: ToolInvocation, context: ToolContext) -> None:
+        raw = text_argument(invocation, "image_paths") or ""
+        self.paths = [p.strip() for p in raw.split(",") if p.strip()]
+        self.context = context
+        self.encoded: list[tuple[str, str]] = []
+        self._index: dict[Path, int] = {}
 
-class Missing(NamedTuple):
-    """An image placeholder with no usable image: the official line that stands for it."""
+    def piece(self, index: int) -> list[Any]:
+        """The piece of placeholder ``index`` (1-based): the image, or the official line.
 
-    line: str
+        Raises:
+            GtaToolError: the image is larger than :data:`MAX_IMAGE_BYTES`.
+        """
+        if not 0 < index <= len(self.paths):
+            return ["missing", f"[缺失图片路径: {{{{image_{index}}}}}]"]
+        try:
+            path = resolve_image(self.paths[index - 1], self.context)
+        except GtaToolError:
+            return ["missing", f"[图片文件未找到: {self.paths[index - 1]}]"]
+        if path not in self._index:
+            checked_size(path, MAX_IMAGE_BYTES)
+            self._index[path] = len(self.encoded)
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            self.encoded.append((data, path.suffix[:10]))
+        return ["image", self._index[path]]
 
-
-def _image(index: int, paths: list[str], context: ToolContext) -> Path | Missing:
-    """The image of placeholder ``index`` (1-based), or the official line that replaces it."""
-    if not 0 < index <= len(paths):
-        return Missing(f"[缺失图片路径: {{{{image_{index}}}}}]")
-    try:
-        return resolve_image(paths[index - 1], context)
-    except GtaToolError:
-        return Missing(f"[图片文件未找到: {paths[index - 1]}]")
-
-
-def _pieces(content: str, paths: list[str], context: ToolContext) -> Iterator[Path | Missing | str]:
-    """The content's text parts and images, in order (placeholders replaced)."""
-    for part in PLACEHOLDER.split(content):
-        found = re.fullmatch(r"\{\{image_(\d+)\}\}", part)
-        if found:
-            yield _image(int(found.group(1)), paths, context)
-        elif part.strip():
-            yield part
+    def pieces(self, content: str) -> list[list[Any]]:
+        """The content's text parts and images, in order (placeholders replaced)."""
+        out: list[list[Any]] = []
+        for part in PLACEHOLDER.split(content):
+            found = re.fullmatch(r"\{\{image_(\d+)\}\}", part)
+            if found:
+                out.append(self.piece(int(found.group(1))))
+            elif part.strip():
+                out.append(["text", part])
+        return out
 
 
 def _flag(invocation: ToolInvocation, name: str) -> bool:
@@ -158,177 +181,40 @@ def _flag(invocation: ToolInvocation, name: str) -> bool:
     return bool(value)
 
 
-#: A Markdown line of the light renderer: heading, list item or plain text.
-HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
-ITEM = re.compile(r"^\s*(?:[*+-]|\d+\.)\s+(.*)$")
-INLINE = re.compile(r"(\*\*[^*]+\*\*|\*[^*]+\*|`[^`]+`)")
-
-
-def _blocks(content: str, markdown: bool) -> Iterator[tuple[str, str]]:
-    """(kind, text) blocks: ``paragraph`` split on blank lines, or Markdown's headings and items.
-
-    ``kind`` is ``paragraph``, ``heading1`` to ``heading6``, ``bullet`` or ``number``.
-    """
-    if not markdown:
-        for paragraph in content.split("\n\n"):
-            if paragraph.strip():
-                yield "paragraph", paragraph
-        return
-    for line in content.splitlines():
-        if not line.strip() or line.strip().startswith("`" * 3):
-            continue
-        heading = HEADING.match(line)
-        item = ITEM.match(line)
-        if heading:
-            yield f"heading{len(heading.group(1))}", heading.group(2)
-        elif item:
-            numbered = line.strip()[:1].isdigit()
-            yield ("number" if numbered else "bullet"), item.group(1)
-        else:
-            yield "paragraph", line
-
-
-def _runs(text: str) -> Iterator[tuple[str, str]]:
-    """(style, text) runs of Markdown's inline ``**bold**``, ``*italic*`` and code spans."""
-    for token in INLINE.split(text):
-        if token.startswith("**") and token.endswith("**") and len(token) > 4:
-            yield "bold", token[2:-2]
-        elif token.startswith("`") and token.endswith("`") and len(token) > 2:
-            yield "code", token[1:-1]
-        elif token.startswith("*") and token.endswith("*") and len(token) > 2:
-            yield "italic", token[1:-1]
-        elif token:
-            yield "plain", token
+def _document(invocation: ToolInvocation, context: ToolContext) -> dict[str, Any]:
+    """The spec of a DOCX or PDF: its pieces, its images, whether it is Markdown."""
+    images = _Images(invocation, context)
+    pieces = images.pieces(required_text(invocation, "content"))
+    markdown = _flag(invocation, "render_markdown")
+    return {"pieces": pieces, "images": images.encoded, "markdown": markdown}
 
 
 def docx_file(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """DocxFileGenerator(filename, content, image_paths, render_markdown): a Word document."""
-    import docx  # third-party and heavy: only this generator needs it
-    from docx.oxml.ns import qn
-    from docx.shared import Inches, Pt
-
-    content = required_text(invocation, "content")
-    paths = _image_paths(invocation)
-    markdown = _flag(invocation, "render_markdown")
-    path = output_path(invocation, context, required_text(invocation, "filename"), ".docx")
-    document = docx.Document()
-    normal: Any = document.styles["Normal"]
-    normal.font.name = CJK_FONT
-    normal.font.size = Pt(12)
-    normal.element.rPr.rFonts.set(qn("w:eastAsia"), CJK_FONT)
-    try:
-        for piece in _pieces(content, paths, context):
-            if isinstance(piece, Path):
-                document.add_picture(str(piece), width=Inches(5))
-                continue
-            if isinstance(piece, Missing):
-                document.add_paragraph(piece.line)
-                continue
-            for kind, text in _blocks(piece, markdown):
-                if kind.startswith("heading"):
-                    paragraph = document.add_heading(level=int(kind[-1]))
-                elif kind in ("bullet", "number"):
-                    style = "List Bullet" if kind == "bullet" else "List Number"
-                    paragraph = document.add_paragraph(style=style)
-                else:
-                    paragraph = document.add_paragraph()
-                spans = _runs(text) if markdown else iter([("plain", text)])
-                for style, span in spans:
-                    run = paragraph.add_run(span)
-                    run.bold = style == "bold" or None
-                    run.italic = style == "italic" or None
-                    if style == "code":
-                        run.font.name = "Courier New"
-        document.save(str(path))
-    except Exception as error:  # python-docx and Pillow (embedded images) raise many kinds
-        raise _failed(error) from None
-    return _file(path)
-
-
-def _pdf_text(text: str) -> str:
-    """Text as a ReportLab paragraph's markup: escaped, line breaks kept."""
-    return escape(text).replace("\n", "<br/>")
+    return _build(invocation, context, "build_docx", _document(invocation, context), ".docx")
 
 
 def pdf_file(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """PdfFileGenerator(filename, content, image_paths, render_markdown): a PDF (ReportLab)."""
-    from reportlab.lib.pagesizes import letter  # third-party: only this generator needs it
-    from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
-    from reportlab.lib.units import inch
-    from reportlab.pdfbase import pdfmetrics
-    from reportlab.pdfbase.cidfonts import UnicodeCIDFont
-    from reportlab.platypus import Image, Paragraph, SimpleDocTemplate, Spacer
-
-    content = required_text(invocation, "content")
-    paths = _image_paths(invocation)
-    markdown = _flag(invocation, "render_markdown")
-    path = output_path(invocation, context, required_text(invocation, "filename"), ".pdf")
-    if PDF_CJK_FONT not in pdfmetrics.getRegisteredFontNames():
-        pdfmetrics.registerFont(UnicodeCIDFont(PDF_CJK_FONT))
-    styles = getSampleStyleSheet()
-
-    def style(name: str, text: str) -> ParagraphStyle:
-        base = styles[name]
-        try:
-            text.encode("latin-1")
-        except UnicodeEncodeError:  # Helvetica has no CJK glyphs
-            return ParagraphStyle(f"{name}-cjk", parent=base, fontName=PDF_CJK_FONT)
-        return base
-
-    story: list[Any] = []
-    try:
-        for piece in _pieces(content, paths, context):
-            if isinstance(piece, Path):
-                image = Image(str(piece))
-                if image.drawWidth > 5 * inch:
-                    image.drawHeight *= 5 * inch / image.drawWidth
-                    image.drawWidth = 5 * inch
-                story += [Spacer(1, 12), image, Spacer(1, 12)]
-                continue
-            if isinstance(piece, Missing):
-                story.append(Paragraph(_pdf_text(piece.line), style("Normal", piece.line)))
-                continue
-            for kind, text in _blocks(piece, markdown):
-                name = {"heading1": "Heading1", "heading2": "Heading2"}.get(kind, "Normal")
-                if kind.startswith("heading") and name == "Normal":
-                    name = "Heading3"
-                prefix = "• " if kind == "bullet" else ""
-                story.append(Paragraph(prefix + _pdf_text(text), style(name, text)))
-        SimpleDocTemplate(str(path), pagesize=letter).build(story)
-    except Exception as error:  # ReportLab and Pillow (embedded images) raise many kinds
-        raise _failed(error) from None
-    return _file(path)
+    return _build(invocation, context, "build_pdf", _document(invocation, context), ".pdf")
 
 
 def pptx_file(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """PptxFileGenerator(filename, slides_content_str, image_paths): a slide per object."""
-    import pptx  # third-party and heavy: only this generator needs it
-    from pptx.util import Inches
-
     raw = required_text(invocation, "slides_content_str")
     try:
         slides = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise GtaToolError(BAD_SLIDES) from None
     if not isinstance(slides, list) or not all(isinstance(s, dict) for s in slides):
         raise GtaToolError(BAD_SLIDES)
-    paths = _image_paths(invocation)
-    path = output_path(invocation, context, required_text(invocation, "filename"), ".pptx")
-    presentation = pptx.Presentation()
-    try:
-        for item in slides:
-            slide = presentation.slides.add_slide(presentation.slide_layouts[1])
-            if slide.shapes.title is not None:
-                slide.shapes.title.text = str(item.get("title", ""))
-            frame = slide.placeholders[1].text_frame
-            frame.text = ""
-            frame.word_wrap = True
-            for piece in _pieces(str(item.get("content", "")), paths, context):
-                if isinstance(piece, Path):
-                    slide.shapes.add_picture(str(piece), Inches(1), Inches(3.5), width=Inches(4))
-                elif not isinstance(piece, Missing):  # officially, a missing image is skipped
-                    frame.add_paragraph().text = piece.strip()
-        presentation.save(str(path))
-    except Exception as error:  # python-pptx and Pillow (embedded images) raise many kinds
-        raise _failed(error) from None
-    return _file(path)
+    images = _Images(invocation, context)
+    built = [
+        {
+            "title": str(item.get("title", "")),
+            "pieces": images.pieces(str(item.get("content", ""))),
+        }
+        for item in slides
+    ]
+    spec = {"slides": built, "images": images.encoded}
+    return _build(invocation, context, "build_pptx", spec, ".pptx")

@@ -38,7 +38,14 @@ from pytest_gta.tools import ToolContext, ToolInvocation
 from pytest_gta.types import ResultItem, ToolResult
 from tool_backends import ocr
 from tool_backends.paths import argument, open_rgb, resolve_file, resolve_image, text_argument
-from tool_backends.workflow_io import checked_size, number, output_path, run_ffmpeg, whole
+from tool_backends.workflow_io import (
+    FfmpegBudget,
+    checked_size,
+    number,
+    output_path,
+    run_ffmpeg,
+    whole,
+)
 
 #: The official ImageQualityTest's default threshold.
 BLUR_THRESHOLD = 100.0
@@ -132,8 +139,8 @@ class VideoInfo:
     duration: float
 
 
-def probe(path: Path) -> VideoInfo:
-    """The size, frame rate and duration of a video (ffprobe).
+def probe(path: Path, budget: FfmpegBudget) -> VideoInfo:
+    """The size, frame rate and duration of a video (ffprobe, within the call's time left).
 
     Raises:
         GtaToolError: the file has no decodable video stream.
@@ -145,6 +152,7 @@ def probe(path: Path) -> VideoInfo:
             "-show_entries", "stream=width,height,avg_frame_rate:format=duration", str(path),
         ],
         program="ffprobe",
+        timeout=budget.left(),
     )  # fmt: skip
     try:
         found = json.loads(out)
@@ -161,9 +169,11 @@ def probe(path: Path) -> VideoInfo:
     return info
 
 
-def _video(invocation: ToolInvocation, context: ToolContext) -> tuple[Path, VideoInfo]:
+def _video(
+    invocation: ToolInvocation, context: ToolContext, budget: FfmpegBudget
+) -> tuple[Path, VideoInfo]:
     path = resolve_file(argument(invocation, "video"), context, "video")
-    return path, probe(path)
+    return path, probe(path, budget)
 
 
 #: The encoder's settings: H.264 that every player reads, even sides (yuv420p needs them).
@@ -179,13 +189,14 @@ def video_clip(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
         raise GtaToolError(
             "Invalid start_time/end_time: must be non-negative and end_time > start_time"
         )
-    path, info = _video(invocation, context)
+    budget = FfmpegBudget(context)
+    path, info = _video(invocation, context, budget)
     if start >= info.duration:
         raise GtaToolError(f"the video is {info.duration:.3f} s long: nothing from {start} s")
     stem = f"clip_{start:.3f}_{end:.3f}".replace(".", "_")
     target = output_path(invocation, context, stem, ".mp4")
     arguments = ["-ss", f"{start:.3f}", "-to", f"{end:.3f}", "-i", str(path), *ENCODE]
-    run_ffmpeg(["-y", *arguments, str(target)])
+    run_ffmpeg(["-y", *arguments, str(target)], timeout=budget.left())
     return _video_result(target)
 
 
@@ -202,18 +213,20 @@ def _check_frames(count: float, width: int, height: int) -> None:
         )
 
 
-def _encode(frames: list[np.ndarray], fps: float, target: Path) -> None:
-    """Write RGB frames (all one size) as an MP4."""
+def _encode(frames: list[np.ndarray], fps: float, target: Path, budget: FfmpegBudget) -> None:
+    """Write RGB frames (all one size) as an MP4 (within the call's time left)."""
     height, width = frames[0].shape[:2]
     raw = b"".join(np.ascontiguousarray(f, dtype=np.uint8).tobytes() for f in frames)
     source = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{width}x{height}", "-r", f"{fps}"]
-    run_ffmpeg(["-y", *source, "-i", "pipe:0", *ENCODE, str(target)], stdin=raw)
+    arguments = ["-y", *source, "-i", "pipe:0", *ENCODE, str(target)]
+    run_ffmpeg(arguments, stdin=raw, timeout=budget.left())
 
 
-def _decode(path: Path, info: VideoInfo, every: int = 1) -> list[np.ndarray]:
-    """Every ``every``-th frame of a video as RGB arrays."""
+def _decode(path: Path, info: VideoInfo, budget: FfmpegBudget, every: int = 1) -> list[np.ndarray]:
+    """Every ``every``-th frame of a video as RGB arrays (within the call's time left)."""
     chosen = ["-vf", f"select=not(mod(n\\,{every}))", "-vsync", "vfr"] if every > 1 else []
-    raw = run_ffmpeg(["-i", str(path), *chosen, "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"])
+    arguments = ["-i", str(path), *chosen, "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"]
+    raw = run_ffmpeg(arguments, timeout=budget.left())
     size = info.width * info.height * 3
     shape = (info.height, info.width, 3)
     starts = range(0, len(raw) - size + 1, size)
@@ -248,11 +261,12 @@ def add_text_video(invocation: ToolInvocation, context: ToolContext) -> ToolResu
     if not 0 < scale <= 20:
         raise GtaToolError("font_scale must be > 0 (at most 20)")
     thickness = whole(invocation, "thickness", 2, 0, 50)
-    path, info = _video(invocation, context)
+    budget = FfmpegBudget(context)
+    path, info = _video(invocation, context, budget)
     _check_frames(info.duration * info.fps, info.width, info.height)
     font = _font(FONT_PX * scale)
     frames = []
-    for frame in _decode(path, info):
+    for frame in _decode(path, info, budget):
         image = Image.fromarray(frame)
         ImageDraw.Draw(image).text(
             (x, y), text, fill=(red, green, blue), font=font, anchor="ls",
@@ -263,7 +277,7 @@ def add_text_video(invocation: ToolInvocation, context: ToolContext) -> ToolResu
         raise GtaToolError(f"cannot read video {path.name}: no frames decoded")
     snippet = "".join(c for c in text[:20] if c.isalnum() or c in " _").replace(" ", "_")
     target = output_path(invocation, context, f"video_with_text_{snippet}", ".mp4")
-    _encode(frames, info.fps, target)
+    _encode(frames, info.fps, target, budget)
     return _video_result(target)
 
 
@@ -300,16 +314,18 @@ def text_to_video(invocation: ToolInvocation, context: ToolContext) -> ToolResul
     fps = whole(invocation, "fps", 8, 1, 60)
     width, height = _resolution(text_argument(invocation, "resolution"))
     _check_frames(count, width, height)
+    budget = FfmpegBudget(context)
     frames = [_frame(width, height, t, count, description) for t in range(count)]
     target = output_path(invocation, context, "text_to_video", ".mp4")
-    _encode(frames, fps, target)
+    _encode(frames, fps, target, budget)
     return _video_result(target)
 
 
 def video_ocr(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """VideoOCR(video, frame_skip): the text of every ``frame_skip``-th frame, per frame."""
     every = whole(invocation, "frame_skip", 1, 1, 1_000_000)
-    path, info = _video(invocation, context)
+    budget = FfmpegBudget(context)
+    path, info = _video(invocation, context, budget)
     estimated = int(info.duration * info.fps) + 1
     if estimated / every > MAX_OCR_FRAMES:
         least = -(-estimated // MAX_OCR_FRAMES)
@@ -319,7 +335,7 @@ def video_ocr(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
         )
     lines = []
     with tempfile.TemporaryDirectory(prefix="gta-videoocr-") as scratch:
-        for index, frame in enumerate(_decode(path, info, every)):
+        for index, frame in enumerate(_decode(path, info, budget, every)):
             picture = Path(scratch) / f"frame-{index}.png"
             Image.fromarray(frame).save(picture)
             regions = ocr.recognise(picture)

@@ -1,9 +1,10 @@
 """ReadCSV, ReadDOCX, ReadPDF, ReadPPTX, ReadXLSX and Prover: parsing what a model chose.
 
-Each resolves the file (inside the dataset or the run's output directory, at most
-:data:`MAX_DOCUMENT_BYTES`), then runs :mod:`tool_backends.workflow_parsers` in the code
-sandbox with the file's bytes: a fresh child of a sandboxed worker per call, with a time limit
-(:data:`READER_TIMEOUT_S`), a memory limit and no network, exactly as the Solver runs model
+Each resolves the file (one the case may name, :mod:`pytest_gta.reach`: never the benchmark's
+own ``end.json`` or ``dataset.json``; at most :data:`MAX_DOCUMENT_BYTES`), then runs
+:mod:`tool_backends.workflow_parsers` in the code sandbox with the file's bytes: a fresh child
+of a sandboxed worker per call, with a time limit (:data:`READER_TIMEOUT_S`, or the time left
+before the case's deadline), a memory limit and no network, exactly as the Solver runs model
 code. Whatever the parser raises on a hostile file (a truncated zip, an XML bomb, a broken PDF
 cross-reference table) comes back as a tool error the model sees, never a traceback of the run.
 """
@@ -11,8 +12,6 @@ cross-reference table) comes back as a tool error the model sees, never a traceb
 from __future__ import annotations
 
 import base64
-import functools
-from pathlib import Path
 
 from pytest_gta.errors import GtaToolError
 from pytest_gta.tools import ToolContext, ToolInvocation
@@ -20,7 +19,7 @@ from pytest_gta.types import ToolResult
 from tool_backends import workflow_parsers
 from tool_backends.paths import argument, required_text, resolve_file
 from tool_backends.sandbox import default_sandbox
-from tool_backends.workflow_io import checked_size
+from tool_backends.workflow_io import checked_size, sandbox_program
 
 #: The largest document a reader takes (base64 in the sandbox request: 4/3 of it).
 MAX_DOCUMENT_BYTES = 10 << 20
@@ -30,28 +29,17 @@ READER_TIMEOUT_S = 20.0
 PROVER_TIMEOUT_MS = 10_000
 
 
-@functools.cache
-def parser_source() -> str:
-    """The text of :mod:`tool_backends.workflow_parsers`, which the sandbox runs.
-
-    Its text rather than an import, for the reason :func:`~tool_backends.sandbox_pool.
-    worker_source` gives: the sandbox shows the Python paths, not this checkout.
-    """
-    text = Path(workflow_parsers.__file__).read_text(encoding="utf-8")
-    # The worker takes a program out of its first Markdown fence (the Solver's rule).
-    assert "`" * 3 not in text, "workflow_parsers.py must not contain a Markdown fence"
-    return text
-
-
-def run_parser(call: str) -> str:
+def run_parser(call: str, timeout: float = READER_TIMEOUT_S) -> str:
     """Run ``call`` (an expression over the parsers' functions) in the sandbox; its text.
+
+    ``timeout``: :data:`READER_TIMEOUT_S`, or the time left before the case's deadline.
 
     Raises:
         GtaToolError: the parser raised, or hit a limit.
         GtaInfrastructureError: the sandbox did not start.
     """
-    program = f"{parser_source()}\n\ndef solution():\n    return {call}\n"
-    result = default_sandbox().run("reader", program, timeout=READER_TIMEOUT_S)
+    program = sandbox_program(workflow_parsers.__file__, call)
+    result = default_sandbox().run("reader", program, timeout=timeout)
     return result.text or ""
 
 
@@ -60,7 +48,8 @@ def _read(invocation: ToolInvocation, context: ToolContext, name: str, function:
     checked_size(path, MAX_DOCUMENT_BYTES)
     encoded = base64.b64encode(path.read_bytes()).decode("ascii")
     try:
-        return ToolResult.text(run_parser(f"{function}(decode({encoded!r}))"))
+        text = run_parser(f"{function}(decode({encoded!r}))", context.time_left(READER_TIMEOUT_S))
+        return ToolResult.text(text)
     except GtaToolError as error:
         raise GtaToolError(f"{invocation.name} cannot read {path.name}: {error}") from None
 
@@ -93,4 +82,5 @@ def read_xlsx(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
 def prover(invocation: ToolInvocation, context: ToolContext) -> ToolResult:
     """Prover(theorem): Z3 on the SMT-LIB2 text; the official answer (proved or counterexample)."""
     theorem = required_text(invocation, "theorem")
-    return ToolResult.text(run_parser(f"prove({theorem!r}, {PROVER_TIMEOUT_MS})"))
+    call = f"prove({theorem!r}, {PROVER_TIMEOUT_MS})"
+    return ToolResult.text(run_parser(call, context.time_left(READER_TIMEOUT_S)))

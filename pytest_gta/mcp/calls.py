@@ -150,11 +150,15 @@ class CaseTools:
         *,
         max_calls: int,
         all_tools: bool = False,
+        deadline: float | None = None,
     ) -> None:
         """Route the tools, as a run routes them for ``query``.
 
         ``all_tools``: serve every tool of ``toolmeta.json`` that a backend offers (for trying
-        an agent by hand) instead of the query's own tools.
+        an agent by hand) instead of the query's own tools. ``deadline``: ``time.monotonic()``
+        when the case ends (the agent's ``--gta-agent-timeout``); a call gets at most the time
+        left, and one made after it does not run
+        (:meth:`~pytest_gta.tools.ToolContext.time_left`).
 
         Raises:
             GtaUnavailableError: (not ``all_tools``) no backend offers one of the query's tools.
@@ -172,10 +176,10 @@ class CaseTools:
         #: Which backend serves each tool (the report's "which backend served each tool").
         self.backends: dict[str, str] = {name: b.name for name, b in routes.items()}
         output_dir.mkdir(parents=True, exist_ok=True)
-        context = ToolContext(dataset, query, output_dir)
+        context = ToolContext(dataset, query, output_dir, deadline)
         self._tools = {m.name: m for m in self.metas}
         self._run = toolset.runner(routes, context)
-        self._visible = context.visible_roots()
+        self._visible = context.reach
         self._lock = threading.Lock()
         self._started = 0
         self._done: dict[int, LoggedCall] = {}

@@ -104,7 +104,7 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         gates=gates.settings(given),
         serve=serving.settings(given),
         agent=agent,
-        workflow=workflow.settings(given),
+        workflow=workflow.settings(config, given),
     )
 
 

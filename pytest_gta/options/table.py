@@ -121,6 +121,7 @@ HELP_ORDER: tuple[str, ...] = (
     flags.OPT_AGENT_NETWORK,
     flags.OPT_AGENT_IN_PROCESS,
     flags.OPT_REQUIRE_ISOLATION,
+    flags.OPT_EVALPACK_ROOT,
     flags.OPT_JUDGE,
     flags.OPT_JUDGE_BASE_URL,
     flags.OPT_JUDGE_API,

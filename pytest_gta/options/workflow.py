@@ -10,12 +10,31 @@ of the board's success rates (docs/metrics.md): the official code computes none.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import pytest
 
-from pytest_gta.flags import OPT_JUDGE, OPT_JUDGE_API, OPT_JUDGE_BASE_URL, OPT_JUDGE_THRESHOLD
-from pytest_gta.options.core import Feature, Given, OptionSpec, choice, fields, number
+from pytest_gta.flags import (
+    OPT_EVALPACK_ROOT,
+    OPT_JUDGE,
+    OPT_JUDGE_API,
+    OPT_JUDGE_BASE_URL,
+    OPT_JUDGE_THRESHOLD,
+    OPT_MODEL,
+    dest,
+)
+from pytest_gta.options.core import (
+    Feature,
+    Given,
+    OptionSpec,
+    choice,
+    fields,
+    number,
+    resolve_path,
+    shown,
+    usage_error,
+)
 
 JudgeApi = Literal["responses", "chat"]
 JUDGE_APIS: tuple[JudgeApi, ...] = ("responses", "chat")
@@ -40,6 +59,17 @@ def parse_api(value: str) -> JudgeApi:
     return choice(value, JUDGE_APIS, OPT_JUDGE_API, "responses (official) or chat")
 
 
+def parse_roots(value: str) -> tuple[str, ...]:
+    """Directories separated by commas (made absolute and checked by :func:`settings`)."""
+    roots = tuple(part.strip() for part in value.split(",") if part.strip())
+    if not roots:
+        raise usage_error(
+            f"{OPT_EVALPACK_ROOT}={shown(value)}: give the directories an eval pack's attached "
+            "files may come from, separated by commas, e.g. ~/GTA"
+        )
+    return roots
+
+
 def parse_threshold(value: str) -> float:
     """A checkpoint score from 0 to 10."""
     low, high = RANGES[OPT_JUDGE_THRESHOLD]
@@ -59,6 +89,9 @@ class WorkflowSettings:
     api: JudgeApi = "responses"
     #: ``--gta-judge-threshold``: the score at which a checkpoint succeeds (SR columns).
     threshold: float = DEFAULT_THRESHOLD
+    #: ``--gta-evalpack-root``: directories beside the pack's own that its attached files may
+    #: come from (absolute, existing).
+    evalpack_roots: tuple[Path, ...] = ()
 
     @property
     def judge_model(self) -> str:
@@ -68,6 +101,20 @@ class WorkflowSettings:
 
 
 ROWS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        OPT_EVALPACK_ROOT,
+        "DIR[,DIR]",
+        "directories an eval pack's attached files may come from besides the pack's own "
+        "(relative names are looked up there; nothing outside is sent to the judge)",
+        parse=parse_roots,
+        default=(),
+        setting="evalpack_roots",
+        doc_default="the pack's directory only",
+        doc="directories (separated by commas) whose files an eval pack "
+        f"(`{OPT_MODEL}=evalpack:`) may attach besides those under its own directory, e.g. the "
+        "repository root the official builder writes relative paths from; a pack naming a file "
+        "outside them is a usage error (see [GTA-Workflow](workflow.md#eval-packs))",
+    ),
     OptionSpec(
         OPT_JUDGE,
         "MODEL",
@@ -119,6 +166,22 @@ ROWS: tuple[OptionSpec, ...] = (
 FEATURE = Feature("workflow", ROWS, RANGES)
 
 
-def settings(given: Given) -> WorkflowSettings:
-    """The judge's part of the settings."""
-    return WorkflowSettings(**fields(ROWS, given))
+def settings(config: pytest.Config, given: Given) -> WorkflowSettings:
+    """The judge's part of the settings, with the eval pack's roots absolute and checked.
+
+    Raises:
+        pytest.UsageError: a root that is not a directory.
+    """
+    found = fields(ROWS, given)
+    roots = given[dest(OPT_EVALPACK_ROOT)]
+    absolute = []
+    for root in roots.value:
+        path = resolve_path(config, root, roots.source)
+        if not path.is_dir():
+            raise usage_error(
+                f"{roots.origin}: {root!r} ({path}) is not a directory; name the directories "
+                "an eval pack's attached files may come from"
+            )
+        absolute.append(path)
+    found["evalpack_roots"] = tuple(absolute)
+    return WorkflowSettings(**found)

@@ -25,7 +25,7 @@ from typing import Any
 from pytest_gta import jsonsafe
 from pytest_gta.dataset import call_function
 from pytest_gta.errors import GtaToolError
-from pytest_gta.files import inside
+from pytest_gta.reach import Reach, withheld_message
 from pytest_gta.types import ChatMessage, ResultItem, ToolMeta, ToolResult
 from pytest_gta.vocabulary import INVALID_ACTION, NO_ACTION, State
 
@@ -251,7 +251,20 @@ def parse_action_input(raw: str, meta: ToolMeta) -> dict[str, Any]:
     return value
 
 
-def _exists(path: str, base_dir: Path | None, visible: Sequence[str] | None) -> bool:
+#: Which files exist for a model: a case's :class:`~pytest_gta.reach.Reach`, or the real paths
+#: of directories whose every file does (step mode: the dataset's).
+Visible = Reach | Sequence[str]
+
+
+def _check_file(path: str, base_dir: Path | None, visible: Visible | None) -> None:
+    """Raise what the official ``ImageIO(path)`` raises for a file the model may not use.
+
+    Raises:
+        FileNotFoundError: no such file, or one outside ``visible`` (the official answer on a
+            machine without it).
+        PermissionError: one of the benchmark's own files (:mod:`pytest_gta.reach`).
+    """
+    reach = Reach.of_directories(visible) if isinstance(visible, Sequence) else visible
     if os.path.isabs(path):
         candidate = path
     elif base_dir is not None:
@@ -259,34 +272,41 @@ def _exists(path: str, base_dir: Path | None, visible: Sequence[str] | None) -> 
     else:
         # The official harness resolves relative paths against its working directory, which
         # never holds the dataset; treating them as missing keeps results independent of where
-        # pytest runs.
-        return False
-    if visible is None:
-        return os.path.exists(candidate)
-    try:
-        real = os.path.realpath(candidate)
-    except ValueError:  # a NUL byte: no file has that name
-        return False
-    return any(inside(real, root) for root in visible) and os.path.exists(real)
+        # pytest runs. One that names a benchmark file where the tools would look is refused
+        # as such, so the message says why.
+        if reach is not None and reach.base and reach.judge_path(path) == "withheld":
+            raise PermissionError(withheld_message(path))
+        raise FileNotFoundError(f"No such file: '{path}'")
+    if reach is None:
+        if not os.path.exists(candidate):
+            raise FileNotFoundError(f"No such file: '{path}'")
+        return
+    verdict = reach.judge_path(candidate)
+    if verdict == "withheld":
+        raise PermissionError(withheld_message(path))
+    if verdict == "outside" or not os.path.exists(os.path.realpath(candidate)):
+        raise FileNotFoundError(f"No such file: '{path}'")
 
 
 def convert_arguments(
     meta: ToolMeta,
     arguments: Mapping[str, Any],
     base_dir: Path | None = None,
-    visible: Sequence[str] | None = None,
+    visible: Visible | None = None,
 ) -> dict[str, Any]:
     """Type-convert arguments as agentlego's ``DefaultParser`` does before a tool runs.
 
     File inputs must be existing paths (``ImageIO(path)``), numbers go through ``int()`` or
     ``float()``. Any exception here is a tool error (``API_ERROR``) in the official harness.
 
-    ``visible`` (real directory paths) confines which files exist for a model: the official
-    parser checks the whole file system, so a model could tell ``/root/.ssh/id_rsa`` (passed
-    on, then refused by the tool) from a file that is not there (``No such file``) and map the
-    machine. With ``visible``, a file outside those directories is "No such file" whether or
-    not it exists, the answer the official harness gives on a machine without it. ``None``
-    keeps the official whole-machine check (reading the dataset's own reference calls).
+    ``visible`` (a case's :class:`~pytest_gta.reach.Reach`, or real directory paths) confines
+    which files exist for a model: the official parser checks the whole file system, so a
+    model could tell ``/root/.ssh/id_rsa`` (passed on, then refused by the tool) from a file
+    that is not there (``No such file``) and map the machine. With ``visible``, a file outside
+    it is "No such file" whether or not it exists, the answer the official harness gives on a
+    machine without it; one of the benchmark's own files (``end.json``, ``dataset.json``) is a
+    ``PermissionError`` saying so, since no tool serves the benchmark. ``None`` keeps the
+    official whole-machine check (reading the dataset's own reference calls).
     """
     converted: dict[str, Any] = {}
     for key, value in arguments.items():
@@ -298,8 +318,7 @@ def convert_arguments(
                 raise NotImplementedError(
                     f"The value type `{type(value)}` is not supported by `{_IO_CLASS[param.type]}`"
                 )
-            if not _exists(value, base_dir, visible):
-                raise FileNotFoundError(f"No such file: '{value}'")
+            _check_file(value, base_dir, visible)
             converted[key] = value
         elif param.type == "int":
             converted[key] = value if isinstance(value, int) else int(value)
@@ -384,13 +403,13 @@ def execute(
     tools: Mapping[str, ToolMeta],
     run: ToolRunner,
     base_dir: Path | None = None,
-    visible: Sequence[str] | None = None,
+    visible: Visible | None = None,
 ) -> ActionRecord:
     """Turn a parsed reply into an :class:`ActionRecord`, calling ``run`` for valid tool calls.
 
     Infrastructure exceptions from ``run`` propagate; :class:`GtaToolError` and any other
     exception of the tool become ``API_ERROR`` records, as agentlego's wrapper catches them.
-    ``visible``: the directories whose files exist for the model (see :func:`convert_arguments`).
+    ``visible``: the files that exist for the model (see :func:`convert_arguments`).
     """
     name, command = parsed.action, parsed.action_input
     api = "run"

@@ -191,6 +191,8 @@ class WorkflowReport(Doc):
     judge: JudgeInfo
     metrics: WorkflowTable
     sr_note: str = SR_NOTE
+    notes: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """What a reader must know to read the numbers (an eval pack's deviation from the scorer)."""
     judge_usage: CaseUsage
     leaderboard: list[WorkflowBoardRow] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Published rows ``--gta-leaderboard-rows`` set below the run's."""

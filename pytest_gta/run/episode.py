@@ -15,6 +15,7 @@ end-to-end record from the server-side log and the answer.
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,7 +113,7 @@ def open_episode(case: Case, ctx: RunContext, protocol: ProtocolName) -> Opened:
         ctx.tools.runner(routes, context),
         max_turns=ctx.max_turns,
         epoch=case.epoch,
-        visible=context.visible_roots(),
+        visible=context.reach,
     )
     return Opened(steps, {name: backend.name for name, backend in routes.items()})
 
@@ -151,7 +152,11 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
     if ctx.tools is None:
         raise GtaUnavailableError(f"an agent under test needs tool backends ({OPT_TOOLS})")
     dataset, query = ctx.dataset, case.query
-    tools = CaseTools(dataset, query, ctx.tools, ctx.output_dir, max_calls=ctx.max_turns)
+    # The agent's deadline bounds its tool calls too: one started near it gets the time left.
+    deadline = time.monotonic() + ctx.agent_timeout
+    tools = CaseTools(
+        dataset, query, ctx.tools, ctx.output_dir, max_calls=ctx.max_turns, deadline=deadline
+    )
     client = ToolClient(tools)
     generation = ctx.generation
     with contextlib.ExitStack() as stack:

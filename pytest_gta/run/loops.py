@@ -274,7 +274,7 @@ def e2e_episode(
     max_turns: int = MAX_TURNS,
     base_dir: Path | None = None,
     epoch: int = 0,
-    visible: Sequence[str] | None = None,
+    visible: p.Visible | None = None,
 ) -> EpisodeSteps:
     """End-to-end mode as a generator: the Lagent ReAct loop against real tool backends.
 
@@ -284,9 +284,9 @@ def e2e_episode(
     the episode ends on the last tool step, as the official harness records it (the default
     answer is never written as a step).
 
-    ``visible`` are the directories whose files exist for the model (the dataset's and the
-    tools' output directory, :meth:`~pytest_gta.tools.ToolContext.visible_roots`); without it,
-    the dataset's alone.
+    ``visible`` are the files that exist for the model (the case's
+    :attr:`~pytest_gta.tools.ToolContext.reach`: its files, its outputs, never the benchmark's
+    own files); without it, the dataset's directory.
     """
     if visible is None:
         visible = (os.path.realpath(dataset.root_str),)

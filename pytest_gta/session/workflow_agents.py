@@ -18,6 +18,7 @@ import pytest
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset, FileRef, Query
 from pytest_gta.errors import GtaUnavailableError
+from pytest_gta.evalpack import DEVIATION
 from pytest_gta.flags import OPT_AGENT, OPT_MODEL, OPT_TOOLS
 from pytest_gta.run.episode import play
 from pytest_gta.run.workflow import Deliverable, output_files
@@ -82,7 +83,9 @@ def as_dataset(workflow: WorkflowDataset, offered: set[str] | None) -> Dataset:
     if offered is not None:
         metas = tuple(m for m in metas if m.name in offered)
     queries = {t.task_id: as_query(t, metas, workflow.root) for t in workflow}
-    return Dataset(workflow.root, queries, {m.name: m for m in metas}, sha256="")
+    # A task's tools name its own files only (pytest_gta.reach): no reference chain needs more.
+    tools = {m.name: m for m in metas}
+    return Dataset(workflow.root, queries, tools, sha256="", case_files_only=True)
 
 
 class WorkflowProducers:
@@ -118,7 +121,10 @@ class WorkflowProducers:
     def header_lines(self, from_pack: bool) -> list[str]:
         """Where deliverables come from."""
         if from_pack:
-            return ["gta: deliverables from the eval pack (nothing runs; the judge scores them)"]
+            return [
+                "gta: deliverables from the eval pack (nothing runs; the judge scores them)",
+                f"gta: {DEVIATION}",
+            ]
         agent = self.state.settings.agent.spec
         if agent is not None:
             return [f"gta: deliverables from the agent under test {agent} ({OPT_AGENT})"]

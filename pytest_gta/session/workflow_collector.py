@@ -19,6 +19,8 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.evalpack import DEVIATION
+from pytest_gta.evalpack import PREFIX as EVALPACK
 from pytest_gta.files import write_atomic
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import clean_text, mask_url
@@ -121,6 +123,7 @@ class WorkflowCollector:
                 threshold=flow.threshold,
             ),
             metrics=workflow_table(cases, flow.threshold),
+            notes=[DEVIATION] if (settings.model.name or "").startswith(EVALPACK) else [],
             judge_usage=usage,
             cases=cases,
         )

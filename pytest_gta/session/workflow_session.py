@@ -136,7 +136,7 @@ class WorkflowSession(GtaSession):
             raw = Path(name.removeprefix(EVALPACK)).expanduser()
             path = raw if raw.is_absolute() else self.state.settings.invocation_dir / raw
             try:
-                self._pack = read_pack(path)
+                self._pack = read_pack(path, self.state.settings.workflow.evalpack_roots)
             except GtaUsageError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self._pack
