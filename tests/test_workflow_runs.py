@@ -90,6 +90,18 @@ def test_the_projects_loop_produces_the_deliverable_the_judge_scores(
     assert case["final_answer"] == "The clip is clip.mp3 (2 seconds)."
     assert (case["tool_calls"], case["tool_call_errors"], case["tools"]) == (1, 0, ["Calculator"])
     assert case["root_score"] == (5 + 9) / 2
+    # Every tool call is kept with its arguments and output, and every turn's raw reply.
+    call, output, answer = case["steps"]
+    assert call["tool_calls"][0]["function"] == {
+        "name": "Calculator",
+        "arguments": {"expression": "1+1"},
+    }
+    assert "error" not in call
+    assert output == {"role": "tool", "content": [{"type": "text", "content": "2"}]}
+    assert answer == {"role": "assistant", "content": " The clip is clip.mp3 (2 seconds)."}
+    assert len(case["replies"]) == 2
+    assert case["replies"][0].endswith('Action Input: {"expression": "1+1"}')
+    assert case["empty_deliverable"] is False
     prompts = [c.body["input"][0]["content"][0]["text"] for c in judge.response_calls()]
     assert len(prompts) == 2
     assert all("Final answer:\nThe clip is clip.mp3 (2 seconds).\n" in p for p in prompts)
@@ -156,6 +168,7 @@ def test_the_chat_judge_renders_files_and_is_marked_not_official(
         "api": "chat",
         "official": False,
         "base_url": server.url,
+        "served": "endpoint",
         "threshold": 7.0,
     }
     assert "NOT the official protocol" in run.output
@@ -269,3 +282,60 @@ def test_bad_input_is_a_usage_error_naming_the_file(
         f"--gta-data={SAMPLE}", f"--gta-model=evalpack:{PACK}", "--gta-judge=smollm2"
     )
     assert local.ret == pytest.ExitCode.USAGE_ERROR or "--gta-judge-api=chat" in local.stdout.str()
+
+
+TOOL_AGENT = """
+def run(task):
+    task.tools.call("Calculator", expression="6*7")
+    task.tools.call("Calculator", expression="1/0")
+    return "The answer is 42."
+"""
+
+
+def test_an_agents_tool_calls_are_kept_and_shown_in_the_drilldown(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As the atomic report keeps an agent's calls: the server's log, the steps, the page."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = tmp_path / "tool_agent.py"
+    agent.write_text(TOOL_AGENT, encoding="utf-8")
+    judge = _judge({})
+    try:
+        run = gta(
+            pytester,
+            f"--gta-data={SAMPLE}",
+            "--gta-model=oracle",
+            f"--gta-ids={TASK}",
+            "--gta-tools=local",
+            f"--gta-agent={agent}:run",
+            f"--gta-judge-base-url={judge.base_url}",
+            "--gta-report-html=page.html",
+        )
+    finally:
+        judge.stop()
+    (case,) = _report(run)["cases"]
+    assert case["producer"] == "agent", case["message"]
+    log = case["tool_log"]
+    assert [(c["name"], c["arguments"]) for c in log] == [
+        ("Calculator", {"expression": "6*7"}),
+        ("Calculator", {"expression": "1/0"}),
+    ]
+    assert (log[0]["output"], log[0]["error"]) == ([{"type": "text", "content": "42"}], None)
+    assert log[1]["output"] is None
+    assert "ZeroDivisionError" in log[1]["error"]["msg"]
+    assert case["agent"]["answer"] == "The answer is 42."
+    assert [s["role"] for s in case["steps"]] == [
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert (case["tool_calls"], case["tool_call_errors"]) == (2, 1)
+    page = (pytester.path / "page.html").read_text(encoding="utf-8")
+    detail = page[page.index(f'<template id="t-workflow-{TASK}">') :]
+    detail = detail[: detail.index("</template>")]
+    assert "The agent&#x27;s tool calls and answer" in detail
+    assert detail.count('<b class="tool">Calculator</b>') == 2
+    assert "<pre>6*7</pre>" in detail
+    assert "2 tool call(s) logged by the server" in detail
