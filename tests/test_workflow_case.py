@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_gta.judge.client import BaseJudge, CallLog
-from pytest_gta.report.workflow import judge_where, table_lines
+from pytest_gta.report.workflow import judge_where, render_markdown, table_lines
 from pytest_gta.report.workflow_html import render_workflow_html
 from pytest_gta.results.workflow import (
     JudgeInfo,
@@ -203,10 +204,13 @@ def test_no_rate_over_tasks_none_of_which_was_scored() -> None:
         None,
     )
     assert table.judge_errors == 2
-    assert (
-        next(line for line in table_lines(_report([broken])) if "-" in line.split()).split()
-        == ["-"] * 8
-    )
+    zero = _report([broken])
+    assert ["-"] * 8 in [line.split() for line in table_lines(zero)]
+    assert "| - | - | - | - | - | - | - | - |" in render_markdown(zero)
+    page = render_workflow_html(zero)
+    cells = re.search(r'<table class="gta-table">.*?<tbody><tr>(.*?)</tr>', page, re.S)
+    assert cells is not None
+    assert re.findall(r"<td>([^<]*)</td>", cells.group(1)) == ["-"] * 8
     # One scored task in the category: the unscored one counts as a failure, as before.
     good = _categorised(_case(_deliverable([{"role": "assistant", "content": "ok"}])), "perception")
     table = workflow_table([good, broken], 7.0)

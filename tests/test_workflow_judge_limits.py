@@ -136,21 +136,31 @@ def test_a_run_that_judges_nothing_needs_no_key(
     assert "no key is set" not in run.output
 
 
+def _chat_judge() -> ScriptedServer:
+    """A local chat-completions judge that gives every checkpoint 8."""
+    return ScriptedServer(default=Step(chat_completion('{"score": 8, "analysis": "ok"}')))
+
+
+def _chat_judged(pytester: pytest.Pytester, *args: str) -> GtaRun:
+    """Task 1 of the pack judged by ``local-judge`` over chat (``args``: where it is, outputs)."""
+    return gta(
+        pytester,
+        f"--gta-data={SAMPLE}",
+        f"--gta-model=evalpack:{PACK}",
+        "--gta-ids=1",
+        "--gta-judge=local-judge",
+        "--gta-judge-api=chat",
+        *args,
+    )
+
+
 def test_an_endpoint_without_a_key_is_sent_the_placeholder(
     pytester: pytest.Pytester, no_judge_env: None
 ) -> None:
     """A local OpenAI-compatible judge needs no key: it gets ``EMPTY``, and the task is judged."""
-    judge = ScriptedServer(default=Step(chat_completion('{"score": 8, "analysis": "ok"}')))
+    judge = _chat_judge()
     with judge:
-        run = gta(
-            pytester,
-            f"--gta-data={SAMPLE}",
-            f"--gta-model=evalpack:{PACK}",
-            "--gta-ids=1",
-            "--gta-judge=local-judge",
-            "--gta-judge-api=chat",
-            f"--gta-judge-base-url={judge.url}",
-        )
+        run = _chat_judged(pytester, f"--gta-judge-base-url={judge.url}")
         asked: list[Recorded] = list(judge.requests)
     (case,) = run.report["cases"]
     assert case["root_score"] == 8.0
@@ -301,3 +311,24 @@ def test_the_judge_timeout_follows_gta_timeout_unless_given(
     )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert said in result.stdout.str()
+
+
+def test_the_endpoint_from_the_environment_is_named_without_its_password(
+    pytester: pytest.Pytester, no_judge_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page and report name the endpoint the run used (a variable's too), password masked."""
+    judge = _chat_judge()
+    with judge:
+        url = judge.url.replace("http://", "http://judge:sekrit-0123456789@")
+        monkeypatch.setenv("EVAL_OPENAI_BASE_URL", url)
+        run = _chat_judged(pytester, "--gta-report-html=page.html", "--gta-report-md=page.md")
+    masked = judge.url.replace("http://", "http://judge:***@")
+    assert run.report["judge"]["served"] == "endpoint"
+    assert run.report["judge"]["base_url"] == masked
+    assert f"at {masked}" in run.output
+    page = (pytester.path / "page.html").read_text(encoding="utf-8")
+    assert f"<dt>judge reached</dt><dd>at {masked}</dd>" in page
+    assert "sekrit-0123456789" not in run.output
+    for path in pytester.path.rglob("*"):
+        if path.is_file():
+            assert b"sekrit-0123456789" not in path.read_bytes(), path

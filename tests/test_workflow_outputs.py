@@ -256,6 +256,7 @@ def test_the_pack_trace_is_kept_and_each_message_sits_in_its_outcomes_box(
         assert case.replies == []
         detail = templates[case.id]
         assert "<h4>The eval pack&#x27;s trace</h4>" in detail, case.id
+        assert "<dd>not counted for an eval pack (its trace is below)</dd>" in detail
         calls = [s.call.name for s in case.steps if s.call is not None]
         assert re.findall(r'<b class="tool">([^<]+)</b>', detail) == calls, case.id
         box = {"failed": "why", "error": "error-record", "passed": "verdict"}[case.outcome]

@@ -33,11 +33,8 @@ def _report(run: Any) -> dict[str, Any]:
     return loaded
 
 
-def _agent_run(
-    pytester: pytest.Pytester, agent: Path, source: str, args: str
-) -> tuple[Any, JudgeServer]:
-    """Task 2 run by the agent program ``source`` (``deliverables_dir answer_file args``)."""
-    agent.write_text(source, encoding="utf-8")
+def _agent_run(pytester: pytest.Pytester, agent: str, *extra: str) -> tuple[Any, JudgeServer]:
+    """Task 2 run by the agent under test (``agent``: its option), judged by the scripted judge."""
     judge = _judge({})
     try:
         run = gta(
@@ -46,13 +43,22 @@ def _agent_run(
             "--gta-model=oracle",
             f"--gta-ids={TASK}",
             "--gta-tools=local",
-            f"--gta-agent-command={sys.executable} {agent} {{deliverables_dir}} {{answer_file}} "
-            f"{args}",
+            agent,
             f"--gta-judge-base-url={judge.base_url}",
+            *extra,
         )
     finally:
         judge.stop()
     return run, judge
+
+
+def _command_run(
+    pytester: pytest.Pytester, agent: Path, source: str, args: str
+) -> tuple[Any, JudgeServer]:
+    """Task 2 run by the agent program ``source`` (``deliverables_dir answer_file args``)."""
+    agent.write_text(source, encoding="utf-8")
+    command = f"{sys.executable} {agent} {{deliverables_dir}} {{answer_file}} {args}"
+    return _agent_run(pytester, f"--gta-agent-command={command}")
 
 
 def test_the_projects_loop_produces_the_deliverable_the_judge_scores(
@@ -127,7 +133,7 @@ def test_an_agent_command_writes_deliverables_that_are_judged(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    run, judge = _agent_run(pytester, tmp_path / "agent.py", AGENT, PNG)
+    run, judge = _command_run(pytester, tmp_path / "agent.py", AGENT, PNG)
     (case,) = _report(run)["cases"]
     assert case["producer"] == "agent", case["message"]
     assert case["final_answer"] == "Wrote notes/summary.md and chart.png."
@@ -204,7 +210,7 @@ def test_a_workflow_agent_sees_its_inputs_but_not_the_checkpoints(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     end = SAMPLE / "end.json"
     wav = SAMPLE / "files" / "interview.wav"
-    run, _ = _agent_run(pytester, tmp_path / "cheat.py", CHEAT, f"{end} {wav}")
+    run, _ = _command_run(pytester, tmp_path / "cheat.py", CHEAT, f"{end} {wav}")
     report = _report(run)
     (case,) = report["cases"]
     seen = json.loads(case["final_answer"])
@@ -299,20 +305,7 @@ def test_an_agents_tool_calls_are_kept_and_shown_in_the_drilldown(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     agent = tmp_path / "tool_agent.py"
     agent.write_text(TOOL_AGENT, encoding="utf-8")
-    judge = _judge({})
-    try:
-        run = gta(
-            pytester,
-            f"--gta-data={SAMPLE}",
-            "--gta-model=oracle",
-            f"--gta-ids={TASK}",
-            "--gta-tools=local",
-            f"--gta-agent={agent}:run",
-            f"--gta-judge-base-url={judge.base_url}",
-            "--gta-report-html=page.html",
-        )
-    finally:
-        judge.stop()
+    run, _ = _agent_run(pytester, f"--gta-agent={agent}:run", "--gta-report-html=page.html")
     (case,) = _report(run)["cases"]
     assert case["producer"] == "agent", case["message"]
     log = case["tool_log"]

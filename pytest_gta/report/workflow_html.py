@@ -221,7 +221,13 @@ def case_detail(case: WorkflowCase, *, full: bool = True) -> str:
         ("root score", _score(case.root_score)),
         ("checkpoints reached", _leaves(case)),
         ("producer", case.producer),
-        ("tool calls", f"{case.tool_calls} ({case.tool_call_errors} errors)"),
+        (
+            "tool calls",
+            # An eval pack's calls are in its trace (below), not counted (Tool SR: docs/metrics.md).
+            "not counted for an eval pack (its trace is below)"
+            if case.producer == "evalpack"
+            else f"{case.tool_calls} ({case.tool_call_errors} errors)",
+        ),
         ("duration", duration_text(case.duration)),
     ]
     parts = [f"<h3>{esc(case.id)}</h3>", _facts(facts)]
