@@ -246,7 +246,12 @@ def test_the_demo_runs_the_real_model_end_to_end(tmp_path):
     assert (tmp_path / "run" / "gta.xml").read_text().count("<testcase") == 4
     assert (tmp_path / "run" / "gta-agent.xml").read_text().count("<testcase") == 2
     assert "smollm2-135m-instruct [agent python" in output
-    assert "GTA-Workflow tasks judged" in last
+    # The judge is named as what it is: SmolLM2 in pytest's process, not the official judge.
+    assert (
+        "2 GTA-Workflow tasks judged by smollm2 (chat protocol, NOT the official judge, in "
+        "pytest's process)" in last
+    )
+    assert "as that judge gave it" in last
 
 
 FAST = "--gta-sim-model=all-MiniLM-L6-v2"

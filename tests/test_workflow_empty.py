@@ -100,8 +100,9 @@ def test_the_terminal_says_it_per_task_and_in_the_summary(run: tuple[GtaRun, Pat
         line for line in output.splitlines() if f"  {ANSWERED_TASK}: " in line
     )
     assert f"WARNING: 1 of 2 tasks {FLAG}: {EMPTY_TASK}; their tests fail" in output
-    assert f"FAILED gta::test_workflow[{EMPTY_TASK}]" in output
-    assert "the judge scored an empty deliverable" in output
+    assert f"FAILED gta::test_workflow[{EMPTY_TASK}] - Failed: {EMPTY_TASK}: the judge" in output
+    assert f"{EMPTY_TASK}: the judge scored an empty deliverable (no file" in output
+    assert "WorkflowCase(" not in output  # the message, not the case's repr
 
 
 def test_junit_carries_the_flag_and_the_failure(run: tuple[GtaRun, Path]) -> None:
