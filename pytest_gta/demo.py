@@ -107,24 +107,53 @@ def workflow_args() -> tuple[str, ...]:
     )
 
 
+def judge_words(judge: Any) -> str:
+    """The judge as the verdict names it: its model, whether it is official, where it ran."""
+    if not isinstance(judge, dict):
+        return "an unnamed judge"
+    where = {
+        "process": "in pytest's process",
+        "openai": "at the OpenAI API",
+        "endpoint": f"at {judge.get('base_url')}",
+    }.get(str(judge.get("served")), "")
+    if judge.get("official") is True:
+        protocol = "the official protocol"
+    else:
+        protocol = f"{judge.get('api', 'chat')} protocol, NOT the official judge"
+    return f"{judge.get('model', '?')} ({protocol}{', ' + where if where else ''})"
+
+
 def workflow_outcome(report_path: Path, status: int) -> tuple[str | None, str]:
-    """Why the Workflow run shows a broken harness (``None``: it does not), and what it did."""
+    """Why the Workflow run shows a broken harness (``None``: it does not), and what it did.
+
+    What it did names the judge (a small chat judge in pytest's process is not the official
+    one) and the tasks judged on an empty deliverable, so a high root score given to nothing
+    does not read as a success.
+    """
     if status not in (0, 1):
         return _EXIT_REASONS.get(status, f"pytest exited with status {status}"), ""
     try:
         report: Any = json.loads(report_path.read_text(encoding="utf-8"))
         cases = report["cases"]
         errors = sum(1 for c in cases if c["outcome"] == "error")
+        passed = sum(1 for c in cases if c["outcome"] == "passed")
+        empty = sum(1 for c in cases if c.get("empty_deliverable") is True)
         judged = int(report["judge_usage"]["calls"])
         mean = report["metrics"]["root_score"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return f"{report_path} is missing or unreadable ({exc})", ""
     if errors or not cases:
         return f"{errors} of {len(cases)} task(s) ended as errors (see above)", ""
     if not judged:
         return "the judge was never called", ""
     score = "-" if mean is None else f"{mean:.2f}"
-    return None, f"{len(cases)} GTA-Workflow tasks judged ({judged} judge calls, root {score})"
+    said = f"{passed} passed, {len(cases) - passed} failed"
+    if empty:
+        said += f", {empty} judged on an empty deliverable (no file, empty answer)"
+    return None, (
+        f"{len(cases)} GTA-Workflow tasks judged by {judge_words(report.get('judge'))}, "
+        f"{judged} judge calls: {said}; root {score} as that judge gave it"
+    )
 
 
 def agent_script() -> Path | None:

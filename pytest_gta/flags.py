@@ -115,6 +115,7 @@ OPT_JUDGE = "--gta-judge"
 OPT_JUDGE_BASE_URL = "--gta-judge-base-url"
 OPT_JUDGE_API = "--gta-judge-api"
 OPT_JUDGE_THRESHOLD = "--gta-judge-threshold"
+OPT_JUDGE_TIMEOUT = "--gta-judge-timeout"
 
 
 def dest(flag: str) -> str:

@@ -247,7 +247,7 @@ def pytest_collection_modifyitems_regressions(
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """``--gta-shard=K/N``: keep this shard's share of the selected cases.
+    """``--gta-shard=K/N``: keep this shard's share; a Workflow run checks its judge's access.
 
     Here rather than in a ``trylast`` ``pytest_collection_modifyitems``: ``--lf`` deselects in a
     hook wrapper, after every plain implementation of that hook, so the split would be made
@@ -256,7 +256,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """
     gta = _active(session.config)
     if gta is not None:
-        gta.keep_shard(session)
+        gta.collection_finish(session)
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:

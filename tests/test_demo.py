@@ -64,7 +64,13 @@ def test_the_demo_page_shows_the_workflow_run():
 @pytest.mark.parametrize(
     ("cases", "judged", "ok", "says"),
     [
-        ([{"outcome": "failed"}, {"outcome": "passed"}], 3, True, "2 GTA-Workflow tasks judged (3"),
+        (
+            [{"outcome": "failed"}, {"outcome": "passed"}],
+            3,
+            True,
+            "2 GTA-Workflow tasks judged by an unnamed judge, 3 judge calls: 1 passed, 1 failed; "
+            "root 5.00 as that judge gave it; files in",
+        ),
         ([{"outcome": "error"}], 1, False, "the GTA-Workflow run: 1 of 1 task(s) ended as errors"),
         ([{"outcome": "passed"}], 0, False, "the judge was never called"),
     ],
@@ -80,6 +86,62 @@ def test_verdict_covers_the_workflow_run(tmp_path, cases, judged, ok, says):
     passed, line = demo.verdict(main, 1, 185.2, None, (flow, 1))
     assert passed is ok
     assert says in line
+
+
+SMOLLM2_JUDGE = {
+    "model": "smollm2",
+    "api": "chat",
+    "official": False,
+    "base_url": None,
+    "served": "process",
+    "threshold": 7.0,
+}
+OFFICIAL_JUDGE = {**SMOLLM2_JUDGE, "model": "gpt-5.2", "api": "responses", "official": True}
+
+
+@pytest.mark.parametrize(
+    ("judge", "empty", "says"),
+    [
+        (
+            SMOLLM2_JUDGE,
+            True,
+            "2 GTA-Workflow tasks judged by smollm2 (chat protocol, NOT the official judge, in "
+            "pytest's process), 4 judge calls: 0 passed, 2 failed, 2 judged on an empty "
+            "deliverable (no file, empty answer); root 10.00 as that judge gave it",
+        ),
+        (
+            {**OFFICIAL_JUDGE, "served": "openai"},
+            False,
+            "judged by gpt-5.2 (the official protocol, at the OpenAI API), 4 judge calls: "
+            "0 passed, 2 failed; root 10.00",
+        ),
+        (
+            {**OFFICIAL_JUDGE, "served": "endpoint", "base_url": "http://127.0.0.1:9/v1"},
+            False,
+            "judged by gpt-5.2 (the official protocol, at http://127.0.0.1:9/v1)",
+        ),
+    ],
+)
+def test_the_workflow_verdict_names_the_judge_and_empty_deliverables(tmp_path, judge, empty, says):
+    """A root score given to nothing, by a judge that is not the official one, reads as neither
+    a success nor the official number."""
+    main = report(tmp_path, passed=1)
+    flow = tmp_path / "gta-workflow.json"
+    cases = [{"outcome": "failed", "empty_deliverable": empty}] * 2
+    flow.write_text(
+        json.dumps(
+            {
+                "cases": cases,
+                "judge": judge,
+                "judge_usage": {"calls": 4},
+                "metrics": {"root_score": 10.0},
+            }
+        )
+    )
+    passed, line = demo.verdict(main, 1, 185.2, None, (flow, 1))
+    assert passed is True
+    assert says in line
+    assert ("empty deliverable" in line) is empty
 
 
 def report(tmp_path: Path, name: str = "gta.json", calls: int = 9, **outcomes: int) -> Path:
@@ -184,7 +246,12 @@ def test_the_demo_runs_the_real_model_end_to_end(tmp_path):
     assert (tmp_path / "run" / "gta.xml").read_text().count("<testcase") == 4
     assert (tmp_path / "run" / "gta-agent.xml").read_text().count("<testcase") == 2
     assert "smollm2-135m-instruct [agent python" in output
-    assert "GTA-Workflow tasks judged" in last
+    # The judge is named as what it is: SmolLM2 in pytest's process, not the official judge.
+    assert (
+        "2 GTA-Workflow tasks judged by smollm2 (chat protocol, NOT the official judge, in "
+        "pytest's process)" in last
+    )
+    assert "as that judge gave it" in last
 
 
 FAST = "--gta-sim-model=all-MiniLM-L6-v2"

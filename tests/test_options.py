@@ -94,6 +94,7 @@ TWINS = {
     "--gta-judge-base-url": "gta_judge_base_url",
     "--gta-judge-api": "gta_judge_api",
     "--gta-judge-threshold": "gta_judge_threshold",
+    "--gta-judge-timeout": "gta_judge_timeout",
 }
 #: The one ini twin that is not a string.
 BOOL_INI = {

@@ -506,6 +506,7 @@ def test_help_pins_the_options(pytester):
         "--gta-judge-base-url=URL",
         "--gta-judge-api=API",
         "--gta-judge-threshold=SCORE",
+        "--gta-judge-timeout=SECONDS",
     ]
     for key in ("gta_model", "gta_data", "gta_mode", "gta_tools", "gta_report", "gta_ids"):
         assert f"  {key} (string):" in text or f"  {key} (" in text

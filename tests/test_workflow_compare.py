@@ -280,3 +280,28 @@ def test_a_malformed_board_is_refused(tmp_path: Path, edit: Any, message: str) -
     with pytest.raises(GtaUsageError, match=r"leaderboard_workflow\.csv") as info:
         read_boards(bad, HARNESS_CSV)
     assert message in str(info.value)
+
+
+def test_compare_shows_no_rate_over_tasks_none_of_which_was_scored(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """A report of an earlier version wrote 0.00 over zero scored tasks; the comparison shows -."""
+    run, _ = _run(pytester, "-k", "workflow-8", "--gta-label=judge-down")  # the judge's error
+    report = json.loads(run.report_path.read_text("utf-8"))
+    metrics = report["metrics"]
+    assert (metrics["scored"], metrics["root_sr"]) == (0, None)
+    assert ["-"] * 8 in [line.split() for line in run.output.splitlines()]
+    # What the earlier version wrote for a task of the perception category: a rate over each
+    # task, scored or not.
+    (case,) = report["cases"]
+    case["categories"] = ["perception"]
+    metrics["category_tasks"]["perception"] = 1
+    metrics["root_sr"] = metrics["p_sr"] = 0.0
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(report), encoding="utf-8")
+    result = pytester.runpytest("--gta-compare", str(old), f"--gta-report={tmp_path / 'cmp.json'}")
+    assert result.ret == 0, result.stdout.str()
+    row = next(x for x in result.stdout.lines if x.startswith("judge-down "))
+    assert row.split()[1:] == ["-"] * 8
+    written = json.loads((tmp_path / "cmp.json").read_text("utf-8"))
+    assert written["runs"][0]["metrics"]["root_sr"] is None

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pytest_gta.evalpack import select_trace
 from pytest_gta.report.workflow import COLUMNS, render_markdown
 from pytest_gta.report.workflow_html import render_workflow_html
 from pytest_gta.results.workflow import WorkflowReport, load_workflow_report
@@ -238,3 +239,32 @@ def test_the_page_leaves_out_the_judges_prompts_to_stay_under_its_size(
     for case in report.cases:
         for node in case.checkpoints:
             assert html.escape(node.requirement, quote=True) in small
+
+
+def test_the_pack_trace_is_kept_and_each_message_sits_in_its_outcomes_box(
+    run: tuple[GtaRun, Path],
+) -> None:
+    """An eval pack's trace is the report's steps and the drill-down's chain, as it is."""
+    _, where = run
+    report = _report(where)
+    pack = json.loads((where / "pack.json").read_text(encoding="utf-8"))
+    traces = {}
+    for task in pack["tasks"]:
+        trace = select_trace(task["assistant_outputs"])  # the official scorer's choice
+        traces[str(task["task_id"])] = trace if isinstance(trace, list) else [trace]
+    templates = _templates((where / "report.html").read_text(encoding="utf-8"))
+    for case in report.cases:
+        assert [s.root for s in case.steps] == traces[case.task_id], case.id
+        assert case.replies == []
+        detail = templates[case.id]
+        assert "<h4>The eval pack&#x27;s trace</h4>" in detail, case.id
+        assert "<dd>not counted for an eval pack (its trace is below)</dd>" in detail
+        calls = [s.call.name for s in case.steps if s.call is not None]
+        assert re.findall(r'<b class="tool">([^<]+)</b>', detail) == calls, case.id
+        box = {"failed": "why", "error": "error-record", "passed": "verdict"}[case.outcome]
+        assert f'<pre class="{box}">{html.escape(case.message[:40], quote=True)}' in detail
+    assert "ReadPDF" in templates["workflow-1"]
+    assert report.judge.served == "endpoint"
+    assert report.judge.base_url is not None
+    page = (where / "report.html").read_text(encoding="utf-8")
+    assert f"<dt>judge reached</dt><dd>at {html.escape(report.judge.base_url)}</dd>" in page

@@ -33,11 +33,8 @@ def _report(run: Any) -> dict[str, Any]:
     return loaded
 
 
-def _agent_run(
-    pytester: pytest.Pytester, agent: Path, source: str, args: str
-) -> tuple[Any, JudgeServer]:
-    """Task 2 run by the agent program ``source`` (``deliverables_dir answer_file args``)."""
-    agent.write_text(source, encoding="utf-8")
+def _agent_run(pytester: pytest.Pytester, agent: str, *extra: str) -> tuple[Any, JudgeServer]:
+    """Task 2 run by the agent under test (``agent``: its option), judged by the scripted judge."""
     judge = _judge({})
     try:
         run = gta(
@@ -46,13 +43,22 @@ def _agent_run(
             "--gta-model=oracle",
             f"--gta-ids={TASK}",
             "--gta-tools=local",
-            f"--gta-agent-command={sys.executable} {agent} {{deliverables_dir}} {{answer_file}} "
-            f"{args}",
+            agent,
             f"--gta-judge-base-url={judge.base_url}",
+            *extra,
         )
     finally:
         judge.stop()
     return run, judge
+
+
+def _command_run(
+    pytester: pytest.Pytester, agent: Path, source: str, args: str
+) -> tuple[Any, JudgeServer]:
+    """Task 2 run by the agent program ``source`` (``deliverables_dir answer_file args``)."""
+    agent.write_text(source, encoding="utf-8")
+    command = f"{sys.executable} {agent} {{deliverables_dir}} {{answer_file}} {args}"
+    return _agent_run(pytester, f"--gta-agent-command={command}")
 
 
 def test_the_projects_loop_produces_the_deliverable_the_judge_scores(
@@ -90,6 +96,18 @@ def test_the_projects_loop_produces_the_deliverable_the_judge_scores(
     assert case["final_answer"] == "The clip is clip.mp3 (2 seconds)."
     assert (case["tool_calls"], case["tool_call_errors"], case["tools"]) == (1, 0, ["Calculator"])
     assert case["root_score"] == (5 + 9) / 2
+    # Every tool call is kept with its arguments and output, and every turn's raw reply.
+    call, output, answer = case["steps"]
+    assert call["tool_calls"][0]["function"] == {
+        "name": "Calculator",
+        "arguments": {"expression": "1+1"},
+    }
+    assert "error" not in call
+    assert output == {"role": "tool", "content": [{"type": "text", "content": "2"}]}
+    assert answer == {"role": "assistant", "content": " The clip is clip.mp3 (2 seconds)."}
+    assert len(case["replies"]) == 2
+    assert case["replies"][0].endswith('Action Input: {"expression": "1+1"}')
+    assert case["empty_deliverable"] is False
     prompts = [c.body["input"][0]["content"][0]["text"] for c in judge.response_calls()]
     assert len(prompts) == 2
     assert all("Final answer:\nThe clip is clip.mp3 (2 seconds).\n" in p for p in prompts)
@@ -115,7 +133,7 @@ def test_an_agent_command_writes_deliverables_that_are_judged(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    run, judge = _agent_run(pytester, tmp_path / "agent.py", AGENT, PNG)
+    run, judge = _command_run(pytester, tmp_path / "agent.py", AGENT, PNG)
     (case,) = _report(run)["cases"]
     assert case["producer"] == "agent", case["message"]
     assert case["final_answer"] == "Wrote notes/summary.md and chart.png."
@@ -156,6 +174,7 @@ def test_the_chat_judge_renders_files_and_is_marked_not_official(
         "api": "chat",
         "official": False,
         "base_url": server.url,
+        "served": "endpoint",
         "threshold": 7.0,
     }
     assert "NOT the official protocol" in run.output
@@ -191,7 +210,7 @@ def test_a_workflow_agent_sees_its_inputs_but_not_the_checkpoints(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     end = SAMPLE / "end.json"
     wav = SAMPLE / "files" / "interview.wav"
-    run, _ = _agent_run(pytester, tmp_path / "cheat.py", CHEAT, f"{end} {wav}")
+    run, _ = _command_run(pytester, tmp_path / "cheat.py", CHEAT, f"{end} {wav}")
     report = _report(run)
     (case,) = report["cases"]
     seen = json.loads(case["final_answer"])
@@ -269,3 +288,47 @@ def test_bad_input_is_a_usage_error_naming_the_file(
         f"--gta-data={SAMPLE}", f"--gta-model=evalpack:{PACK}", "--gta-judge=smollm2"
     )
     assert local.ret == pytest.ExitCode.USAGE_ERROR or "--gta-judge-api=chat" in local.stdout.str()
+
+
+TOOL_AGENT = """
+def run(task):
+    task.tools.call("Calculator", expression="6*7")
+    task.tools.call("Calculator", expression="1/0")
+    return "The answer is 42."
+"""
+
+
+def test_an_agents_tool_calls_are_kept_and_shown_in_the_drilldown(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As the atomic report keeps an agent's calls: the server's log, the steps, the page."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = tmp_path / "tool_agent.py"
+    agent.write_text(TOOL_AGENT, encoding="utf-8")
+    run, _ = _agent_run(pytester, f"--gta-agent={agent}:run", "--gta-report-html=page.html")
+    (case,) = _report(run)["cases"]
+    assert case["producer"] == "agent", case["message"]
+    log = case["tool_log"]
+    assert [(c["name"], c["arguments"]) for c in log] == [
+        ("Calculator", {"expression": "6*7"}),
+        ("Calculator", {"expression": "1/0"}),
+    ]
+    assert (log[0]["output"], log[0]["error"]) == ([{"type": "text", "content": "42"}], None)
+    assert log[1]["output"] is None
+    assert "ZeroDivisionError" in log[1]["error"]["msg"]
+    assert case["agent"]["answer"] == "The answer is 42."
+    assert [s["role"] for s in case["steps"]] == [
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert (case["tool_calls"], case["tool_call_errors"]) == (2, 1)
+    page = (pytester.path / "page.html").read_text(encoding="utf-8")
+    detail = page[page.index(f'<template id="t-workflow-{TASK}">') :]
+    detail = detail[: detail.index("</template>")]
+    assert "The agent&#x27;s tool calls and answer" in detail
+    assert detail.count('<b class="tool">Calculator</b>') == 2
+    assert "<pre>6*7</pre>" in detail
+    assert "2 tool call(s) logged by the server" in detail

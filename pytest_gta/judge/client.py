@@ -11,6 +11,13 @@ for request: every file is uploaded again for every leaf (``purpose=user_data``)
 becomes ``input_image``, audio is uploaded and then shown as a one-line note, a video is
 uploaded and then its frames are uploaded and shown, a PDF (or a text file converted to one)
 becomes ``input_file``, and CSV and the other suffixes are left out without a word.
+
+Where the judge is reached (:func:`judge_served`): an endpoint given by ``--gta-judge-base-url``
+or the official variables, else the OpenAI API for an ``openai/...`` judge, else a model served
+in pytest's process. Only the OpenAI API needs a key: an endpoint without one is sent the
+placeholder ``EMPTY`` (the SDK refuses no key at all; local OpenAI-compatible servers ignore
+it, and one that wants a real key answers 401, which the SDK does not retry). Each checkpoint's
+call has one deadline (:mod:`.deadline`).
 """
 
 from __future__ import annotations
@@ -26,9 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
+from pytest_gta.flags import OPT_JUDGE, OPT_JUDGE_API, OPT_JUDGE_BASE_URL
+from pytest_gta.judge.deadline import judge_http_client, leaf_deadline, timed_out
 from pytest_gta.judge.files import convert_to_pdf, file_text, video_frames
 from pytest_gta.judge.protocol import TEMPERATURE, attached, audio_note, handling
 from pytest_gta.judge.walk import LeafReply
+from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES, DEFAULT_TIMEOUT
+from pytest_gta.results.workflow import JudgeServed
 from pytest_gta.types import ModelOutput, Usage
 
 if TYPE_CHECKING:
@@ -42,6 +53,8 @@ KEY_VARIABLES = ("OPENAI_API_KEY", "EVAL_OPENAI_API_KEY")
 BASE_URL_VARIABLES = ("OPENAI_BASE_URL", "EVAL_OPENAI_BASE_URL")
 #: The official client's retries (the SDK's default).
 RETRIES = 2
+#: The key sent to an endpoint when no key is set (the official configs' ``key='EMPTY'``).
+NO_KEY = "EMPTY"
 
 
 def normalize_base_url(url: str | None) -> str | None:
@@ -73,6 +86,36 @@ def judge_base_url(explicit: str | None) -> str | None:
         if value:
             return normalize_base_url(value)
     return None
+
+
+def judge_served(judge: str, base_url: str | None) -> JudgeServed:
+    """Where ``judge`` is reached, given its resolved endpoint (:func:`judge_base_url`).
+
+    An endpoint always wins; without one an ``openai/...`` judge is OpenAI's, and any other is
+    built here like a model under test and answered by a proxy in pytest's process.
+    """
+    if base_url is not None:
+        return "endpoint"
+    return "openai" if judge.startswith("openai/") else "process"
+
+
+def missing_access(judge: str, base_url: str | None) -> str | None:
+    """Why ``judge`` cannot be reached at all (``None``: it can), for the start-up check.
+
+    Only the OpenAI API needs a key: with neither a key nor an endpoint every judge call would
+    fail (after the SDK's retries, as many connection errors as there are checkpoints).
+    """
+    if judge_served(judge, base_url) != "openai" or judge_key() is not None:
+        return None
+    keys = " or ".join(KEY_VARIABLES)
+    urls = ", ".join(BASE_URL_VARIABLES)
+    return (
+        f"{OPT_JUDGE}={judge} is judged over the OpenAI API, but no key is set: set "
+        f"{keys} (read in that order, as the official scorer reads them), or point "
+        f"{OPT_JUDGE_BASE_URL}=URL (or {urls}) at an OpenAI-compatible server (a local one needs "
+        f"no key), or judge with a model run here: {OPT_JUDGE}=MODEL {OPT_JUDGE_API}=chat (not "
+        "the official protocol)"
+    )
 
 
 def _sha256(path: str) -> str | None:
@@ -115,9 +158,15 @@ class BaseJudge:
         key: str | None,
         cache: ResponseCache | None,
         budget: Budget | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.model = model
         self.budget = budget
+        #: Seconds one checkpoint's call may take, uploads and retries included.
+        self.timeout = timeout
+        self.max_reply_bytes = max_reply_bytes
         self.base_url = base_url
         self._key = key
         self.cache = cache
@@ -132,7 +181,17 @@ class BaseJudge:
             import openai
 
             self._client = openai.OpenAI(
-                api_key=self._key or "EMPTY", base_url=self.base_url, max_retries=RETRIES
+                api_key=self._key or NO_KEY,
+                base_url=self.base_url,
+                max_retries=RETRIES,
+                timeout=self.timeout,
+                # The SDK's own client settings, with the reply cap and the call's deadline.
+                http_client=judge_http_client(
+                    openai.APITimeoutError,
+                    self.max_reply_bytes,
+                    limits=openai.DEFAULT_CONNECTION_LIMITS,
+                    follow_redirects=True,
+                ),
             )
         return self._client
 
@@ -168,11 +227,17 @@ class BaseJudge:
             self.budget.check()  # raises GtaBudgetExhausted: the session stops, as for the model
         workdir = tempfile.mkdtemp(prefix="gta-judge-")
         try:
-            text, tokens_in, tokens_out = self.call(prompt, files, log, workdir)
-        except Exception as exc:
-            log.error = f"{type(exc).__name__}: {exc}"
-            self._record(log, started, Usage(calls=1))
-            raise
+            with leaf_deadline(self.timeout) as deadline:
+                try:
+                    text, tokens_in, tokens_out = self.call(prompt, files, log, workdir)
+                except Exception as exc:
+                    late = timed_out(deadline, exc)
+                    failure = exc if late is None else late
+                    log.error = f"{type(failure).__name__}: {failure}"
+                    self._record(log, started, Usage(calls=1))
+                    if late is not None:
+                        raise late from exc
+                    raise
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         log.reply, log.input_tokens, log.output_tokens = text, tokens_in, tokens_out

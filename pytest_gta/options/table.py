@@ -126,6 +126,7 @@ HELP_ORDER: tuple[str, ...] = (
     flags.OPT_JUDGE_BASE_URL,
     flags.OPT_JUDGE_API,
     flags.OPT_JUDGE_THRESHOLD,
+    flags.OPT_JUDGE_TIMEOUT,
 )
 _BY_FLAG: dict[str, OptionSpec] = {spec.flag: spec for f in FEATURES for spec in f.rows}
 #: Every option, in ``--help`` order.

@@ -21,7 +21,9 @@ from pytest_gta.flags import (
     OPT_JUDGE_API,
     OPT_JUDGE_BASE_URL,
     OPT_JUDGE_THRESHOLD,
+    OPT_JUDGE_TIMEOUT,
     OPT_MODEL,
+    OPT_TIMEOUT,
     dest,
 )
 from pytest_gta.options.core import (
@@ -41,7 +43,11 @@ JUDGE_APIS: tuple[JudgeApi, ...] = ("responses", "chat")
 DEFAULT_JUDGE = "openai/gpt-5.2"
 #: The score (0-10) at which a checkpoint counts as a success in the SR columns.
 DEFAULT_THRESHOLD = 7.0
-RANGES: dict[str, tuple[float, float]] = {OPT_JUDGE_THRESHOLD: (0.0, 10.0)}
+RANGES: dict[str, tuple[float, float]] = {
+    OPT_JUDGE_THRESHOLD: (0.0, 10.0),
+    # As --gta-timeout's range: a judge request takes at most a day.
+    OPT_JUDGE_TIMEOUT: (0.001, 86_400.0),
+}
 
 
 def parse_judge(value: str) -> str:
@@ -77,6 +83,13 @@ def parse_threshold(value: str) -> float:
     return number(value, OPT_JUDGE_THRESHOLD, hint, minimum=low, maximum=high)
 
 
+def parse_judge_timeout(value: str) -> float:
+    """Seconds one checkpoint's judge call may take, uploads and retries included."""
+    low, high = RANGES[OPT_JUDGE_TIMEOUT]
+    hint = f"give a positive number of seconds (default: {OPT_TIMEOUT}'s)"
+    return number(value, OPT_JUDGE_TIMEOUT, hint, minimum=low, maximum=high)
+
+
 @dataclass(frozen=True)
 class WorkflowSettings:
     """How GTA-Workflow deliverables are judged."""
@@ -92,6 +105,16 @@ class WorkflowSettings:
     #: ``--gta-evalpack-root``: directories beside the pack's own that its attached files may
     #: come from (absolute, existing).
     evalpack_roots: tuple[Path, ...] = ()
+    #: ``--gta-judge-timeout``: seconds per checkpoint call (``None``: ``--gta-timeout``'s).
+    timeout: float | None = None
+
+    def judge_timeout(self, model_timeout: float) -> float:
+        """Seconds one checkpoint's call may take: ``--gta-judge-timeout``, else ``--gta-timeout``.
+
+        One default for both: a user who bounds the run's requests with ``--gta-timeout``
+        bounds the judge's too, without a second option to learn.
+        """
+        return model_timeout if self.timeout is None else self.timeout
 
     @property
     def judge_model(self) -> str:
@@ -161,6 +184,20 @@ ROWS: tuple[OptionSpec, ...] = (
         doc="the checkpoint score at which a leaf, a task or a category counts as a success "
         "in Leaf SR, Root SR and P/O/L/C-SR (the project's reading of the board)",
         doc_range="{low} to {high}",
+    ),
+    OptionSpec(
+        OPT_JUDGE_TIMEOUT,
+        "SECONDS",
+        f"seconds one checkpoint's judge call may take, its uploads and the client's retries "
+        f"included; past it the task errors (default: {OPT_TIMEOUT}'s value)",
+        parse=parse_judge_timeout,
+        setting="timeout",
+        doc_default=f"`{OPT_TIMEOUT}`'s value (120)",
+        doc="the time one checkpoint's judge call may take as a whole: its uploads, every "
+        "request from the connect to the reply's last byte, and the client's two retries with "
+        "their waits; a judge that hangs or trickles ends as the task's error naming this "
+        "limit",
+        doc_range="{low} to {high} seconds",
     ),
 )
 FEATURE = Feature("workflow", ROWS, RANGES)

@@ -329,10 +329,18 @@ class Turn:
 
 def e2e_turns(case: CaseResult, mark: int | None) -> list[Turn]:
     """The model's end-to-end steps, each call or answer beside the reply it came from."""
-    replies = case.replies
+    return turns_of(case.steps, case.replies, mark)
+
+
+def turns_of(steps: Sequence[Step], replies: Sequence[str], mark: int | None) -> list[Turn]:
+    """Recorded steps, each call or answer beside the raw reply it came from (in order).
+
+    Any producer's trace: an atomic case's, or a GTA-Workflow task's (its loop's or agent's
+    steps, or an eval pack's trace, which has no replies).
+    """
     out = []
     turn = 0
-    for index, step in enumerate(case.steps):
+    for index, step in enumerate(steps):
         reply = None
         if step.role != "tool" and turn < len(replies):
             reply = replies[turn]

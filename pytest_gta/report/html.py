@@ -27,7 +27,6 @@ from pytest_gta.report.explain import (
     case_table,
     duration_text,
     e2e_divergence,
-    e2e_turns,
     facts,
     generated_images,
     opening,
@@ -36,12 +35,13 @@ from pytest_gta.report.explain import (
     scoring,
     step_pairs,
     step_view,
+    turns_of,
 )
 from pytest_gta.report.images import ImageStore, StoredImage
 from pytest_gta.report.page import clip, esc, scripted_page
 from pytest_gta.report.plots import Plot, all_plots
 from pytest_gta.report.table import gate_lines, identity_facts, sections
-from pytest_gta.results.case import AgentRun, CaseResult, Step
+from pytest_gta.results.case import AgentRun, CaseResult, Exchange, LoggedToolCall, Step
 from pytest_gta.results.report import RunReport
 from pytest_gta.vocabulary import CATEGORY_NAMES, OUTCOMES
 
@@ -271,8 +271,23 @@ def _mark(value: bool) -> str:
 
 def _turns(case: CaseResult, image: ImageHtml, mark: int | None, why: str) -> str:
     """The model's end-to-end turns: reply (thought, action, input), the call, its output."""
+    return turns_html(case.steps, case.replies, image, mark, why)
+
+
+def turns_html(
+    steps: Sequence[Step],
+    replies: Sequence[str],
+    image: ImageHtml,
+    mark: int | None = None,
+    why: str = "",
+) -> str:
+    """Recorded steps as a chain: each call (arguments, error), output and answer.
+
+    Each call or answer is shown with the raw reply it came from; ``mark`` is the step where
+    the chain left the reference (with ``why``).
+    """
     items = []
-    for turn in e2e_turns(case, mark):
+    for turn in turns_of(steps, replies, mark):
         extra = _raw_reply(turn.reply) if turn.reply is not None else ""
         if turn.diverges:
             extra += _why_html(why)
@@ -403,7 +418,7 @@ def case_detail(
             f"{_turns(case, image, model_mark, why)}</div></div></section>"
         )
     if case.agent is not None:
-        parts.append(_agent_html(case.agent, case))
+        parts.append(agent_html(case.agent, case.tool_log, case.exchanges))
     made = [image(p) for p in generated_images(case)]
     if any(made):
         parts.append(
@@ -416,12 +431,16 @@ def case_detail(
     return "".join(parts)
 
 
-def _agent_html(agent: AgentRun, case: CaseResult) -> str:
+def agent_html(
+    agent: AgentRun,
+    tool_log: Sequence[LoggedToolCall] | None,
+    exchanges: Sequence[Exchange] | None,
+) -> str:
     """The agent under test's run: how it ended, its stderr's end, its model traffic."""
     facts = [f"agent {esc(agent.name)}", f"duration {duration_text(agent.duration)}"]
     if agent.exit_status is not None:
         facts.append(f"exit status {esc(agent.exit_status)}")
-    calls = case.tool_log or []
+    calls = tool_log or []
     facts.append(f"{len(calls)} tool call(s) logged by the server")
     parts = [f'<section class="agent"><h4>Agent</h4><p class="meta">{" · ".join(facts)}</p>']
     if agent.stderr_tail:
@@ -429,7 +448,6 @@ def _agent_html(agent: AgentRun, case: CaseResult) -> str:
             f"<details><summary>stderr (end)</summary><pre>"
             f"{esc(clip(agent.stderr_tail, 4000))}</pre></details>"
         )
-    exchanges = case.exchanges or []
     if exchanges:
         items = []
         for number, exchange in enumerate(exchanges, 1):

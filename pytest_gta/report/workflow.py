@@ -11,6 +11,8 @@ from __future__ import annotations
 from pytest_gta.report.table import markdown_items, markdown_table, markdown_text, strong
 from pytest_gta.results.report import GatesVerdict
 from pytest_gta.results.workflow import (
+    EMPTY_DELIVERABLE,
+    JudgeInfo,
     WorkflowCase,
     WorkflowComparison,
     WorkflowReport,
@@ -34,8 +36,34 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def judge_where(judge: JudgeInfo) -> str:
+    """Where the judge was reached, as the run used it: ``at URL``, ``in pytest's process``...
+
+    A report from before pytest-gta recorded it says so rather than guess.
+    """
+    if judge.served == "process":
+        return f"in pytest's process ({judge.model} via the chat protocol)"
+    if judge.served == "openai":
+        return "at the OpenAI API"
+    if judge.base_url is not None:
+        return f"at {judge.base_url}"
+    return "at the OpenAI API or in pytest's process (a report of an earlier version: not recorded)"
+
+
+def empty_line(report: WorkflowReport) -> str | None:
+    """How many tasks the judge scored on nothing, which, and what that means (``None``: none)."""
+    empty = [c.id for c in report.cases if c.empty_deliverable]
+    if not empty:
+        return None
+    return (
+        f"{len(empty)} of {report.metrics.tasks} tasks {EMPTY_DELIVERABLE}: "
+        f"{', '.join(empty)}; their tests fail, and their root scores are the judge's (kept in "
+        "Root Score and the SRs, as the official scorer keeps them)"
+    )
+
+
 def judge_line(report: WorkflowReport, *, marked: bool = False) -> str:
-    """Who judged, under which protocol, and how many tasks were scored.
+    """Who judged, under which protocol and where, and how many tasks were scored.
 
     ``marked``: the words "NOT the official protocol" in :func:`~pytest_gta.report.table.strong`'s
     marks, for markdown.
@@ -47,8 +75,9 @@ def judge_line(report: WorkflowReport, *, marked: bool = False) -> str:
         unofficial = strong(unofficial)
     protocol = "official protocol" if judge.official else f"{unofficial} ({judge.api})"
     return (
-        f"GTA-Workflow: {report.model}, judged by {judge.model} ({protocol}); "
-        f"{metrics.scored} of {metrics.tasks} tasks scored, {metrics.judge_errors} judge errors"
+        f"GTA-Workflow: {report.model}, judged by {judge.model} ({protocol}) "
+        f"{judge_where(judge)}; {metrics.scored} of {metrics.tasks} tasks scored, "
+        f"{metrics.judge_errors} judge errors"
     )
 
 
@@ -71,6 +100,8 @@ def task_line(case: WorkflowCase) -> str:
     leaves = [c for c in case.checkpoints if c.leaf]
     ok = sum(1 for c in leaves if c.succeeded)
     tail = f" judge error: {case.judge_error}" if case.judge_error else ""
+    if case.empty_deliverable:
+        tail += f" EMPTY DELIVERABLE: {EMPTY_DELIVERABLE}"
     return (
         f"{case.id}: {case.outcome} root {score}, {ok}/{len(leaves)} checkpoints, "
         f"{len(case.deliverables)} files ({case.producer}){tail}"
@@ -113,6 +144,9 @@ def table_lines(report: WorkflowReport) -> list[str]:
         lines.append("".join(name.rjust(WIDTH) for name, _ in COLUMNS))
         lines.append(_values(metrics))
     lines.append(note_line(report))
+    empty = empty_line(report)
+    if empty is not None:
+        lines.append(f"WARNING: {empty}")
     if report.comparison is not None:
         lines += comparison_lines(report.comparison)
     if report.gates is not None:
@@ -137,6 +171,9 @@ def render_markdown(report: WorkflowReport) -> str:
     else:
         lines += markdown_table([name for name, _ in COLUMNS], [table_row(report)])
     lines += ["", markdown_text(note_line(report))]
+    empty = empty_line(report)
+    if empty is not None:
+        lines += ["", markdown_text(f"{strong('Warning')}: {empty}")]
     if report.comparison is not None:
         lines += ["", "## Baseline", "", *markdown_items(comparison_lines(report.comparison))]
     if report.gates is not None:

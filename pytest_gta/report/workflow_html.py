@@ -2,11 +2,14 @@
 
 The run's page in the atomic report's shell (:func:`~pytest_gta.report.page.scripted_page`: its
 stylesheet, ``report.js`` under a strict Content-Security-Policy, nothing fetched): the header
-(model, dataset, judge, protocol, threshold, the SR note, and a warning when the judge did not
-follow the official protocol), the Workflow table as the terminal prints it
-(:mod:`pytest_gta.report.workflow`), a row per task (filtered by outcome, searched, sorted), and
-per task a drill-down: the checkpoint tree as the judge scored it, the final answer, the
-deliverables and each judge call (prompt, files and what became of each, reply, tokens).
+(model, dataset, judge, protocol, where the judge was reached, threshold, the SR note, a
+warning when the judge did not follow the official protocol, another when tasks were judged on
+an empty deliverable), the Workflow table as the terminal prints it
+(:mod:`pytest_gta.report.workflow`), a row per task (filtered by outcome, searched, sorted; an
+empty deliverable badged), and per task a drill-down: the checkpoint tree as the judge scored
+it, the final answer, the deliverables, the producer's turns and tool calls (the atomic page's
+renderer: :func:`~pytest_gta.report.html.turns_html`, :func:`~pytest_gta.report.html.agent_html`)
+and each judge call (prompt, files and what became of each, reply, tokens).
 
 It takes the typed report (:class:`~pytest_gta.results.workflow.WorkflowReport`) and scores
 nothing. Every text from the report (requirements, answers, replies) is written escaped.
@@ -18,10 +21,18 @@ from typing import get_args
 
 from pytest_gta.flags import OPT_REPORT, OPT_REPORT_HTML_MAX_MB
 from pytest_gta.report.explain import duration_text
-from pytest_gta.report.html import PAGE_OVERHEAD, select_html, table_html
+from pytest_gta.report.html import PAGE_OVERHEAD, agent_html, select_html, table_html, turns_html
 from pytest_gta.report.page import clip, esc, scripted_page
-from pytest_gta.report.workflow import COLUMNS, judge_line, note_line, table_row
+from pytest_gta.report.workflow import (
+    COLUMNS,
+    empty_line,
+    judge_line,
+    judge_where,
+    note_line,
+    table_row,
+)
 from pytest_gta.results.workflow import (
+    EMPTY_DELIVERABLE,
     Checkpoint,
     JudgeCall,
     WorkflowCase,
@@ -42,9 +53,11 @@ CASE_COLUMNS = (
 )
 #: What the page says when the judge did not follow the official protocol.
 NOT_OFFICIAL = (
-    "The judge did not follow the official protocol ({api} API instead of the Responses API "
-    "with uploads): these scores are not comparable with the GTA-2 board."
+    "The judge, {model} {where}, did not follow the official protocol ({api} API instead of "
+    "the Responses API with uploads): these scores are not comparable with the GTA-2 board."
 )
+#: The outcome's box in a drill-down: a failure, an error, or a plain note for a pass.
+MESSAGE_CLASS = {"failed": "why", "error": "error-record"}
 
 
 def _score(value: float | None) -> str:
@@ -62,7 +75,11 @@ def header_html(report: WorkflowReport) -> str:
     usage = report.judge_usage
     warning = ""
     if not judge.official:
-        warning = f'<p class="warn" id="not-official">{esc(NOT_OFFICIAL.format(api=judge.api))}</p>'
+        said = NOT_OFFICIAL.format(model=judge.model, where=judge_where(judge), api=judge.api)
+        warning = f'<p class="warn" id="not-official">{esc(said)}</p>'
+    empty = empty_line(report)
+    if empty is not None:
+        warning += f'<p class="warn" id="empty-deliverables">{esc(empty)}</p>'
     facts = [
         ("model", report.model),
         *([("label", report.label)] if report.label else []),
@@ -70,7 +87,7 @@ def header_html(report: WorkflowReport) -> str:
         ("judge", judge.model),
         ("protocol", "official" if judge.official else f"NOT official ({judge.api})"),
         ("judge API", judge.api),
-        ("judge URL", judge.base_url or "the OpenAI API"),
+        ("judge reached", judge_where(judge)),
         ("SR threshold", f"{judge.threshold:g}"),
         (
             "judge calls",
@@ -91,14 +108,25 @@ def _leaves(case: WorkflowCase) -> str:
     return f"{sum(1 for c in leaves if c.succeeded)}/{len(leaves)}"
 
 
+#: The badge of a task judged on nothing, in its row and its drill-down.
+EMPTY_BADGE = (
+    f'<span class="flag empty-deliverable" title="{esc(EMPTY_DELIVERABLE)}">'
+    "empty deliverable</span>"
+)
+
+
 def _case_row(case: WorkflowCase) -> str:
-    search = " ".join([case.id, case.task_id, case.message, case.final_answer]).lower()
+    said = [case.id, case.task_id, case.message, case.final_answer]
+    if case.empty_deliverable:
+        said.append("empty deliverable")
+    search = " ".join(said).lower()
     score = -1.0 if case.root_score is None else case.root_score
+    flag = f" {EMPTY_BADGE}" if case.empty_deliverable else ""
     return (
         f'<tr class="case" data-id="{esc(case.id)}" data-outcome="{esc(case.outcome)}" '
         f'data-search="{esc(search)}">'
         f'<td><a href="#case={esc(case.id)}">{esc(case.id)}</a></td>'
-        f'<td><span class="badge {esc(case.outcome)}">{esc(case.outcome)}</span></td>'
+        f'<td><span class="badge {esc(case.outcome)}">{esc(case.outcome)}</span>{flag}</td>'
         f'<td data-sort="{score:.6f}">{_score(case.root_score)}</td>'
         f"<td>{_leaves(case)}</td>"
         f'<td data-sort="{len(case.deliverables)}">{len(case.deliverables)}</td>'
@@ -193,12 +221,26 @@ def case_detail(case: WorkflowCase, *, full: bool = True) -> str:
         ("root score", _score(case.root_score)),
         ("checkpoints reached", _leaves(case)),
         ("producer", case.producer),
-        ("tool calls", f"{case.tool_calls} ({case.tool_call_errors} errors)"),
+        (
+            "tool calls",
+            # An eval pack's calls are in its trace (below), not counted (Tool SR: docs/metrics.md).
+            "not counted for an eval pack (its trace is below)"
+            if case.producer == "evalpack"
+            else f"{case.tool_calls} ({case.tool_call_errors} errors)",
+        ),
         ("duration", duration_text(case.duration)),
     ]
     parts = [f"<h3>{esc(case.id)}</h3>", _facts(facts)]
+    if case.empty_deliverable:
+        parts.append(
+            f'<p class="warn empty-deliverable">{EMPTY_BADGE} This task was {EMPTY_DELIVERABLE}'
+            ": whatever score the judge gave, it judged nothing, so the task fails (its root "
+            "score is kept as the judge gave it, the official number).</p>"
+        )
     if case.message:
-        parts.append(f'<pre class="why">{esc(clip(case.message, 4000))}</pre>')
+        # A passing task's message is a note, not a failure.
+        box = MESSAGE_CLASS.get(case.outcome, "verdict")
+        parts.append(f'<pre class="{box}">{esc(clip(case.message, 4000))}</pre>')
     if case.judge_error:
         parts.append(f'<pre class="error-record">judge error: {esc(case.judge_error)}</pre>')
     files = "".join(f"<li>{esc(name)}</li>" for name in case.deliverables)
@@ -208,8 +250,38 @@ def case_detail(case: WorkflowCase, *, full: bool = True) -> str:
         checkpoints_html(case),
         f'<h4>Final answer</h4><pre class="answer">{esc(clip(case.final_answer))}</pre>',
         f"<h4>Deliverables</h4><ul>{files}</ul>" if files else "<h4>Deliverables</h4><p>none</p>",
+        producer_html(case),
         f"<h4>Judge calls ({len(case.judge_calls)})</h4>{calls}",
     ]
+    return "".join(parts)
+
+
+def _no_image(_: str) -> str:
+    """The Workflow page keeps no image store: an image output is shown by its path."""
+    return ""
+
+
+#: The heading of the producer's section, by producer.
+PRODUCED_BY = {
+    "model": "The model's turns and tool calls",
+    "agent": "The agent's tool calls and answer (as the MCP server logged them)",
+    "evalpack": "The eval pack's trace",
+}
+
+
+def producer_html(case: WorkflowCase) -> str:
+    """What the producer did: its turns, each tool call with its arguments and output or error.
+
+    With the atomic page's renderer, and an agent's run (its stderr, its model exchanges).
+    """
+    heading = PRODUCED_BY.get(case.producer, f"The trace of {case.producer}")
+    if case.steps:
+        chain = turns_html(case.steps, case.replies, _no_image)
+    else:
+        chain = '<p class="muted">(no step recorded)</p>'
+    parts = [f'<section class="chains producer"><h4>{esc(heading)}</h4>{chain}</section>']
+    if case.agent is not None:
+        parts.append(agent_html(case.agent, case.tool_log, case.exchanges))
     return "".join(parts)
 
 

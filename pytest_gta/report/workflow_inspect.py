@@ -44,6 +44,7 @@ def _sample(case: WorkflowCase, epochs: dict[int, int], model: str) -> EvalSampl
         explanation=case.message,
         metadata={
             "passed": case.passed,
+            "empty_deliverable": case.empty_deliverable,
             "checkpoints": [c.to_json_value() for c in case.checkpoints],
             "judge_error": case.judge_error,
         },
@@ -63,6 +64,7 @@ def _sample(case: WorkflowCase, epochs: dict[int, int], model: str) -> EvalSampl
             "case_id": case.id,
             "nodeid": case.nodeid,
             "outcome": case.outcome,
+            "empty_deliverable": case.empty_deliverable,
             "producer": case.producer,
             "deliverables": list(case.deliverables),
             "tools": list(case.tools),

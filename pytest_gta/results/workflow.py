@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError
 from pytest_gta import jsonsafe
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.results.base import Doc, Scalar, omitted
-from pytest_gta.results.case import CaseUsage
+from pytest_gta.results.case import AgentRun, CaseUsage, Exchange, LoggedToolCall, Step
 from pytest_gta.results.report import GatesVerdict
 from pytest_gta.results.workflow_board import WorkflowBoardRow, WorkflowColumns
 
@@ -31,6 +31,10 @@ SR_NOTE = (
     "columns (docs/metrics.md), not the official code's, until checked against published numbers"
 )
 WorkflowOutcome = Literal["passed", "failed", "error", "skipped"]
+#: Where the judge was reached: the OpenAI API, an endpoint by URL, or pytest's own process.
+JudgeServed = Literal["openai", "endpoint", "process"]
+#: Said wherever a task judged on nothing is shown.
+EMPTY_DELIVERABLE = "judged on an empty deliverable (no file, empty final answer)"
 
 
 class Checkpoint(Doc):
@@ -84,7 +88,12 @@ class WorkflowCase(Doc):
     root_score: float | None
     """The official score, 0-10 (``None`` when the judge failed: left out of the mean)."""
     passed: bool
-    """Whether the root score reached the threshold (the test's verdict)."""
+    """The test's verdict: the root score reached the threshold, on a deliverable that is not
+    empty."""
+    empty_deliverable: bool = False
+    """The task ended with no deliverable file and an empty final answer: whatever the judge
+    gave, it judged nothing. Its test fails; its root score stays what the judge gave (the
+    official number)."""
     message: str
     producer: str
     """Where the deliverable came from: ``evalpack``, ``model`` or ``agent``."""
@@ -102,6 +111,18 @@ class WorkflowCase(Doc):
     """The tools the run called, in first-call order."""
     categories: list[str]
     """Tool categories the task involves (reference calls, else the run's calls)."""
+    steps: list[Step] = Field(default_factory=list)
+    """The producer's trace as recorded: each tool call (name, arguments, its error), each
+    tool's output, and the final answer; an eval pack's trace as the pack has it (absent in a
+    report from before pytest-gta kept it)."""
+    replies: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The model's raw reply of each turn (the project's loop; absent otherwise)."""
+    agent: AgentRun | None = omitted()
+    """The agent under test's run (absent without an agent)."""
+    tool_log: list[LoggedToolCall] | None = omitted()
+    """Every tool call of the agent, as the MCP server logged it (absent without an agent)."""
+    exchanges: list[Exchange] | None = omitted()
+    """The agent's model requests through the recording proxy (absent without an agent)."""
     duration: float | None = Field(ge=0)
     usage: CaseUsage | None = None
     """The model's calls (own loop or agent's proxy)."""
@@ -116,6 +137,8 @@ class WorkflowTable(WorkflowColumns):
     scored: int = Field(ge=0)
     """Tasks with a root score (the mean's denominator)."""
     judge_errors: int = Field(ge=0)
+    empty_deliverables: int = Field(default=0, ge=0)
+    """Tasks judged on an empty deliverable (no file, empty final answer), scored or not."""
     leaves: int = Field(ge=0)
     tool_calls: int = Field(ge=0)
     category_tasks: dict[str, int]
@@ -130,6 +153,11 @@ class JudgeInfo(Doc):
     official: bool
     """Whether the official protocol was used (the Responses API with uploads)."""
     base_url: str | None
+    """The endpoint the judge was reached at (credentials masked; ``None``: the OpenAI API, or
+    pytest's own process)."""
+    served: JudgeServed | None = omitted()
+    """Where the judge was reached: ``openai`` (the OpenAI API), ``endpoint`` (``base_url``) or
+    ``process`` (a model run in pytest's process, through a proxy); absent in older reports."""
     threshold: float
 
 

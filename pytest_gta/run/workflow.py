@@ -3,11 +3,18 @@
 The deliverable comes from one of three producers: an official eval pack (``evalpack:``,
 nothing runs), the project's own ReAct loop (:mod:`pytest_gta.run.workflow_loop`), or the
 agent under test (:mod:`pytest_gta.run.workflow_agent`). Each returns a :class:`Deliverable`:
-the trace and files the judge is shown, with the tree and task it is judged against.
+the trace and files the judge is shown, with the tree and task it is judged against, and
+what the producer did on the way (its turns and every tool call), which the report keeps.
+
+A deliverable with no file and an empty final answer gives the judge nothing to judge, yet a
+judge may score it high (a small chat judge's "Your answer is 100% correct" reads 10 under the
+official number fallback). Its root score stays the official number, but the case is flagged
+(:attr:`~pytest_gta.results.workflow.WorkflowCase.empty_deliverable`) and its test fails.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,8 +24,15 @@ from typing import Any
 from pytest_gta.judge.client import BaseJudge, CallLog
 from pytest_gta.judge.protocol import attached, final_answer
 from pytest_gta.judge.walk import Judgement, NodeLog, judge
+from pytest_gta.outward import Cleaner
 from pytest_gta.results.case import CaseUsage
-from pytest_gta.results.workflow import Checkpoint, JudgeCall, WorkflowCase, WorkflowOutcome
+from pytest_gta.results.workflow import (
+    EMPTY_DELIVERABLE,
+    Checkpoint,
+    JudgeCall,
+    WorkflowCase,
+    WorkflowOutcome,
+)
 from pytest_gta.scoring.workflow import succeeded
 from pytest_gta.types import Usage
 from pytest_gta.workflow_data import TOOL_CATEGORIES, WorkflowTask
@@ -40,6 +54,19 @@ class Deliverable:
     tool_call_errors: int = 0
     tools: list[str] = field(default_factory=list)
     usage: Usage | None = None
+    #: The model's raw reply of each turn (the project's loop).
+    replies: list[str] = field(default_factory=list)
+    #: An agent under test's run, tool log and model exchanges, as the atomic case keeps them
+    #: (:class:`pytest_gta.results.case.AgentRun`, ``LoggedToolCall``, ``Exchange`` JSON).
+    agent: dict[str, Any] | None = None
+    tool_log: list[dict[str, Any]] | None = None
+    exchanges: list[dict[str, Any]] | None = None
+
+    def steps(self) -> list[Any]:
+        """The trace as a list of recorded steps (a trace that is not a list is one step)."""
+        if self.trace is None:
+            return []
+        return list(self.trace) if isinstance(self.trace, list) else [self.trace]
 
 
 def output_files(directory: Path) -> list[str]:
@@ -105,6 +132,31 @@ def _deliverable_names(files: Any) -> list[str]:
         return []
 
 
+def is_empty(deliverable: Deliverable) -> bool:
+    """No file the judge could be shown exists, and the final answer is empty.
+
+    A named file that does not exist is no deliverable; one the judge leaves out (a CSV) is.
+    """
+    if final_answer(deliverable.trace):
+        return False
+    try:
+        files = attached(deliverable.files)
+    except TypeError:
+        files = []
+    return not any(os.path.isfile(f.path) for f in files)
+
+
+def _recorded(deliverable: Deliverable) -> dict[str, Any]:
+    """What the producer did, cleaned for writing (NaN, lone surrogates, secrets, depth)."""
+    found: dict[str, Any] = {"steps": deliverable.steps(), "replies": deliverable.replies}
+    if deliverable.agent is not None:
+        found["agent"] = deliverable.agent
+        found["tool_log"] = deliverable.tool_log or []
+        found["exchanges"] = deliverable.exchanges or []
+    cleaned: dict[str, Any] = Cleaner().value(found)
+    return cleaned
+
+
 def judged_case(
     *,
     case_id: str,
@@ -123,43 +175,58 @@ def judged_case(
         deliverable.tree, deliverable.trace, deliverable.origin_prompt, deliverable.files, client
     )
     root = verdict.root_score
-    passed = succeeded(root, threshold)
+    reached = succeeded(root, threshold)
+    empty = is_empty(deliverable)
+    passed = reached and not empty
     outcome: WorkflowOutcome
     if verdict.error is not None:
         outcome, message = "error", f"the judge failed: {verdict.error} (left out of the mean)"
+        if empty:
+            message += f"; the task was {EMPTY_DELIVERABLE}"
     else:
         outcome = "passed" if passed else "failed"
         leaves = [n for n in verdict.nodes if n.leaf]
         low = [n for n in leaves if not succeeded(n.score, threshold)]
         message = (
-            f"root score {root:g}/10 ({'at or above' if passed else 'below'} the threshold "
+            f"root score {root:g}/10 ({'at or above' if reached else 'below'} the threshold "
             f"{threshold:g}); {len(leaves) - len(low)} of {len(leaves)} checkpoints reached it"
         )
+        if empty:
+            message = (
+                "the judge scored an empty deliverable (no file, an empty final answer: nothing "
+                f"to judge), so the task fails; its root score {root:g}/10 is kept as the judge "
+                f"gave it (the official number); {len(leaves) - len(low)} of {len(leaves)} "
+                f"checkpoints reached the threshold {threshold:g}"
+            )
         message += "".join(
             f"\n  checkpoint {n.path or 'root'} ({n.id}): {n.score:g} - {n.requirement[:120]}"
             for n in low
             if n.score is not None
         )
-    return WorkflowCase(
-        id=case_id,
-        task_id=task_id,
-        nodeid=nodeid,
-        epoch=epoch,
-        outcome=outcome,
-        root_score=root,
-        passed=passed,
-        message=message,
-        producer=deliverable.producer,
-        final_answer=final_answer(deliverable.trace) or "(empty)",
-        deliverables=_deliverable_names(deliverable.files),
-        checkpoints=[_checkpoint(n, threshold) for n in verdict.nodes],
-        judge_calls=[_call(log) for log in client.logs],
-        judge_error=verdict.error,
-        tool_calls=deliverable.tool_calls,
-        tool_call_errors=deliverable.tool_call_errors,
-        tools=list(deliverable.tools),
-        categories=categories(task, deliverable.tools),
-        duration=round(time.perf_counter() - started, 3),
-        usage=_usage(deliverable.usage),
-        judge_usage=_usage(client.usage),
+    return WorkflowCase.model_validate(
+        {
+            "id": case_id,
+            "task_id": task_id,
+            "nodeid": nodeid,
+            "epoch": epoch,
+            "outcome": outcome,
+            "root_score": root,
+            "passed": passed,
+            "empty_deliverable": empty,
+            "message": message,
+            "producer": deliverable.producer,
+            "final_answer": final_answer(deliverable.trace) or "(empty)",
+            "deliverables": _deliverable_names(deliverable.files),
+            "checkpoints": [_checkpoint(n, threshold) for n in verdict.nodes],
+            "judge_calls": [_call(log) for log in client.logs],
+            "judge_error": verdict.error,
+            "tool_calls": deliverable.tool_calls,
+            "tool_call_errors": deliverable.tool_call_errors,
+            "tools": list(deliverable.tools),
+            "categories": categories(task, deliverable.tools),
+            **_recorded(deliverable),
+            "duration": round(time.perf_counter() - started, 3),
+            "usage": _usage(deliverable.usage),
+            "judge_usage": _usage(client.usage),
+        }
     )

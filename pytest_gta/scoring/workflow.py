@@ -9,6 +9,10 @@ with a checkpoint succeeding at a score at or above the threshold:
 - Root SR: tasks whose root score succeeded, over all tasks (an unscored task fails);
 - P/O/L/C-SR: Root SR over the tasks that involve a tool of that category;
 - Tool SR: tool calls that returned without an error, over all tool calls of the run.
+
+A rate over tasks none of which the judge scored is no rate: Root SR and a category's SR are
+``None`` (shown ``-``) when no task of theirs has a root score, rather than a ``0.00`` that
+reads as a measured failure (a run without a judge key once showed ``P-SR 0.00``).
 """
 
 from __future__ import annotations
@@ -48,17 +52,19 @@ def workflow_table(cases: Sequence[WorkflowCase], threshold: float) -> WorkflowT
         involved = [c for c in counted if category in c.categories]
         per_category[category] = len(involved)
         hits = sum(1 for c in involved if succeeded(c.root_score, threshold))
-        columns[column] = _pct(hits, len(involved))
+        judged = any(c.root_score is not None for c in involved)
+        columns[column] = _pct(hits, len(involved)) if judged else None
     mean = sum(c.root_score or 0.0 for c in scored) / len(scored) if scored else None
     return WorkflowTable(
         tool_sr=_pct(calls - errors, calls),
         **columns,
         root_score=mean,
         leaf_sr=_pct(sum(1 for p in leaves if succeeded(p.score, threshold)), len(leaves)),
-        root_sr=_pct(len(roots), len(counted)),
+        root_sr=_pct(len(roots), len(counted)) if scored else None,
         tasks=len(counted),
         scored=len(scored),
         judge_errors=len(counted) - len(scored),
+        empty_deliverables=sum(1 for c in counted if c.empty_deliverable),
         leaves=len(leaves),
         tool_calls=calls,
         category_tasks=per_category,

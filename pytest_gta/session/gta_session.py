@@ -294,6 +294,10 @@ class GtaSession:
             items[:] = kept
             config.hook.pytest_deselected(items=dropped)
 
+    def collection_finish(self, session: pytest.Session) -> None:
+        """The selection is final (``-k``, ``-m``, ``--lf`` applied): keep this shard's share."""
+        self.keep_shard(session)
+
     def keep_shard(self, session: pytest.Session) -> None:
         """``--gta-shard=K/N``: keep this shard's share of the selected cases."""
         shard = self.state.settings.cases.shard

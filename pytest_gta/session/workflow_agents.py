@@ -5,7 +5,9 @@ Both reuse the atomic run's machinery unchanged: a task is shown to it as an end
 backend offers), so the ReAct loop (Lagent's protocol, ``--gta-max-turns`` turns, 10 being the
 official run's) and the agent under test (its sandbox, the MCP server, the model proxy) run it
 as they run an atomic query. What the tools write lands in the case's own output directory;
-those files and the run's final answer are the deliverable.
+those files and the run's final answer are the deliverable. The report keeps what the producer
+did as an atomic case keeps it: the loop's turns and recorded steps, or the agent's run, its
+server-side tool log and its model exchanges.
 """
 
 from __future__ import annotations
@@ -158,6 +160,7 @@ class WorkflowProducers:
                 if isinstance(name, str) and name not in tools:
                     tools.append(name)
         usage = played.usage
+        agent = played.agent
         return Deliverable(
             origin_prompt=[task.prompt],
             trace=predictions,
@@ -168,4 +171,8 @@ class WorkflowProducers:
             tool_call_errors=sum(1 for r in returns if r.get("content") is None),
             tools=tools,
             usage=usage,
+            replies=[turn.reply for turn in played.episode.turns],
+            agent=None if agent is None else agent.outcome.to_json(),
+            tool_log=None if agent is None else agent.tool_log,
+            exchanges=None if agent is None else agent.exchanges,
         )

@@ -23,7 +23,7 @@ from pytest_gta.evalpack import DEVIATION
 from pytest_gta.evalpack import PREFIX as EVALPACK
 from pytest_gta.files import write_atomic
 from pytest_gta.options import GtaSettings
-from pytest_gta.outward import clean_text, mask_url
+from pytest_gta.outward import clean_text
 from pytest_gta.report import workflow_baseline
 from pytest_gta.report.gate_verdicts import exit_status
 from pytest_gta.report.workflow import render_markdown, table_lines
@@ -49,10 +49,13 @@ CASE_PREFIX = "workflow-"
 class WorkflowCollector:
     """Gathers the cases' results on the controller and reports the run."""
 
-    def __init__(self, config: pytest.Config, settings: GtaSettings, dataset: str) -> None:
+    def __init__(
+        self, config: pytest.Config, settings: GtaSettings, dataset: str, judge: JudgeInfo
+    ) -> None:
         self.config = config
         self.settings = settings
         self.dataset = dataset
+        self.judge = judge
         self.cases: dict[str, WorkflowCase] = {}
         self.report: WorkflowReport | None = None
         self.write_errors: list[str] = []
@@ -115,13 +118,7 @@ class WorkflowCollector:
             model=settings.model.name or "",
             label=settings.report.label,
             dataset=self.dataset,
-            judge=JudgeInfo(
-                model=flow.judge_model,
-                api=flow.api,
-                official=flow.api == "responses",
-                base_url=mask_url(flow.base_url) if flow.base_url else None,
-                threshold=flow.threshold,
-            ),
+            judge=self.judge.model_copy(),
             metrics=workflow_table(cases, flow.threshold),
             notes=[DEVIATION] if (settings.model.name or "").startswith(EVALPACK) else [],
             judge_usage=usage,

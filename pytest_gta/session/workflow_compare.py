@@ -35,6 +35,7 @@ from pytest_gta.results.workflow import (
     WorkflowRuns,
     load_workflow_report,
 )
+from pytest_gta.scoring.workflow import workflow_table
 from pytest_gta.session.finish import Output, print_tables, say_line, write_outputs
 
 #: How much of a file is read to tell a Workflow report from an atomic one.
@@ -130,7 +131,9 @@ def compare_workflow(config: pytest.Config, found: Sequence[tuple[str, Path]]) -
                 judge=report.judge.model,
                 official=report.judge.official,
                 threshold=report.judge.threshold,
-                metrics=report.metrics,
+                # From the cases, as the run computed it: a report of an earlier version
+                # wrote a rate over zero scored tasks as 0.00 where the table now has none.
+                metrics=workflow_table(report.cases, report.judge.threshold),
             )
         )
     return WorkflowRuns(

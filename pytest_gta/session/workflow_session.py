@@ -25,12 +25,26 @@ from pytest_gta.errors import GtaUsageError
 from pytest_gta.evalpack import PREFIX as EVALPACK
 from pytest_gta.evalpack import PackTask, read_pack
 from pytest_gta.flags import OPT_DATA, OPT_JUDGE, OPT_JUDGE_API, OPT_JUDGE_BASE_URL
-from pytest_gta.judge.client import BaseJudge, ChatJudge, ResponsesJudge, judge_base_url, judge_key
+from pytest_gta.judge.client import (
+    BaseJudge,
+    ChatJudge,
+    ResponsesJudge,
+    judge_base_url,
+    judge_key,
+    judge_served,
+    missing_access,
+)
 from pytest_gta.models.base import ModelContext, adopt
 from pytest_gta.options import GtaSettings
-from pytest_gta.outward import install_log_filter, register_run_secrets, register_secret
+from pytest_gta.outward import (
+    install_log_filter,
+    mask_url,
+    register_run_secrets,
+    register_secret,
+)
 from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
-from pytest_gta.results.workflow import WorkflowCase
+from pytest_gta.report.workflow import judge_where
+from pytest_gta.results.workflow import JudgeInfo, WorkflowCase
 from pytest_gta.run.workflow import Deliverable, judged_case
 from pytest_gta.session import xdist
 from pytest_gta.session.gta_session import (
@@ -54,6 +68,8 @@ __all__ = [
 
 SUITE = Path(__file__).resolve().parent.parent / "suite_workflow.py"
 COLLECTOR = "gta-workflow-collector"
+#: The controller's check of the workers' collections (under xdist).
+CHECK = "gta-workflow-collection-check"
 #: The plugin name the Workflow session is registered under, for the bundled Workflow suite
 #: (a test module, found again by name: pytester's in-process runs re-import this module).
 CURRENT = "gta-workflow-session"
@@ -158,12 +174,18 @@ class WorkflowSession(GtaSession):
             self.producers.prepare(dataset)
         if xdist.is_worker(config):
             return
-        self.workflow_collector = WorkflowCollector(config, self.state.settings, str(dataset.root))
+        self.workflow_collector = WorkflowCollector(
+            config, self.state.settings, str(dataset.root), self.judge_info()
+        )
         config.pluginmanager.register(self.workflow_collector, COLLECTOR)
+        if config.pluginmanager.hasplugin("xdist"):
+            # Only workers collect under xdist: the controller checks their selections.
+            config.pluginmanager.register(xdist.CollectionCheck(self.check_access), CHECK)
 
     def unconfigure(self) -> None:
         """Unregister the collector, then what the atomic session stops."""
-        for plugin in (self.workflow_collector, self):
+        check = self.config.pluginmanager.get_plugin(CHECK)
+        for plugin in (self.workflow_collector, check, self):
             if plugin is not None and self.config.pluginmanager.is_registered(plugin):
                 self.config.pluginmanager.unregister(plugin)
         super().unconfigure()
@@ -175,21 +197,29 @@ class WorkflowSession(GtaSession):
         flow = settings.workflow
         dataset = self.dataset()
         official = "official" if flow.api == "responses" else "chat: NOT the official"
+        timeout = flow.judge_timeout(settings.model.generation.timeout)
         lines = [
             f"gta: GTA-Workflow: model {settings.model.name}, dataset {dataset.root} "
             f"({len(dataset)} tasks, {settings.data.source})",
-            f"gta: judge {flow.judge_model} ({official} protocol) at "
-            f"{self._judge_where()}; SR threshold {flow.threshold:g}",
+            f"gta: judge {flow.judge_model} ({official} protocol) "
+            f"{judge_where(self.judge_info())}; {timeout:g} s per checkpoint call; "
+            f"SR threshold {flow.threshold:g}",
         ]
         lines += self.producers.header_lines(self.pack() is not None)
         return lines
 
-    def _judge_where(self) -> str:
+    def judge_info(self) -> JudgeInfo:
+        """Who judges, by which protocol, where it is reached (credentials masked)."""
         flow = self.state.settings.workflow
         url = judge_base_url(flow.base_url)
-        if url is not None:
-            return url
-        return "the OpenAI API" if flow.judge.startswith("openai/") else "a proxy in this process"
+        return JudgeInfo(
+            model=flow.judge_model,
+            api=flow.api,
+            official=flow.api == "responses",
+            base_url=mask_url(url) if url else None,
+            served=judge_served(flow.judge, url),
+            threshold=flow.threshold,
+        )
 
     # -- collection ----------------------------------------------------------------------------
     def params(self) -> list[Any]:
@@ -217,6 +247,34 @@ class WorkflowSession(GtaSession):
     def rerun_regressions(self, items: list[pytest.Item]) -> None:
         """Workflow runs have no baseline comparison yet: every selected case runs."""
 
+    def collection_finish(self, session: pytest.Session) -> None:
+        """The selection is final: keep this shard's share, then check the judge's access.
+
+        Under xdist the controller checks each worker's collection instead
+        (:class:`~pytest_gta.session.xdist.CollectionCheck`): a worker may not refuse a run.
+        """
+        super().collection_finish(session)
+        if not xdist.is_worker(self.config):
+            self.check_access([item.nodeid for item in session.items])
+
+    def check_access(self, nodeids: list[str]) -> None:
+        """A run that judges a task needs a judge it can reach (a usage error, before any task).
+
+        A run that judges nothing (``--collect-only``, every task deselected) needs no key.
+
+        Raises:
+            pytest.UsageError: an ``openai/...`` judge with neither a key nor an endpoint.
+        """
+        tasks = sum(1 for nodeid in nodeids if f"[{CASE_PREFIX}" in nodeid)
+        if not tasks or self.config.option.collectonly:
+            return
+        flow = self.state.settings.workflow
+        problem = missing_access(flow.judge, judge_base_url(flow.base_url))
+        if problem is not None:
+            raise pytest.UsageError(
+                f"pytest-gta: {problem}; nothing was run ({tasks} selected task(s) would be judged)"
+            )
+
     def keep_shard(self, session: pytest.Session) -> None:
         """``--gta-shard=K/N``: every N-th task, from the K-th (tasks are alike in size)."""
         shard = self.state.settings.cases.shard
@@ -242,6 +300,7 @@ class WorkflowSession(GtaSession):
         kind = ResponsesJudge if flow.api == "responses" else ChatJudge
         url = self.judge_url()
         local = self._judge_proxy is not None
+        generation = self.state.settings.model.generation
         return kind(
             flow.judge_model,
             url,
@@ -249,6 +308,8 @@ class WorkflowSession(GtaSession):
             None if local else self.state.response_cache(),
             # A judge served here is booked by its proxy; a remote one here.
             None if local else self.state.budget(),
+            timeout=flow.judge_timeout(generation.timeout),
+            max_reply_bytes=generation.max_reply_bytes,
         )
 
     def judge_url(self) -> str | None:
@@ -364,6 +425,8 @@ class WorkflowSession(GtaSession):
         props: list[tuple[str, Any]] = [
             *([("gta_root_score", case.root_score)] if case.root_score is not None else []),
             ("gta_passed", case.passed),
+            # Whatever the judge gave: the deliverable had no file and an empty answer.
+            ("gta_empty_deliverable", case.empty_deliverable),
             ("gta_producer", case.producer),
             ("gta_judge_calls", len(case.judge_calls)),
         ]

@@ -137,6 +137,23 @@ class XdistBridge:
             self.collector.set_shard(shard, first=True)
 
 
+class CollectionCheck:
+    """The controller's look at each worker's collection, before any case is sent to it.
+
+    Under xdist only the workers collect, and a worker that raises a usage error from its
+    collection crashes xdist (an INTERNALERROR); the controller hears of each worker's
+    collected node ids here, with the selection final, and may refuse the run from this hook
+    (pytest's usage error, exit status 4), before the scheduler hands out a case.
+    """
+
+    def __init__(self, check: Callable[[list[str]], None]) -> None:
+        self.check = check
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """Hand the worker's collected node ids to the check (which may raise a usage error)."""
+        self.check(list(ids))
+
+
 def ledger_from_controller(config: pytest.Config) -> Path | None:
     """The usage ledger the controller shares, in a worker (``None`` elsewhere)."""
     workerinput = worker_input(config)

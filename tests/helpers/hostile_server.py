@@ -2,8 +2,9 @@
 
 Unlike tests/helpers/scripted_server.py, which answers whole bodies, each answer here is a function
 writing to the raw socket, so a test can stream 100 MB without holding it, trickle the body or
-the headers one byte at a time, or announce a size it never sends. ``sent`` counts the body
-bytes that reached the socket: what a client read at most (plus the kernel's buffers).
+the headers one byte at a time, announce a size it never sends, take a request and never
+answer (:func:`hang`), or refuse every request with a status (:func:`status`). ``sent`` counts
+the body bytes that reached the socket: what a client read at most (plus the kernel's buffers).
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ class HostileServer:
             with self._lock:
                 self.sent += len(data)
 
+    def until_stopped(self) -> None:
+        """Block until the server stops (an answer that never comes)."""
+        self._stop.wait()
+
     def __enter__(self) -> HostileServer:
         self._thread.start()
         return self
@@ -130,6 +135,21 @@ def stream_forever(
 
 def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def hang(connection: socket.socket, server: HostileServer) -> None:
+    """Take the request and never answer: the connection stays open, silent, until the end."""
+    server.until_stopped()
+
+
+def status(code: str, body: bytes, **headers: Any) -> Answer:
+    """Every request answered ``code`` with ``body`` (JSON) and ``headers`` (``retry_after``)."""
+
+    def answer(connection: socket.socket, server: HostileServer) -> None:
+        top = head(code, content_type="application/json", content_length=len(body), **headers)
+        server.write(connection, top + body)
+
+    return answer
 
 
 def trickle(data: bytes, every: float, *, headers_too: bool = False) -> Answer:
