@@ -192,6 +192,7 @@ def outcome(report_path: Path, status: int) -> tuple[str | None, dict[str, Any]]
             "failed": int(outcomes["failed"]),
             "errors": int(outcomes["error"]),
             "calls": int(report["usage"]["calls"]),
+            "isolation": isolation_words((report.get("settings") or {}).get("agent")),
         }
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return (
@@ -209,6 +210,20 @@ def outcome(report_path: Path, status: int) -> tuple[str | None, dict[str, Any]]
     if not said["calls"]:
         return "no model call was made", said
     return None, said
+
+
+def isolation_words(agent: Any) -> str:
+    """How the agent ran, as the verdict says it: isolated and proven by the probe, or why not."""
+    isolation = agent.get("isolation") if isinstance(agent, dict) else None
+    if not isinstance(isolation, dict):
+        return "isolation unknown"
+    probe = [f for f in isolation.get("probe") or [] if isinstance(f, dict)]
+    held = sum(1 for f in probe if f.get("held"))
+    proof = f"{held} of {len(probe)} probe attempts held"
+    if isolation.get("isolated"):
+        return f"isolated ({isolation.get('mechanism')}, {proof})"
+    why = "; ".join([*isolation.get("gaps", []), *isolation.get("attempts", [])][:3])
+    return f"NOT isolated ({isolation.get('mechanism')}, {proof}: {why})"
 
 
 def verdict(
@@ -237,7 +252,8 @@ def verdict(
             return False, f"demo FAILED after {took}: the agent run: {problem}"
         line += (
             f"; the agent {AGENT_SCRIPT} ran {by_agent['passed'] + by_agent['failed']} cases on "
-            f"it, no errors, {by_agent['calls']} model calls through the proxy"
+            f"it, no errors, {by_agent['calls']} model calls through the proxy, "
+            f"{by_agent['isolation']}"
         )
     if workflow is not None:
         problem, did = workflow_outcome(*workflow)

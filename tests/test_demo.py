@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gta import demo
-from tests.helpers.optional import require
+from tests.helpers.optional import missing, require
 from tests.helpers.paths import ROOT
 
 README = (ROOT / "README.md").read_text()
@@ -144,15 +144,31 @@ def test_the_workflow_verdict_names_the_judge_and_empty_deliverables(tmp_path, j
     assert ("empty deliverable" in line) is empty
 
 
-def report(tmp_path: Path, name: str = "gta.json", calls: int = 9, **outcomes: int) -> Path:
+def report(
+    tmp_path: Path,
+    name: str = "gta.json",
+    calls: int = 9,
+    isolation: dict | None = None,
+    **outcomes: int,
+) -> Path:
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, **outcomes}
     path = tmp_path / name
-    path.write_text(
-        json.dumps(
-            {"model": "smollm2-135m-instruct", "outcomes": counts, "usage": {"calls": calls}}
-        )
-    )
+    written = {"model": "smollm2-135m-instruct", "outcomes": counts, "usage": {"calls": calls}}
+    if isolation is not None:
+        written["settings"] = {"agent": {"name": "cli_agent.py", "isolation": isolation}}
+    path.write_text(json.dumps(written))
     return path
+
+
+HELD = [{"check": "read dataset.json", "held": True}] * 8
+ISOLATED = {"mechanism": "bubblewrap", "isolated": True, "gaps": [], "probe": HELD}
+PLAIN = {
+    "mechanism": "plain",
+    "isolated": False,
+    "gaps": ["files your user can read stay readable"],
+    "attempts": ["bubblewrap: not on PATH"],
+    "probe": [*HELD[:2], {"check": "read dataset.json", "held": False}],
+}
 
 
 @pytest.mark.parametrize(
@@ -178,10 +194,28 @@ def test_verdict(tmp_path, status, outcomes, ok, says):
 
 
 @pytest.mark.parametrize(
+    ("isolation", "says"),
+    [
+        (ISOLATED, "2 model calls through the proxy, isolated (bubblewrap, 8 of 8 probe attempts "
+         "held); files in"),
+        (PLAIN, "NOT isolated (plain, 2 of 3 probe attempts held: files your user can read stay "
+         "readable; bubblewrap: not on PATH)"),
+        (None, "isolation unknown"),
+    ],
+)  # fmt: skip
+def test_verdict_says_whether_the_agent_was_isolated(tmp_path, isolation, says):
+    main = report(tmp_path, failed=26)
+    agent = report(tmp_path, "gta-agent.json", 2, isolation, failed=2)
+    passed, line = demo.verdict(main, 1, 185.2, (agent, 1))
+    assert passed
+    assert says in line
+
+
+@pytest.mark.parametrize(
     ("status", "outcomes", "calls", "ok", "says"),
     [
         (1, {"failed": 2}, 2, True, "the agent cli_agent.py ran 2 cases on it, no errors, 2 model "
-         "calls through the proxy; files in"),
+         "calls through the proxy, isolated (bubblewrap, 8 of 8"),
         (1, {"failed": 1, "error": 1}, 2, False, "the agent run: 1 case(s) ended as errors"),
         (1, {"failed": 2}, 0, False, "the agent run: no model call was made"),
         (4, {}, 0, False, "the agent run: pytest stopped with a usage error"),
@@ -189,7 +223,7 @@ def test_verdict(tmp_path, status, outcomes, ok, says):
 )  # fmt: skip
 def test_verdict_covers_the_agent_run(tmp_path, status, outcomes, calls, ok, says):
     main = report(tmp_path, failed=26)
-    agent = report(tmp_path, "gta-agent.json", calls, **outcomes)
+    agent = report(tmp_path, "gta-agent.json", calls, ISOLATED, **outcomes)
     passed, line = demo.verdict(main, 1, 185.2, (agent, status))
     assert passed is ok
     assert says in line
@@ -243,6 +277,9 @@ def test_the_demo_runs_the_real_model_end_to_end(tmp_path):
     assert last.startswith("demo OK in"), last
     assert "4 cases ran on smollm2-135m-instruct" in last
     assert "the agent cli_agent.py ran 2 cases on it, no errors" in last
+    assert "probe attempts held" in last  # the probe ran in the agent's sandbox
+    if missing("bubblewrap") is None:  # as CI runs it: the demo's agent is isolated
+        assert ", isolated (bubblewrap, 8 of 8 probe attempts held)" in last
     assert (tmp_path / "run" / "gta.xml").read_text().count("<testcase") == 4
     assert (tmp_path / "run" / "gta-agent.xml").read_text().count("<testcase") == 2
     assert "smollm2-135m-instruct [agent python" in output
