@@ -55,10 +55,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 try:
+    from tool_backends import agent_callable as called
     from tool_backends import agent_launcher as launcher
     from tool_backends import sandbox_worker as worker
 except ImportError:  # in the sandbox: the sibling files, bound beside this one
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import agent_callable as called  # type: ignore[import-not-found,no-redef]
     import agent_launcher as launcher  # type: ignore[import-not-found,no-redef]
     import sandbox_worker as worker  # type: ignore[import-not-found,no-redef]
 
@@ -177,8 +179,8 @@ def preload(spec: Mapping[str, Any]) -> tuple[Callable[..., Any] | None, str]:
     Raises:
         BaseException: whatever the import raised (the host reports it as a usage error).
     """
-    launcher.TASK_CLASS.append(launcher.task_class(list(spec.get("task_fields", []))))
-    function = launcher.load(spec)
+    called.TASK_CLASS.append(called.task_class(list(spec.get("task_fields", []))))
+    function = called.load(spec)
     threads = _threads()
     if threads > 1:
         note = (
@@ -206,7 +208,7 @@ def serve(spec: Mapping[str, Any] | None, scratch: str, network: bool) -> None:
         try:
             function, note = preload(spec)
         except BaseException as exc:  # the agent's import failed: a usage error on the host
-            _say(control, {"error": launcher.error_record(exc)})
+            _say(control, {"error": called.error_record(exc)})
             return
     why = self_test(scratch, network)
     if why is not None:
@@ -343,12 +345,13 @@ def _by_directory(inputs: Any, count: int) -> dict[str, list[tuple[str, int]]]:
     """
     grouped: dict[str, list[tuple[str, int]]] = {}
     for directory, relative, index in inputs:
-        parts = str(relative).split("/")
-        if not os.path.isabs(directory) or ".." in parts or not relative or relative[0] == "/":
+        norm = os.path.normpath(str(relative)) if relative else "."
+        outside = norm == "." or norm == ".." or norm.startswith(("../", "/"))
+        if not os.path.isabs(str(directory)) or outside:
             raise ValueError(f"an input outside its directory: {directory!r}, {relative!r}")
         if not 0 < int(index) + 1 < count:
             raise ValueError(f"no descriptor for input {relative!r}")
-        grouped.setdefault(str(directory), []).append((str(relative), int(index) + 1))
+        grouped.setdefault(str(directory), []).append((norm, int(index) + 1))
     return grouped
 
 

@@ -38,7 +38,7 @@ from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.flags import OPT_AGENT_NETWORK, OPT_SANDBOX
 from pytest_gta.jail import Isolation, Job, JobOutcome
 from pytest_gta.vocabulary import SandboxMode
-from tool_backends import agent_cases, agent_launcher, agent_probe, sandbox_worker
+from tool_backends import agent_callable, agent_cases, agent_launcher, agent_probe, sandbox_worker
 from tool_backends.agent_warm import CallableFailed, CaseInputs, WarmSandbox, WarmUnavailable
 from tool_backends.sandbox_isolation import INSTALL_BUBBLEWRAP
 from tool_backends.sandbox_machine import Machine, why_not
@@ -306,7 +306,7 @@ class AgentJail:
         if program not in self._trees:
             python = python_paths()
             tree = build_tree((*python, *program), self._hidden, checkout())
-            modules = (agent_launcher, sandbox_worker, agent_probe, agent_cases)
+            modules = (agent_launcher, agent_callable, sandbox_worker, agent_probe, agent_cases)
             own = (
                 *((os.path.abspath(m.__file__ or ""), inside_path(m)) for m in modules),
                 (str(self._bridges.directory), f"{INSIDE}/sockets"),

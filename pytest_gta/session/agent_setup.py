@@ -18,10 +18,14 @@ import secrets
 import shlex
 import signal
 import socket
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import pytest_gta
 from pytest_gta.dataset import bundled_sample_path
@@ -34,10 +38,13 @@ from pytest_gta.flags import (
 )
 from pytest_gta.jail import Isolation, Jail, Job, make_jail
 from pytest_gta.options.agents import AgentSettings
+from pytest_gta.options.data import DATASET_NAME
+from pytest_gta.progress import say
 from pytest_gta.report.table import isolation_lines
 from pytest_gta.results.report import AgentIsolation
 from pytest_gta.run.agent_command import CommandAgent, SandboxedPythonAgent, callable_spec
 from pytest_gta.run.agent_under_test import Agent, PythonAgent, load_callable
+from pytest_gta.workflow_data import END_FILE as WORKFLOW_END_FILE
 
 #: Seconds the probe may take (its file-system search stops itself sooner).
 PROBE_TIMEOUT = 60.0
@@ -227,3 +234,100 @@ def _left_behind(marker: str) -> list[int]:
         except OSError:
             pass
     return found
+
+
+class AgentStart:
+    """The agent's sandbox, built and probed in a thread of its own from start-up.
+
+    Building the jail (its self-test), its warm start (a callable's import) and the cheating
+    probe take seconds; begun at ``pytest_configure`` they overlap collection and the model's
+    loading. What needs the agent waits for them (:meth:`setup`); a usage error found there
+    (a callable that does not import, ``--gta-require-isolation`` refused) is raised then,
+    still before any case.
+    """
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: AgentSettings,
+        *,
+        invocation_dir: Path,
+        sandbox_mode: str,
+        probe: bool,
+    ) -> None:
+        self._config = config
+        self._settings = settings
+        self._invocation_dir = invocation_dir
+        self._sandbox_mode = sandbox_mode
+        self._probe = probe
+        self._future: Future[AgentSetup] = Future()
+        self._said = False
+
+    def begin(self, dataset_root: Path) -> None:
+        """Start building (once): the jail for ``dataset_root``'s run, then its probe."""
+
+        def run() -> None:
+            try:
+                setup = build(
+                    self._settings,
+                    invocation_dir=self._invocation_dir,
+                    dataset_root=dataset_root,
+                    sandbox_mode=self._sandbox_mode,
+                )
+                if self._probe:
+                    probe_and_require(setup, self._settings, dataset_root)
+                self._future.set_result(setup)
+            except BaseException as exc:  # handed over: raised where the agent is asked for
+                self._future.set_exception(exc)
+
+        threading.Thread(target=run, name="gta-agent-sandbox", daemon=True).start()
+
+    def setup(self) -> AgentSetup:
+        """The built agent, waited for; the first time, the terminal says what its sandbox holds.
+
+        Raises:
+            pytest.UsageError: the agent cannot run (its message).
+        """
+        try:
+            setup = self._future.result()
+        except GtaUsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if not self._said:
+            self._said = True
+            for line in agent_lines(setup):
+                say(self._config, line)
+        return setup
+
+    def header(self) -> list[str]:
+        """The sandbox's lines for the header if ready by then (said once), else a promise."""
+        if not self._future.done():
+            return [
+                "agent sandbox: being built and probed beside collection and model loading "
+                "(its lines follow before the first case)"
+            ]
+        self._said = True
+        return agent_lines(self.setup())
+
+    def close(self) -> None:
+        """Stop the sandbox, once it has started (its failure was reported where asked for)."""
+        try:
+            self._future.result().close()
+        except BaseException:
+            pass
+
+
+def probe_and_require(setup: AgentSetup, settings: AgentSettings, root: Path) -> None:
+    """Run the cheating probe in the agents' sandbox, against the run's answers file.
+
+    Raises:
+        GtaUsageError: ``--gta-require-isolation`` and an attempt of the probe succeeded.
+    """
+    answers = root / DATASET_NAME
+    if not answers.is_file() and (root / WORKFLOW_END_FILE).is_file():
+        answers = root / WORKFLOW_END_FILE  # a GTA-Workflow dataset: the checkpoints
+    findings = probe(setup, answers)
+    failed = [f["check"] for f in findings if not f["held"]]
+    if failed and settings.require_isolation:
+        raise GtaUsageError(
+            f"{OPT_REQUIRE_ISOLATION}: the probe in the agents' sandbox could {'; '.join(failed)}"
+        )

@@ -14,7 +14,6 @@ import importlib.util
 import tempfile
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -30,7 +29,6 @@ from pytest_gta.flags import (
     OPT_MAX_COST,
     OPT_MODEL,
     OPT_PRICE,
-    OPT_REQUIRE_ISOLATION,
     OPT_TOOL_CASSETTES,
     OPT_TOOL_RECORD,
     OPT_TOOLS,
@@ -44,7 +42,6 @@ from pytest_gta.models.catalog import leaderboard_row
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.options import GtaSettings
 from pytest_gta.options.data import DATASET_NAME
-from pytest_gta.progress import say
 from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.baseline import comparable_run, read_baseline
 from pytest_gta.report.images import ImageStore
@@ -55,13 +52,12 @@ from pytest_gta.run.context import RunContext, needs_similarity
 from pytest_gta.run.runner import Scorer
 from pytest_gta.scoring.service import RemoteSimilarity, SimilarityService
 from pytest_gta.scoring.similarity import SentenceSimilarity, resolve_sim_model
-from pytest_gta.session import agent_setup, xdist
-from pytest_gta.session.agent_setup import AgentSetup, agent_lines
+from pytest_gta.session import xdist
+from pytest_gta.session.agent_setup import AgentSetup, AgentStart
 from pytest_gta.session.collector import RunInfo
 from pytest_gta.session.model_server import describe as describe_server
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
 from pytest_gta.validation import load_dataset
-from pytest_gta.workflow_data import END_FILE as WORKFLOW_END_FILE
 
 #: What an agent run imports (the ``agents`` extra): the MCP SDK and the server under it.
 AGENT_EXTRA = ("mcp", "uvicorn", "starlette")
@@ -110,8 +106,7 @@ class GtaState:
         #: Lines for the collection summary about how cases were selected.
         self.selection_notes: list[str] = []
         #: The agent's sandbox, built and probed in the background (:meth:`start_agent`).
-        self._agent_build: Future[AgentSetup] | None = None
-        self._agent_said = False
+        self._agent_start: AgentStart | None = None
 
     def _once(self, what: str, build: Callable[[], T]) -> T:
         """``build()``'s result, built once; a usage error in it becomes pytest's (exit 4)."""
@@ -361,74 +356,35 @@ class GtaState:
         """Check the agent's settings now; build its sandbox and probe it in the background.
 
         The sandbox's self-test, its warm start (the callable's import) and the cheating probe
-        take seconds: they overlap collection and the model's loading, and the first thing that
-        needs the agent waits for them (:meth:`agent_setup`).
+        take seconds: they overlap collection and the model's loading (:class:`AgentStart`),
+        and the first thing that needs the agent waits for them (:meth:`agent_setup`).
         """
-        if self.settings.agent.spec is None or self._agent_build is not None:
+        if self.settings.agent.spec is None or self._agent_start is not None:
             return
         self._check_agent()
-        probe = not xdist.is_worker(self.config)
-        # Read here: the thread must not wait for the build lock, which a caller waiting for
-        # the thread may hold (the run context asks for the agent).
-        root = self.dataset().root
-
-        def build() -> AgentSetup:
-            setup = self._build_agent(root)
-            if probe:
-                self._probe_agent_sandbox(setup, root)
-            return setup
-
-        self._agent_build = in_background(build, "gta-agent-sandbox")
+        settings = self.settings
+        self._agent_start = AgentStart(
+            self.config,
+            settings.agent,
+            invocation_dir=settings.invocation_dir,
+            sandbox_mode=settings.tools.sandbox,
+            probe=not xdist.is_worker(self.config),
+        )
+        # Read here: the build's thread must not wait for the build lock, which a caller
+        # waiting for the build may hold (the run context asks for the agent).
+        self._agent_start.begin(self.dataset().root)
 
     def agent_setup(self) -> AgentSetup | None:
-        """The agent with its sandbox and what the start-up probe found (``None``: no agent).
-
-        Waits for :meth:`start_agent`'s work; the first time, says in the terminal what the
-        sandbox holds, unless the header said it (:meth:`agent_header`).
-        """
+        """The agent with its sandbox and what the start-up probe found (``None``: no agent)."""
         if self.settings.agent.spec is None:
             return None
         self.start_agent()
-        assert self._agent_build is not None
-        try:
-            setup = self._agent_build.result()
-        except GtaUsageError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        if not self._agent_said:
-            self._agent_said = True
-            for line in agent_lines(setup):
-                say(self.config, line)
-        return setup
+        assert self._agent_start is not None
+        return self._agent_start.setup()
 
     def agent_header(self) -> list[str]:
         """The sandbox's lines for the header if it is ready by then; else that they follow."""
-        if self._agent_build is None or not self._agent_build.done():
-            return [
-                "agent sandbox: being built and probed beside collection and model loading "
-                "(its lines follow before the first case)"
-            ]
-        self._agent_said = True
-        setup = self.agent_setup()
-        return [] if setup is None else agent_lines(setup)
-
-    def _probe_agent_sandbox(self, setup: AgentSetup, root: Path) -> None:
-        """Run the cheating probe in the agents' sandbox once, before the first case.
-
-        Raises:
-            GtaUsageError: ``--gta-require-isolation`` and an attempt of the probe succeeded.
-        """
-        if setup.findings:
-            return
-        answers = root / DATASET_NAME
-        if not answers.is_file() and (root / WORKFLOW_END_FILE).is_file():
-            answers = root / WORKFLOW_END_FILE  # a GTA-Workflow dataset: the checkpoints
-        findings = agent_setup.probe(setup, answers)
-        failed = [f["check"] for f in findings if not f["held"]]
-        if failed and self.settings.agent.require_isolation:
-            raise GtaUsageError(
-                f"{OPT_REQUIRE_ISOLATION}: the probe in the agents' sandbox could "
-                f"{'; '.join(failed)}"
-            )
+        return [] if self._agent_start is None else self._agent_start.header()
 
     def _check_agent(self) -> None:
         """What can be checked of the agent at once: its model, the extra, its placeholders.
@@ -466,15 +422,6 @@ class GtaState:
                     f"{OPT_AGENT_COMMAND} names {names}, but {no_upstream_reason(model)}"
                 )
 
-    def _build_agent(self, root: Path) -> AgentSetup:
-        settings = self.settings
-        return agent_setup.build(
-            settings.agent,
-            invocation_dir=settings.invocation_dir,
-            dataset_root=root,
-            sandbox_mode=settings.tools.sandbox,
-        )
-
     def mcp_gateway(self) -> McpGateway:
         """This process's MCP server (each xdist worker has its own), started on first case."""
         return self._once("mcp_gateway", self._start_gateway)
@@ -511,12 +458,9 @@ class GtaState:
             service = self._built.pop(what, None)
             if service is not None:
                 service.close()
-        building, self._agent_build = self._agent_build, None
-        if building is not None:
-            try:  # a sandbox still starting is stopped once it has started
-                building.result().close()
-            except BaseException:  # its failure was reported where it was asked for
-                pass
+        starting, self._agent_start = self._agent_start, None
+        if starting is not None:
+            starting.close()
 
     def sim_path(self) -> Path:
         """The similarity model's directory (assembled from PyPI parts on first use)."""
@@ -683,17 +627,3 @@ class GtaState:
             sim_model=self.settings.scoring.sim_model,
             sim_threshold=self.settings.scoring.sim_threshold,
         )
-
-
-def in_background(work: Callable[[], T], name: str) -> Future[T]:
-    """``work()`` in a daemon thread of its own; its result or exception in the future."""
-    future: Future[T] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(work())
-        except BaseException as exc:  # handed over: raised where the result is asked for
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
