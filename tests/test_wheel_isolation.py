@@ -25,21 +25,23 @@ from tests.helpers.as_user import USER_UID, as_user
 from tests.helpers.optional import require
 from tests.helpers.paths import HELPERS
 from tests.helpers.processes import processes_named
-from tests.helpers.wheel_install import user_environment, wheel_python
+from tests.helpers.wheel_install import user_environment, user_site_python, wheel_python
 
 SECRET = "sk-wheel-isolation-5e4d3c2b1a"
 #: The agent, as a user names their own file (the program by its absolute path: a relative one
 #: is the user-path tests' subject).
 AGENT = {
-    "command": "--gta-agent-command=python {where}/wheel_cheat.py {{query_file}}",
+    "command": "--gta-agent-command={python} {where}/wheel_cheat.py {{query_file}}",
     "callable": "--gta-agent=wheel_cheat.py:cheat",
 }
 
 
-@pytest.fixture(scope="module")
-def python() -> Path:
+def installed(kind: str) -> tuple[Path, dict[str, str]]:
+    """The interpreter that has the wheel, and its variables: a virtualenv, or ``--user``."""
     require("bubblewrap")
-    return wheel_python(("agents",))
+    if kind == "venv":
+        return wheel_python(("agents",)), {}
+    return user_site_python(("agents",))
 
 
 def user_directory() -> Path:
@@ -51,9 +53,10 @@ def user_directory() -> Path:
 
 
 def run_as(python: Path, where: Path, args: list[str], *, user: bool, env: dict[str, str]) -> int:
-    """pytest from ``python``'s virtualenv in ``where``; its exit status (output kept there)."""
+    """pytest from ``python``'s installation in ``where``; its exit status (output kept there)."""
     full = user_environment({**env, "HOME": str(where)})
-    full["PATH"] = f"{python.parent}{os.pathsep}{full.get('PATH', '/usr/bin:/bin')}"
+    scripts = Path(env["PYTHONUSERBASE"]) / "bin" if "PYTHONUSERBASE" in env else python.parent
+    full["PATH"] = f"{scripts}{os.pathsep}{full.get('PATH', '/usr/bin:/bin')}"
     argv = [str(python), "-m", "pytest", "-p", "no:cacheprovider", *args]
     if user:
         require("util-linux")
@@ -67,16 +70,28 @@ def run_as(python: Path, where: Path, args: list[str], *, user: bool, env: dict[
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["command", "callable"])
-@pytest.mark.parametrize("user", [False, True], ids=["root", "user"])
-def test_a_cheating_agent_gets_nothing_from_a_wheel_install(python, kind, user):
+@pytest.mark.parametrize(
+    ("install", "user", "kind"),
+    [
+        ("venv", False, "command"),
+        ("venv", False, "callable"),
+        ("venv", True, "command"),
+        ("venv", True, "callable"),
+        ("user-site", False, "command"),
+        ("user-site", False, "callable"),
+    ],
+    ids=lambda value: {False: "root", True: "user"}.get(value, value),
+)
+def test_a_cheating_agent_gets_nothing_from_a_wheel_install(install, user, kind):
     if user and os.geteuid() != 0:
         pytest.skip("runs as another user from a root test run")
+    python, variables = installed(install)
     marker = f"gta-wheel-cheat-{os.getpid()}-{kind}-{int(user)}"
     with socket.socket() as canary:
         canary.bind(("127.0.0.1", 0))
         canary.listen(8)
         env = {
+            **variables,
             "OPENAI_API_KEY": SECRET,
             "GTA_MARKER": marker,
             "GTA_CANARY_PORTS": str(canary.getsockname()[1]),
@@ -93,7 +108,7 @@ def test_a_cheating_agent_gets_nothing_from_a_wheel_install(python, kind, user):
                 "--gta-sim-model=all-MiniLM-L6-v2",
                 "--gta-agent-env=GTA_MARKER,GTA_CANARY_PORTS",
                 "--gta-require-isolation",
-                AGENT[kind].format(where=where),
+                AGENT[kind].format(python=python, where=where),
                 "--gta-report=gta.json",
                 "--junitxml=gta.xml",
             ],
@@ -116,5 +131,6 @@ def test_a_cheating_agent_gets_nothing_from_a_wheel_install(python, kind, user):
     assert sorted(answers) == ["e2e-0", "e2e-3"]
     assert all(json.loads(a) == {} for a in answers.values()), answers
     assert processes_named(marker) == []
-    for written in where.iterdir():
-        assert SECRET not in written.read_text(errors="replace"), written
+    for written in where.rglob("*"):
+        if written.is_file():
+            assert SECRET not in written.read_text(errors="replace"), written

@@ -262,6 +262,7 @@ class AgentStart:
         self._probe = probe
         self._future: Future[AgentSetup] = Future()
         self._said = False
+        self._closed = False
 
     def begin(self, dataset_root: Path) -> None:
         """Start building (once): the jail for ``dataset_root``'s run, then its probe."""
@@ -309,7 +310,13 @@ class AgentStart:
         return agent_lines(self.setup())
 
     def close(self) -> None:
-        """Stop the sandbox, once it has started (its failure was reported where asked for)."""
+        """Stop the sandbox, once it has started (its failure was reported where asked for).
+
+        What it found stays: the report describes the sandbox after the session closed it.
+        """
+        if self._closed:
+            return
+        self._closed = True
         try:
             self._future.result().close()
         except BaseException:

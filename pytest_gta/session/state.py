@@ -458,9 +458,8 @@ class GtaState:
             service = self._built.pop(what, None)
             if service is not None:
                 service.close()
-        starting, self._agent_start = self._agent_start, None
-        if starting is not None:
-            starting.close()
+        if self._agent_start is not None:  # kept: the report describes it afterwards
+            self._agent_start.close()
 
     def sim_path(self) -> Path:
         """The similarity model's directory (assembled from PyPI parts on first use)."""

