@@ -178,7 +178,7 @@ def resolve_word(word: str, index: int, base: Path, where: str) -> str:
                 "(e.g. .venv/bin/python) or install it"
             )
         return word
-    path = Path(word).expanduser()
+    path = Path(os.path.expanduser(word))
     full = path if path.is_absolute() else base / path
     if full.is_file():
         return os.path.normpath(full)
@@ -214,7 +214,7 @@ def resolve_callable(named: Resolved, base: Path) -> str:
     target, _, name = spec.rpartition(":")
     if not (target.endswith(".py") or "/" in target or "\\" in target):
         return spec  # a module: found (in its sandbox) when the agent is built
-    path = Path(target).expanduser()
+    path = Path(os.path.expanduser(target))
     full = path if path.is_absolute() else base / path
     if not full.is_file():
         raise usage_error(
