@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pytest_gta.flags import OPT_AGENT, OPT_AGENT_COMMAND, OPT_DATA, OPT_MODEL
+
 #: The prefix of a shipped example's name in ``--gta-agent`` and ``--gta-agent-command``.
 EXAMPLE_PREFIX = "example:"
 #: The placeholders every example agent program takes, in its order.
@@ -151,12 +153,12 @@ def listing() -> list[str]:
     lines = []
     for example in EXAMPLES:
         if example.kind == "callable":
-            option = f"--gta-agent={EXAMPLE_PREFIX}{example.name}"
+            option = f"{OPT_AGENT}={EXAMPLE_PREFIX}{example.name}"
         elif example.venv:
             words = [f"{example.venv}/bin/python", f"{EXAMPLE_PREFIX}{example.name}"]
-            option = f"--gta-agent-command='{' '.join([*words, *EXAMPLE_ARGS])}'"
+            option = f"{OPT_AGENT_COMMAND}='{' '.join([*words, *EXAMPLE_ARGS])}'"
         else:
-            option = f"--gta-agent-command={EXAMPLE_PREFIX}{example.name}"
+            option = f"{OPT_AGENT_COMMAND}={EXAMPLE_PREFIX}{example.name}"
         lines += [
             f"{EXAMPLE_PREFIX}{example.name}: {example.summary}",
             f"    file:    {path_of(example)}",
@@ -167,7 +169,7 @@ def listing() -> list[str]:
         "evalpack:sample: the eval pack of the bundled GTA-Workflow sample (deliverables of "
         "8 tasks, for the judge)",
         f"    file:    {sample_pack()}",
-        "    run:     pytest --gta-data=workflow-sample --gta-model=evalpack:sample",
+        f"    run:     pytest {OPT_DATA}=workflow-sample {OPT_MODEL}=evalpack:sample",
     ]
     return lines
 

@@ -112,8 +112,10 @@ def words(text: str) -> list[str]:
 def is_install(text: str) -> bool:
     """An install line: the virtualenv the test runs in stands for it (see the module doc)."""
     first = words(text)[:3]
-    return first[:2] == ["pip", "install"] or first == ["python3", "-m", "venv"] or (
-        first[0].endswith("/bin/pip") and first[1] == "install"
+    return (
+        first[:2] == ["pip", "install"]
+        or first == ["python3", "-m", "venv"]
+        or (first[0].endswith("/bin/pip") and first[1] == "install")
     )
 
 
@@ -204,7 +206,9 @@ def user_python() -> Path:
 
 
 @pytest.fixture(scope="module")
-def gpt_4o(user_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentModelServer]:
+def gpt_4o(
+    user_python: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AgentModelServer]:
     """``openai/gpt-4o``: a perfect function-calling model on 127.0.0.1.
 
     It knows each query by its text and its images' absolute paths: those of the sample the
@@ -276,7 +280,8 @@ def test_the_examples_listing_names_files_the_wheel_carries(user_python: Path, t
         "pack.json",
     ]
     for file in files:
-        assert file.is_file() and file.is_relative_to(site), file
+        assert file.is_file(), file
+        assert file.is_relative_to(site), file
     shipped = files[0].read_bytes()
     assert shipped == (ROOT / "examples" / "cli_agent.py").read_bytes()
     assert list(tmp_path.iterdir()) == []  # nothing written where it ran
