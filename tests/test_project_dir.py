@@ -106,6 +106,14 @@ def test_the_projects_hook_marks_the_gta_cases_unless_noconftest(project):
     clean.result.stdout.fnmatch_lines(["gta: the pytest configuration * ini file */tox.ini *"])
 
 
+def test_an_empty_configuration_leaves_the_header_quiet(project):
+    """``-c /dev/null --noconftest``: nothing of the project's configuration applies."""
+    run = gta(project, *RUN, "--gta-only", "--noconftest", "-c", "/dev/null")
+    assert run.ret == 0, run.output[-3000:]
+    assert "pytest configuration of this directory" not in run.output
+    run.result.assert_outcomes(passed=2, deselected=1)
+
+
 def test_a_gta_run_outside_any_project_says_nothing_of_one(pytester):
     run = gta(pytester, *RUN)
     assert run.ret == 0, run.output[-3000:]

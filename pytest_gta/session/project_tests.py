@@ -39,7 +39,7 @@ def conftest_files(config: pytest.Config) -> list[str]:
 def configuration_note(config: pytest.Config) -> str | None:
     """The header's line: the ini file and conftest files that apply to this GTA run, if any."""
     parts = []
-    if config.inipath is not None:
+    if config.inipath is not None and config.inipath.is_file():  # not -c /dev/null
         parts.append(f"ini file {config.inipath}")
     conftests = conftest_files(config)
     if conftests:
