@@ -113,8 +113,14 @@ def test_a_missing_file_or_program_is_a_usage_error_saying_where_it_looked(
 
 
 def test_an_ini_value_is_relative_to_the_ini_file_and_says_so(tmp_path: Path) -> None:
-    with pytest.raises(pytest.UsageError, match="relative to the ini file's directory"):
-        resolve_command(cli("python gone.py", "ini"), tmp_path)
+    named = Resolved("python gone.py", "ini", "ini gta_agent_command")
+    with pytest.raises(pytest.UsageError) as caught:
+        resolve_command(named, tmp_path)
+    assert str(caught.value) == (
+        f"pytest-gta: ini gta_agent_command: the file 'gone.py' does not exist: looked for "
+        f"{tmp_path}/gone.py (relative to the ini file's directory, {tmp_path}); run pytest "
+        "where it is, or give its absolute path"
+    )
 
 
 def test_example_names_become_the_shipped_files() -> None:
@@ -180,6 +186,34 @@ def test_any_template_resolves_or_is_a_usage_error(template: str) -> None:
         assert refused[0].startswith("pytest-gta: --gta-agent-command")
     else:
         assert agent_words(resolved)  # what the runner splits and fills cannot fail
+
+
+@given(
+    st.from_regex(r"[A-Za-z0-9_.-]{0,20}", fullmatch=True),
+    st.sampled_from([parse_agent, parse_agent_command]),
+)
+def test_an_example_name_is_shipped_or_a_usage_error_listing_them(name, parse):  # type: ignore[no-untyped-def]
+    refused: list[str] = []
+    try:
+        parse(f"example:{name}")
+    except pytest.UsageError as exc:
+        refused.append(str(exc))
+    if name not in examples.BY_NAME:
+        assert refused, name
+        assert refused[0].startswith("pytest-gta: --gta-agent")
+        assert f"the examples are {examples.names()}" in refused[0]
+
+
+@given(st.text(max_size=40), st.sampled_from([parse_agent, parse_agent_command]))
+def test_any_agent_value_parses_or_is_a_usage_error(text, parse):  # type: ignore[no-untyped-def]
+    refused: list[str] = []
+    try:
+        parse(f"example:{text}")
+        parse(text)
+    except pytest.UsageError as exc:
+        refused.append(str(exc))
+    if refused:
+        assert refused[0].startswith("pytest-gta: --gta-agent")
 
 
 @given(st.from_regex(r"[a-z./~_-]{1,12}", fullmatch=True), st.integers(0, 2))

@@ -154,13 +154,16 @@ def _relative_to(source: Source) -> str:
     return "relative to the directory pytest was started in"
 
 
-def resolve_word(word: str, index: int, base: Path, where: str) -> str:
+def resolve_word(
+    word: str, index: int, base: Path, where: str, origin: str = OPT_AGENT_COMMAND
+) -> str:
     """One word of the agent's command as it must reach the sandbox (see the module docstring).
 
     ``example:NAME`` becomes the shipped file; a relative word that names a file of ``base``
     becomes its absolute path (links kept: a virtualenv's ``bin/python`` is found from its own
     place); placeholders and options stay as they are, and so does any other word (a model name
-    such as ``openai/gpt-4o`` is not a path).
+    such as ``openai/gpt-4o`` is not a path). ``where`` says what ``base`` is and ``origin``
+    where the command was given (the option, the variable or the ini key), for the messages.
 
     Raises:
         pytest.UsageError: the program, or a word that names a script, is not there; the
@@ -174,7 +177,7 @@ def resolve_word(word: str, index: int, base: Path, where: str) -> str:
     if index == 0 and os.sep not in word and not word.startswith("~"):
         if shutil.which(word) is None:
             raise usage_error(
-                f"{OPT_AGENT_COMMAND}: the program {word!r} is not on PATH; give its path "
+                f"{origin}: the program {word!r} is not on PATH; give its path "
                 "(e.g. .venv/bin/python) or install it"
             )
         return word
@@ -185,7 +188,7 @@ def resolve_word(word: str, index: int, base: Path, where: str) -> str:
     if index == 0 or path.suffix in SCRIPT_SUFFIXES:
         what = "the program" if index == 0 else "the file"
         raise usage_error(
-            f"{OPT_AGENT_COMMAND}: {what} {word!r} does not exist: looked for {full} ({where}); "
+            f"{origin}: {what} {word!r} does not exist: looked for {full} ({where}); "
             "run pytest where it is, or give its absolute path"
         )
     return word
@@ -198,7 +201,9 @@ def resolve_command(named: Resolved, base: Path) -> str:
     if len(words) == 1 and words[0].startswith(EXAMPLE_PREFIX):
         words = agent_words(expand_example(words[0]))
     where = f"{_relative_to(named.source)}, {base}"
-    return shlex.join(resolve_word(word, i, base, where) for i, word in enumerate(words))
+    return shlex.join(
+        resolve_word(word, i, base, where, named.origin) for i, word in enumerate(words)
+    )
 
 
 def resolve_callable(named: Resolved, base: Path) -> str:
