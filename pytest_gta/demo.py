@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_gta import examples
 from pytest_gta.flags import (
     OPT_AGENT_COMMAND,
     OPT_CACHE,
@@ -158,11 +159,8 @@ def workflow_outcome(report_path: Path, status: int) -> tuple[str | None, str]:
 
 def agent_script() -> Path | None:
     """The example agent CLI: inside the package in a wheel, in ``examples/`` in a checkout."""
-    here = Path(__file__).resolve().parent
-    for path in (here / "_examples" / AGENT_SCRIPT, here.parent / "examples" / AGENT_SCRIPT):
-        if path.is_file():
-            return path
-    return None
+    path = examples.path_of(examples.BY_NAME["cli"])
+    return path if path.is_file() else None
 
 
 _EXIT_REASONS = {

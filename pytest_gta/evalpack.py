@@ -31,10 +31,26 @@ from typing import Any
 
 from pytest_gta import jsonsafe
 from pytest_gta.errors import GtaUsageError
+from pytest_gta.examples import sample_pack
 from pytest_gta.files import inside
 from pytest_gta.flags import OPT_EVALPACK_ROOT
 
 PREFIX = "evalpack:"
+#: ``evalpack:sample``: the bundled Workflow sample's pack, which the wheel ships with its files.
+SAMPLE = "sample"
+
+
+def pack_path(spec: str, base: Path) -> Path:
+    """The file ``evalpack:PACK.json`` (or ``evalpack:sample``) names, relative to ``base``.
+
+    ``sample`` is the shipped pack (:func:`pytest_gta.examples.sample_pack`), the same on a
+    wheel and an editable install; a file of yours named ``sample`` is ``evalpack:./sample``.
+    """
+    name = spec.removeprefix(PREFIX)
+    if name == SAMPLE:
+        return sample_pack()
+    raw = Path(name).expanduser()
+    return raw if raw.is_absolute() else base / raw
 
 
 @dataclass(frozen=True)

@@ -236,13 +236,13 @@ def pytest_collection_modifyitems(
 
 # A second implementation of the hook (see pytest_runtest_makereport_clean for ``specname``).
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
-def pytest_collection_modifyitems_regressions(
+def pytest_collection_modifyitems_narrow(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """``--gta-rerun-regressions``: keep the cases the last comparison found regressed."""
+    """``--gta-rerun-regressions``; ``--gta-only``, and a note on tests that are not GTA cases."""
     gta = _active(config)
-    if gta is not None and gta.state.settings.baseline.rerun_regressions:
-        gta.rerun_regressions(items)
+    if gta is not None:
+        gta.narrow(items)
 
 
 @pytest.hookimpl(tryfirst=True)

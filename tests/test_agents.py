@@ -115,7 +115,9 @@ def test_agent_file_in_the_ini_is_relative_to_it(pytester):
             pytester, *RUN, "--gta-ids=0", f"--rootdir={pytester.path}", "-c", "../pytest.ini"
         )
     assert run.ret == 0, run.output[-3000:]
-    assert run.report["settings"]["agent"]["name"] == f"{pytester.path}/agents/mine.py:replay"
+    # Named as given (a label that reads the same on every machine); run from the ini's directory.
+    assert run.report["settings"]["agent"]["name"] == "agents/mine.py:replay"
+    run.result.stdout.fnmatch_lines([f"gta: agent runs as: {pytester.path}/agents/mine.py:replay"])
 
 
 def test_async_agent_in_the_pool(pytester, oracle_report):

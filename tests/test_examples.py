@@ -31,6 +31,7 @@ from typing import Any
 import openai
 import pytest
 
+from pytest_gta import examples
 from pytest_gta.dataset import Dataset
 from pytest_gta.options.agents import agent_words
 from tests.helpers import optional
@@ -239,9 +240,10 @@ DOCUMENTED = [
 @pytest.mark.parametrize("page", DOCUMENTED, ids=lambda p: p.name)
 def test_documented_commands_reach_the_agent_as_its_words(page: Path) -> None:
     """Each ``--gta-agent-command='...'`` shown, as bash hands it over, splits into the program,
-    its script and the four placeholders: a line break inside the quotes is a space, but a
-    backslash there would reach the agent as a word of its own."""
-    shown = re.findall(r"--gta-agent-command='[^']*examples/[^']*'", page.read_text())
+    its script (a checkout's ``examples/``, a shipped ``example:NAME`` or the user's copy) and
+    the four placeholders: a line break inside the quotes is a space, but a backslash there
+    would reach the agent as a word of its own."""
+    shown = re.findall(r"--gta-agent-command='[^']*\{mcp_url\}[^']*'", page.read_text())
     assert shown
     for snippet in shown:
         argv = subprocess.run(
@@ -251,8 +253,12 @@ def test_documented_commands_reach_the_agent_as_its_words(page: Path) -> None:
         assert rest == "", snippet  # one word for bash
         words = agent_words(option.removeprefix("--gta-agent-command="))
         assert words[2:] == ["{mcp_url}", "{query_file}", "{model_url}", "{model}"], snippet
-        assert words[1].startswith("examples/")
-        assert words[1].endswith("_agent.py")
+        script = words[1]
+        if script.startswith("example:"):
+            assert script.removeprefix("example:") in examples.BY_NAME, snippet
+        elif script != "my_agent.py":  # docs/agents.md's copy of the agent CLI
+            assert script.startswith("examples/"), snippet
+            assert script.endswith("_agent.py"), snippet
 
 
 # -- the model itself, through the official SDK --------------------------------------------------

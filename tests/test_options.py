@@ -41,6 +41,7 @@ TWINS = {
     "--gta-label": "gta_label",
     "--gta-limit": "gta_limit",
     "--gta-ids": "gta_ids",
+    "--gta-only": "gta_only",
     "--gta-recorded-root": "gta_recorded_root",
     "--gta-max-turns": "gta_max_turns",
     "--gta-base-url": "gta_base_url",
@@ -102,6 +103,7 @@ BOOL_INI = {
     "gta_baseline_lenient",
     "gta_agent_in_process",
     "gta_require_isolation",
+    "gta_only",
 }
 
 
@@ -124,7 +126,8 @@ def test_every_settings_part_comes_from_its_features_rows():
     parts = typing.get_type_hints(GtaSettings)
     del parts["invocation_dir"]
     assert {feature.name for feature in FEATURES if feature.name} == set(parts)
-    special = {"data": {"path", "source", "dir"}, "model": {"generation"}}
+    # The agent's ``given`` is what the user typed, beside the resolved callable or command.
+    special = {"data": {"path", "source", "dir"}, "model": {"generation"}, "agent": {"given"}}
     generation = []
     for feature in FEATURES:
         settings = [spec.setting for spec in feature.rows if spec.setting]

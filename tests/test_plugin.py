@@ -453,6 +453,7 @@ def test_help_pins_the_options(pytester):
         "--gta-label=TEXT",
         "--gta-limit=N",
         "--gta-ids=IDS",
+        "--gta-only",
         "--gta-recorded-root=DIR",
         "--gta-max-turns=N",
         "--gta-base-url=URL",

@@ -2,16 +2,29 @@
 
 Its part of the settings is :class:`AgentSettings`; :func:`settings` refuses agent settings
 that cannot work together (both agent options, step mode) when the session starts.
+
+The agent's own files are found here, when the options are read, as a shell user expects:
+a relative path in the command or the callable's file is relative to the directory pytest was
+started in (an ini file's, to the ini file's directory), and is rewritten to an absolute path,
+since the agent runs in its case's scratch directory and its sandbox shows the files its
+command names. A file that is not there, or a program not on ``PATH``, is a usage error
+before any model loads. ``example:NAME`` names a shipped example (:mod:`pytest_gta.examples`).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from pytest_gta import examples
+from pytest_gta.examples import EXAMPLE_PREFIX, UnknownExample
 from pytest_gta.flags import (
     OPT_AGENT,
     OPT_AGENT_COMMAND,
@@ -28,9 +41,11 @@ from pytest_gta.options.core import (
     Feature,
     Given,
     OptionSpec,
+    Resolved,
+    Source,
     fields,
     number,
-    resolve_path,
+    option_base,
     shown,
     usage_error,
 )
@@ -39,11 +54,43 @@ from pytest_gta.vocabulary import AGENT_PLACEHOLDERS, DEFAULT_AGENT_TIMEOUT
 
 RANGES: dict[str, tuple[float, float]] = {OPT_AGENT_TIMEOUT: (0.1, 86_400.0)}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Suffixes of a word that names a script: one missing is a usage error, not an argument.
+SCRIPT_SUFFIXES = frozenset(
+    (".py", ".pyz", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php", ".jl")
+)
+
+
+def example_of(value: str, flag: str) -> examples.Example | None:
+    """The shipped example ``example:NAME`` names (``None`` for anything else).
+
+    Raises:
+        pytest.UsageError: no example has that name (listing the names).
+    """
+    if not value.startswith(EXAMPLE_PREFIX):
+        return None
+    try:
+        return examples.find(value)
+    except UnknownExample as exc:
+        raise usage_error(
+            f"{flag}={shown(value)}: {exc}; python -m pytest_gta.examples lists them with their "
+            "paths (a module of yours named example: write ./example.py:NAME)"
+        ) from None
 
 
 def parse_agent(value: str) -> str:
-    """``MODULE:CALLABLE`` or ``path/to/file.py:CALLABLE``; imported when the session starts."""
+    """``MODULE:CALLABLE``, ``path/to/file.py:CALLABLE`` or ``example:NAME`` (a shipped one).
+
+    Imported when the session starts; a file's existence is checked by :func:`settings`.
+    """
     text = value.strip()
+    example = example_of(text, OPT_AGENT)
+    if example is not None:
+        if example.kind != "callable":
+            raise usage_error(
+                f"{OPT_AGENT}={shown(value)}: {text} is an agent program, not a callable; run it "
+                f"with {OPT_AGENT_COMMAND}={text}"
+            )
+        return text
     module, colon, name = text.rpartition(":")
     if not colon or not module.strip() or not name.strip().isidentifier():
         raise usage_error(
@@ -66,9 +113,120 @@ def agent_words(template: str) -> list[str]:
 
 
 def parse_agent_command(value: str) -> str:
-    """An option parser: the agent's command template, checked by :func:`agent_words`."""
-    agent_words(value)
+    """An option parser: the agent's command template, checked by :func:`agent_words`.
+
+    A word ``example:NAME`` must name a shipped example program; the template ``example:NAME``
+    alone is that example's whole command (see :func:`expand_example`).
+    """
+    words = agent_words(value)
+    for word in words:
+        example = example_of(word, OPT_AGENT_COMMAND)
+        if example is not None and example.kind == "callable":
+            raise usage_error(
+                f"{OPT_AGENT_COMMAND}={shown(value)}: {word} is a callable, not a program; run "
+                f"it with {OPT_AGENT}={word}"
+            )
+    if len(words) == 1 and example_of(words[0], OPT_AGENT_COMMAND) is not None:
+        expand_example(words[0])
     return value.strip()
+
+
+def expand_example(word: str) -> str:
+    """``example:NAME`` alone: the example's command, run by the Python that runs pytest.
+
+    Raises:
+        pytest.UsageError: the example needs a virtualenv of its own (its framework's MCP
+            adapter needs mcp<2): the message shows the template to write instead.
+    """
+    example = examples.find(word)
+    if example.venv:
+        template = " ".join([f"{example.venv}/bin/python", word, *examples.EXAMPLE_ARGS])
+        raise usage_error(
+            f"{OPT_AGENT_COMMAND}={word}: {word} runs with the python of a virtualenv of its own "
+            f"({example.install}); give that python: {OPT_AGENT_COMMAND}='{template}'"
+        )
+    return examples.command(example)
+
+
+def _relative_to(source: Source) -> str:
+    if source == "ini":
+        return "relative to the ini file's directory"
+    return "relative to the directory pytest was started in"
+
+
+def resolve_word(
+    word: str, index: int, base: Path, where: str, origin: str = OPT_AGENT_COMMAND
+) -> str:
+    """One word of the agent's command as it must reach the sandbox (see the module docstring).
+
+    ``example:NAME`` becomes the shipped file; a relative word that names a file of ``base``
+    becomes its absolute path (links kept: a virtualenv's ``bin/python`` is found from its own
+    place); placeholders and options stay as they are, and so does any other word (a model name
+    such as ``openai/gpt-4o`` is not a path). ``where`` says what ``base`` is and ``origin``
+    where the command was given (the option, the variable or the ini key), for the messages.
+
+    Raises:
+        pytest.UsageError: the program, or a word that names a script, is not there; the
+            program is not on ``PATH``.
+    """
+    example = example_of(word, OPT_AGENT_COMMAND)
+    if example is not None:
+        return str(examples.path_of(example))
+    if "{" in word or word.startswith("-"):
+        return word
+    if index == 0 and os.sep not in word and not word.startswith("~"):
+        if shutil.which(word) is None:
+            raise usage_error(
+                f"{origin}: the program {word!r} is not on PATH; give its path "
+                "(e.g. .venv/bin/python) or install it"
+            )
+        return word
+    path = Path(os.path.expanduser(word))
+    full = path if path.is_absolute() else base / path
+    if full.is_file():
+        return os.path.normpath(full)
+    if index == 0 or path.suffix in SCRIPT_SUFFIXES:
+        what = "the program" if index == 0 else "the file"
+        raise usage_error(
+            f"{origin}: {what} {word!r} does not exist: looked for {full} ({where}); "
+            "run pytest where it is, or give its absolute path"
+        )
+    return word
+
+
+def resolve_command(named: Resolved, base: Path) -> str:
+    """The command of ``named`` with ``example:`` expanded and its files made absolute."""
+    template = str(named.value)
+    words = agent_words(template)
+    if len(words) == 1 and words[0].startswith(EXAMPLE_PREFIX):
+        words = agent_words(expand_example(words[0]))
+    where = f"{_relative_to(named.source)}, {base}"
+    return shlex.join(
+        resolve_word(word, i, base, where, named.origin) for i, word in enumerate(words)
+    )
+
+
+def resolve_callable(named: Resolved, base: Path) -> str:
+    """The callable of ``named``: an example's file, or a file made absolute and checked.
+
+    Raises:
+        pytest.UsageError: the file named is not there (saying where it was looked for).
+    """
+    spec = str(named.value)
+    example = example_of(spec, OPT_AGENT)
+    if example is not None:
+        return f"{examples.path_of(example)}:{example.attr}"
+    target, _, name = spec.rpartition(":")
+    if not (target.endswith(".py") or "/" in target or "\\" in target):
+        return spec  # a module: found (in its sandbox) when the agent is built
+    path = Path(os.path.expanduser(target))
+    full = path if path.is_absolute() else base / path
+    if not full.is_file():
+        raise usage_error(
+            f"{named.origin}={shown(spec)}: no file {full} ({_relative_to(named.source)}, "
+            f"{base}); run pytest where it is, or give its absolute path"
+        )
+    return f"{os.path.normpath(full)}:{name}"
 
 
 def parse_agent_env(value: str) -> tuple[str, ...]:
@@ -108,10 +266,12 @@ class AgentSettings:
     ``None`` and ``None``: the project's own loop.
     """
 
-    #: ``--gta-agent``: ``MODULE:CALLABLE`` (a file named in the ini file made absolute).
+    #: ``--gta-agent``: ``MODULE:CALLABLE`` (a file made absolute, ``example:`` resolved).
     callable: str | None = None
-    #: ``--gta-agent-command``: a checked template.
+    #: ``--gta-agent-command``: a checked template (its files absolute, ``example:`` resolved).
     command: str | None = None
+    #: The agent as the user named it (``example:cli``, a relative path): what reports show.
+    given: str | None = None
     #: ``--gta-agent-env``: variables a command agent is given besides the allow-list.
     env: tuple[str, ...] = ()
     #: ``--gta-agent-timeout``: seconds one case's agent may run.
@@ -126,7 +286,7 @@ class AgentSettings:
     @property
     def spec(self) -> str | None:
         """The agent under test as the report and header name it (``None``: no agent)."""
-        return self.callable or self.command
+        return self.given or self.callable or self.command
 
 
 AGENT = OptionSpec(
@@ -272,11 +432,13 @@ def settings(
     """The agent's part of the settings, checked against the run's ``modes`` and model."""
     check_model_given(given, model)
     found = fields(ROWS, given)
-    agent = given[AGENT.dest]
-    target, _, name = (agent.value or "").rpartition(":")
-    if agent.source == "ini" and (target.endswith(".py") or "/" in target):
-        # A file named in the ini file is the project's: relative to the ini file, as paths are.
-        found["callable"] = f"{resolve_path(config, target, agent.source)}:{name}"
+    agent, command = given[AGENT.dest], given[ROWS[1].dest]
+    if agent.value:
+        found["callable"] = resolve_callable(agent, option_base(config, agent.source))
+        found["given"] = agent.value
+    if command.value and not agent.value:
+        found["command"] = resolve_command(command, option_base(config, command.source))
+        found["given"] = command.value
     part = AgentSettings(**found)
     check_agent(part, modes)
     return part

@@ -20,6 +20,7 @@ from pytest_gta.flags import (
     OPT_MAX_TURNS,
     OPT_MERGE,
     OPT_MODE,
+    OPT_ONLY,
     OPT_SEED,
     OPT_SHARD,
 )
@@ -126,6 +127,8 @@ class CaseSettings:
     epochs: int = 1
     #: ``--gta-shard``: which part of the selected cases this job runs (``None``: all).
     shard: Shard | None = None
+    #: ``--gta-only``: tests that are not GTA cases (a project's own) are deselected.
+    only: bool = False
 
 
 ROWS: tuple[OptionSpec, ...] = (
@@ -157,6 +160,22 @@ ROWS: tuple[OptionSpec, ...] = (
         setting="ids",
         doc_default="all",
         doc="only these query ids (`3,17,42`)",
+    ),
+    OptionSpec(
+        OPT_ONLY,
+        None,
+        "deselect every collected test that is not a GTA case (a project's own tests, when "
+        "pytest runs in its directory); without it they run beside the GTA cases, and the "
+        "run says which",
+        kind="bool",
+        default=False,
+        setting="only",
+        doc_default="off",
+        doc="deselect (pytest's deselection) every collected test that is not a GTA case: a "
+        "project's own tests, collected because pytest runs in its directory. Without it they run "
+        "beside the GTA cases (in the JUnit file too) and the header, the collection line and the "
+        "report's notes name them (see [Running from a project's directory]"
+        "(running.md#running-from-a-projects-directory))",
     ),
     OptionSpec(
         OPT_MAX_TURNS,

@@ -73,6 +73,7 @@ HELP_ORDER: tuple[str, ...] = (
     flags.OPT_LABEL,
     flags.OPT_LIMIT,
     flags.OPT_IDS,
+    flags.OPT_ONLY,
     flags.OPT_RECORDED_ROOT,
     flags.OPT_MAX_TURNS,
     flags.OPT_BASE_URL,

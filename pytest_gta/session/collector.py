@@ -43,6 +43,7 @@ from pytest_gta.results.report import (
 )
 from pytest_gta.session.finish import Finisher
 from pytest_gta.session.keys import DETAIL_KEY, STOPPED_KEY
+from pytest_gta.session.project_tests import notes_of, unique
 from pytest_gta.signals import INTERRUPTS, cause_of
 from pytest_gta.version import __version__
 
@@ -120,6 +121,8 @@ class GtaCollector:
         #: ``--gta-shard``'s selection (:meth:`pytest_gta.shard.ShardSelection.to_json`), from
         #: this process's collection or, with xdist, from a worker's.
         self.shard: dict[str, Any] | None = None
+        #: The report's notes from the session (what joined the run besides GTA cases).
+        self.notes: list[str] = []
 
     def _identify(
         self, report: pytest.TestReport, props: dict[str, Any]
@@ -257,7 +260,7 @@ class GtaCollector:
             data_source=settings.data.source,
             settings=self.run_settings(info),
             cases=cases,
-            warnings=info.warnings,
+            warnings=[*info.warnings, *self.notes],
             leaderboard=(
                 None
                 if info.leaderboard is None
@@ -290,6 +293,10 @@ class GtaCollector:
         """Ctrl-C or SIGTERM (:mod:`pytest_gta.signals`): the partial report says so."""
         self.interrupted = True
         self.interrupted_by = cause_of(excinfo, self.config.stash.get(INTERRUPTS, None))
+
+    def add_notes(self, notes: object) -> None:
+        """Notes for the report from this process or a worker (each said once; others ignored)."""
+        self.notes = unique([*self.notes, *notes_of(notes)])
 
     def set_shard(self, shard: dict[str, Any], *, first: bool = False) -> None:
         """``--gta-shard``'s selection; ``first``: keep one already set (xdist workers agree)."""

@@ -43,7 +43,7 @@ from pytest_gta.results.io import CaseWire, case_to_wire
 from pytest_gta.run.agent_under_test import AgentFailed
 from pytest_gta.run.ahead import runs_cases
 from pytest_gta.run.runner import CaseRun, run_case
-from pytest_gta.session import model_server, xdist
+from pytest_gta.session import model_server, project_tests, xdist
 from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, GtaCollector
 from pytest_gta.session.html_hooks import PLUGIN_NAME as HTML_PLUGIN
 from pytest_gta.session.html_hooks import GtaHtmlHooks, case_extras
@@ -203,6 +203,9 @@ class GtaSession:
                 f"gta: agent under test ({kind}): {agent.spec}, beside the model "
                 f"{settings.model.name} (timeout {agent.timeout:g} s per case)"
             )
+            ran = agent.callable or agent.command
+            if ran != agent.spec:
+                lines.append(f"gta: agent runs as: {ran}")
             lines += self._agent_isolation_lines()
         shard = settings.cases.shard
         if shard is not None:
@@ -223,6 +226,9 @@ class GtaSession:
             )
         if state.uses_tools():
             lines += self._tool_lines()
+        configuration = project_tests.configuration_note(config)
+        if configuration is not None:
+            lines.append(configuration)
         # Tool specs and server commands can carry a URL with a password (agentlego=http://u:p@h).
         return [clean_text(mask_url(line)) for line in lines]
 
@@ -261,6 +267,30 @@ class GtaSession:
             pytest.param(case, id=case.id, marks=[getattr(pytest.mark, m) for m in case.marks()])
             for case in self.state.cases()
         ]
+
+    def narrow(self, items: list[pytest.Item]) -> None:
+        """After every other selection: ``--gta-rerun-regressions``, then the project's tests.
+
+        Tests that are not GTA cases (a project's own, collected from the directory pytest runs
+        in) are deselected under ``--gta-only``, and named either way: on the collection line
+        and in the report's notes (sent from an xdist worker to the controller).
+        """
+        settings = self.state.settings
+        if settings.baseline.rerun_regressions:
+            self.rerun_regressions(items)
+        only = settings.cases.only
+        foreign = project_tests.split_items(items, self.fixture, only, self.config)
+        if not foreign:
+            return
+        note = project_tests.project_note(foreign, deselected=only)
+        self.state.selection_notes.append(f"gta: {'' if only else 'WARNING: '}{note}")
+        if not xdist.send_to_controller(self.config, xdist.PROJECT_OUTPUT, [note]):
+            self.add_project_notes([note])
+
+    def add_project_notes(self, notes: list[str]) -> None:
+        """Notes on the project's tests, for the report (the atomic collector's notes)."""
+        if self.collector is not None:
+            self.collector.add_notes(notes)
 
     def rerun_regressions(self, items: list[pytest.Item]) -> None:
         """``--gta-rerun-regressions``: keep the cases the last comparison found regressed.

@@ -23,7 +23,7 @@ from pytest_gta import signals
 from pytest_gta.case import EPOCH_TAG, MarkRegistry, mark_name
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.evalpack import PREFIX as EVALPACK
-from pytest_gta.evalpack import PackTask, read_pack
+from pytest_gta.evalpack import PackTask, pack_path, read_pack
 from pytest_gta.flags import OPT_DATA, OPT_JUDGE, OPT_JUDGE_API, OPT_JUDGE_BASE_URL
 from pytest_gta.judge.client import (
     BaseJudge,
@@ -149,10 +149,10 @@ class WorkflowSession(GtaSession):
         if not name.startswith(EVALPACK):
             return None
         if self._pack is None:
-            raw = Path(name.removeprefix(EVALPACK)).expanduser()
-            path = raw if raw.is_absolute() else self.state.settings.invocation_dir / raw
             try:
-                self._pack = read_pack(path, self.state.settings.workflow.evalpack_roots)
+                settings = self.state.settings
+                path = pack_path(name, settings.invocation_dir)
+                self._pack = read_pack(path, settings.workflow.evalpack_roots)
             except GtaUsageError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self._pack

@@ -40,6 +40,8 @@ SERVED_INPUT = "gta_serve"
 TIMINGS_OUTPUT = "gta_timings"
 #: ``workeroutput``: ``--gta-shard``'s selection as the worker computed it.
 SHARD_OUTPUT = "gta_shard"
+#: ``workeroutput``: what the worker collected besides GTA cases (a project's tests), as notes.
+PROJECT_OUTPUT = "gta_project_tests"
 
 
 def worker_input(config: pytest.Config) -> Mapping[str, Any] | None:
@@ -135,6 +137,7 @@ class XdistBridge:
         shard = workeroutput.get(SHARD_OUTPUT)
         if isinstance(shard, dict):
             self.collector.set_shard(shard, first=True)
+        self.collector.add_notes(workeroutput.get(PROJECT_OUTPUT))
 
 
 class CollectionCheck:

@@ -146,6 +146,14 @@ def user_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def activated(python: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """:func:`user_environment` with the wheel's virtualenv activated (its ``bin`` first)."""
+    full = user_environment(env)
+    full["PATH"] = f"{python.parent}{os.pathsep}{full.get('PATH', '/usr/bin:/bin')}"
+    full["VIRTUAL_ENV"] = str(python.parent.parent)
+    return full
+
+
 def run_user_pytest(
     python: Path,
     args: Sequence[str],
@@ -159,13 +167,34 @@ def run_user_pytest(
     The virtualenv's ``bin`` comes first on ``PATH``, as after ``source .venv/bin/activate``.
     """
     where = cwd or Path(tempfile.mkdtemp(prefix="gta-user-"))
-    full = user_environment(env)
-    full["PATH"] = f"{python.parent}{os.pathsep}{full.get('PATH', '/usr/bin:/bin')}"
-    full["VIRTUAL_ENV"] = str(python.parent.parent)
     return subprocess.run(
         [str(python), "-m", "pytest", "-p", "no:cacheprovider", *args],
         cwd=where,
-        env=full,
+        env=activated(python, env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_user_command(
+    python: Path,
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 900,
+) -> subprocess.CompletedProcess[str]:
+    """``command`` as a user types it, run by bash in ``cwd`` with the virtualenv activated.
+
+    For a page's commands exactly as written (docs/agents.md, docs/workflow.md): bash does the
+    quoting, the line continuations and ``$(...)``, ``pytest`` and ``python`` are the
+    virtualenv's.
+    """
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=activated(python, env),
         capture_output=True,
         text=True,
         timeout=timeout,
