@@ -310,6 +310,7 @@ def test_an_agent_on_gpt_4o_solves_the_first_sample_cases(
     assert gpt_4o.model.calls >= 3  # every case asked the model, through the proxy
     assert "gpt-4o [agent " in done.stdout
     assert KEY not in out
+    assert_isolated(done.stdout)
 
 
 @pytest.mark.parametrize("doc", ids("smollm2"), ids=doc_id)
@@ -324,6 +325,14 @@ def test_an_agent_on_the_bundled_smollm2_runs_offline(
     assert counts.get("passed", 0) + counts.get("failed", 0) == 1, out[-3000:]
     assert "error" not in counts, out[-3000:]
     assert "smollm2-135m-instruct [agent example:" in done.stdout
+    assert_isolated(done.stdout)
+
+
+def assert_isolated(output: str) -> None:
+    """The shipped example ran in its sandbox from the wheel, every probe attempt held."""
+    if optional.missing("bubblewrap") is None:
+        assert "gta: agent sandbox probe: 8 of 8 attempts of a cheating agent held" in output
+        assert "NOT isolated" not in output
 
 
 def test_the_tools_alone_serve_until_ctrl_c(user_python: Path, tmp_path: Path) -> None:
