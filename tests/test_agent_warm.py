@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import textwrap
 import threading
@@ -272,6 +273,29 @@ def test_a_hidden_path_inside_another_is_covered_with_it(tmp_path):
     (site / "other").mkdir()
     tree = build_tree((str(site),), hidden=(str(site / "pytest_gta" / "_sample"),))
     assert tree.hidden == (str(site / "pytest_gta"),)
+
+
+def test_an_agent_file_inside_the_hidden_package_shows_alone(tmp_path, bubblewrap):
+    """A shipped example agent (``example:cli``) lies inside the installed package: its file
+    shows, the package around it stays hidden (once the whole package showed, issue 38)."""
+    site = tmp_path / "site-packages"
+    script = site / "pytest_gta" / "_examples" / "cli_agent.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("the agent's own code\n")
+    (site / "pytest_gta" / "__init__.py").write_text("the package")
+    for path in [tmp_path, *tmp_path.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    tree = build_tree((str(site), str(script)))
+    assert tree.hidden == (str(site / "pytest_gta"),)
+    machine = Machine()
+    look = f"cat {script}; ls {site / 'pytest_gta'}; cat {site / 'pytest_gta' / '__init__.py'}"
+    words = [*bwrap_command(tree, "/scratch", machine), "/bin/sh", "-c", look]
+    done = subprocess.run(words, capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.splitlines() == ["the agent's own code", "_examples"], done.stderr
+    assert "No such file" in done.stderr
+    script_text = namespace_script(tree, machine)
+    made = script_text.index(f'mkdir -m 0755 -p "$R"{script.parent}')  # traversable
+    assert script_text.index("gta-hidden") < made < script_text.index(f"mount --rbind {script}")
 
 
 def test_inputs_inside_a_hidden_path_are_bound_after_its_tmpfs(tmp_path):

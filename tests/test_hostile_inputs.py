@@ -728,7 +728,7 @@ def test_vlm_tools_refuse_bombs_before_asking(context):
     backend = VlmBackend(NoClient(), "vision-model", image_model="none")  # type: ignore[arg-type]
     path = str(_write(context, png_claiming(60000, 60000), ".png"))
     with pytest.raises(GtaToolError, match="cannot read image"):
-        backend._boxes({"image": path, "text": "cat"}, context)
+        backend._boxes({"image": path, "text": "cat"}, context, 5.0)
     with pytest.raises(GtaToolError, match="cannot read image"):
         backend._crop({"image": path}, context, (0, 0, 5, 5))
 

@@ -127,6 +127,9 @@ def test_a_cheating_agent_gets_nothing_from_a_wheel_install(install, user, kind)
     checks = [f["check"] for f in isolation["probe"]]
     assert any("site-packages/pytest_gta/_sample/dataset.json" in c for c in checks), checks
     assert "gta: agent sandbox probe: 8 of 8 attempts of a cheating agent held" in output
+    # The cases were forked from the warm sandbox: the sample's directory, inside the hidden
+    # package, had its mount point for the case's inputs (once a silent fallback, issue 38).
+    assert "could not be forked" not in output, output[-3000:]
     answers = {case["id"]: case["agent"]["answer"] for case in report["cases"]}
     assert sorted(answers) == ["e2e-0", "e2e-3"]
     assert all(json.loads(a) == {} for a in answers.values()), answers

@@ -196,12 +196,17 @@ def with_binds(base: Tree, extra: Iterable[tuple[str, str]]) -> Tree:
 def with_directories(base: Tree, paths: Iterable[str]) -> Tree:
     """``base`` with ``paths`` present as directories (mount points for a case's inputs).
 
-    A path the view shows already (inside a bound directory, or hidden there by a tmpfs) is
-    left as it is; any other is made, with the directories on its way, on the sandbox's root.
+    A path the view shows already (inside a bound directory) is left as it is; one inside a
+    hidden path is made in its tmpfs (``sandbox_mounts.made_in_hidden``); any other is made,
+    with the directories on its way, on the sandbox's root.
     """
     bound = [target for _, target in base.binds]
     directories = list(base.directories)
     for path in paths:
+        if any(path == h or path.startswith(h.rstrip("/") + "/") for h in base.hidden):
+            if path not in directories and path not in base.hidden:
+                directories.append(path)
+            continue
         if any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound):
             continue
         for name in [*(str(p) for p in reversed(Path(path).parents)), path]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from pathlib import Path
 
 from tool_backends.sandbox_machine import Machine
 from tool_backends.sandbox_tree import Tree, sandbox_environment
@@ -76,17 +77,21 @@ def bwrap_command(
     for text, name in tree.links:
         command += ["--symlink", text, name]
     outside, inside = split_by_hidden(tree)
-    for directory in tree.directories:
+    within = made_in_hidden(tree)
+    for directory in outside_directories(tree):
         if directory not in ("/tmp", "/dev", "/dev/shm"):
             command += ["--perms", "0755", "--dir", directory]
     for real, target in outside:
         command += ["--ro-bind", real, target]
     for path in tree.hidden:
-        # Empty and closed, unless the case's inputs lie inside (the bundled sample of an
-        # installed package): then only they are bound into it, before it turns read-only.
-        holds = any(_beneath(target, path) for _, target in inside)
+        # Empty and closed, unless something shows inside (a case's input in the bundled
+        # sample of an installed package, a shipped example agent): then only that is made or
+        # bound in it, before it turns read-only.
+        holds = any(_beneath(name, path) for name in within)
         command += ["--perms", "0755" if holds else "0000"]
         command += ["--size", str(SMALL_TMPFS_BYTES), "--tmpfs", path]
+    for directory in within:
+        command += ["--perms", "0755", "--dir", directory]
     for real, target in inside:
         command += ["--ro-bind", real, target]
     for path in tree.hidden:
@@ -103,14 +108,44 @@ def _beneath(path: str, directory: str) -> bool:
 def split_by_hidden(tree: Tree) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The tree's binds outside what it hides, and those inside (shown within a hidden tmpfs).
 
-    A bind inside a hidden path (a case's input in the bundled sample, which lies in a package
-    the tree hides) must follow that path's tmpfs, or the tmpfs would cover it.
+    A bind inside a hidden path (a case's input in the bundled sample, or a shipped example
+    agent, which lie in a package the tree hides) must follow that path's tmpfs, or the tmpfs
+    would cover it.
     """
     outside: list[tuple[str, str]] = []
     inside: list[tuple[str, str]] = []
     for bind in tree.binds:
-        (inside if any(_beneath(bind[1], h) for h in tree.hidden) else outside).append(bind)
+        (inside if _hidden_by(tree, bind[1]) else outside).append(bind)
     return outside, inside
+
+
+def _hidden_by(tree: Tree, path: str) -> str | None:
+    """The hidden path that ``path`` lies in, if any."""
+    return next((h for h in tree.hidden if _beneath(path, h)), None)
+
+
+def made_in_hidden(tree: Tree) -> list[str]:
+    """Directories to make inside the hidden tmpfs mounts, parents first, each ``0755``.
+
+    The way to a bind inside a hidden path, and the tree's directories there (mount points for
+    a case's inputs in the bundled sample): made in the tmpfs before it turns read-only, and
+    traversable by the dropped uid (bubblewrap would make a bind's missing parents ``0700``).
+    """
+    wanted: list[str] = []
+    targets = [(target, False) for _, target in split_by_hidden(tree)[1]]
+    targets += [(d, True) for d in tree.directories if _hidden_by(tree, d)]
+    for target, itself in targets:
+        top = _hidden_by(tree, target) or "/"
+        way = [str(p) for p in reversed(Path(target).parents) if _beneath(str(p), top)]
+        for name in [*way, *([target] if itself else [])]:
+            if name not in wanted:
+                wanted.append(name)
+    return sorted(wanted, key=lambda p: p.count("/"))
+
+
+def outside_directories(tree: Tree) -> list[str]:
+    """The tree's directories made on its root, before any bind (not those inside a hidden path)."""
+    return [d for d in tree.directories if not _hidden_by(tree, d)]
 
 
 def namespace_script(tree: Tree, machine: Machine, scratch_bytes: int = SCRATCH_BYTES) -> str:
@@ -125,10 +160,11 @@ def namespace_script(tree: Tree, machine: Machine, scratch_bytes: int = SCRATCH_
     small = f"size={SMALL_TMPFS_BYTES},nosuid,nodev"
     lines = [
         'R="$1"; shift',
+        "umask 022",  # mount points made here (inside a hidden tmpfs too) are traversable
         f'mount -t tmpfs -o mode=0755,{small} gta-root "$R" || exit 90',
         'mkdir -m 0755 "$R/proc" "$R/dev" "$R/dev/shm" "$R/tmp" "$R/scratch" || exit 91',
     ]
-    for directory in tree.directories:
+    for directory in outside_directories(tree):
         lines.append(f'[ -e "$R"{q(directory)} ] || mkdir -m 0755 "$R"{q(directory)} || exit 91')
     for text, name in tree.links:
         lines.append(f'ln -s {q(text)} "$R"{q(name)} || exit 91')
@@ -136,7 +172,12 @@ def namespace_script(tree: Tree, machine: Machine, scratch_bytes: int = SCRATCH_
 
     def bind(real: str, target: str) -> None:
         there = f'"$R"{q(target)}'
-        make = f"mkdir -m 0755 -p {there}" if os.path.isdir(real) else f"touch {there}"
+        parent = f'"$R"{q(os.path.dirname(target))}'
+        make = (
+            f"mkdir -p {there}"
+            if os.path.isdir(real)
+            else f"{{ mkdir -p {parent} && touch {there}; }}"
+        )
         lines.append(f"[ -e {there} ] || {make} || exit 92")
         lines.append(f"mount --rbind {q(real)} {there} || exit 92")
         lines.append(
@@ -146,10 +187,13 @@ def namespace_script(tree: Tree, machine: Machine, scratch_bytes: int = SCRATCH_
 
     for real, target in outside:
         bind(real, target)
+    within = made_in_hidden(tree)
     for path in tree.hidden:
-        holds = any(_beneath(target, path) for _, target in inside)
+        holds = any(_beneath(name, path) for name in within)
         mode = "0755" if holds else "0000"
         lines.append(f'mount -t tmpfs -o mode={mode},{small} gta-hidden "$R"{q(path)} || exit 94')
+    for directory in within:
+        lines.append(f'mkdir -m 0755 -p "$R"{q(directory)} || exit 94')
     for real, target in inside:
         bind(real, target)
     for path in tree.hidden:

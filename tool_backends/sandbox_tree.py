@@ -170,9 +170,9 @@ def build_tree(
     covered = []
     for path in dict.fromkeys(candidates):
         inside = any(path.startswith(t.rstrip("/") + "/") for t in bound)
-        # A bound path inside it (a virtualenv in the checkout) is shown alone anyway.
-        holds = any(t == path or t.startswith(path.rstrip("/") + "/") for t in bound)
-        if inside and not holds and os.path.isdir(path):
+        # A shown path inside it (a shipped example agent inside the installed package) is
+        # bound again after its tmpfs (``sandbox_mounts.split_by_hidden``): it alone shows.
+        if inside and path not in bound and os.path.isdir(path):
             covered.append(path)
     # A hidden path inside another is covered with it: mounting on it would need a mount point
     # in the outer one's empty, read-only tmpfs (the bundled sample inside an installed package).

@@ -273,15 +273,17 @@ class GtaSession:
 
         Tests that are not GTA cases (a project's own, collected from the directory pytest runs
         in) are deselected under ``--gta-only``, and named either way: on the collection line
-        and in the report's notes (sent from an xdist worker to the controller).
+        and in the report's notes (sent from an xdist worker to the controller), by the shard
+        that runs them (the first) only.
         """
         settings = self.state.settings
         if settings.baseline.rerun_regressions:
             self.rerun_regressions(items)
         only = settings.cases.only
         foreign = project_tests.split_items(items, self.fixture, only, self.config)
-        if not foreign:
-            return
+        shard = settings.cases.shard
+        if not foreign or (not only and shard is not None and shard.index != 1):
+            return  # a later shard drops them (they run in shard 1 only)
         note = project_tests.project_note(foreign, deselected=only)
         self.state.selection_notes.append(f"gta: {'' if only else 'WARNING: '}{note}")
         if not xdist.send_to_controller(self.config, xdist.PROJECT_OUTPUT, [note]):
