@@ -108,10 +108,39 @@ def starts_pytest(item: pytest.Item) -> bool:
     return any(_is_ours(f) and _starts_pytest_source(f) for f in functions)  # type: ignore[arg-type]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's default "load" hands out fixed chunks; "worksteal" lets an idle worker take tests
+    # still queued on the other, so the long modules (:func:`longest_first`) end together.
+    # Set here, not in addopts: ``-p no:xdist`` (tox -e nodist) knows no ``--dist``.
+    if getattr(config.option, "dist", "no") == "load" and not config.getoption("distload", False):
+        config.option.dist = "worksteal"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("slow") is None and starts_pytest(item):
             item.add_marker(pytest.mark.slow)
+    longest_first(items)
+
+
+#: The similarity models the test session serves, where installed (:func:`shared_similarity`).
+SHARED_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """Modules that start the most pytest runs first, each module's tests in their own order.
+
+    With ``--dist worksteal`` (``pyproject.toml``) the two workers then start on the long
+    modules and steal short tests at the end, so that no long test starts in the last minute
+    (issue 39). A module's tests stay together: its module-scoped fixtures are built once.
+    """
+    cost: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        cost[module] = cost.get(module, 0) + (1 if item.get_closest_marker("slow") else 0)
+    order = {module: index for index, module in enumerate(cost)}
+    items.sort(key=lambda i: (-cost[i.nodeid.split("::")[0]], order[i.nodeid.split("::")[0]]))
 
 
 #: The unmarked test now running, and what it started that only a ``slow`` test may start.
@@ -284,3 +313,46 @@ def test_references() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(VARIABLE, sample_references())
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def shared_similarity() -> Iterator[None]:
+    """One service per similarity model for every pytest the tests start (issue 39).
+
+    A run started by a test (pytester's, a subprocess's, a wheel's) asks this process's
+    services (``$PYTEST_GTA_TEST_SIMILARITY``, read by
+    :func:`pytest_gta.scoring.service.shared_service`) instead of importing torch and loading
+    its model again: the same library calls in one process, so the same numbers. Each model
+    loads in the background as the session starts. The tests of the real path (a run that
+    loads its own model) unset the variable (:func:`own_similarity`); the demo, which CI runs
+    as the README writes it, loads its own.
+    """
+    from pytest_gta.errors import GtaUsageError
+    from pytest_gta.scoring.service import SHARED_SERVICE_VARIABLE, SimilarityService
+    from pytest_gta.scoring.similarity import SentenceSimilarity, resolve_sim_model
+
+    services = []
+    for model in SHARED_MODELS:
+        try:
+            path = resolve_sim_model(model)
+        except GtaUsageError:  # not installed: a run asking for it says so itself
+            continue
+        factory = functools.partial(SentenceSimilarity, path)
+        services.append((model, SimilarityService(factory)))
+    value = [{"model": m, "url": s.url, "token": s.token} for m, s in services]
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            if value:
+                patch.setenv(SHARED_SERVICE_VARIABLE, json.dumps(value))
+            yield
+    finally:
+        for _, service in services:
+            service.close()
+
+
+@pytest.fixture
+def own_similarity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run under test loads its own similarity model (the real path), not the shared one."""
+    from pytest_gta.scoring.service import SHARED_SERVICE_VARIABLE
+
+    monkeypatch.delenv(SHARED_SERVICE_VARIABLE, raising=False)

@@ -507,7 +507,7 @@ def test_client_errors_are_fatal_at_once(sample_dataset, server, status):
 # -- black box ----------------------------------------------------------------------------------
 
 
-def test_plugin_run_against_the_server(pytester, server, dist_args):
+def test_plugin_run_against_the_server(pytester, server):
     result = pytester.runpytest(
         SAMPLE_DATA,
         f"--gta-model=anthropic/{DEPRECATED}",
@@ -517,7 +517,6 @@ def test_plugin_run_against_the_server(pytester, server, dist_args):
         "--gta-temperature=0.5",
         FAST_SIM,
         "--gta-report=r.json",
-        *dist_args,
     )
     result.assert_outcomes(failed=2)  # "Final Answer" where the reference calls a tool
     report = json.loads((pytester.path / "r.json").read_text())
@@ -537,7 +536,7 @@ def test_plugin_run_against_the_server(pytester, server, dist_args):
     assert {b["temperature"] for b in bodies} == {0.5}
 
 
-def test_plugin_run_with_a_failing_server_errors(pytester, server, dist_args):
+def test_plugin_run_with_a_failing_server_errors(pytester, server):
     server.default = error_reply(500)
     result = pytester.runpytest(
         SAMPLE_DATA,
@@ -549,7 +548,6 @@ def test_plugin_run_with_a_failing_server_errors(pytester, server, dist_args):
         FAST_SIM,
         "--gta-report=r.json",
         "-rA",
-        *dist_args,
     )
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(

@@ -414,7 +414,7 @@ def test_a_comparison_shows_the_sound_table_even_for_reports_written_before_it(
 
 @pytest.mark.slow
 def test_a_run_of_release_queries_shows_the_erratum_everywhere(
-    pytester: pytest.Pytester, release_root: Path, dist_args: list[str]
+    pytester: pytest.Pytester, release_root: Path
 ) -> None:
     pytester.makeini("[pytest]\n")
     run = gta(
@@ -429,7 +429,6 @@ def test_a_run_of_release_queries_shows_the_erratum_everywhere(
         "--junitxml=j.xml",
         "-p",
         "no:randomly",
-        *dist_args,
     )
     # The oracle fails 19 (its reference answer misses its whitelist) and step-89 (a call the
     # official parser rejects); 5 (live web) passes, but it is not sound either.

@@ -103,7 +103,7 @@ def test_every_run_has_intervals(pytester, models):
     assert again["metrics_ci"] == report["metrics_ci"]
 
 
-def test_the_gate_fails_a_regression_and_names_it(pytester, models, good_report, dist_args):
+def test_the_gate_fails_a_regression_and_names_it(pytester, models, good_report):
     result = run(
         pytester,
         models["bad"],
@@ -111,7 +111,6 @@ def test_the_gate_fails_a_regression_and_names_it(pytester, models, good_report,
         f"--gta-baseline={good_report}",
         "--gta-fail-on-regression",
         "--junitxml=bad.xml",
-        *dist_args,
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     report = report_of(pytester, "bad")

@@ -731,7 +731,7 @@ def test_any_answer_is_a_reply_or_an_infrastructure_error(provider, hostile_mode
 # -- black box -------------------------------------------------------------------------------------
 
 
-def test_an_html_endpoint_gives_errors_tables_and_no_traceback(pytester, server, dist_args):
+def test_an_html_endpoint_gives_errors_tables_and_no_traceback(pytester, server):
     server.default = raw(NGINX_502, "text/html")
     result = pytester.runpytest(
         SAMPLE_DATA,
@@ -742,7 +742,6 @@ def test_an_html_endpoint_gives_errors_tables_and_no_traceback(pytester, server,
         "--gta-ids=0,1",
         "--gta-retries=2",
         "--gta-report=r.json",
-        *dist_args,
     )
     result.assert_outcomes(errors=4)
     result.stdout.fnmatch_lines(

@@ -718,9 +718,7 @@ def test_the_oracle_agrees_on_the_unmutated_files(bases, target, sample_dataset)
 # Black box
 
 
-def test_one_malformed_entry_errors_one_case_and_the_run_finishes(
-    pytester, sample_dataset, dist_args
-):
+def test_one_malformed_entry_errors_one_case_and_the_run_finishes(pytester, sample_dataset):
     data = step_records(sample_dataset)
     data["3"]["prediction"][2] = tool_step("OCR", {"image": "x.jpg"})
     data["3"]["prediction"][2]["tool_calls"][0]["function"] = "OCR"  # paired with a call
@@ -732,7 +730,6 @@ def test_one_malformed_entry_errors_one_case_and_the_run_finishes(
         "--gta-mode=step",
         FAST_SIM,
         f"--gta-report={report}",
-        *dist_args,
     )
     result.assert_outcomes(passed=8, failed=8, errors=1)  # passed: 7, 9, 10, 11, 13-16
     assert (

@@ -260,8 +260,7 @@ def test_any_recorded_steps_make_a_valid_log(oracle_run, sample_dataset, steps, 
         assert len(again.samples) == len(log.samples) == 17
 
 
-@pytest.mark.parametrize("dist_args", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])
-def test_failing_prediction_file(pytester, sample_dataset, dist_args):
+def test_failing_prediction_file(pytester, sample_dataset):
     predictions = write_predictions(pytester.path / "bad", sample_dataset, bad=True)
     run = gta(
         pytester,
@@ -269,7 +268,6 @@ def test_failing_prediction_file(pytester, sample_dataset, dist_args):
         f"--gta-model=opencompass:{predictions}",
         FAST_SIM,
         LOGS,
-        *dist_args,
     )
     assert run.ret == pytest.ExitCode.TESTS_FAILED, run.output[-3000:]
     logs = check_against_report(pytester.path / "logs", typed(run.report))

@@ -261,7 +261,7 @@ def pytest_gta_make_tool(config, spec, context):
 """
 
 
-def test_a_plain_hook_model_reports_its_optional_members(pytester, dist_args):
+def test_a_plain_hook_model_reports_its_optional_members(pytester):
     pytester.makeconftest(PLAIN_CONFTEST)
     result = pytester.runpytest(
         SAMPLE_DATA,
@@ -270,7 +270,6 @@ def test_a_plain_hook_model_reports_its_optional_members(pytester, dist_args):
         "--gta-mode=step",
         "--gta-report=r.json",
         FAST_SIM,
-        *dist_args,
     )
     result.assert_outcomes(failed=1)
     report = json.loads((pytester.path / "r.json").read_text())

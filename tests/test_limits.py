@@ -243,7 +243,7 @@ def test_a_trickling_tool_service_times_out():
     assert time.monotonic() - start < len(body) * 0.05 / 4  # bound: catches an unbounded read
 
 
-def test_black_box_trickle_ends_in_time_with_a_report(pytester, dist_args):
+def test_black_box_trickle_ends_in_time_with_a_report(pytester):
     reply = json.dumps(chat_completion("Final Answer: ok")).encode()
     # One byte a second, as in the issue: the reply alone would take minutes to arrive.
     with HostileServer(trickle(reply, 1.0, headers_too=True)) as server:
@@ -259,7 +259,6 @@ def test_black_box_trickle_ends_in_time_with_a_report(pytester, dist_args):
             "--gta-retries=0",
             "--gta-cache=off",
             "--gta-report=r.json",
-            *dist_args,
             timeout=90,
         )
         elapsed = time.monotonic() - start
@@ -275,7 +274,7 @@ def test_black_box_trickle_ends_in_time_with_a_report(pytester, dist_args):
     assert elapsed < 2 + 45  # bound: catches a hang (the reply alone would take minutes)
 
 
-def test_black_box_an_endless_reply_is_a_failed_case_with_a_report(pytester, dist_args):
+def test_black_box_an_endless_reply_is_a_failed_case_with_a_report(pytester):
     with HostileServer(stream_forever(prefix=b'{"choices": [{"message": {"content": "')) as s:
         result = pytester.runpytest_subprocess(
             SAMPLE_DATA,
@@ -288,7 +287,6 @@ def test_black_box_an_endless_reply_is_a_failed_case_with_a_report(pytester, dis
             "--gta-max-turns=2",
             "--gta-cache=off",
             "--gta-report=r.json",
-            *dist_args,
             timeout=60,
         )
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

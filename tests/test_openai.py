@@ -268,11 +268,11 @@ def run_gta(pytester, *args):
     ).result
 
 
-def test_catalog_name_against_a_compatible_server(pytester, server, dist_args, monkeypatch):
+def test_catalog_name_against_a_compatible_server(pytester, server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     server.default = answer_everything
     args = ["--gta-model=qwen1.5-7b", f"--gta-base-url={server.url}", "--junitxml=gta.xml"]
-    result = run_gta(pytester, *args, *dist_args)
+    result = run_gta(pytester, *args)
     assert result.ret in (0, 1)
     outcomes = result.parseoutcomes()
     assert outcomes.get("error", 0) == 0
@@ -299,7 +299,7 @@ def test_catalog_name_against_a_compatible_server(pytester, server, dist_args, m
         assert SECRET not in output
 
     # The same run again: every answer comes from the cache, nothing is paid twice.
-    again = run_gta(pytester, *args, *dist_args)
+    again = run_gta(pytester, *args)
     assert again.ret == result.ret
     assert len(server.posted()) == paid
     second = json.loads((pytester.path / "r.json").read_text())

@@ -294,8 +294,8 @@ def assert_metrics(actual, expected):
             assert actual[key] == pytest.approx(value, abs=1e-4), key
 
 
-def test_step_file_reproduces_official_numbers(pytester, predictions, dist_args):
-    result, report = rescore(pytester, predictions["step"], "step", *dist_args)
+def test_step_file_reproduces_official_numbers(pytester, predictions):
+    result, report = rescore(pytester, predictions["step"], "step")
     result.assert_outcomes(passed=8, failed=9)  # 7, 9, 10, 11, 13-16 match every step
     assert_metrics(report["metrics"]["step"], STEP_EXPECTED)
     assert report["errors"]["step"] == {"format": 2, "args": 1, "other": 1}
@@ -303,8 +303,8 @@ def test_step_file_reproduces_official_numbers(pytester, predictions, dist_args)
     assert not [n for n in report["notes"] if "differ from" in n]
 
 
-def test_e2e_chunks_reproduce_official_numbers(pytester, predictions, dist_args):
-    result, report = rescore(pytester, predictions["e2e"], "e2e", *dist_args)
+def test_e2e_chunks_reproduce_official_numbers(pytester, predictions):
+    result, report = rescore(pytester, predictions["e2e"], "e2e")
     result.assert_outcomes(passed=11, failed=6)  # 0, 3, 5, 7, 9, 10, 12-16
     assert_metrics(report["metrics"]["e2e"], E2E_EXPECTED)
     assert report["errors"]["e2e"] == {"format": 2, "args": 1, "other": 2}

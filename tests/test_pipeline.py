@@ -80,7 +80,7 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
     return untimed({"cases": cases, **{k: report[k] for k in keys}})
 
 
-def test_results_do_not_depend_on_concurrency_or_xdist(pytester, oracle):
+def test_results_do_not_depend_on_concurrency_or_xdist(pytester, oracle, own_similarity):
     """Serial, 8 at once, and two workers 4 at once: the same cases, replies and metrics."""
     serial = _run(pytester, oracle, "--gta-concurrency=1")
     assert oracle.peak == 1

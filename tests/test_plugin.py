@@ -243,7 +243,7 @@ def mock_script(pytester, responses, default=None):
     return path
 
 
-def test_mock_failures_errors_and_both_metric_views(pytester, dist_args):
+def test_mock_failures_errors_and_both_metric_views(pytester):
     image0 = "{data}/image/image_0.jpg"
     script = mock_script(
         pytester,
@@ -270,7 +270,6 @@ def test_mock_failures_errors_and_both_metric_views(pytester, dist_args):
         "--gta-ids=0,1,2,3",
         "--gta-report=gta.json",
         "-rA",
-        *dist_args,
     )
     result.assert_outcomes(passed=1, failed=2, errors=1)
     result.stdout.fnmatch_lines(

@@ -297,7 +297,7 @@ def test_any_reply_is_scored_as_the_models_answer(sample_dataset, tmp_path_facto
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
-def test_a_junitxml_that_cannot_be_written_still_prints_the_tables(pytester, dist_args):
+def test_a_junitxml_that_cannot_be_written_still_prints_the_tables(pytester):
     """pytest's own JUnit writer on a full disk (``/dev/full``: every write is ENOSPC)."""
     result = pytester.runpytest_subprocess(
         "-p",
@@ -308,7 +308,6 @@ def test_a_junitxml_that_cannot_be_written_still_prints_the_tables(pytester, dis
         "--gta-ids=0,1",
         "--junitxml=/dev/full",
         "--gta-report=gta.json",
-        *dist_args,
     )
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, output[-3000:]

@@ -13,9 +13,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_gta.errors import GtaInfrastructureError
-from pytest_gta.scoring.service import TOKEN_HEADER, RemoteSimilarity, SimilarityService
+from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.scoring.service import (
+    SHARED_SERVICE_VARIABLE,
+    TOKEN_HEADER,
+    RemoteSimilarity,
+    SimilarityService,
+    shared_service,
+)
 from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+
+#: A conftest for the runs under test: which heavy modules each process imported.
+HEAVY_MODULES = """
+import json, sys
+
+def pytest_sessionfinish(session):
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
+    heavy = sorted(m for m in ("torch", "sentence_transformers") if m in sys.modules)
+    with open(f"modules-{worker}.json", "w") as fh:
+        json.dump(heavy, fh)
+"""
 
 
 class HashSimilarity:
@@ -119,19 +136,9 @@ def test_hostile_bodies_get_a_400_and_the_service_goes_on(served, body):
     assert remote.sim("still", "serving") == HashSimilarity().sim("still", "serving")
 
 
-def test_workers_import_no_torch_and_the_controller_loads_once(pytester):
+def test_workers_import_no_torch_and_the_controller_loads_once(pytester, own_similarity):
     """Under xdist the controller loads the model; workers stay small (no torch at all)."""
-    pytester.makeconftest(
-        """
-        import json, sys
-
-        def pytest_sessionfinish(session):
-            worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
-            heavy = sorted(m for m in ("torch", "sentence_transformers") if m in sys.modules)
-            with open(f"modules-{worker}.json", "w") as fh:
-                json.dump(heavy, fh)
-        """
-    )
+    pytester.makeconftest(HEAVY_MODULES)
     result = pytester.runpytest_subprocess(
         SAMPLE_DATA,
         FAST_SIM,
@@ -159,6 +166,46 @@ def test_workers_import_no_torch_and_the_controller_loads_once(pytester):
     alone = json.loads((pytester.path / "one.json").read_text())
     assert alone["metrics"] == report["metrics"]
     assert [c["score"] for c in alone["cases"]] == [c["score"] for c in report["cases"]]
+
+
+def test_runs_started_by_the_tests_share_one_service_and_score_alike(pytester, monkeypatch):
+    """``$PYTEST_GTA_TEST_SIMILARITY`` (tests/conftest.py): a run started by a test asks the
+    session's service, no process of it imports torch, and the numbers are those of a run that
+    loads its own model."""
+    assert shared_service("all-MiniLM-L6-v2") is not None  # the session's autouse fixture
+    pytester.makeconftest(HEAVY_MODULES)
+    args = (SAMPLE_DATA, FAST_SIM, "--gta-model=oracle", "--gta-mode=step,e2e")
+    shared = pytester.runpytest_subprocess(*args, "--gta-report=shared.json", "-n", "2")
+    shared.assert_outcomes(passed=34)
+    for process in ("main", "gw0", "gw1"):
+        assert json.loads((pytester.path / f"modules-{process}.json").read_text()) == []
+    assert "loading the similarity model" not in shared.stdout.str()
+    monkeypatch.delenv(SHARED_SERVICE_VARIABLE)
+    own = pytester.runpytest_subprocess(*args, "--gta-report=own.json")
+    own.assert_outcomes(passed=34)
+    assert json.loads((pytester.path / "modules-main.json").read_text()) != []
+    reports = [json.loads((pytester.path / n).read_text()) for n in ("shared.json", "own.json")]
+    assert reports[0]["metrics"] == reports[1]["metrics"]
+    assert [c["score"] for c in reports[0]["cases"]] == [c["score"] for c in reports[1]["cases"]]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["not json", "{}", "[[]]", "[" * 9999, '[{"model": "m", "url": 1, "token": "t"}]'],
+)
+def test_a_malformed_shared_service_variable_is_a_usage_error_naming_it(monkeypatch, value):
+    monkeypatch.setenv(SHARED_SERVICE_VARIABLE, value)
+    with pytest.raises(GtaUsageError, match=r"\$PYTEST_GTA_TEST_SIMILARITY must be a JSON list"):
+        shared_service("all-MiniLM-L6-v2")
+
+
+def test_the_shared_service_serves_its_own_model_only(monkeypatch):
+    value = {"model": "all-MiniLM-L6-v2", "url": "http://127.0.0.1:1/sim", "token": "t"}
+    monkeypatch.setenv(SHARED_SERVICE_VARIABLE, json.dumps([value]))
+    assert shared_service("all-MiniLM-L6-v2") == ("http://127.0.0.1:1/sim", "t")
+    assert shared_service("all-mpnet-base-v2") is None
+    monkeypatch.delenv(SHARED_SERVICE_VARIABLE)
+    assert shared_service("all-MiniLM-L6-v2") is None
 
 
 def test_a_client_that_vanishes_while_it_waits_is_no_traceback(capfd):

@@ -72,7 +72,7 @@ def test_a_failed_case_shows_what_the_model_wrote(pytester):
     )
 
 
-def test_loads_happen_before_the_first_case_and_are_reported(pytester):
+def test_loads_happen_before_the_first_case_and_are_reported(pytester, own_similarity):
     """The similarity model loads in its own phase (a line per phase), not in a case's time."""
     result = pytester.runpytest_subprocess(
         SAMPLE_DATA,

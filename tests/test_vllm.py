@@ -544,7 +544,7 @@ def test_generated_native_reply_becomes_text_and_calls(fake_vllm, sample_dataset
 # -- the plugin, black box -------------------------------------------------------------------------
 
 
-def test_plugin_run_with_the_vllm_provider(pytester, dist_args, monkeypatch):
+def test_plugin_run_with_the_vllm_provider(pytester, monkeypatch):
     package = pytester.path / "fakes" / "vllm"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(FAKE_VLLM)
@@ -571,7 +571,6 @@ def test_plugin_run_with_the_vllm_provider(pytester, dist_args, monkeypatch):
         "--gta-report=gta.json",
         # in-process vLLM in every process, even under xdist (auto would start `vllm serve`)
         "--gta-serve=none",
-        *dist_args,
     )
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 2, result.stdout.str()
@@ -598,7 +597,7 @@ def test_plugin_run_with_the_vllm_provider(pytester, dist_args, monkeypatch):
     events = [json.loads(line) for line in log.read_text().splitlines()]
     chats = [e for e in events if e["event"] == "chat"]
     loads = [e for e in events if e["event"] == "load"]
-    assert sorted(e["size"] for e in chats) == ([3, 6] if dist_args else [9])
+    assert sorted(e["size"] for e in chats) == [9]
     assert sorted(e["pid"] for e in loads) == sorted({e["pid"] for e in chats})
     assert {(e["model"], json.dumps(e["kwargs"])) for e in loads} == {
         ("Qwen/Qwen1.5-7B-Chat", '{"max_model_len": 4096}')

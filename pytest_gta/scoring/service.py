@@ -16,6 +16,7 @@ Requests carry a per-run token so that no other local process can use the servic
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
 import threading
@@ -28,11 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gta.errors import GtaInfrastructureError
+from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
 from pytest_gta.scoring.similarity import Similarity
 
 #: Header that carries the run's token.
 TOKEN_HEADER = "X-Pytest-Gta-Token"
+#: Set by pytest-gta's own test session only (``tests/conftest.py``): one service for every
+#: pytest the tests start, as a JSON list of ``{"model": NAME, "url": URL, "token": TOKEN}``, so
+#: that a run started by a test does not import torch and load its model again (issue 39).
+SHARED_SERVICE_VARIABLE = "PYTEST_GTA_TEST_SIMILARITY"
 #: Largest request body accepted (two texts; a model's reply is at most a few MB).
 MAX_BODY = 64 * 1024 * 1024
 
@@ -96,6 +101,34 @@ class SimilarityService:
         """Stop serving (the load thread, if still running, ends with the process)."""
         self._server.shutdown()
         self._server.server_close()
+
+
+def shared_service(model: str) -> tuple[str, str] | None:
+    """``(url, token)`` of the test session's service for ``model``, if it serves that one.
+
+    Raises:
+        GtaUsageError: the variable is set but is not what the test session writes.
+    """
+    raw = os.environ.get(SHARED_SERVICE_VARIABLE)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        value = None
+    keys = ("model", "url", "token")
+    if not isinstance(value, list) or not all(
+        isinstance(entry, dict) and all(isinstance(entry.get(k), str) for k in keys)
+        for entry in value
+    ):
+        raise GtaUsageError(
+            f"${SHARED_SERVICE_VARIABLE} must be a JSON list of objects with the strings "
+            "'model', 'url' and 'token'; only pytest-gta's own test session sets it: unset it"
+        )
+    for entry in value:
+        if entry["model"] == model:
+            return entry["url"], entry["token"]
+    return None
 
 
 class _Server(ThreadingHTTPServer):

@@ -134,7 +134,10 @@ class GtaSession:
         server = self.config.stash.get(model_server.SERVER, None)
         if server is not None:
             sent[xdist.SERVED_INPUT] = dataclasses.asdict(server.plan.served)
-        if state.needs_similarity() and not self.config.option.collectonly:
+        shared = state.shared_similarity()
+        if shared is not None and state.needs_similarity():
+            sent[xdist.SIMILARITY_INPUT] = list(shared)
+        elif state.needs_similarity() and not self.config.option.collectonly:
             # Loads once, in this process, while the workers start (pytest_gta.scoring.service).
             if state.built("similarity_service") is None:
                 say(

@@ -50,7 +50,7 @@ from pytest_gta.run.agent_under_test import Agent
 from pytest_gta.run.ahead import AheadWork, strategy
 from pytest_gta.run.context import RunContext, needs_similarity
 from pytest_gta.run.runner import Scorer
-from pytest_gta.scoring.service import RemoteSimilarity, SimilarityService
+from pytest_gta.scoring.service import RemoteSimilarity, SimilarityService, shared_service
 from pytest_gta.scoring.similarity import SentenceSimilarity, resolve_sim_model
 from pytest_gta.session import xdist
 from pytest_gta.session.agent_setup import AgentSetup, AgentStart
@@ -474,6 +474,7 @@ class GtaState:
         # Deferred: the scorer's formulas import NumPy, kept off the plugin's import path.
 
         served = (xdist.worker_input(self.config) or {}).get(xdist.SIMILARITY_INPUT)
+        served = served or self.shared_similarity()
 
         def similarity() -> Similarity:
             if served:
@@ -483,6 +484,10 @@ class GtaState:
             return self.local_similarity()
 
         return self._once("scorer", lambda: Scorer(similarity, self.settings.scoring.sim_threshold))
+
+    def shared_similarity(self) -> tuple[str, str] | None:
+        """The test session's similarity service for this run's model (tests only), if any."""
+        return shared_service(self.settings.scoring.sim_model)
 
     def local_similarity(self) -> Similarity:
         """The similarity model in this process (loaded on first use)."""
