@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pytest_gta", "tool_backends")
+IMPORT_ALONE = ROOT / "tests" / "helpers" / "import_alone.py"
 #: The first-party imports deferred into a function (see plugin.py's docstring).
 ALLOWED_DEFERRED = {
     ("pytest_gta/plugin.py", "_session_layer", "pytest_gta.session"),
@@ -71,23 +72,42 @@ def test_the_checker_sees_a_deferred_import(tmp_path):
 
 @pytest.mark.slow
 def test_every_module_imports_on_its_own():
-    """A fresh interpreter per module: an import that works only after another one fails here."""
-
-    def load(name: str) -> str | None:
-        done = subprocess.run(
-            [sys.executable, "-c", f"import {name}"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            check=False,
-        )
-        tail = done.stderr.strip().splitlines()[-1:] if done.returncode else []
-        return f"{name}: {tail[0] if tail else done.returncode}" if done.returncode else None
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        failures = [f for f in pool.map(load, modules()) if f is not None]
+    """Each module imported with nothing else of the project imported before it: an import that
+    works only after another one fails here (one prepared interpreter forked per module, see
+    tests/helpers/import_alone.py)."""
+    done = subprocess.run(
+        [sys.executable, str(IMPORT_ALONE), str(ROOT), *modules()],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
     assert len(modules()) > 80
-    assert failures == []
+    assert json.loads(done.stdout) == []
+
+
+def test_an_import_that_needs_another_module_first_fails_alone(tmp_path):
+    """The check sees an order dependence: ``b`` uses ``a``'s submodule that only ``c`` imports."""
+    package = tmp_path / "pytest_gta"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("")
+    (package / "c.py").write_text("import pytest_gta.a\n")
+    (package / "b.py").write_text("import pytest_gta\nVALUE = pytest_gta.a\n")
+    (tmp_path / "tool_backends").mkdir()
+    names = ["pytest_gta.a", "pytest_gta.b", "pytest_gta.c"]
+    done = subprocess.run(
+        [sys.executable, str(IMPORT_ALONE), str(tmp_path), *names],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert json.loads(done.stdout) == [
+        "pytest_gta.b: AttributeError: module 'pytest_gta' has no attribute 'a'"
+    ], done.stderr
 
 
 @pytest.mark.slow
