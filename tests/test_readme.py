@@ -76,6 +76,8 @@ def test_demo_page_shows_the_readme_demo():
     """docs/demo.md repeats the README's demo commands; both must be the ones tox runs."""
     from pytest_gta import demo
 
+    run = "<!-- demo-run-command -->"
+    assert block_after(run, DEMO) == block_after(run) == "python -m pytest_gta.demo"
     assert block_after("<!-- demo-tox-command -->", DEMO) == "tox -e demo"
     shown = block_after("<!-- demo-tox-pytest -->", DEMO)
     assert shown == block_after("<!-- demo-tox-pytest -->")
