@@ -15,6 +15,7 @@ import io
 import json
 import shutil
 import struct
+import sys
 import time
 import warnings
 import zlib
@@ -209,8 +210,15 @@ def test_the_limit_is_max_depth_for_the_whole_file(data):
 
 def test_deep_structures_never_reach_deepcopy(data):
     """A structure deep enough to break ``copy.deepcopy`` is refused before any walk."""
-    with pytest.raises(RecursionError):  # what Dataset.reference_dialogs would have hit
-        copy.deepcopy(nested_value(5000))
+    # Python's default limit: a library imported earlier in the same worker may have raised it,
+    # and the depth that breaks deepcopy depends on it.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        with pytest.raises(RecursionError):  # what Dataset.reference_dialogs would have hit
+            copy.deepcopy(nested_value(5000))
+    finally:
+        sys.setrecursionlimit(limit)
 
     def change(dataset):
         dataset["1"]["dialogs"][2]["content"]["content"] = MARKER
