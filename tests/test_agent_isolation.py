@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -196,12 +197,50 @@ def test_the_proxy_never_passes_its_key_on_however_a_stream_is_cut(noise, cuts):
 
 
 def test_only_a_bridge_may_use_a_bridged_url():
-    assert not peers.trusted(("127.0.0.1", 40000))
-    peers.trust(40000)
+    mcp, proxy = ("127.0.0.1", 41000), ("127.0.0.1", 42000)
+    assert not peers.trusted(("127.0.0.1", 40000), mcp)
+    peers.trust(40000, 41000)
     try:
-        assert peers.trusted(("127.0.0.1", 40000))
-        assert not peers.trusted(("10.0.0.1", 40000))
-        assert not peers.trusted(None)
+        assert peers.trusted(("127.0.0.1", 40000), mcp)
+        assert peers.trusted(("127.0.0.1", 40000), 41000)
+        assert not peers.trusted(("127.0.0.1", 40000), proxy)
+        assert not peers.trusted(("10.0.0.1", 40000), mcp)
+        assert not peers.trusted(None, mcp)
+        assert not peers.trusted(("127.0.0.1", 40000), None)
     finally:
-        peers.forget(40000)
-    assert not peers.trusted(("127.0.0.1", 40000))
+        peers.forget(40000, 41000)
+    assert not peers.trusted(("127.0.0.1", 40000), mcp)
+
+
+def test_two_bridges_sharing_a_local_port_stay_trusted_apart():
+    """Linux gives one ephemeral port to connections to different services at once.
+
+    The last CI on record lost two langgraph cases to a 404 mid-case: one bridge's connection
+    to the MCP server closed and forgot the port that another's connection to the model proxy
+    still used. Here the kernel hands out the shared port for real.
+    """
+    services = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    mcp, proxy = (service.getsockname() for service in services)
+    clients = [socket.socket() for _ in services]
+    try:
+        for client in clients:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        clients[0].bind(("127.0.0.1", 0))
+        shared = clients[0].getsockname()[1]
+        clients[1].bind(("127.0.0.1", shared))
+        for client, service in zip(clients, (mcp, proxy), strict=True):
+            client.connect(service)
+            peers.trust(client.getsockname()[1], service[1])
+        assert clients[1].getsockname()[1] == shared
+        peers.forget(shared, mcp[1])
+        assert peers.trusted(("127.0.0.1", shared), proxy)
+        assert not peers.trusted(("127.0.0.1", shared), mcp)
+        # the same connection counted twice (closed and back before its close was reported)
+        peers.trust(shared, proxy[1])
+        peers.forget(shared, proxy[1])
+        assert peers.trusted(("127.0.0.1", shared), proxy)
+    finally:
+        peers.forget(shared, proxy[1])
+        for sock in [*clients, *services]:
+            sock.close()
+    assert not peers.trusted(("127.0.0.1", shared), proxy)

@@ -134,10 +134,10 @@ class Bridges:
                 continue
             outside.settimeout(None)
             local = outside.getsockname()[1]
-            peers.trust(local)
+            peers.trust(local, port)
 
-            def done(local: int = local) -> None:
-                peers.forget(local)
+            def done(local: int = local, port: int = port) -> None:
+                peers.forget(local, port)
 
             agent_launcher.pair(inside, outside, done)
 

@@ -411,7 +411,11 @@ class McpGateway:
         if len(parts) == 2 and parts[1] == "mcp":
             with self._lock:
                 case = self._cases.get(parts[0])
-        if case is not None and case.bridged and not peers.trusted(scope.get("client")):
+        if (
+            case is not None
+            and case.bridged
+            and not peers.trusted(scope.get("client"), scope.get("server"))
+        ):
             case = None
         if case is None:
             await _not_found(send)
