@@ -147,10 +147,10 @@ def test_a_double_forked_setsid_process_does_not_survive_the_call(worker):
     left = subprocess.run(["pgrep", "-f", f"sleep {tag}"], capture_output=True, text=True)
     assert left.stdout.strip() == "", "a process of the call survived it"
     # Not even a zombie of the call's uid remains under the worker. (Only under it: other
-    # xdist workers' and other sessions' calls run as nobody on this machine meanwhile.)
+    # xdist workers' and other sessions' calls run as the same uid on this machine meanwhile.)
     assert worker._process is not None
     owners = {owner(pid) for pid in descendants(worker._process.pid)}
-    assert sandbox_worker.NOBODY not in owners
+    assert sandbox_worker.CALL_UID not in owners
 
 
 def owner(pid: int) -> int | None:
@@ -159,6 +159,53 @@ def owner(pid: int) -> int | None:
         return os.stat(f"/proc/{pid}").st_uid
     except OSError:
         return None
+
+
+#: A process as ``nobody`` (what a sandboxed agent runs as under root) holding 40 threads.
+THREADED_NOBODY = """
+import os, sys, threading
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+stop = threading.Event()
+for _ in range(40):
+    threading.Thread(target=stop.wait, daemon=True).start()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_an_agents_threads_do_not_use_up_a_calls_process_allowance(worker):
+    """A call's threads count against its uid's ``RLIMIT_NPROC`` on the whole machine.
+
+    Calls once ran as ``nobody``, like the sandboxed agents: a LangGraph agent's threads in
+    another xdist worker left a concurrent call no room for Z3's timer thread (SIGABRT, CI on
+    2026-12-06). Calls now run as a uid of their own; here 40 threads of ``nobody`` stand by
+    while a call starts four threads.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("calls change uid only when the worker is root")
+    agent = subprocess.Popen(
+        [sys.executable, "-c", THREADED_NOBODY], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert agent.stdout is not None
+        assert agent.stdout.readline().strip() == b"ready"
+        text = solve(
+            worker,
+            """
+            import os, threading
+            def solution():
+                threads = [threading.Thread(target=lambda: None) for _ in range(4)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                return f"{os.getuid()} {len(threads)}"
+            """,
+        )
+    finally:
+        agent.communicate(b"", timeout=30)
+    uid = sandbox_worker.CALL_UID if sandbox_worker.mapped(sandbox_worker.CALL_UID) else 0
+    assert text == f"{uid} 4"
 
 
 def test_model_code_cannot_write_outside_its_scratch_directory(worker, tmp_path):

@@ -128,7 +128,7 @@ def test_the_fallback_without_namespaces_says_what_it_cannot_hold(user, landlock
     assert result["forge"] == FORGED
     assert result["fill"] == (f"GtaToolError: scratch space limit exceeded ({SCRATCH_BYTES} bytes)")
     assert [n for n in result["host_scratch"] if n.startswith("call-")] == []  # all removed
-    if UNREACHABLE_PYTHON in gaps:  # root, Python under /root: nobody cannot import it
+    if UNREACHABLE_PYTHON in gaps:  # root, Python under /root: a call's uid cannot import it
         assert "ModuleNotFoundError" in result["statistics"]
     else:
         assert result["statistics"] == "1.5 2*sqrt(2)"

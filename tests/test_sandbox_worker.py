@@ -299,7 +299,7 @@ def test_the_host_runs_the_module_file_itself():
 def test_the_bare_program_speaks_the_protocol():
     """``python -I -c <text>`` outside the checkout: ready, replies, limits, exit on EOF."""
     with tempfile.TemporaryDirectory(prefix="gta-worker-test-") as scratch:
-        os.chmod(scratch, 0o755)  # a call runs as nobody when the tests run as root
+        os.chmod(scratch, 0o755)  # a call runs as CALL_UID when the tests run as root
         settings = Settings(scratch, 100, 400, 1 << 16, 8, False)
         process = subprocess.Popen(
             [sys.executable, "-I", "-c", worker_source(), *settings.to_argv()],
@@ -336,7 +336,7 @@ def test_the_bare_program_speaks_the_protocol():
                 "limit": "the code was killed by signal SIGTERM"
             }
             # A reply is held to the limit once it outgrows one read (64 KiB), so this PNG of
-            # noise is large. No numpy.random: outside a sandbox, a call as root runs as nobody,
+            # noise is large. No numpy.random: outside a sandbox, a call as root runs as CALL_UID,
             # who cannot read a Python under /root (pyenv) and imports only what is preloaded.
             noise = (
                 "import numpy\n"

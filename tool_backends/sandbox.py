@@ -12,8 +12,8 @@ call therefore runs in a child process with:
   PID namespace, every process the call left behind (a double fork with ``setsid`` included);
 * ``RLIMIT_CPU``, ``RLIMIT_AS`` (memory on top of what the warm worker already holds),
   ``RLIMIT_FSIZE`` and ``RLIMIT_NPROC`` (so a fork bomb stops at a handful of processes);
-* a non-root uid when the worker runs as root (``nobody``), since the kernel never applies
-  ``RLIMIT_NPROC`` to root.
+* a non-root uid of the calls' own when the worker runs as root
+  (``sandbox_worker.CALL_UID``), since the kernel never applies ``RLIMIT_NPROC`` to root.
 
 What else isolates it depends on the machine (:meth:`Sandbox.isolation`, ``--gta-sandbox``):
 
@@ -23,7 +23,7 @@ What else isolates it depends on the machine (:meth:`Sandbox.isolation`, ``--gta
 * ``rlimit`` as root without bubblewrap: the worker starts under ``unshare`` in private mount,
   PID and network namespaces, with fresh tmpfs over every world-writable directory (``/tmp``,
   ``/var/tmp``, ``/run/lock``, ``/dev/shm``) and the root filesystem remounted read-only; the
-  rest of the filesystem stays readable (but not writable by ``nobody``).
+  rest of the filesystem stays readable (but not writable by the calls' uid).
 * ``rlimit`` otherwise: a plain subprocess with the limits above, in a private scratch
   directory, with no network when ``unshare -rn`` works. Files stay readable and world-writable
   directories writable, and a process that escapes the call's process group survives the call:

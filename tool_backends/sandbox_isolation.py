@@ -43,7 +43,7 @@ LEFTOVERS = "processes that leave the call's process group outlive it"
 NETWORK = "network"
 NETWORK_UDP = "network other than TCP (UDP; Landlock refuses TCP)"
 UNREACHABLE_PYTHON = (
-    "calls run as nobody, who cannot enter the directories Python lives in (a 0700 home), so "
+    "calls run as a uid of their own, which cannot enter the directories Python lives in (a 0700 home), so "
     "they fail where the other modes succeed"
 )
 #: Gaps that make a run's results not isolated (:attr:`Isolation.isolated`).
@@ -130,7 +130,7 @@ def _bubblewrap(machine: Machine, tree: Callable[[], Tree], scratch_bytes: int) 
 
 
 def _reachable_by_others(paths: tuple[str, ...]) -> bool:
-    """Whether a user who owns none of ``paths`` (``nobody``) can reach each of them."""
+    """Whether a user who owns none of ``paths`` (a call's uid) can reach each of them."""
     for path in paths:
         try:
             if not os.stat(path).st_mode & 0o004:
@@ -231,7 +231,7 @@ def choose(
         machine: Where to probe.
         tree: The tree to show, asked again each time a worker starts (paths hidden after the
             probe are hidden from that worker on).
-        python: The interpreter's paths (whether ``nobody`` can reach them).
+        python: The interpreter's paths (whether a call's uid can reach them).
         scratch_bytes: The size of a worker's scratch space.
 
     Raises:

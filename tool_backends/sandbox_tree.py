@@ -118,7 +118,7 @@ class Tree:
 
     Only the system directories and what the interpreter needs, read-only; no dataset (the
     run's, the bundled sample's installed copy, any other under those paths), no checkout, no
-    home directory. Each directory on the way to a bound path is made ``0755``, so ``nobody``
+    home directory. Each directory on the way to a bound path is made ``0755``, so a call's uid
     reaches a Python that lives under a ``0700`` home.
     """
 

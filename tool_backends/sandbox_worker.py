@@ -48,9 +48,16 @@ from typing import IO, Any
 
 #: The frame header: the length of the JSON that follows.
 HEADER = struct.Struct(">I")
-#: The uid and gid a call runs as when the worker is root: the kernel never applies
-#: ``RLIMIT_NPROC`` to root.
+#: ``nobody``: the uid and gid the sandboxed agents run as where their launcher is root
+#: (``tool_backends.agent_launcher``).
 NOBODY = 65534
+#: The uid and gid a code call runs as when the worker is root: not root, since the kernel
+#: never applies ``RLIMIT_NPROC`` to root, and not ``nobody``, since the limit counts every
+#: thread of the uid on the machine: an agent's threads as ``nobody`` (a LangGraph agent runs
+#: dozens) used up a concurrent call's allowance, and Z3 then died creating its timer thread.
+#: A number from the range no distribution or systemd gives out (1879048192 to 2147483647),
+#: so nothing else on the machine counts against a call.
+CALL_UID = 0x7FFE0000
 #: Seconds :meth:`Zygote.kill_leftovers` waits for a call's processes to be reaped before giving up,
 #: so a process stuck in the kernel cannot hang the worker.
 REAP_S = 5.0
@@ -662,19 +669,19 @@ class Zygote:
 
         The child leads a session of its own so that :meth:`kill_leftovers` can kill its whole
         process group, and works in its own directory. When the worker is root it becomes
-        ``nobody``; when it is root of a user namespace that has no ``nobody`` it gives up every
-        capability instead (:func:`drop_capabilities`).
+        :data:`CALL_UID`; when it is root of a user namespace that maps no such uid it gives up
+        every capability instead (:func:`drop_capabilities`).
         """
         settings = self.settings
         os.setsid()
         self.protocol_out.close()
         os.dup2(self.devnull, 0)
         os.dup2(self.devnull, 2)
-        if os.geteuid() == 0 and mapped(NOBODY):
-            os.chown(calldir, NOBODY, NOBODY)
+        if os.geteuid() == 0 and mapped(CALL_UID):
+            os.chown(calldir, CALL_UID, CALL_UID)
             os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
+            os.setgid(CALL_UID)
+            os.setuid(CALL_UID)
             processes = 0
         else:
             if os.geteuid() == 0:
