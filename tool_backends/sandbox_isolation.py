@@ -43,8 +43,8 @@ LEFTOVERS = "processes that leave the call's process group outlive it"
 NETWORK = "network"
 NETWORK_UDP = "network other than TCP (UDP; Landlock refuses TCP)"
 UNREACHABLE_PYTHON = (
-    "calls run as a uid of their own, which cannot enter the directories Python lives in (a 0700 home), so "
-    "they fail where the other modes succeed"
+    "calls run as a uid of their own, which cannot enter the directories Python lives in "
+    "(a 0700 home), so they fail where the other modes succeed"
 )
 #: Gaps that make a run's results not isolated (:attr:`Isolation.isolated`).
 UNISOLATING = frozenset({FILES_READABLE, PROCESSES_REACHABLE, NETWORK, NETWORK_UDP})

@@ -455,8 +455,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         _, secret, rest = [*path.split("/", 2), "", ""][:3]
         case = self.server.proxy.case_of(secret) if secret else None
-        if case is not None and case.bridged and not peers.trusted(
-            self.client_address, self.server.server_address
+        if (
+            case is not None
+            and case.bridged
+            and not peers.trusted(self.client_address, self.server.server_address)
         ):
             case = None
         if case is None:
