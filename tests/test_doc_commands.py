@@ -41,6 +41,7 @@ from tests.helpers import optional
 from tests.helpers.agent_model_server import AgentModelServer
 from tests.helpers.hf_server import serve_hf_repo
 from tests.helpers.judge_server import WORKFLOW_DATA, WORKFLOW_SAMPLE, JudgeServer
+from tests.helpers.offline_agent import assert_scored_offline
 from tests.helpers.optional import require
 from tests.helpers.paths import ROOT
 from tests.helpers.wheel_install import activated, run_user_command, wheel_python
@@ -317,14 +318,21 @@ def test_an_agent_on_gpt_4o_solves_the_first_sample_cases(
 def test_an_agent_on_the_bundled_smollm2_runs_offline(
     doc: Doc, user_python: Path, tmp_path: Path
 ) -> None:
-    """No network, no key: a 135M model fails the case, but it runs and is scored."""
-    done = run_doc(user_python, doc, tmp_path)
+    """No network, no key: a 135M model fails the case, but it runs and is scored.
+
+    The command as written; its report is asked for through ``PYTEST_ADDOPTS`` (which a user's
+    shell may set as well) and checked as tests/test_examples.py checks the other examples'.
+    """
+    report = tmp_path / "offline-report.json"
+    done = run_doc(user_python, doc, tmp_path, {"PYTEST_ADDOPTS": f"--gta-report={report}"})
     out = done.stdout + done.stderr
     assert done.returncode in (0, 1), out[-5000:]
     counts = summary(done)
     assert counts.get("passed", 0) + counts.get("failed", 0) == 1, out[-3000:]
     assert "error" not in counts, out[-3000:]
     assert "smollm2-135m-instruct [agent example:" in done.stdout
+    api = "responses" if "example:openai_agents" in doc.text else "chat.completions"
+    assert_scored_offline(json.loads(report.read_text()), api, done.stdout)
     assert_isolated(done.stdout)
 
 
