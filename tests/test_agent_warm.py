@@ -143,6 +143,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # 3 s in a full run: slow by cost (issue 39)
 def test_cases_see_their_own_inputs_scratch_and_processes_only(dataset, bubblewrap):
     jail = AgentJail(hidden=(str(dataset),), network="case")
     got: dict[str, dict] = {}
@@ -187,6 +188,7 @@ def test_cases_see_their_own_inputs_scratch_and_processes_only(dataset, bubblewr
     assert processes_named("gta-warm-e2e-") == []
 
 
+@pytest.mark.slow  # 3 s in a full run: slow by cost (issue 39)
 def test_a_timeout_ends_the_case_and_all_it_started(tmp_path, bubblewrap):
     marker = f"gta-warm-timeout-{os.getpid()}"
     jail = AgentJail(hidden=(), network="case")
@@ -225,6 +227,7 @@ def test_the_agent_cannot_end_its_case_init(warm, bubblewrap):
     assert ran.stdout.strip() == "still here"
 
 
+@pytest.mark.slow  # 3 s in a full run: slow by cost (issue 39)
 def test_without_a_warm_sandbox_each_case_gets_one_of_its_own(tmp_path, dataset, bubblewrap):
     """A bubblewrap that refuses --cap-add (a set-uid one, run by a user): the run says why."""
     real = shutil.which("bwrap")

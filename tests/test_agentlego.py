@@ -326,6 +326,7 @@ def test_files_outside_the_dataset_are_never_uploaded(
     assert form_fields(server.requests[-1])["image"][0] == "image_0.jpg"
 
 
+@pytest.mark.slow  # 2 s in a full run: slow by cost (issue 39)
 def test_server_down_is_an_error_outcome_not_a_failed_score(pytester):
     port = free_port()  # nobody listens there
     result = pytester.runpytest(

@@ -763,6 +763,7 @@ def test_a_missing_hub_repo_falls_back_to_the_release(
     )
 
 
+@pytest.mark.slow  # 4 s in a full run: slow by cost (issue 39)
 def test_a_private_repo_needs_the_token(
     project: pytest.Pytester, hub_env: PointAt, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -718,6 +718,7 @@ def test_the_oracle_agrees_on_the_unmutated_files(bases, target, sample_dataset)
 # Black box
 
 
+@pytest.mark.slow  # 2 s in a full run: slow by cost (issue 39)
 def test_one_malformed_entry_errors_one_case_and_the_run_finishes(pytester, sample_dataset):
     data = step_records(sample_dataset)
     data["3"]["prediction"][2] = tool_step("OCR", {"image": "x.jpg"})

@@ -201,6 +201,7 @@ def test_the_agentlego_backend_reads_its_tool_list_within_the_limit(sample_datas
 # -- item 8: --gta-timeout bounds the whole request ------------------------------------------------
 
 
+@pytest.mark.slow  # 2 s in a full run: slow by cost (issue 39)
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("headers_too", [False, True], ids=["body", "headers"])
 def test_a_trickling_endpoint_times_out_within_the_timeout(provider, headers_too, sample_dataset):
@@ -410,6 +411,7 @@ def test_an_ini_value_out_of_range_names_the_ini_key(pytester):
     result.stderr.fnmatch_lines(["ERROR: ini option gta_epochs: --gta-epochs=1e9: give how many*"])
 
 
+@pytest.mark.slow  # 5 s in a full run: slow by cost (issue 39)
 def test_many_shards_cost_nothing_per_shard(pytester):
     """The split builds one bucket per case at most, whatever N (the cause of the OOM)."""
     pytester.makepyfile(test_x="def test_x(): pass")

@@ -121,6 +121,7 @@ def test_all_tools_serves_every_tool_of_toolmeta(sample_dataset, tmp_path):
     assert schemas["GoogleSearch"]["properties"]["k"]["type"] == "integer"
 
 
+@pytest.mark.slow  # 3 s in a full run: slow by cost (issue 39)
 def test_replay_calls_and_their_official_records(gateway, sample_dataset, tmp_path):
     endpoint = gateway.open(case_tools(sample_dataset, tmp_path, "0"))
     receipt = image(sample_dataset, "image_0.jpg")
@@ -228,6 +229,7 @@ def test_a_wrong_secret_and_a_closed_case_are_refused(gateway, sample_dataset, t
     endpoint.close()  # idempotent
 
 
+@pytest.mark.slow  # 2 s in a full run: slow by cost (issue 39)
 def test_concurrent_cases_never_mix_their_calls(gateway, sample_dataset, tmp_path):
     endpoints = [
         gateway.open(case_tools(sample_dataset, tmp_path / str(i), "0", "local")) for i in range(8)

@@ -237,6 +237,7 @@ def _write_many(root: str, worker: int) -> None:
         cache.put(key, ModelOutput(f"answer {i}", Usage(worker, i)), {})
 
 
+@pytest.mark.slow  # 3 s in a full run: slow by cost (issue 39)
 def test_cache_writes_are_atomic_across_processes(tmp_path):
     context = multiprocessing.get_context("spawn")
     procs = [context.Process(target=_write_many, args=(str(tmp_path), w)) for w in range(4)]

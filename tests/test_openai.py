@@ -171,6 +171,7 @@ def test_native_bad_json_arguments_are_an_argument_error(server, sample_dataset)
 # -- robustness ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 2 s in a full run: slow by cost (issue 39)
 def test_429_honours_retry_after(server, sample_dataset, monkeypatch):
     server.then(Step({"error": {"message": "slow down"}}, status=429, headers={"Retry-After": "1"}))
     waits = record_waits(monkeypatch)
@@ -203,6 +204,7 @@ def test_client_errors_are_not_retried(server, sample_dataset):
     assert len(server.posted()) == 1
 
 
+@pytest.mark.slow  # 3 s in a full run: slow by cost (issue 39)
 def test_timeouts_are_retried_then_reported(server, sample_dataset):
     server.default = Step(chat_completion("late"), delay=1.5)
     model = adapter(sample_dataset, base_url=server.url, timeout=0.3, retries=1)

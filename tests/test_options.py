@@ -142,6 +142,7 @@ def test_every_settings_part_comes_from_its_features_rows():
     assert sorted(generation) == sorted(f.name for f in dataclasses.fields(GenerationSettings))
 
 
+@pytest.mark.slow  # 7 s in a full run: slow by cost (issue 39)
 def test_defaults_match_the_dataclasses(pytester):
     settings = resolve_settings(pytester.parseconfigure())
     defaults = GtaSettings(settings.invocation_dir, settings.data)
@@ -177,6 +178,7 @@ def in_subdir(pytester, monkeypatch):
     return sub
 
 
+@pytest.mark.slow  # 7 s in a full run: slow by cost (issue 39)
 def test_ini_paths_resolve_against_the_ini_file(pytester, in_subdir):
     config = pytester.parseconfigure()
     assert config.invocation_params.dir == in_subdir
@@ -192,6 +194,7 @@ def test_ini_paths_resolve_against_the_ini_file(pytester, in_subdir):
     assert (url.value, url.source) == ("mirror/gta.zip", "ini")
 
 
+@pytest.mark.slow  # 4 s in a full run: slow by cost (issue 39)
 def test_cli_paths_resolve_against_the_invocation_dir(pytester, in_subdir):
     config = pytester.parseconfigure(
         "--gta-report=r.json",

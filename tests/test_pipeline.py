@@ -326,6 +326,7 @@ def test_recorded_predictions_have_no_pool(context):
         Pipeline(context(_Recordings()))
 
 
+@pytest.mark.slow  # 5 s in a full run: slow by cost (issue 39)
 def test_upcoming_without_xdist_is_every_item(pytester):
     items = pytester.getitems("def test_a(): pass\ndef test_b(): pass\n")
     session = items[0].session

@@ -527,6 +527,7 @@ hostile_messages = st.lists(
 )  # fmt: skip
 
 
+@pytest.mark.slow  # 4 s in a full run: slow by cost (issue 39)
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -544,6 +545,7 @@ def test_reading_any_body_answers_or_says_bad_request(body, messages, api):
         assert isinstance(message.content, str)
 
 
+@pytest.mark.slow  # 4 s in a full run: slow by cost (issue 39)
 @settings(
     max_examples=60,
     deadline=None,

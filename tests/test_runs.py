@@ -136,6 +136,7 @@ def _passed(cases: list[CaseResult], mode: str, qid: str) -> list[bool]:
 # -- the sample runs side by side --------------------------------------------------------------
 
 
+@pytest.mark.slow  # 2 s in a full run: slow by cost (issue 39)
 def test_every_run_shows_its_own_reports_numbers(sample_runs, sample_dataset):
     given = "settings.max_turns differs: 10 (oracle) vs 5 (mixed)"
     comparison = build_comparison(sample_runs, sample_dataset, samples=SAMPLES, notes=[given])
@@ -360,6 +361,7 @@ def test_reliability_of_single_epoch_runs_is_the_pass_rate(sample_runs, sample_d
             assert values.flaky == []
 
 
+@pytest.mark.slow  # 2 s in a full run: slow by cost (issue 39)
 def test_reliability_over_epochs_of_a_sampling_model(
     pytester, sample_runs, sample_dataset, monkeypatch
 ):

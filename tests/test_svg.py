@@ -562,6 +562,7 @@ def bar_inputs(draw: st.DrawFn) -> tuple[list[str], list[Series]]:
     return categories, series
 
 
+@pytest.mark.slow  # 2 s in a full run: slow by cost (issue 39)
 @settings(max_examples=150)
 @given(inputs=bar_inputs(), title=LABELS, unit=LABELS, max_value=NUMBERS)
 @example(

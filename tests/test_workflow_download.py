@@ -80,6 +80,7 @@ def test_the_shipped_entry_names_workflow_with_no_checksums_and_says_how_to_pin_
     assert "--gta-download=workflow --gta-record-manifest" in entry.archive_note
 
 
+@pytest.mark.slow  # 3 s in a full run: slow by cost (issue 39)
 def test_workflow_installs_unverified_is_pinned_refuses_a_changed_byte_and_runs(
     project: pytest.Pytester, tmp_path: Path
 ) -> None:
