@@ -24,6 +24,7 @@ from types import FunctionType
 from typing import Any
 
 import pytest
+from _pytest.pytester import SysModulesSnapshot
 from execnet.gateway_io import popen_bootstrapline
 
 from pytest_gta.dataset import Dataset, bundled_sample_path
@@ -31,6 +32,7 @@ from pytest_gta.tools import ToolContext
 from pytest_gta.validation import load_dataset
 from tests.helpers.browser import BINARY_ENV, Chromium, find_chromium
 from tests.helpers.hf_server import PointAt
+from tests.helpers.module_snapshot import restore_sys_modules
 from tests.helpers.optional import require
 from tests.helpers.paths import ROOT, TESTS
 from tests.helpers.references import VARIABLE, sample_references
@@ -110,6 +112,9 @@ def starts_pytest(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # The private names it reads: a pytest that renames them fails here, not in a flaky run.
+    assert hasattr(SysModulesSnapshot(), "_SysModulesSnapshot__saved")
+    SysModulesSnapshot.restore = restore_sys_modules  # type: ignore[assignment]
     # xdist's default "load" hands out fixed chunks; "worksteal" lets an idle worker take tests
     # still queued on the other, so the long modules (:func:`longest_first`) end together.
     # Set here, not in addopts: ``-p no:xdist`` (tox -e nodist) knows no ``--dist``.

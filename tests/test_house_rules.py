@@ -19,13 +19,17 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
 import tokenize
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _pytest.pytester import SysModulesSnapshot
 
 from tests.helpers import optional
+from tests.helpers.module_snapshot import restore_sys_modules
 from tests.helpers.optional import OPTIONAL, Optional, require
 from tests.helpers.paths import HELPERS, ROOT, TESTS
 
@@ -333,3 +337,19 @@ def test_require_skips_with_the_hint_outside_ci_and_fails_in_ci(monkeypatch):
 def test_require_an_unknown_name_lists_the_known_ones():
     with pytest.raises(KeyError, match="similarity"):
         require("no-such-package")
+
+
+def test_pytesters_module_snapshot_is_restored_in_one_read():
+    """tests/conftest.py puts ``restore_sys_modules`` in place of pytester's: what the snapshot
+    saved comes back, what ``preserve`` names is kept, anything else imported since is dropped."""
+    assert SysModulesSnapshot.restore is restore_sys_modules
+    snapshot = SysModulesSnapshot(preserve=lambda name: name == "gta_kept_module")
+    kept, dropped = types.ModuleType("gta_kept_module"), types.ModuleType("gta_dropped_module")
+    sys.modules["gta_kept_module"], sys.modules["gta_dropped_module"] = kept, dropped
+    try:
+        snapshot.restore()
+        assert sys.modules["gta_kept_module"] is kept
+        assert "gta_dropped_module" not in sys.modules
+        assert "pytest" in sys.modules
+    finally:
+        sys.modules.pop("gta_kept_module", None)
