@@ -234,6 +234,9 @@ class Echo:
     def generate(self, request):
         return ModelOutput("Final Answer: 9.24")
 
+    def close(self):  # the session's end (an optional member)
+        open("echo-closed", "w").close()
+
 
 class Keyless:
     name = "keyless"
@@ -277,6 +280,7 @@ def test_a_plain_hook_model_reports_its_optional_members(pytester):
     assert "echo ignores the temperature" in report["notes"]
     assert report["model"] == "echo"
     result.stdout.fnmatch_lines(["generation: endpoint in-process echo"])
+    assert (pytester.path / "echo-closed").exists()  # closed at the session's end
 
 
 def test_a_plain_backend_explains_why_it_cannot_serve(pytester):

@@ -113,6 +113,18 @@ def test_an_endless_reply_is_the_models_failed_turn_read_no_further(
     assert sent < LIMIT + SLACK  # what the server got into the sockets, not 100 MB
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_adapter_closes_its_connections_when_the_session_ends(provider, sample_dataset):
+    """In a process that runs on after pytest (pytester, an IDE), connections left open for
+    the garbage collector surfaced as a ResourceWarning in whatever test ran then."""
+    with HostileServer(stream_forever()) as server:
+        model = adapter(provider, server, sample_dataset, max_reply_bytes=LIMIT)
+        model.generate(REQUEST)
+        assert not model.client._client.is_closed
+        model.close()
+        assert model.client._client.is_closed
+
+
 def test_an_oversized_reply_is_not_cached(sample_dataset, tmp_path):
     from pytest_gta.models.cache import ResponseCache
 

@@ -103,6 +103,13 @@ class ModelInfo:
         """
         return None
 
+    def close(self) -> None:
+        """Release what the model holds open (its HTTP connections) at the session's end.
+
+        Where pytest runs on in the same process (pytester, an IDE), connections left to the
+        garbage collector each surface later as a ``ResourceWarning`` in whatever runs then.
+        """
+
 
 class BaseModelAdapter(ModelInfo, ABC):
     """Base class of model adapters: :class:`ModelAdapter` plus every optional capability.
@@ -211,6 +218,7 @@ OPTIONAL_MEMBERS = (
     "warm_up",
     "concurrency",
     "work_summary",
+    "close",
 )
 
 

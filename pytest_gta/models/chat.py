@@ -469,6 +469,12 @@ class ChatAdapter(BaseModelAdapter):
         raise NotImplementedError
 
     # -- shared machinery ---------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the SDK client's pooled connections (an HTTP adapter's ``client``), if any."""
+        close = getattr(getattr(self, "client", None), "close", None)
+        if callable(close):
+            close()
+
     def describe(self) -> dict[str, Any]:
         """Generation settings and where the requests went, for the report (never a key).
 

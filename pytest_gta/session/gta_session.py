@@ -185,6 +185,9 @@ class GtaSession:
         service = state.built("similarity_service")
         if service is not None:
             service.close()
+        model = state.built("model")
+        if model is not None:
+            model.close()
         if state.ledger_path is None or xdist.is_worker(self.config):
             return
         shutil.rmtree(state.ledger_path.parent, ignore_errors=True)
