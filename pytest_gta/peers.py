@@ -34,24 +34,19 @@ def trust(port: int, service: int) -> None:
 def forget(port: int, service: int) -> None:
     """The bridge's connection from ``port`` to ``service`` is closed."""
     with _lock:
-        left = _connections[port, service] - 1
-        if left > 0:
-            _connections[port, service] = left
-        else:
+        _connections[port, service] -= 1
+        if _connections[port, service] <= 0:
             del _connections[port, service]
 
 
-def trusted(client: object, service: object) -> bool:
-    """Whether ``client`` (a ``(host, port)`` peer of ``service``) is a bridge's connection.
-
-    ``service`` is the port the connection came in on, or the server's ``(host, port)``.
-    """
-    if isinstance(service, tuple | list) and len(service) >= 2:
-        service = service[1]
-    if not isinstance(client, tuple | list) or len(client) < 2 or not isinstance(service, int):
+def trusted(client: object, server: object) -> bool:
+    """Whether ``client`` is a bridge's connection to ``server`` (both ``(host, port)``)."""
+    if not (isinstance(client, tuple | list) and isinstance(server, tuple | list)):
         return False
-    host, port = client[0], client[1]
-    if host != "127.0.0.1" or not isinstance(port, int):
+    if len(client) < 2 or len(server) < 2 or client[0] != "127.0.0.1":
+        return False
+    port, service = client[1], server[1]
+    if not (isinstance(port, int) and isinstance(service, int)):
         return False
     with _lock:
         return _connections[port, service] > 0

@@ -51,12 +51,9 @@ HEADER = struct.Struct(">I")
 #: ``nobody``: the uid and gid the sandboxed agents run as where their launcher is root
 #: (``tool_backends.agent_launcher``).
 NOBODY = 65534
-#: The uid and gid a code call runs as when the worker is root: not root, since the kernel
-#: never applies ``RLIMIT_NPROC`` to root, and not ``nobody``, since the limit counts every
-#: thread of the uid on the machine: an agent's threads as ``nobody`` (a LangGraph agent runs
-#: dozens) used up a concurrent call's allowance, and Z3 then died creating its timer thread.
-#: A number from the range no distribution or systemd gives out (1879048192 to 2147483647),
-#: so nothing else on the machine counts against a call.
+#: The uid and gid of a code call when the worker is root: not root (``RLIMIT_NPROC`` never
+#: applies to it), not ``nobody`` (the limit counts every thread of the uid on the machine, an
+#: agent's included), but one from the range no distribution or systemd gives out.
 CALL_UID = 0x7FFE0000
 #: Seconds :meth:`Zygote.kill_leftovers` waits for a call's processes to be reaped before giving up,
 #: so a process stuck in the kernel cannot hang the worker.
