@@ -24,13 +24,14 @@ from types import FunctionType
 from typing import Any
 
 import pytest
-from _pytest.pytester import SysModulesSnapshot
+from _pytest.pytester import Pytester, SysModulesSnapshot
 from execnet.gateway_io import popen_bootstrapline
 
 from pytest_gta.dataset import Dataset, bundled_sample_path
 from pytest_gta.tools import ToolContext
 from pytest_gta.validation import load_dataset
 from tests.helpers.browser import BINARY_ENV, Chromium, find_chromium
+from tests.helpers.gta_run import without_hypothesis
 from tests.helpers.hf_server import PointAt
 from tests.helpers.module_snapshot import restore_sys_modules
 from tests.helpers.optional import require
@@ -115,6 +116,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # The private names it reads: a pytest that renames them fails here, not in a flaky run.
     assert hasattr(SysModulesSnapshot(), "_SysModulesSnapshot__saved")
     SysModulesSnapshot.restore = restore_sys_modules  # type: ignore[assignment]
+    if not getattr(Pytester, "_gta_without_hypothesis", False):
+        Pytester._getpytestargs = without_hypothesis(Pytester._getpytestargs)  # type: ignore[method-assign]
+        Pytester._gta_without_hypothesis = True  # type: ignore[attr-defined]
     # xdist's default "load" hands out fixed chunks; "worksteal" lets an idle worker take tests
     # still queued on the other, so the long modules (:func:`longest_first`) end together.
     # Set here, not in addopts: ``-p no:xdist`` (tox -e nodist) knows no ``--dist``.

@@ -26,7 +26,16 @@ from pytest_gta.options.agents import agent_words, parse_agent_env
 from pytest_gta.run.agent_command import PROXY_KEY, agent_environment
 from pytest_gta.run.agent_under_test import AgentTask, ToolClient
 from pytest_gta.vocabulary import AGENT_PLACEHOLDERS
-from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, GtaRun, gta, gta_process
+from tests.helpers.gta_run import (
+    FAST_SIM,
+    NO_HYPOTHESIS,
+    ORACLE,
+    SAMPLE_DATA,
+    XDIST,
+    GtaRun,
+    gta,
+    gta_process,
+)
 from tests.helpers.oracle_server import OracleServer
 from tests.helpers.paths import HELPERS, ROOT
 from tests.helpers.processes import default_sigint, processes_named
@@ -452,7 +461,16 @@ def test_no_agent_outlives_pytest(tmp_path, signum):
     marker = f"gta-test-outlive-{os.getpid()}-{signum}"
     args = [*RUN, "--gta-ids=0"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, command("hang", marker)],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *NO_HYPOTHESIS,
+            "-p",
+            "no:cacheprovider",
+            *args,
+            command("hang", marker),
+        ],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -185,7 +185,8 @@ def test_an_install_line_is_what_the_test_installs(doc: Doc) -> None:
         # The framework's own virtualenv: what .ci/run installs into the one the test links.
         venv = said[0].split("/")[0]
         ci = (ROOT / ".ci" / "run").read_text()
-        line = next(ln for ln in ci.splitlines() if ln.startswith(f"{venv}/bin/python -m pip"))
+        lines = (ln.strip() for ln in ci.splitlines())
+        line = next(ln for ln in lines if ln.startswith(f"{venv}/bin/python -m pip"))
         assert shlex.split(line)[5:] == said[2:], (line, doc.text)
         return
     packages = [w for w in said[2:] if not w.startswith("-")]

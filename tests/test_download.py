@@ -38,7 +38,7 @@ from pytest_gta.install.manifest import (
 )
 from pytest_gta.install.sources import HttpSettings, SourceUnavailable, fetch_url
 from tests.helpers.file_server import FileServer, serve_file
-from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, NO_HYPOTHESIS, SAMPLE_DATA
 from tests.helpers.hf_server import PointAt, serve_hf_repo
 
 SAMPLE = bundled_sample_path()
@@ -527,7 +527,7 @@ WAITING = "to finish installing gta_dataset"
 
 def _spawn(cwd: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "-p", "no:cacheprovider", *args],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -837,7 +837,15 @@ def test_hub_environment_and_token_reach_a_fresh_process(
     with serve_hf_repo(sample_files(), token="hf_secret") as hub:
         env["HF_ENDPOINT"] = hub.url
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gta-download"],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *NO_HYPOTHESIS,
+                "-p",
+                "no:cacheprovider",
+                "--gta-download",
+            ],
             cwd=project.path,
             env=env,
             capture_output=True,

@@ -37,7 +37,7 @@ from pytest_gta.files import write_output
 from pytest_gta.models.cache import MAX_TOKENS, SCHEMA, CacheEntryWarning, ResponseCache
 from pytest_gta.models.opencompass import OpenCompassPredictions
 from pytest_gta.types import ModelOutput, ToolCall, Usage
-from tests.helpers.gta_run import BOTH_MODES, FAST_SIM, SAMPLE_DATA, gta_process
+from tests.helpers.gta_run import BOTH_MODES, FAST_SIM, NO_HYPOTHESIS, SAMPLE_DATA, gta_process
 from tests.helpers.gta_run import ORACLE as ORACLE_MODEL
 from tests.helpers.paths import SAMPLE
 from tests.test_opencompass import e2e_records
@@ -232,7 +232,7 @@ def test_report_to_the_runs_own_stdout_redirected_to_a_file(tmp_path):
     out = tmp_path / "out.txt"
     with out.open("wb") as fh:
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *ORACLE],
+            [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "-p", "no:cacheprovider", *ORACLE],
             cwd=tmp_path,
             stdout=fh,
             stderr=subprocess.STDOUT,

@@ -17,7 +17,7 @@ import re
 import pytest
 
 from tests.helpers.browser import serve_directory
-from tests.helpers.gta_run import FAST_SIM
+from tests.helpers.gta_run import FAST_SIM, NO_HYPOTHESIS
 from tests.helpers.paths import SAMPLE
 from tests.test_html_report import Page
 
@@ -38,6 +38,7 @@ def report_dir(tmp_path_factory):
             sys.executable,
             "-m",
             "pytest",
+            *NO_HYPOTHESIS,
             "-p",
             "no:cacheprovider",
             "--gta-model=oracle",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, NO_HYPOTHESIS, SAMPLE_DATA
 from tests.helpers.optional import require
 from tests.helpers.scripted_server import ScriptedServer, Step, chat_completion
 from tests.test_sandbox import tmp_venv
@@ -99,6 +99,7 @@ def test_no_secret_in_any_artifact(pytester, monkeypatch, tmp_path_factory, mode
             str(venv),
             "-m",
             "pytest",
+            *NO_HYPOTHESIS,
             "--gta-model=openai/scripted",
             f"--gta-base-url={server.url}",
             SAMPLE_DATA,
@@ -193,6 +194,7 @@ def test_credentials_from_options_reach_no_artifact(pytester, monkeypatch, tmp_p
             str(venv),
             "-m",
             "pytest",
+            *NO_HYPOTHESIS,
             "--gta-model=openai/scripted",
             f"--gta-base-url={url}",
             f"--gta-model-args={model_args}",

@@ -28,7 +28,7 @@ from pytest_gta.options import GtaSettings, resolve_settings
 from pytest_gta.options.serving import template_words
 from pytest_gta.session import model_server
 from pytest_gta.session.model_server import Served, format_command, plan, vllm_command
-from tests.helpers.gta_run import FAST_SIM
+from tests.helpers.gta_run import FAST_SIM, NO_HYPOTHESIS
 from tests.helpers.optional import require
 from tests.helpers.paths import HELPERS
 from tests.helpers.processes import default_sigint
@@ -378,7 +378,7 @@ def start_pytest():
     def start(cwd: Path, *args: str) -> subprocess.Popen[bytes]:
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         process = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *args],
+            [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, *args],
             cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,

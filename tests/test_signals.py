@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_gta.signals import REPEAT_S, Interrupts, Terminated
-from tests.helpers.gta_run import FAST_SIM, SAMPLE_DATA
+from tests.helpers.gta_run import FAST_SIM, NO_HYPOTHESIS, SAMPLE_DATA
 from tests.helpers.processes import default_sigint
 from tests.helpers.scripted_server import Recorded, ScriptedServer, Step, chat_completion
 
@@ -55,6 +55,7 @@ def start(tmp_path: Path, server: SlowServer, *args: str, group: bool = False) -
             sys.executable,
             "-m",
             "pytest",
+            *NO_HYPOTHESIS,
             "-p",
             "no:randomly",
             "-p",

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_gta import outward, peers
+from pytest_gta import loopback, outward, peers
 from pytest_gta.errors import GtaInfrastructureError
 from pytest_gta.mcp.calls import CallLimitReached, CaseTools, LoggedCall
 from pytest_gta.protocol import react as p
@@ -224,26 +224,6 @@ async def _not_found(send: _Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket whose connections send small writes at once.
-
-    asyncio turns Nagle's algorithm off only for sockets whose ``proto`` is ``IPPROTO_TCP``;
-    :func:`socket.create_server` leaves it 0, and accepted sockets inherit both, so every
-    response written in two parts (head, then body) waited for the client's delayed ACK:
-    about 40 ms a call on Linux loopback instead of under one.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
 class McpGateway:
     """One streamable-HTTP MCP server per process on 127.0.0.1; one random path per case."""
 
@@ -288,7 +268,7 @@ class McpGateway:
         import uvicorn  # see _image
 
         try:
-            sock = _listen(self.host, self.port)
+            sock = loopback.listen(self.host, self.port)
         except OSError as exc:
             raise GtaInfrastructureError(
                 f"the MCP server cannot listen on {self.host}:{self.port}: {exc}"

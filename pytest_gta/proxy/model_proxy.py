@@ -33,7 +33,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx2
@@ -41,6 +41,7 @@ import httpx2
 from pytest_gta import outward, peers
 from pytest_gta.endpoint import bound_client
 from pytest_gta.errors import GtaBudgetExhausted
+from pytest_gta.loopback import QuickHTTPServer
 from pytest_gta.models.cache import ResponseCache
 from pytest_gta.models.usage import Budget, Prices
 from pytest_gta.proxy.exchange import Exchange
@@ -310,7 +311,7 @@ class ModelProxy:
         self.close()
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(QuickHTTPServer):
     """A threading HTTP server that tracks its handler threads and connections to end them."""
 
     daemon_threads = True

@@ -24,12 +24,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
 
 from pytest_gta.errors import GtaInfrastructureError, GtaUsageError
+from pytest_gta.loopback import QuickHTTPServer
 from pytest_gta.scoring.similarity import Similarity
 
 #: Header that carries the run's token.
@@ -131,7 +132,7 @@ def shared_service(model: str) -> tuple[str, str] | None:
     return None
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(QuickHTTPServer):
     daemon_threads = True
 
     def handle_error(self, request: Any, client_address: Any) -> None:

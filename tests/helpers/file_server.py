@@ -14,7 +14,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from pytest_gta.loopback import QuickHTTPServer
 
 PATH = "/gta_dataset.zip"
 
@@ -113,7 +115,7 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
 def serve_file(body: bytes, **options: object) -> Iterator[FileServer]:
     """Serve ``body`` at ``<server.url>`` until the block ends."""
     server = FileServer(body, **options)  # type: ignore[arg-type]
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
+    httpd = QuickHTTPServer(("127.0.0.1", 0), _handler(server))
     httpd.daemon_threads = True
     server.url = f"http://127.0.0.1:{httpd.server_address[1]}{PATH}"
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)

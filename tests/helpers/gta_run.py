@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,12 @@ BOTH_MODES = "--gta-mode=step,e2e"
 XDIST = ("-n", "2")
 #: Where :func:`gta` asks for the JSON report unless told otherwise.
 REPORT = "gta.json"
+#: Hypothesis's pytest plugin imports the whole of Hypothesis in every pytest process's terminal
+#: summary (0.65 s of CPU here, a third of a small run); the runs the tests start hold no
+#: Hypothesis test, and on CI's two cores those imports added up to minutes (issue 39).
+NO_HYPOTHESIS = ("-p", "no:hypothesispytest")
 #: Options that keep a subprocess's run independent of the outer one's plugins and cache.
-ISOLATED = ("-p", "no:cacheprovider", "-p", "no:randomly")
+ISOLATED = ("-p", "no:cacheprovider", "-p", "no:randomly", *NO_HYPOTHESIS)
 #: An in-process run inherits the outer session's ``filterwarnings = error`` and takes over
 #: ``sys.unraisablehook``: an object of an earlier test that the garbage collector happens to
 #: finalise during one of the run's cases (an unclosed socket) would fail that case, at random.
@@ -192,3 +197,18 @@ def gta_process(
     if check and done.returncode != 0:
         pytest.fail(f"pytest {' '.join(args)} exited {done.returncode}:\n{run.output[-3000:]}")
     return run
+
+
+def without_hypothesis(
+    getpytestargs: Callable[[Any], tuple[str, ...]],
+) -> Callable[[Any], tuple[str, ...]]:
+    """pytester's ``_getpytestargs`` (``python -mpytest``) followed by :data:`NO_HYPOTHESIS`.
+
+    tests/conftest.py installs it, so that every ``runpytest_subprocess`` and ``spawn_pytest``
+    of the suite starts without Hypothesis's plugin.
+    """
+
+    def args(self: Any) -> tuple[str, ...]:
+        return (*getpytestargs(self), *NO_HYPOTHESIS)
+
+    return args

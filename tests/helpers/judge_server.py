@@ -26,12 +26,13 @@ import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_gta.loopback import QuickHTTPServer
 from tests.helpers.gta_run import GtaRun, gta
 from tests.helpers.paths import ROOT
 
@@ -168,7 +169,7 @@ class JudgeServer:
         self._lock = threading.Lock()
         self._uploads = 0
         self._responses = 0
-        self._server: ThreadingHTTPServer | None = None
+        self._server: QuickHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -194,7 +195,7 @@ class JudgeServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> JudgeServer:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        server = QuickHTTPServer(("127.0.0.1", 0), _handler_for(self))
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, daemon=True)
