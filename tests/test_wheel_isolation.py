@@ -18,6 +18,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from tests.helpers.processes import processes_named
 from tests.helpers.wheel_install import (
     DOCUMENTED_EXTRAS,
     DOCUMENTED_MODELS,
+    interpreter_key,
     user_environment,
     user_site_python,
     wheel_python,
@@ -145,3 +147,12 @@ def test_a_cheating_agent_gets_nothing_from_a_wheel_install(install, user, kind)
     for written in where.rglob("*"):
         if written.is_file():
             assert SECRET not in written.read_text(errors="replace"), written
+
+
+def test_a_kept_install_is_reused_only_by_the_interpreter_that_made_it(tmp_path: Path) -> None:
+    """The same python through a link shares the install; another python does not (a kept
+    virtualenv of another checkout's python once linked a python this user could not reach)."""
+    link = tmp_path / "python"
+    link.symlink_to(sys.executable)
+    assert interpreter_key(link) == interpreter_key(sys.executable)
+    assert interpreter_key(tmp_path / "other-python") != interpreter_key(sys.executable)

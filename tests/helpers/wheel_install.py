@@ -9,7 +9,7 @@ from that virtualenv in an empty directory, with an environment that names nothi
 checkout.
 
 The wheel is built once per test session (hatchling builds are reproducible: the same sources
-give the same bytes), and a virtualenv is kept per wheel digest and extras under
+give the same bytes), and a virtualenv is kept per wheel digest, interpreter and extras under
 :data:`CACHE_ENV` (default: the temporary directory), so a second session with unchanged
 sources reuses it; a changed file makes a new one. Installing takes about 30 s here (torch's
 CPU wheel from pip's cache, no bytecode compiled), under a lock that xdist workers share.
@@ -50,6 +50,18 @@ DOCUMENTED_MODELS = (
 INSTALL_TIMEOUT_S = 1200
 
 
+def interpreter_key(python: str | Path) -> str:
+    """A short digest of the interpreter an install is made with (its resolved path and version).
+
+    A virtualenv links the python that made it and a ``--user`` base holds what that python's
+    pip installed, so a kept install is reused only by the same interpreter: a checkout whose
+    virtualenv runs another Python got a kept virtualenv whose python an unprivileged user
+    could not reach (it lay under another user's home).
+    """
+    resolved = os.path.realpath(python)
+    return hashlib.sha256(f"{resolved} {sys.version}".encode()).hexdigest()[:8]
+
+
 def cache_root() -> Path:
     """The directory holding wheels and virtualenvs (made world-readable for other users)."""
     root = Path(os.environ.get(CACHE_ENV) or Path(tempfile.gettempdir()) / "pytest-gta-wheels")
@@ -83,7 +95,9 @@ def wheel_python(extras: tuple[str, ...] = ("agents",), models: tuple[str, ...] 
     user's pip adds is not under test). Kept per wheel and extras; see the module docstring.
     """
     wheel = built_wheel()
-    name = "venv-" + "-".join([*sorted(extras or ("core",)), *models])
+    name = f"venv-{interpreter_key(sys.executable)}-" + "-".join(
+        [*sorted(extras or ("core",)), *models]
+    )
     venv = wheel.parent / name
     python = venv / "bin" / "python"
     lock_path = wheel.parent / f"{name}.lock"
@@ -114,8 +128,8 @@ def user_site_python(extras: tuple[str, ...] = ("agents",)) -> tuple[Path, dict[
     has no virtualenv installs it. Returns that interpreter and the variables to run it with.
     """
     wheel = built_wheel()
-    base = wheel.parent / ("user-" + "-".join(sorted(extras) or ["core"]))
     python = Path(sys.base_prefix) / "bin" / "python3"
+    base = wheel.parent / f"user-{interpreter_key(python)}-{'-'.join(sorted(extras) or ['core'])}"
     env = {"PYTHONUSERBASE": str(base)}
     with open(wheel.parent / f"{base.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
