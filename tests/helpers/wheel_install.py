@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -138,6 +139,10 @@ def user_site_python(extras: tuple[str, ...] = ("agents",)) -> tuple[Path, dict[
             spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
             pip = [str(python), "-m", "pip", "install", "--quiet", "--user", "--no-compile"]
             pip.append("--no-warn-script-location")
+            if (Path(sysconfig.get_path("stdlib")) / "EXTERNALLY-MANAGED").exists():
+                # A distribution's Python (PEP 668, Debian's) refuses --user installs unless told;
+                # the user base here is a directory of the test's own, not the system's.
+                pip.append("--break-system-packages")
             full = {**os.environ, **env}
             _install([*pip, TORCH, spec], INSTALL_TIMEOUT_S, full)
             _install([*pip, "--no-deps", *MODELS], 600, full)
