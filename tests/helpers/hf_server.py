@@ -71,10 +71,12 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
+
+from pytest_gta.loopback import QuickHTTPServer
 
 #: ``point_at(url, offline=False)`` of the ``hub_env`` fixture (tests/conftest.py).
 PointAt = Callable[..., Path]
@@ -277,7 +279,7 @@ class _Repo:
         return found
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(QuickHTTPServer):
     daemon_threads = True
     repo: _Repo
 
@@ -328,7 +330,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.server.lock:
             self.server.connections.append(self.connection)
 

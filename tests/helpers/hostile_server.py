@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pytest_gta.loopback import no_delay
+
 #: ``answer(connection, server)``: writes a whole HTTP response to the connection.
 Answer = Callable[[socket.socket, "HostileServer"], None]
 
@@ -52,7 +54,7 @@ class HostileServer:
 
     def _handle(self, connection: socket.socket) -> None:
         with connection:
-            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            no_delay(connection)
             try:
                 _read_request(connection)
                 with self._lock:

@@ -17,8 +17,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from pytest_gta.loopback import QuickHTTPServer
 
 #: How long a :attr:`Step.hold` may keep the rest of a stream back before the server sends it
 #: anyway: a bound that keeps a client that waits for the whole body from hanging the test.
@@ -139,9 +141,6 @@ class ScriptedServer:
 
             def setup(self) -> None:
                 super().setup()
-                # Headers and body go out in separate writes; without this, Nagle's algorithm
-                # and delayed ACKs add ~40 ms to every answer.
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 with server._lock:
                     server._connections.append(self.connection)
 
@@ -214,7 +213,7 @@ class ScriptedServer:
             do_GET = _answer
             do_POST = _answer
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = QuickHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
