@@ -50,6 +50,8 @@ WORKFLOW_GATE_METRICS = (
 )
 #: The scope of a Workflow metric, beside the atomic modes.
 WORKFLOW: Literal["workflow"] = "workflow"
+#: The scope of a scored benchmark's metric (a third party's: ``scored.pass_rate``).
+SCORED: Literal["scored"] = "scored"
 #: Root Score is 0-10, not a percentage.
 ROOT_SCORE_MAX = 10.0
 #: Not an official metric: the share of cases that passed (SPEC section 6), one per mode.
@@ -62,7 +64,7 @@ ALL = "all"
 class MetricRef:
     """One metric of one mode (``e2e.ans_acc``); how gates and the comparison name it."""
 
-    mode: Mode | Literal["workflow"]
+    mode: Mode | Literal["workflow", "scored"]
     metric: str
 
     def __str__(self) -> str:
@@ -76,7 +78,7 @@ def atomic_metric_names() -> list[str]:
 
 def metric_names() -> list[str]:
     """Every name a gate accepts, for messages."""
-    return [*atomic_metric_names(), *WORKFLOW_GATE_METRICS]
+    return [*atomic_metric_names(), *WORKFLOW_GATE_METRICS, f"{SCORED}.NAME"]
 
 
 def _refs(gates: GateSettings) -> list[MetricRef]:
@@ -110,9 +112,10 @@ class GateSettings:
     def check_modes(self, modes: Sequence[str], baseline: bool) -> None:
         """Refuse at start-up what could never be judged (a metric of a mode not run)."""
         for ref in _refs(self):
-            if ref.mode == WORKFLOW:
+            if ref.mode in (WORKFLOW, SCORED):
+                kind = "GTA-Workflow" if ref.mode == WORKFLOW else "scored benchmark's"
                 raise pytest.UsageError(
-                    f"pytest-gta: a gate names {ref}, a GTA-Workflow metric, but this is a "
+                    f"pytest-gta: a gate names {ref}, a {kind} metric, but this is a "
                     f"GTA-Atomic run; its gates take {', '.join(atomic_metric_names())}"
                 )
             if ref.mode not in modes:
@@ -131,8 +134,9 @@ class GateSettings:
         """Refuse at start-up, on a GTA-Workflow run, a gate naming an atomic metric."""
         for ref in _refs(self):
             if ref.mode != WORKFLOW:
+                kind = "scored benchmark's" if ref.mode == SCORED else "GTA-Atomic"
                 raise pytest.UsageError(
-                    f"pytest-gta: a gate names {ref}, a GTA-Atomic metric, but this is a "
+                    f"pytest-gta: a gate names {ref}, a {kind} metric, but this is a "
                     f"GTA-Workflow run; its gates take {', '.join(WORKFLOW_GATE_METRICS)}"
                 )
         if self.regression and not baseline:
@@ -140,4 +144,19 @@ class GateSettings:
                 f"pytest-gta: {OPT_FAIL_ON_REGRESSION} needs a run to compare with: pass "
                 f"{OPT_BASELINE}=PATH (a previous GTA-Workflow {OPT_REPORT}) or "
                 f"{OPT_BASELINE}=leaderboard:NAME"
+            )
+
+    def check_scored(self, benchmark: str, baseline: bool) -> None:
+        """Refuse at start-up, on a scored benchmark's run, a gate naming a GTA metric."""
+        for ref in _refs(self):
+            if ref.mode != SCORED:
+                raise pytest.UsageError(
+                    f"pytest-gta: a gate names {ref}, a GTA metric, but this is a run of the "
+                    f"{benchmark} benchmark; its gates take {SCORED}.NAME (a score's name, or "
+                    f"{SCORED}.{PASS_RATE})"
+                )
+        if self.regression and not baseline:
+            raise pytest.UsageError(
+                f"pytest-gta: {OPT_FAIL_ON_REGRESSION} needs a run to compare with: pass "
+                f"{OPT_BASELINE}=PATH (a previous {OPT_REPORT} of the {benchmark} benchmark)"
             )

@@ -14,6 +14,7 @@ import pytest
 if TYPE_CHECKING:
     from pytest_gta.models.base import ModelAdapter, ModelContext, RecordedSource
     from pytest_gta.results.report import RunReport
+    from pytest_gta.run.benchmark import Benchmark, BenchmarkContext
     from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSpec
 
 
@@ -87,4 +88,17 @@ def pytest_gta_update_report(config: pytest.Config, report: RunReport) -> None:
         def pytest_gta_update_report(config, report):
             report.hook_fields["checkpoint"] = "step-12000"
             report.notes.append("evaluated on the nightly checkpoint")
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_gta_make_benchmark(config: pytest.Config, context: BenchmarkContext) -> Benchmark | None:
+    """Choose the benchmark the run's data is for (``None`` to leave it to others).
+
+    The built-in implementation asks the factories of the ``pytest_gta.benchmarks``
+    entry-point group (a third party's first, then ``gta-workflow`` for a directory with
+    ``end.json``, then ``gta-atomic`` for any other data). ``context.data`` is the resolved
+    ``--gta-data``, ``context.services`` the session's services (dataset, model, tools, cache,
+    budget, agent), built on first use. The object returned implements
+    :class:`pytest_gta.run.benchmark.Benchmark`.
     """

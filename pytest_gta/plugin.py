@@ -5,9 +5,8 @@ and fixtures, and every hook returns at once when no ``--gta-*`` option is in us
 each hook hands over to the run's :class:`~pytest_gta.session.gta_session.GtaSession` (the session
 layer, see docs/development.md), which :func:`_session_layer` imports on first need: with
 :func:`_data_commands` and :func:`_mcp_command`, the only first-party imports deferred into a
-function in the package, because the session layer brings NumPy, httpx and every model
-adapter (and the MCP server its SDK, Starlette and uvicorn), which an unrelated project must
-never load.
+function in the package: the session layer brings NumPy, httpx and every model adapter (the
+MCP server its SDK, Starlette and uvicorn), which an unrelated project must never load.
 """
 
 from __future__ import annotations
@@ -36,11 +35,11 @@ if TYPE_CHECKING:
         ModelContext,
         RecordedSource,
     )
+    from pytest_gta.run.benchmark import Benchmark, BenchmarkContext
     from pytest_gta.run.runner import CaseRun, Scorer
     from pytest_gta.session.gta_session import GtaSession
     from pytest_gta.tools import ToolBackend, ToolBackendContext, ToolSet, ToolSpec
 
-SUITE = Path(__file__).with_name("suite.py")
 SUITE_NODEID = "gta"
 
 #: The run's settings, resolved in ``pytest_configure``.
@@ -52,14 +51,14 @@ SESSION = pytest.StashKey["GtaSession"]()
 
 
 def _session_layer() -> ModuleType:
-    """:mod:`pytest_gta.session.workflow_session`, imported when a GTA run or fixture needs it.
+    """:mod:`pytest_gta.session.gta_session`, imported when a GTA run or fixture needs it.
 
     Deferred on purpose (see the module's docstring): it keeps NumPy, httpx and the model
     adapters off the import path of every project that does not use GTA.
     """
-    from pytest_gta.session import workflow_session
+    from pytest_gta.session import gta_session
 
-    return workflow_session
+    return gta_session
 
 
 def _data_commands() -> ModuleType:
@@ -74,10 +73,10 @@ def _data_commands() -> ModuleType:
 
 
 def _report_commands() -> ModuleType:
-    """:mod:`pytest_gta.session.report_commands` (``--gta-merge``, ``--gta-compare``): no model."""
-    from pytest_gta.session import report_commands
+    """:mod:`pytest_gta.benchmarks.commands` (``--gta-merge``, ``--gta-compare``): no model."""
+    from pytest_gta.benchmarks import commands
 
-    return report_commands
+    return commands
 
 
 def _mcp_command() -> ModuleType:
@@ -323,6 +322,13 @@ def pytest_gta_make_tool(
     return backend
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_gta_make_benchmark(config: pytest.Config, context: BenchmarkContext) -> Benchmark:
+    """Built-in: the first benchmark of the ``pytest_gta.benchmarks`` registry taking the data."""
+    benchmark: Benchmark = _session_layer().make_benchmark_builtin(context)
+    return benchmark
+
+
 # ------------------------------------------------------------------------------------------
 # Fixtures
 
@@ -364,8 +370,8 @@ def gta_output_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPat
 
 
 @pytest.fixture
-def gta_case() -> Case:
-    """One (query, mode) case; pytest-gta parametrizes every test that requests it."""
+def gta_case() -> Any:
+    """One case (a query in a mode, a Workflow task); pytest-gta parametrizes its tests."""
     raise pytest.UsageError("gta_case is parametrized by pytest-gta; it cannot be used directly")
 
 
@@ -375,26 +381,20 @@ def gta_run(
     pytestconfig: pytest.Config,
     gta_model: BaseModelAdapter | BaseRecordedSource,
 ) -> Callable[[Case], CaseRun]:
-    """A function that runs and scores a case.
+    """A function that runs and scores a GTA-Atomic case.
 
-    Model or tool infrastructure failures fail the calling phase with a clean message; call it
-    from a fixture (as ``gta_result`` does) to get pytest's *error* outcome for them.
+    Infrastructure failures fail the calling phase with a clean message; call it from a
+    fixture (as ``gta_result`` does) to get pytest's *error* outcome for them.
     """
     return _session(pytestconfig).case_runner(request)
 
 
 @pytest.fixture
-def gta_result(
-    request: pytest.FixtureRequest,
-    gta_case: Case,
-    gta_model: BaseModelAdapter | BaseRecordedSource,
-    gta_run: Callable[[Case], CaseRun],
-    gta_dataset: Dataset,
-) -> CaseRun:
-    """The scored result of this test's case, produced during setup.
+def gta_result(request: pytest.FixtureRequest, gta_case: Any) -> Any:
+    """The produced and judged result of this test's case, made during setup (the benchmark's).
 
-    Running in setup is what turns infrastructure failures into pytest errors rather than
-    failures. The flat per-case properties go to the item (every phase's report, JUnit XML);
-    the case's result (its JSON) to the setup report's ``user_properties`` only.
+    In setup, so infrastructure failures are pytest errors, not failures: a GTA-Atomic case's
+    :class:`CaseRun` (from the ``gta_model``, ``gta_run`` and ``gta_dataset`` fixtures), a
+    GTA-Workflow task's judged case. Its properties go to the item, its JSON to the setup report.
     """
-    return _session(request.config).result(request, gta_case, gta_run, gta_model, gta_dataset)
+    return _session(request.config).result(request, gta_case)

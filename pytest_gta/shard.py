@@ -91,10 +91,10 @@ class ShardSelection:
 
 
 def gta_case_of(item: pytest.Item) -> Case | None:
-    """The GTA case an item runs, if it is a GTA item."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    case: Case | None = params.get("gta_case")
-    return case
+    """The GTA-Atomic case an item runs, if it is a GTA-Atomic item."""
+    case = getattr(getattr(item, "callspec", None), "params", {}).get("gta_case")
+    # A query case (not another benchmark's parameter); pytest_gta.case is this layer's sibling.
+    return case if hasattr(case, "query") else None
 
 
 def shard_items(

@@ -311,3 +311,32 @@ def test_isolation_benchmark_prints_each_path_beside_the_unsandboxed_one(tmp_pat
         assert 0 <= float(median) <= float(p90)
         assert added == "-" or re.fullmatch(r"[+-]\d+\.\d", added)
     assert "- warm start, the callable's import, the probe: " in done.stdout
+
+
+# ---------------------------------------------------------------------------- Workflow tasks
+
+
+@pytest.mark.slow  # three Workflow runs of the sample: slow by cost (issue 40)
+def test_workflow_concurrency_script_prints_its_table(tmp_path: Path) -> None:
+    """``benchmarks/workflow_concurrency.py`` runs end to end: its table, every run's cases alike."""
+    command = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "workflow_concurrency.py"),
+        "--latency=0.01",
+        "--concurrency=1,4",
+    ]
+    done = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, check=False, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| `--gta-concurrency")]
+    assert [row.split("|")[1].strip() for row in rows] == [
+        "`--gta-concurrency 1`",
+        "`--gta-concurrency 4`",
+        "`--gta-concurrency 4`, judge latency 0 (the harness alone)",
+    ]
+    calls = {int(row.split("|")[2]) for row in rows}
+    assert len(calls) == 1  # every run made the same judge calls
+    assert int(rows[0].split("|")[3]) == 1  # serial: one request in flight at a time
+    assert "every run's cases, metrics and requests equal the serial run's" in done.stdout
+    assert "PROBLEM" not in done.stdout

@@ -28,8 +28,9 @@ from pytest_gta.report import explain
 from pytest_gta.report import html as page
 from pytest_gta.report.build import complete_verdicts
 from pytest_gta.results.case import CaseResult as TypedCase
-from pytest_gta.results.case import Step, Verdict
+from pytest_gta.results.case import Verdict
 from pytest_gta.results.migrate import migrate_case
+from pytest_gta.results.recorded import Step
 from pytest_gta.run import loops
 from pytest_gta.run.runner import CaseRun, Scorer
 from pytest_gta.scoring.metrics import StepCaseScore

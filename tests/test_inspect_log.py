@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from pytest_gta.options.report import check_inspect_log
 from pytest_gta.report.inspect_log import MODE_METRICS, eval_logs, log_file_name
-from pytest_gta.results.case import Step as RecordedStep
 from pytest_gta.results.io import parse_report
+from pytest_gta.results.recorded import Step as RecordedStep
 from pytest_gta.results.report import RunReport
-from pytest_gta.scoring.metrics import E2E_METRICS, STEP_METRICS
+from pytest_gta.scoring.aggregate import E2E_METRICS, STEP_METRICS
 from tests.helpers.gta_run import (
     BOTH_MODES,
     FAST_SIM,

@@ -19,7 +19,7 @@ ALLOWED_DEFERRED = {
     ("pytest_gta/plugin.py", "_session_layer", "pytest_gta.session"),
     ("pytest_gta/plugin.py", "_data_commands", "pytest_gta.session"),
     ("pytest_gta/plugin.py", "_mcp_command", "pytest_gta.session"),
-    ("pytest_gta/plugin.py", "_report_commands", "pytest_gta.session"),
+    ("pytest_gta/plugin.py", "_report_commands", "pytest_gta.benchmarks"),
 }
 
 

@@ -27,18 +27,16 @@ from pytest_gta.errors import GtaUsageError
 from pytest_gta.models.catalog import LEADERBOARD_METRICS, leaderboard_boards, leaderboard_rows
 from pytest_gta.report.baseline import compare, load_baseline
 from pytest_gta.report.build import ordered
-from pytest_gta.report.runs import (
+from pytest_gta.report.runs import RunInput, build_comparison, leaderboard_selection
+from pytest_gta.report.runs_stats import (
     Candidate,
-    RunInput,
-    best_of,
-    build_comparison,
     front,
-    leaderboard_selection,
     pareto,
     pass_at_k,
     pass_hat_k,
     reliability_of,
 )
+from pytest_gta.report.runs_tables import best_of
 from pytest_gta.report.runs_text import render_markdown, render_text
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.comparison import (

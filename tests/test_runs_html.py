@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.report.runs import RunInput, build_comparison
-from pytest_gta.report.runs_html import href, render_comparison_html
+from pytest_gta.report.runs_html import render_comparison_html
+from pytest_gta.report.runs_html_parts import href
 from pytest_gta.report.svg import Curve, Estimate, Spot, curves, interval_dots, scatter
 from pytest_gta.results.comparison import Comparison
 from pytest_gta.results.io import load_report, parse_comparison

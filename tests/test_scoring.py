@@ -12,14 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_gta.scoring.aggregate import aggregate_e2e, aggregate_step, f1
 from pytest_gta.scoring.answer import iscorrect
 from pytest_gta.scoring.metrics import (
     E2ECaseScore,
     Score,
     StepCaseScore,
-    aggregate_e2e,
-    aggregate_step,
-    f1,
     imggen_score,
     score_e2e_case,
     score_step_case,

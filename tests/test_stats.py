@@ -34,13 +34,12 @@ from pytest_gta.report.stats import (
     permutation_test,
     query_matrix,
 )
+from pytest_gta.scoring.aggregate import aggregate_e2e, aggregate_step
 from pytest_gta.scoring.metrics import (
     E2ECaseScore,
     Score,
     StepCaseScore,
     StepOutcome,
-    aggregate_e2e,
-    aggregate_step,
     score_e2e_case,
     score_step_case,
     unanswered_step_case,

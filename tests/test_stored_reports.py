@@ -47,6 +47,8 @@ def as_written_then(report: dict[str, Any], dataset_root: str) -> dict[str, Any]
         assert data["dataset"].pop("erratum")["queries"] == {}
     for key in NEW_REPORT_KEYS:
         data.pop(key, None)
+    if "schema" in data and "cases" in data:  # a report: its benchmark, said since issue 40
+        assert data.pop("benchmark") == "gta-atomic"
     for run in data.get("runs", []):
         assert run.get("metrics_sound") == run["metrics"]
         assert run.get("denominators_sound") == run.get("denominators")

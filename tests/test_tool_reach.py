@@ -27,13 +27,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_gta.benchmarks.gta_workflow.producers import as_dataset
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaToolError
 from pytest_gta.mcp.calls import CaseTools
 from pytest_gta.mcp.gateway import McpGateway
 from pytest_gta.protocol import react as p
 from pytest_gta.reach import BENCHMARK_FILES
-from pytest_gta.session.workflow_agents import as_dataset
 from pytest_gta.tools import ToolBackendContext, ToolContext, ToolSet, ToolSpec, make_backend
 from pytest_gta.types import ToolResult
 from pytest_gta.validation import load_dataset

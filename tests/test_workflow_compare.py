@@ -19,7 +19,6 @@ import pytest
 
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.results.workflow_board import HARNESS_CSV, WORKFLOW_CSV, read_boards
-from pytest_gta.session import workflow_session
 from tests.helpers.gta_run import GtaRun, gta
 from tests.helpers.judge_server import judged_run
 from tests.helpers.paths import ROOT
@@ -32,12 +31,6 @@ SCORES = {t: v["score"] for t, v in OFFICIAL["tasks"].items()}
 MEAN = OFFICIAL["summary"]["mean_ok_score"]
 #: Without task 8 (the judge's error), so that no case errors and the gates alone decide.
 NO_ERROR = ("-k", "not workflow-8")
-#: Imported before pytester's first run, so that the runs of one test share the session module
-#: (pytester forgets the modules a run imported; the bundled suite would find its session under
-#: the class of a module imported again).
-SESSION_MODULE = workflow_session
-
-
 @pytest.fixture(autouse=True)
 def _judge_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
@@ -235,7 +228,7 @@ def test_compare_refuses_atomic_and_workflow_together(
         (["--gta-fail-under=root_score=40"], "root_score is 0-10"),
         (["--gta-fail-on-regression"], "--gta-fail-on-regression needs a run to compare with"),
         (["--gta-leaderboard-rows=gpt-6"], "'gpt-6' is neither a GTA-Workflow board"),
-        ([f"--gta-baseline={ATOMIC_REPORT}"], "not a GTA-Workflow report"),
+        ([f"--gta-baseline={ATOMIC_REPORT}"], "a GTA-Atomic report and this run is GTA-Workflow"),
         (["--gta-baseline=leaderboard:gpt-5@2024-07"], "gpt-5 is not on a '2024-07'"),
     ],
 )

@@ -191,13 +191,14 @@ ROWS: tuple[OptionSpec, ...] = (
     OptionSpec(
         OPT_CONCURRENCY,
         "N",
-        "episodes (step prompts, end-to-end episodes) a process runs at once (default: what "
-        "fits the model: 16 over HTTP, 1 for a single-threaded engine)",
+        "episodes (step prompts, end-to-end episodes; GTA-Workflow tasks) a process runs at "
+        "once (default: what fits the model and judge: 16 over HTTP, 1 for a single-threaded "
+        "engine or a judge served in-process)",
         parse=parse_concurrency,
         setting="concurrency",
         doc_default="fits the model",
-        doc="episodes (step prompts, end-to-end episodes) a process runs at once: 16 over HTTP, "
-        "1 for a single-threaded engine",
+        doc="episodes (step prompts, end-to-end episodes; GTA-Workflow tasks) a process runs at "
+        "once: 16 over HTTP, 1 for a single-threaded engine or a judge served in pytest's process",
         doc_range="{low} to {high}",
     ),
     OptionSpec(

@@ -23,6 +23,7 @@ from pytest_gta.gates import (
     GATE_METRICS,
     PASS_RATE,
     ROOT_SCORE_MAX,
+    SCORED,
     WORKFLOW,
     WORKFLOW_GATE_METRICS,
     Floor,
@@ -44,6 +45,8 @@ def parse_metric(name: str, flag: str) -> MetricRef:
     mode_text, dot, metric = text.rpartition(".")
     if not dot:
         metric = text
+    if dot and mode_text == SCORED and metric.replace("_", "").isalnum():
+        return MetricRef(SCORED, metric)
     if metric in WORKFLOW_GATE_METRICS and (not dot or mode_text == WORKFLOW):
         return MetricRef(WORKFLOW, metric)
     if metric in GATE_METRICS and (not dot or mode_text == GATE_METRICS[metric]):

@@ -53,7 +53,7 @@ from pytest_gta.report.build import (
 from pytest_gta.report.gate_verdicts import judge
 from pytest_gta.results.base import PerMode
 from pytest_gta.results.case import CaseResult
-from pytest_gta.results.io import load_report
+from pytest_gta.results.io import ATOMIC, expect_benchmark, parse_report, read_report_data
 from pytest_gta.results.report import (
     BaselineComparison,
     Flipped,
@@ -128,7 +128,10 @@ def load_baseline(spec: str, label: str) -> Baseline:
     """
     if spec.startswith(LEADERBOARD_PREFIX):
         return Baseline(label, row=leaderboard_baseline(spec.removeprefix(LEADERBOARD_PREFIX)))
-    read = load_report(Path(spec), f"{OPT_BASELINE} {label}", BASELINE_HOW)
+    named = f"{OPT_BASELINE} {label}"
+    data = read_report_data(Path(spec), named, BASELINE_HOW)
+    expect_benchmark(data, named, ATOMIC, "this run")
+    read = parse_report(named, data, BASELINE_HOW)
     return Baseline(label, tuple(read.report.cases), read.report)
 
 

@@ -20,9 +20,11 @@ from pytest_gta.models.oracle import ORACLE
 from pytest_gta.quirks import explain_replay_failures, find_quirks, replay_failure_notes, summarize
 from pytest_gta.report import stats
 from pytest_gta.results.base import PerMode
-from pytest_gta.results.case import CaseResult, CaseUsage, ErrorCounts, StepPrimitives
+from pytest_gta.results.case import CaseResult
 from pytest_gta.results.erratum import ErratumEntry
 from pytest_gta.results.migrate import default_label
+from pytest_gta.results.primitives import ErrorCounts, StepPrimitives
+from pytest_gta.results.recorded import CaseUsage
 from pytest_gta.results.report import (
     SCHEMA,
     ByType,
@@ -47,11 +49,10 @@ from pytest_gta.results.report import (
     StepSpread,
     TypeStats,
 )
+from pytest_gta.scoring.aggregate import aggregate_e2e, aggregate_step
 from pytest_gta.scoring.metrics import (
     E2ECaseScore,
     StepCaseScore,
-    aggregate_e2e,
-    aggregate_step,
     unanswered_e2e_case,
     unanswered_step_case,
 )

@@ -29,7 +29,9 @@ from pytest_gta.report.table import (
     isolation_lines,
     model_time,
 )
-from pytest_gta.results.case import CaseResult, E2EPrimitives, ScoreValue, Step
+from pytest_gta.results.case import CaseResult
+from pytest_gta.results.primitives import E2EPrimitives, ScoreValue
+from pytest_gta.results.recorded import Step
 from pytest_gta.results.report import RunReport
 from pytest_gta.vocabulary import CATEGORY_NAMES, tool_category
 

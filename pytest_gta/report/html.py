@@ -5,7 +5,8 @@ rows the terminal prints, from :mod:`pytest_gta.report.table`), the plots, every
 that can be filtered, sorted and searched, and per case a drill-down with the query, its images,
 the model's turns beside the reference chain (first divergence marked), the generated images
 and the scoring detail. What the page says (the facts, why a case failed, which step diverged,
-how it was scored) is decided in :mod:`pytest_gta.report.explain`; this module writes markup.
+how it was scored) is decided in :mod:`pytest_gta.report.explain`; this module writes markup,
+the transcript's steps with :mod:`pytest_gta.report.html_transcript`.
 
 Everything is inlined: the stylesheet, one script (allowed by its sha256 in a strict
 Content-Security-Policy, so nothing else can run), the plots as SVG and the images as ``data:``
@@ -15,9 +16,7 @@ but not laid out until opened, so a 229-query page stays quick to open.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.flags import OPT_REPORT_HTML_MAX_MB
@@ -25,31 +24,48 @@ from pytest_gta.report.explain import (
     CaseRow,
     case_facts,
     case_table,
-    duration_text,
     e2e_divergence,
     facts,
     generated_images,
-    opening,
     reference_steps,
     run_warnings,
     scoring,
-    step_pairs,
-    step_view,
-    turns_of,
+)
+from pytest_gta.report.html_transcript import (
+    ImageHtml,
+    agent_html,
+    opening_html,
+    reference_html,
+    step_mode_html,
+    task_html,
+    turns_html,
+    why_html,
 )
 from pytest_gta.report.images import ImageStore, StoredImage
 from pytest_gta.report.page import clip, esc, scripted_page
 from pytest_gta.report.plots import Plot, all_plots
 from pytest_gta.report.table import gate_lines, identity_facts, sections
-from pytest_gta.results.case import AgentRun, CaseResult, Exchange, LoggedToolCall, Step
+from pytest_gta.results.case import CaseResult
 from pytest_gta.results.report import RunReport
 from pytest_gta.vocabulary import CATEGORY_NAMES, OUTCOMES
 
+#: The page's pieces, with the transcript's that the GTA-Workflow page takes from here.
+__all__ = [
+    "PAGE_OVERHEAD",
+    "case_detail",
+    "cases_html",
+    "gates_html",
+    "header_html",
+    "render_html",
+    "scoring_html",
+    "select_html",
+    "summary_html",
+    "table_html",
+    "tables_html",
+]
+
 #: Bytes of the page besides its markup and images (stylesheet, script), with room to spare.
 PAGE_OVERHEAD = 64 * 1024
-
-#: Renders an image reference (the path as a step wrote it) as HTML, or "" if it has none.
-ImageHtml = Callable[[str], str]
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,97 +124,6 @@ def summary_html(report: RunReport) -> str:
 
 # --------------------------------------------------------------------------------------------
 # One case
-
-
-def _json_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, indent=1)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _content_html(content: Any, image: ImageHtml) -> str:
-    """A tool output (``{type, content}`` items, or anything else) with images shown."""
-    items = content if isinstance(content, list) else [content]
-    parts = []
-    for item in items:
-        if isinstance(item, Mapping) and item.get("type") == "image":
-            path = str(item.get("content"))
-            parts.append(image(path) or f'<code class="path">[image]({esc(path)})</code>')
-        elif isinstance(item, Mapping) and "content" in item:
-            parts.append(f"<pre>{esc(clip(_json_text(item.get('content'))))}</pre>")
-        elif item is not None:
-            parts.append(f"<pre>{esc(clip(_json_text(item)))}</pre>")
-    return "".join(parts) or '<span class="muted">(empty)</span>'
-
-
-def _args_html(arguments: Any, image: ImageHtml) -> str:
-    if not isinstance(arguments, Mapping):
-        return f"<pre>{esc(clip(_json_text(arguments)))}</pre>"
-    rows = []
-    for key, value in arguments.items():
-        shown = image(value) if isinstance(value, str) else ""
-        rows.append(
-            f"<tr><th>{esc(key)}</th><td><pre>{esc(clip(_json_text(value), 4000))}</pre>"
-            f"{shown}</td></tr>"
-        )
-    return f'<table class="args">{"".join(rows)}</table>'
-
-
-def _step_html(step: Step, image: ImageHtml, extra: str = "", cls: str = "") -> str:
-    """A recorded or reference step: a call, a tool output or an answer."""
-    view = step_view(step)
-    if view.kind == "raw":
-        shown = esc(clip(_json_text(view.content)))
-        return f'<li class="step {cls}"><pre>{shown}</pre>{extra}</li>'
-    if view.kind == "call":
-        err = ""
-        if view.error is not None:
-            err = (
-                f'<p class="error-record">{esc(view.error[0])}: '
-                f"{esc(clip(view.error[1], 2000))}</p>"
-            )
-        return (
-            f'<li class="step call {cls}"><span class="role">call</span> '
-            f'<b class="tool">{esc(view.tool)}</b> <span class="cat">{esc(view.category)}</span>'
-            f"{_args_html(view.arguments, image)}{err}{extra}</li>"
-        )
-    if view.kind == "output":
-        return (
-            f'<li class="step output {cls}"><span class="role">output</span>'
-            f"{_content_html(view.content, image)}{extra}</li>"
-        )
-    if view.kind == "answer":
-        return (
-            f'<li class="step answer {cls}"><span class="role">answer</span>'
-            f"<pre>{esc(clip(str(view.content)))}</pre>{extra}</li>"
-        )
-    return (
-        f'<li class="step {cls}"><span class="role">{esc(view.role)}</span>'
-        f"<pre>{esc(clip(_json_text(view.content)))}</pre>{extra}</li>"
-    )
-
-
-#: The model column of a step with no prediction (a run cut short).
-NO_PREDICTION = '<li class="muted">(no prediction)</li>'
-
-
-def _raw_reply(reply: str) -> str:
-    return f"<details><summary>raw reply</summary>{_reply_html(reply)}</details>"
-
-
-def _reply_html(reply: str) -> str:
-    """A model turn's raw text, its ReAct parts marked."""
-    marked = esc(clip(reply))
-    for word in ("Thought:", "Action Input:", "Action:", "Final Answer:"):
-        marked = marked.replace(esc(word), f'<b class="kw">{esc(word)}</b>')
-    return f'<pre class="reply">{marked}</pre>'
-
-
-def _why_html(why: str) -> str:
-    return f'<p class="diverge-why">first divergence: {esc(why)}</p>'
 
 
 def scoring_html(case: CaseResult, query: Query | None, threshold: float | None) -> str:
@@ -274,91 +199,6 @@ def _turns(case: CaseResult, image: ImageHtml, mark: int | None, why: str) -> st
     return turns_html(case.steps, case.replies, image, mark, why)
 
 
-def turns_html(
-    steps: Sequence[Step],
-    replies: Sequence[str],
-    image: ImageHtml,
-    mark: int | None = None,
-    why: str = "",
-) -> str:
-    """Recorded steps as a chain: each call (arguments, error), output and answer.
-
-    Each call or answer is shown with the raw reply it came from; ``mark`` is the step where
-    the chain left the reference (with ``why``).
-    """
-    items = []
-    for turn in turns_of(steps, replies, mark):
-        extra = _raw_reply(turn.reply) if turn.reply is not None else ""
-        if turn.diverges:
-            extra += _why_html(why)
-        items.append(_step_html(turn.step, image, extra, "diverge" if turn.diverges else ""))
-    return f'<ol class="chain model">{"".join(items)}</ol>'
-
-
-def _reference(chain: Sequence[Step], image: ImageHtml, mark: int | None, why: str) -> str:
-    items = []
-    for index, step in enumerate(chain):
-        extra = _why_html(why) if index == mark else ""
-        items.append(_step_html(step, image, extra, "diverge" if index == mark else ""))
-    return f'<ol class="chain reference">{"".join(items)}</ol>'
-
-
-def _step_mode(case: CaseResult, query: Query | None, image: ImageHtml) -> str:
-    """Step mode: per reference step, what it was and what the model predicted from its prefix."""
-    rows = []
-    for pair in step_pairs(case, query):
-        cls = " diverge" if pair.diverges else ""
-        why = '<p class="diverge-why">first divergence</p>' if pair.diverges else ""
-        rows.append(
-            f'<div class="pair{cls}"><div><h5>reference step {pair.number}</h5><ol class="chain">'
-            f"{_step_html(pair.reference, image) if pair.reference is not None else ''}</ol></div>"
-            f'<div><h5>model</h5><ol class="chain">'
-            f"{_step_html(pair.model, image) if pair.model is not None else NO_PREDICTION}"
-            f"</ol>{why}"
-            + (_raw_reply(pair.reply) if pair.reply is not None else "")
-            + "</div></div>"
-        )
-    return (
-        '<p class="muted">Each step is one model call on the reference prefix before it (the '
-        "system prompt, the files, the query and the reference steps so far).</p>" + "".join(rows)
-    )
-
-
-def _opening_html(query: Query) -> str:
-    said = opening(query)
-    return (
-        '<ol class="chain opening">'
-        f'<li class="step system"><span class="role">system</span> the ReAct protocol '
-        f"prompt, describing the tools {esc(said.tools)}</li>"
-        + (
-            f'<li class="step user"><span class="role">user</span> The related files '
-            f"are at {esc(said.files)}</li>"
-            if said.files
-            else ""
-        )
-        + f'<li class="step user"><span class="role">user</span> {esc(said.query)}</li>'
-        "</ol>"
-    )
-
-
-def _task_html(query: Query) -> str:
-    """What an agent under test was given: the task, not a prompt (it writes its own)."""
-    said = opening(query)
-    files = (
-        f'<li class="step user"><span class="role">files</span> {esc(said.files)} (given as '
-        "absolute paths)</li>"
-        if said.files
-        else ""
-    )
-    return (
-        '<ol class="chain opening">'
-        f'<li class="step user"><span class="role">task</span> {esc(said.query)}</li>{files}'
-        f'<li class="step system"><span class="role">tools</span> {esc(said.tools)}, over MCP '
-        "and the task's tool client; the agent's own prompts are in its model exchanges "
-        "below</li></ol>"
-    )
-
-
 def case_detail(
     case: CaseResult, query: Query | None, *, threshold: float | None, image: ImageHtml
 ) -> str:
@@ -396,7 +236,7 @@ def case_detail(
         )
     if said.mode == "step":
         parts.append(
-            f'<section class="chains"><h4>Steps</h4>{_step_mode(case, query, image)}</section>'
+            f'<section class="chains"><h4>Steps</h4>{step_mode_html(case, query, image)}</section>'
         )
     else:
         reference = reference_steps(query)[1:] if query is not None else []
@@ -407,13 +247,13 @@ def case_detail(
         who = "agent" if case.agent is not None else "model"
         ref_mark = divergence.reference if divergence else None
         # A model was given the ReAct prompt; an agent, a task (its prompts are its own).
-        start = _opening_html if who == "model" else _task_html
+        start = opening_html if who == "model" else task_html
         parts.append(
             f'<section class="chains"><h4>The {who}\'s turns beside the reference chain</h4>'
-            + (_why_html(why) if divergence else "")
+            + (why_html(why) if divergence else "")
             + (start(query) if query is not None else "")
             + '<div class="pair"><div><h5>reference chain</h5>'
-            + (_reference(reference, image, ref_mark, why) if query is not None else "")
+            + (reference_html(reference, image, ref_mark, why) if query is not None else "")
             + f"</div><div><h5>{who} (what it {'called' if who == 'agent' else 'saw and did'})</h5>"
             f"{_turns(case, image, model_mark, why)}</div></div></section>"
         )
@@ -429,50 +269,6 @@ def case_detail(
         f'<section class="scoring"><h4>Scoring</h4>{scoring_html(case, query, threshold)}</section>'
     )
     return "".join(parts)
-
-
-def agent_html(
-    agent: AgentRun,
-    tool_log: Sequence[LoggedToolCall] | None,
-    exchanges: Sequence[Exchange] | None,
-) -> str:
-    """The agent under test's run: how it ended, its stderr's end, its model traffic."""
-    facts = [f"agent {esc(agent.name)}", f"duration {duration_text(agent.duration)}"]
-    if agent.exit_status is not None:
-        facts.append(f"exit status {esc(agent.exit_status)}")
-    calls = tool_log or []
-    facts.append(f"{len(calls)} tool call(s) logged by the server")
-    parts = [f'<section class="agent"><h4>Agent</h4><p class="meta">{" · ".join(facts)}</p>']
-    if agent.stderr_tail:
-        parts.append(
-            f"<details><summary>stderr (end)</summary><pre>"
-            f"{esc(clip(agent.stderr_tail, 4000))}</pre></details>"
-        )
-    if exchanges:
-        items = []
-        for number, exchange in enumerate(exchanges, 1):
-            said = [f"#{number} {esc(exchange.api)}", f"status {esc(exchange.status)}"]
-            said.append(duration_text(exchange.duration))
-            if exchange.usage is not None:
-                usage = exchange.usage
-                said.append(f"{usage.input_tokens} tokens in, {usage.output_tokens} out")
-            if exchange.streamed:
-                said.append("streamed")
-            if exchange.cached:
-                said.append("cached")
-            if exchange.retries:
-                said.append(f"{esc(exchange.retries)} retries")
-            items.append(
-                f"<li><details><summary>{' · '.join(said)}</summary>"
-                f"<h5>request</h5><pre>{esc(clip(_json_text(exchange.request), 8000))}"
-                f"</pre><h5>reply</h5><pre>{esc(clip(exchange.reply, 8000))}"
-                "</pre></details></li>"
-            )
-        parts.append(
-            f"<h5>model exchanges through the proxy ({len(exchanges)})</h5>"
-            f'<ol class="exchanges">{"".join(items)}</ol>'
-        )
-    return "".join(parts) + "</section>"
 
 
 # --------------------------------------------------------------------------------------------

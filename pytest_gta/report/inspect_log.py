@@ -23,7 +23,6 @@ it is installed when the option is given (:func:`pytest_gta.options.report.check
 from __future__ import annotations
 
 import hashlib
-import json
 import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -35,15 +34,16 @@ from pydantic import JsonValue
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.files import write_output
+from pytest_gta.report.inspect_transcript import e2e_messages, field_of, step_messages, text_of
 from pytest_gta.results.base import Doc, Number
-from pytest_gta.results.case import CaseResult, E2EPrimitives, Step, StepPrimitives
+from pytest_gta.results.case import CaseResult
+from pytest_gta.results.primitives import E2EPrimitives, StepPrimitives
 from pytest_gta.results.report import E2EMetrics, Interval, RunReport, StepMetrics
 from pytest_gta.vocabulary import ERROR_KINDS, MODES, Mode
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalResults, EvalSample
-    from inspect_ai.model import ChatMessage, ChatMessageAssistant, ModelOutput
-    from inspect_ai.tool import ToolCall
+    from inspect_ai.model import ModelOutput
 
 #: The scorer's name in the logs (each sample's ``scores`` key, the results' score).
 SCORER = "gta"
@@ -64,19 +64,12 @@ _SCORED = ("passed", "failed")
 
 
 # --------------------------------------------------------------------------------------------
-# Text and ids
-
-
-def _text(value: Any) -> str:
-    """Any recorded value as text: a string as it is, anything else as JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+# Ids, sections and file names
 
 
 def _short_id(*parts: Any) -> str:
     """A 22-character base62 id derived from ``parts`` (writing a report twice: the same id)."""
-    number = int.from_bytes(hashlib.sha256(_text(list(parts)).encode()).digest()[:16], "big")
+    number = int.from_bytes(hashlib.sha256(text_of(list(parts)).encode()).digest()[:16], "big")
     out = []
     for _ in range(22):
         number, digit = divmod(number, 62)
@@ -107,17 +100,6 @@ def _json_map(sections: Mapping[str, Doc] | None) -> JsonValue:
     return None if sections is None else {key: _json(value) for key, value in sections.items()}
 
 
-def _field(record: JsonValue, key: str) -> JsonValue:
-    """``key`` of a recorded JSON object (``None``: absent, or not an object).
-
-    Recorded steps are kept as their model or harness wrote them, any JSON
-    (:class:`~pytest_gta.results.case.Step`): the transcript shows whatever shape they have.
-    """
-    if isinstance(record, dict) and key in record:
-        return record[key]
-    return None
-
-
 def log_file_name(created: str, mode: str, task_id: str) -> str:
     """Inspect's ``{created}_{task}_{id}.eval``, each part cleaned as Inspect cleans them.
 
@@ -136,190 +118,7 @@ def log_file_name(created: str, mode: str, task_id: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# A case's transcript
-
-
-def _arguments(value: JsonValue) -> tuple[dict[str, Any], str | None]:
-    """A recorded call's arguments as Inspect holds them, and why they are not an object.
-
-    The official records keep what the model wrote; arguments that are not a JSON object (a
-    raw string the model could not format) are an argument error there, and a parse error here.
-    """
-    if isinstance(value, dict):
-        return {str(k): v for k, v in value.items()}, None
-    return {}, f"arguments as written: {_text(value)}"
-
-
-def _tool_calls(step: Step, turn: int) -> list[ToolCall]:
-    """The calls of an assistant step (``{"type": "function", "function": {...}}`` each).
-
-    All of them as recorded, malformed ones too (``Step.call`` is the first well-formed one).
-    """
-    from inspect_ai.tool import ToolCall  # a heavy optional dependency (see the module doc)
-
-    calls = _field(step.root, "tool_calls")
-    if not isinstance(calls, list):
-        return []
-    out = []
-    for n, call in enumerate(calls):
-        function = _field(call, "function")
-        if not isinstance(function, dict):
-            function = {"name": None, "arguments": call}
-        arguments, problem = _arguments(_field(function, "arguments"))
-        name = _field(function, "name")
-        out.append(
-            ToolCall(
-                id=f"call_{turn}_{n}",
-                function=name if isinstance(name, str) else _text(name),
-                arguments=arguments,
-                parse_error=problem,
-            )
-        )
-    return out
-
-
-def _tool_output(content: JsonValue) -> str:
-    """A tool step's content (``[{"type": "text", "content": ...}]``) as the text it showed."""
-    if content is None:
-        return ""
-    if not isinstance(content, list):
-        return _text(content)
-    parts = []
-    for item in content:
-        if _field(item, "type") == "text":
-            parts.append(_text(_field(item, "content")))
-        elif isinstance(item, dict) and "content" in item:
-            # An image or file the tool made: its path (the viewer cannot open local files).
-            parts.append(f"[{_text(_field(item, 'type'))}] {_text(item['content'])}")
-        else:
-            parts.append(_text(item))
-    return "\n".join(parts)
-
-
-def _assistant(
-    recorded: Step, turn: int, reply: str | None, model: str, **metadata: Any
-) -> ChatMessageAssistant:
-    """An assistant step: the raw reply when there is one (its Thought), the parsed calls."""
-    from inspect_ai.model import ChatMessageAssistant  # a heavy optional dependency
-
-    content = recorded.content
-    text = reply if reply is not None else ("" if content is None else _text(content))
-    error = _field(recorded.root, "error")
-    if error is not None:
-        metadata["error"] = error
-    return ChatMessageAssistant(
-        content=text,
-        tool_calls=_tool_calls(recorded, turn) or None,
-        model=model,
-        source="generate",
-        metadata=metadata or None,
-    )
-
-
-def _error_text(error: JsonValue) -> str:
-    """An errored step's ``{"type": state, "msg": ...}`` as one line."""
-    if isinstance(error, dict):
-        return f"{_text(_field(error, 'type'))}: {_text(_field(error, 'msg'))}"
-    return _text(error)
-
-
-def _not_a_step(step: Step) -> ChatMessage:
-    """A recorded value that is not a step record, shown as written (the viewer skips nothing)."""
-    from inspect_ai.model import ChatMessageSystem  # a heavy optional dependency
-
-    return ChatMessageSystem(content=_text(step.root), metadata={"recorded": True})
-
-
-def _aligned_replies(case: CaseResult) -> list[str | None]:
-    """Each step's raw model reply, where the replies are one per assistant step (our loops)."""
-    assistant = [s for s in case.steps if s.record is not None and s.role != "tool"]
-    if len(case.replies) == len(assistant):
-        return list(case.replies)
-    return [None] * len(assistant)
-
-
-def _e2e_messages(case: CaseResult, model: str) -> list[ChatMessage]:
-    """An end-to-end episode: each turn's reply and calls, each call's tool reply."""
-    from inspect_ai.model import (  # a heavy optional dependency (see the module doc)
-        ChatMessageSystem,
-        ChatMessageTool,
-    )
-    from inspect_ai.tool import ToolCallError
-
-    replies = iter(_aligned_replies(case))
-    messages: list[ChatMessage] = []
-    last: ChatMessageAssistant | None = None
-    for turn, step in enumerate(case.steps):
-        if step.record is None:
-            messages.append(
-                ChatMessageSystem(content=_text(step.root), metadata={"recorded": True})
-            )
-            continue
-        if step.role == "tool":
-            call = last.tool_calls[0] if last is not None and last.tool_calls else None
-            error = last.metadata.get("error") if last is not None and last.metadata else None
-            text = _tool_output(step.content)
-            messages.append(
-                ChatMessageTool(
-                    content=text or (_error_text(error) if error is not None else ""),
-                    tool_call_id=call.id if call else None,
-                    function=call.function if call else None,
-                    error=ToolCallError("unknown", _error_text(error)) if error else None,
-                )
-            )
-            last = None
-            continue
-        last = _assistant(step, turn, next(replies, None), model)
-        messages.append(last)
-    return messages
-
-
-def _reference_line(gold: Mapping[str, Any], output: Mapping[str, Any] | None) -> str:
-    """A reference step as the next step-mode request saw it: the call and its output."""
-    calls = gold.get("tool_calls")
-    if isinstance(calls, list) and calls and isinstance(calls[0], Mapping):
-        function = calls[0].get("function") or {}
-        line = f"called {_text(function.get('name'))} with {_text(function.get('arguments'))}"
-        if output is not None:
-            line += f" and got: {_tool_output(output.get('content'))}"
-        return line
-    return f"answered: {_text(gold.get('content'))}"
-
-
-def _step_messages(
-    case: CaseResult, dataset: Dataset, query: Query | None, model: str
-) -> list[ChatMessage]:
-    """Step mode: each step's prediction, then the reference step the next one was given.
-
-    Every prediction is its own request on the reference prefix (OpenCompass
-    ``infer_every_with_gt``): the model's calls were checked, never run, and the history each
-    request saw is the reference chain's, shown between the predictions as system messages.
-    """
-    from inspect_ai.model import ChatMessageSystem  # a heavy optional dependency
-
-    replies = iter(_aligned_replies(case))
-    dialogs = dataset.reference_dialogs(query) if query is not None else []
-    gold = [i for i, m in enumerate(dialogs) if m.get("role") == "assistant"]
-    messages: list[ChatMessage] = []
-    for n, step in enumerate(case.steps):
-        if step.record is not None:
-            messages.append(_assistant(step, n, next(replies, None), model, step=n + 1))
-        else:
-            messages.append(
-                ChatMessageSystem(content=_text(step.root), metadata={"recorded": True})
-            )
-        if n < len(gold):
-            index = gold[n]
-            after = dialogs[index + 1] if index + 1 < len(dialogs) else None
-            output = after if after is not None and after.get("role") == "tool" else None
-            messages.append(
-                ChatMessageSystem(
-                    content=f"Reference step {n + 1}: " + _reference_line(dialogs[index], output),
-                    source="input",
-                    metadata={"reference_step": n + 1},
-                )
-            )
-    return messages
+# Samples
 
 
 def _final_answer(case: CaseResult) -> str:
@@ -332,12 +131,8 @@ def _final_answer(case: CaseResult) -> str:
         return case.agent.answer
     for step in reversed(case.steps):
         if step.is_answer and step.content is not None:
-            return _text(step.content)
+            return text_of(step.content)
     return ""
-
-
-# --------------------------------------------------------------------------------------------
-# Samples
 
 
 def _target(query: Query | None) -> str | list[str]:
@@ -352,12 +147,13 @@ def _target(query: Query | None) -> str | list[str]:
         groups = answer.get("whitelist")
         if isinstance(groups, list):
             return [
-                " / ".join(_text(a) for a in g) if isinstance(g, list) else _text(g) for g in groups
+                " / ".join(text_of(a) for a in g) if isinstance(g, list) else text_of(g)
+                for g in groups
             ]
         return ""
     if isinstance(answer, list):
-        return [_text(a) for a in answer]
-    return "" if answer is None else _text(answer)
+        return [text_of(a) for a in answer]
+    return "" if answer is None else text_of(answer)
 
 
 def _error_counts(case: CaseResult) -> dict[str, int | None]:
@@ -389,9 +185,7 @@ def _sample(
     text = query.text if query is not None else ""
     answer = _final_answer(case)
     transcript = (
-        _step_messages(case, dataset, query, model)
-        if mode == "step"
-        else _e2e_messages(case, model)
+        step_messages(case, dataset, query, model) if mode == "step" else e2e_messages(case, model)
     )
     outcome = case.outcome
     message = case.message
@@ -557,7 +351,7 @@ def mode_log(report: RunReport, dataset: Dataset, mode: str, created: str) -> Ev
     # The agent's settings as Python writes a dict: what the solver has always been named.
     solver = f"agent {agent}" if agent else f"gta_{mode}_{protocol}"
     status, why = _status(report)
-    base_url = _field(settings.generation, "base_url")  # without its password (outward)
+    base_url = field_of(settings.generation, "base_url")  # without its password (outward)
     used_in = sum(c.usage.input_tokens for c in cases if c.usage is not None and c.usage.any)
     used_out = sum(c.usage.output_tokens for c in cases if c.usage is not None and c.usage.any)
     task_args = {

@@ -22,7 +22,9 @@ from pytest_gta.report.table import (
     interval_of,
     metric_value,
 )
-from pytest_gta.results.case import CaseResult, Step, StepPrimitives
+from pytest_gta.results.case import CaseResult
+from pytest_gta.results.primitives import StepPrimitives
+from pytest_gta.results.recorded import Step
 from pytest_gta.results.report import E2EIntervals, RunReport, StepIntervals
 from pytest_gta.vocabulary import ERROR_KINDS, QUERY_TYPES
 

@@ -78,6 +78,11 @@ def judge_line(report: WorkflowReport, *, marked: bool = False) -> str:
         f"GTA-Workflow: {report.model}, judged by {judge.model} ({protocol}) "
         f"{judge_where(judge)}; {metrics.scored} of {metrics.tasks} tasks scored, "
         f"{metrics.judge_errors} judge errors"
+        + (
+            f", {metrics.production_errors} produced nothing (counted 0)"
+            if metrics.production_errors
+            else ""
+        )
     )
 
 

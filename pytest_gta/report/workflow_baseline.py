@@ -22,19 +22,21 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_gta.flags import OPT_BASELINE, OPT_LEADERBOARD_ROWS
+from pytest_gta.flags import OPT_BASELINE, OPT_LEADERBOARD_ROWS, OPT_REPORT
 from pytest_gta.gates import ALL, GateSettings
 from pytest_gta.models.catalog import LEADERBOARD_PREFIX
 from pytest_gta.report import stats
 from pytest_gta.report.gate_verdicts import floor_verdict, gates_verdict
+from pytest_gta.results.io import expect_benchmark, read_report_data
 from pytest_gta.results.report import FloorVerdict, GatesVerdict, RegressionVerdict
+from pytest_gta.results.workflow import BENCHMARK as WORKFLOW
 from pytest_gta.results.workflow import (
     WorkflowCase,
     WorkflowComparison,
     WorkflowFlip,
     WorkflowMetricDiff,
     WorkflowReport,
-    load_workflow_report,
+    parse_workflow_report,
 )
 from pytest_gta.results.workflow_board import (
     METRICS,
@@ -57,7 +59,10 @@ def load_baseline(spec: str, given: str) -> Baseline:
     """
     if spec.startswith(LEADERBOARD_PREFIX):
         return find_row(spec.removeprefix(LEADERBOARD_PREFIX), f"{OPT_BASELINE}={given}")
-    return load_workflow_report(Path(spec))
+    named = f"{OPT_BASELINE} {given}"
+    data = read_report_data(Path(spec), named, f"{OPT_BASELINE} reads a {OPT_REPORT} file")
+    expect_benchmark(data, named, WORKFLOW, "this run")
+    return parse_workflow_report(named, data)
 
 
 def leaderboard_rows(names: Sequence[str]) -> list[WorkflowBoardRow]:

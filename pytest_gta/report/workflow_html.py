@@ -21,7 +21,8 @@ from typing import get_args
 
 from pytest_gta.flags import OPT_REPORT, OPT_REPORT_HTML_MAX_MB
 from pytest_gta.report.explain import duration_text
-from pytest_gta.report.html import PAGE_OVERHEAD, agent_html, select_html, table_html, turns_html
+from pytest_gta.report.html import PAGE_OVERHEAD, select_html, table_html
+from pytest_gta.report.html_transcript import agent_html, turns_html
 from pytest_gta.report.page import clip, esc, scripted_page
 from pytest_gta.report.workflow import (
     COLUMNS,

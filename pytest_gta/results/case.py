@@ -3,10 +3,11 @@
 A case (a query in one mode, in one sampling epoch) is scored where it ran, on an xdist worker
 or in the controller, and becomes a :class:`CaseResult`: its outcome, the scorer's whole
 :class:`Verdict` (the turn where the episode first diverged included), the metric primitives
-the official aggregate is computed from, the recorded steps as typed messages, the agent's run
-and tool calls, its usage. It travels to the controller as this class's JSON and is read back
-by this class; the report's ``cases`` are these objects; the terminal, JUnit, markdown, the HTML
-page, the Inspect logs, ``--gta-merge``, ``--gta-baseline`` and ``--gta-compare`` read them.
+the official aggregate is computed from (:mod:`.primitives`), the recorded steps as typed
+messages, the agent's run and tool calls, its usage (:mod:`.recorded`). It travels to the
+controller as this class's JSON and is read back by this class; the report's ``cases`` are
+these objects; the terminal, JUnit, markdown, the HTML page, the Inspect logs, ``--gta-merge``,
+``--gta-baseline`` and ``--gta-compare`` read them.
 
 The JSON of a case is the report's ``cases`` entry, written in this field order. Its
 ``properties`` are the flat JUnit view of the typed fields (:func:`case_properties`), computed
@@ -15,51 +16,32 @@ again whenever a report is written, so they cannot disagree with the fields they
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, cast
+from collections.abc import Sequence
+from typing import Any, cast
 
-from pydantic import (
-    BeforeValidator,
-    Discriminator,
-    Field,
-    JsonValue,
-    PrivateAttr,
-    RootModel,
-    Tag,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PrivateAttr, model_validator
 
-from pytest_gta.results.base import Doc, JsonObject, Scalar, omitted
+from pytest_gta.results.base import Doc, Scalar, omitted
 from pytest_gta.results.erratum import ErratumNote
-from pytest_gta.vocabulary import (
-    CATEGORY_NAMES,
-    ERROR_KINDS,
-    MODEL_S_PROPERTY,
-    ErrorKind,
-    Mode,
-    Outcome,
+from pytest_gta.results.primitives import (
+    E2EPrimitives,
+    Primitives,
+    ScoreKind,
+    StepPrimitives,
 )
+from pytest_gta.results.recorded import AgentRun, CaseUsage, Exchange, LoggedToolCall, Step
+from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, MODEL_S_PROPERTY, Mode, Outcome
 
+#: With the parts of a case that live in their own modules (:mod:`.recorded`, :mod:`.primitives`)
+#: where other modules still import them from here.
 __all__ = [
     "AgentRun",
     "AnswerCheck",
     "CaseResult",
     "CaseUsage",
-    "CategoryCounts",
-    "E2EPrimitives",
-    "ErrorCounts",
     "Exchange",
-    "ExchangeUsage",
     "LoggedToolCall",
-    "Primitives",
-    "ScoreValue",
     "Step",
-    "StepError",
-    "StepOutcome",
-    "StepPrimitives",
-    "ToolCall",
     "Verdict",
     "case_id",
     "case_properties",
@@ -67,11 +49,6 @@ __all__ = [
     "result_properties",
 ]
 
-#: The largest finite float32: a ``f32`` score beyond it would overflow the official sum.
-FLOAT32_MAX = 3.4028234663852886e38
-#: How a scalar type of the official loop is named in a score: ``bool`` (iscorrect), ``int``
-#: (an image query's factor 0 or 1) or ``f32`` (a similarity).
-ScoreKind = Literal["bool", "int", "f32"]
 #: The epoch tag of a repeated case's id (``e2e-17@epoch1``); :mod:`pytest_gta.case` has the same.
 EPOCH_TAG = "@epoch"
 
@@ -80,216 +57,6 @@ def case_id(mode: str, query_id: str, epoch: int | None) -> str:
     """A case's id: ``e2e-17``, or ``e2e-17@epoch1`` in a repeated run."""
     base = f"{mode}-{query_id}"
     return base if epoch is None else f"{base}{EPOCH_TAG}{epoch}"
-
-
-def _as_tuple(value: Any) -> Any:
-    """JSON has no tuples: a ``[kind, value]`` array is read as the pair it stands for."""
-    return tuple(value) if isinstance(value, list) else value
-
-
-def _finite_score(value: tuple[ScoreKind, float]) -> tuple[ScoreKind, float]:
-    kind, number = value
-    if kind == "f32" and abs(number) > FLOAT32_MAX:
-        raise ValueError(f"{number} overflows a float32 similarity")
-    return value
-
-
-#: A score with the scalar type the official loop holds (``["f32", 0.87]``): the type changes
-#: how the official sums round, so it travels with the value.
-ScoreValue = Annotated[
-    tuple[ScoreKind, float],
-    BeforeValidator(_as_tuple),
-    Field(description="[kind, value]: the official loop's scalar type (bool, int, f32), value"),
-]
-
-
-class ErrorCounts(Doc):
-    """Errored calls by Table 5 class (the mapping is ours: SPEC section 6)."""
-
-    format: int
-    """NoAction and InvalidAction: the reply had no usable action."""
-    args: int
-    """ARGS_ERROR: the arguments were not valid JSON for the tool."""
-    other: int
-    """Any other API error of a tool."""
-
-    def get(self, kind: str) -> int:
-        """The count of ``kind`` (0 for a kind Table 5 does not have)."""
-        return int(getattr(self, kind, 0)) if kind in ERROR_KINDS else 0
-
-    def total(self) -> int:
-        """Every errored call."""
-        return self.format + self.args + self.other
-
-
-class CategoryCounts(Doc):
-    """Tool calls per tool category, as the official evaluator's ``gettype`` groups tools."""
-
-    perception: int
-    operation: int
-    logic: int
-    creativity: int
-
-    def get(self, category: str) -> int:
-        """The count of ``category`` (0 for a tool outside the 14)."""
-        return int(getattr(self, category)) if category in CATEGORY_NAMES else 0
-
-
-class StepOutcome(Doc):
-    """What the official step loop saw for one (prediction, reference) pair."""
-
-    gt_type: str
-    """The reference step's kind: ``tool``, ``answer`` or ``tool_return``."""
-    pred_type: str
-    """The predicted step's kind (``none`` where no prediction came)."""
-    error: ErrorKind | None
-    """The prediction's error class, if it errored."""
-    tool_ok: bool
-    """Both are calls of the same tool (ToolAcc)."""
-    args_ok: bool
-    """... with equal arguments (ArgAcc)."""
-    answer: ScoreValue | None
-    """The summary's score, where both are answers."""
-
-    @field_validator("answer")
-    @classmethod
-    def _finite(cls, value: tuple[ScoreKind, float] | None) -> tuple[ScoreKind, float] | None:
-        return None if value is None else _finite_score(value)
-
-
-class StepPrimitives(Doc):
-    """A step-mode case's contribution to the official metrics."""
-
-    has_answer_ref: bool
-    """The query has a text reference answer (SummAcc's denominator)."""
-    steps: list[StepOutcome]
-
-
-class E2EPrimitives(Doc):
-    """An end-to-end case's contribution to the official metrics."""
-
-    has_answer_ref: bool
-    answer: ScoreValue | None
-    """The final answer's score (AnsAcc)."""
-    imggen: ScoreValue | None
-    """An image query's factor (Ans+I)."""
-    tool_calls: int
-    tool_call_errors: int
-    errors: ErrorCounts
-    predicted: CategoryCounts
-    """Predicted calls per category (the F1s' precision)."""
-    reference: CategoryCounts
-    """Reference calls per category (the F1s' recall)."""
-    hits: CategoryCounts
-    """Reference calls whose tool the model called anywhere (the official hit rule)."""
-
-    @field_validator("answer", "imggen")
-    @classmethod
-    def _finite(cls, value: tuple[ScoreKind, float] | None) -> tuple[ScoreKind, float] | None:
-        return None if value is None else _finite_score(value)
-
-
-def _primitives_kind(value: Any) -> str:
-    """Which primitives a value holds: a step case's have ``steps``, an episode's do not."""
-    if isinstance(value, dict):
-        return "StepPrimitives" if "steps" in value else "E2EPrimitives"
-    return type(value).__name__
-
-
-#: A case's metric primitives, told apart by their shape (so an error names the right fields).
-Primitives = Annotated[
-    Annotated[StepPrimitives, Tag("StepPrimitives")]
-    | Annotated[E2EPrimitives, Tag("E2EPrimitives")],
-    Discriminator(_primitives_kind),
-]
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """The first tool call of a step: the tool's name and its arguments as recorded."""
-
-    name: str
-    arguments: JsonValue
-
-
-@dataclass(frozen=True)
-class StepError:
-    """The error record of a failed call (Lagent's ``ActionStatusCode`` and message)."""
-
-    type: JsonValue
-    msg: str
-
-
-class Step(RootModel[JsonValue]):
-    """One recorded step: a message of the episode, kept exactly as it was recorded.
-
-    Steps come from the model's loop, from an agent's tool log, or from an OpenCompass
-    prediction file, which may hold any value where the official evaluator reads nothing
-    (:func:`pytest_gta.scoring.metrics.check_steps`). So the record is kept as written, and
-    read through typed views: :attr:`role`, :attr:`content`, :attr:`call`, :attr:`error`.
-    """
-
-    @property
-    def record(self) -> Mapping[str, JsonValue] | None:
-        """The step as an object (``None`` for a value that is not a step record)."""
-        return self.root if isinstance(self.root, dict) else None
-
-    @property
-    def role(self) -> str | None:
-        """``assistant``, ``tool``, ``user``, ... (``None``: not a step record)."""
-        record = self.record
-        role = record.get("role") if record is not None else None
-        return role if isinstance(role, str) else None
-
-    @property
-    def content(self) -> JsonValue:
-        """What the message says (text, or a tool's outputs)."""
-        record = self.record
-        return record.get("content") if record is not None else None
-
-    @property
-    def is_call(self) -> bool:
-        """The step calls a tool (it has ``tool_calls``)."""
-        record = self.record
-        return record is not None and bool(record.get("tool_calls"))
-
-    @property
-    def call(self) -> ToolCall | None:
-        """The step's (first) tool call, if its record is well formed."""
-        record = self.record
-        calls = record.get("tool_calls") if record is not None else None
-        if not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
-            return None
-        function = calls[0].get("function")
-        if not isinstance(function, dict):
-            return None
-        return ToolCall(str(function.get("name")), function.get("arguments"))
-
-    @property
-    def error(self) -> StepError | None:
-        """The call's error record, if the call failed."""
-        record = self.record
-        error = record.get("error") if record is not None else None
-        if not isinstance(error, dict):
-            return None
-        return StepError(error.get("type"), str(error.get("msg")))
-
-    @property
-    def is_answer(self) -> bool:
-        """The step is the model's answer (an assistant message without a call)."""
-        return self.role == "assistant" and not self.is_call
-
-    def output_images(self) -> list[str]:
-        """Paths of the images a tool's output step holds, in order."""
-        if self.role != "tool":
-            return []
-        content = self.content
-        items = content if isinstance(content, list) else [content]
-        return [
-            str(item.get("content"))
-            for item in items
-            if isinstance(item, dict) and item.get("type") == "image"
-        ]
 
 
 class AnswerCheck(Doc):
@@ -339,83 +106,6 @@ class Verdict(Doc):
             turn=turn,
             answer_check=answer_check,
         )
-
-
-class CaseUsage(Doc):
-    """The case's model calls and their tokens."""
-
-    input_tokens: int = Field(ge=0)
-    output_tokens: int = Field(ge=0)
-    calls: int = Field(ge=0)
-    """Calls that reached the model."""
-    cached_calls: int = Field(ge=0)
-    """Calls answered from the response cache."""
-
-    @property
-    def any(self) -> bool:
-        """Whether anything was counted."""
-        return bool(self.calls or self.cached_calls or self.input_tokens or self.output_tokens)
-
-
-class AgentRun(Doc):
-    """What the agent under test did for the case (``--gta-agent``, ``--gta-agent-command``)."""
-
-    name: str
-    """The agent's callable or command."""
-    answer: str | None
-    images: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
-    """Images the agent's answer names."""
-    exit_status: int | None = omitted()
-    """A command agent's exit status (absent: a Python agent, or killed on timeout)."""
-    stderr_tail: str | None = omitted()
-    """The end of a command agent's stderr (redacted)."""
-    timed_out: bool = Field(default=False, exclude_if=lambda v: not v)
-    duration: float
-
-
-class ToolOutputError(Doc):
-    """A failed tool call's error record."""
-
-    type: str
-    msg: str
-
-
-class LoggedToolCall(Doc):
-    """One tool call of the agent under test, as the case's MCP server logged it."""
-
-    name: str
-    arguments: JsonValue
-    output: list[JsonObject] | None
-    """The tool's outputs (``{type, content}`` items); ``None`` when it failed."""
-    error: ToolOutputError | None
-    duration: float
-
-
-class ExchangeUsage(Doc):
-    """Tokens of one model request through the proxy."""
-
-    input_tokens: int
-    output_tokens: int
-    calls: int
-    cached_calls: int
-
-
-class Exchange(Doc):
-    """One model request of the agent under test through the case's recording proxy."""
-
-    api: str
-    """``chat.completions``, ``responses`` or ``messages`` (``""``: refused before known)."""
-    requested_model: str | None
-    request: JsonValue
-    """The body as forwarded, redacted, images elided."""
-    reply: str
-    usage: ExchangeUsage | None
-    status: int
-    cached: bool
-    retries: int
-    duration: float
-    streamed: bool
-    error: str | None
 
 
 class CaseResult(Doc):

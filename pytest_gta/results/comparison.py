@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from pytest_gta.results.base import Doc, PerMode, omitted
-from pytest_gta.results.case import ErrorCounts
+from pytest_gta.results.primitives import ErrorCounts
 from pytest_gta.results.report import (
     BaselineComparison,
     CallCounts,

@@ -32,6 +32,11 @@ from pytest_gta.results.case import CaseResult, case_properties
 from pytest_gta.results.comparison import COMPARISON_FAMILY, COMPARISON_SCHEMA, Comparison
 from pytest_gta.results.migrate import migrate_report
 from pytest_gta.results.report import SCHEMA, SCHEMA_FAMILY, RunReport
+from pytest_gta.results.scored import KIND as SCORED_KIND
+from pytest_gta.results.scored import ScoredReport, parse_scored
+from pytest_gta.results.workflow import BENCHMARK as WORKFLOW
+from pytest_gta.results.workflow import KIND as WORKFLOW_KIND
+from pytest_gta.results.workflow import WorkflowReport, parse_workflow_report
 
 __all__ = [
     "COMPARISON_HOW",
@@ -270,6 +275,124 @@ def _read(path: Path, label: str, how: str, what: str) -> Any:
     except (OSError, JsonInputError) as exc:
         text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise GtaUsageError(f"{label}: {text}; {how}") from None
+
+
+#: An atomic report's ``benchmark``.
+ATOMIC = "gta-atomic"
+
+
+@dataclass(frozen=True)
+class WorkflowFile:
+    """A GTA-Workflow report read from a file (:func:`parse_any_report`)."""
+
+    label: str
+    report: WorkflowReport
+
+
+@dataclass(frozen=True)
+class ScoredFile:
+    """A scored benchmark's report read from a file (a third party's task family)."""
+
+    label: str
+    report: ScoredReport
+
+
+AnyReportFile = ReportFile | WorkflowFile | ScoredFile
+
+
+def benchmark_of(data: Any) -> str | None:
+    """Which benchmark's report ``data`` is; ``None``: not a pytest-gta report.
+
+    Its ``benchmark`` field; a report written before it had one says so by the field each
+    kind always wrote first (an atomic report's ``schema``, a Workflow report's ``kind``).
+    """
+    if not isinstance(data, dict):
+        return None
+    named = data.get("benchmark")
+    if isinstance(named, str):
+        return named
+    if data.get("kind") == WORKFLOW_KIND:
+        return WORKFLOW
+    schema = data.get("schema")
+    return ATOMIC if isinstance(schema, str) and schema.startswith(SCHEMA_FAMILY) else None
+
+
+def parse_any_report(label: str, data: Any, how: str = MERGE_HOW) -> AnyReportFile:
+    """A loaded report of any benchmark, read by its own model (the one reader of reports).
+
+    Raises:
+        GtaUsageError: naming ``label`` and what is wrong (an atomic report's messages for
+            anything that is not a Workflow report; another benchmark's report names it).
+    """
+    kind = benchmark_of(data)
+    if kind == WORKFLOW:
+        return WorkflowFile(label, parse_workflow_report(label, data))
+    if isinstance(data, dict) and data.get("kind") == SCORED_KIND:
+        return ScoredFile(label, parse_scored(label, data))
+    if kind not in (None, ATOMIC):
+        raise GtaUsageError(
+            f"{label}: a report of the benchmark {show_value(kind)} that is not in a shape "
+            f"this pytest-gta reads (GTA-Atomic, GTA-Workflow, scored){'; ' + how if how else ''}"
+        )
+    return parse_report(label, data, how)
+
+
+def load_any_report(path: Path, label: str, how: str = MERGE_HOW) -> AnyReportFile:
+    """Read one report file of any benchmark (see :func:`parse_any_report`).
+
+    Raises:
+        GtaUsageError: the file is missing, unreadable, too large, not JSON, or not a report.
+    """
+    return parse_any_report(label, _read(path, label, how, "report"), how)
+
+
+def read_report_data(path: Path, label: str, how: str = MERGE_HOW) -> Any:
+    """A report file's JSON, unchecked (for :func:`one_benchmark` before each is parsed).
+
+    Raises:
+        GtaUsageError: the file is missing, unreadable, too large or not JSON.
+    """
+    return _read(path, label, how, "report")
+
+
+def one_benchmark(loaded: Sequence[tuple[str, Any]], command: str) -> str:
+    """The benchmark every loaded report (``(label, data)``) is of, before any is parsed.
+
+    A file that is no report counts as an atomic one here (its parsing then says what it is).
+
+    Raises:
+        GtaUsageError: reports of two benchmarks, naming one file of each (their tables have
+            no column in common).
+    """
+    kinds: dict[str, str] = {}
+    for label, data in loaded:
+        kinds.setdefault(benchmark_of(data) or ATOMIC, label)
+    if len(kinds) > 1:
+        (one, first), (two, second) = list(kinds.items())[:2]
+        raise GtaUsageError(
+            f"{command}: {first} is a {_NAMES.get(one, one)} report and {second} a "
+            f"{_NAMES.get(two, two)} report; their tables have no column in common: give the "
+            "runs of one benchmark at a time"
+        )
+    return next(iter(kinds), ATOMIC)
+
+
+def expect_benchmark(data: Any, label: str, wanted: str, what: str) -> None:
+    """Refuse a report of another benchmark than ``wanted`` (``what`` says who reads it).
+
+    Raises:
+        GtaUsageError: naming the file, its benchmark and the run's.
+    """
+    found = benchmark_of(data)
+    if found is not None and found != wanted:
+        raise GtaUsageError(
+            f"{label} is a {_NAMES.get(found, found)} report and {what} is "
+            f"{_NAMES.get(wanted, wanted)}: compare runs of one benchmark"
+        )
+
+
+#: How messages name the built-in benchmarks.
+_NAMES = {ATOMIC: "GTA-Atomic", WORKFLOW: "GTA-Workflow"}
 
 
 def load_report(path: Path, label: str, how: str = MERGE_HOW) -> ReportFile:

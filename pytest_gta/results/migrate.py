@@ -162,6 +162,7 @@ _LATER_SETTINGS = ("sandbox", "shard", "server", "agent", "budget")
 #: The top-level keys in the order the current writer writes them (others follow, as they were).
 _ORDER = (
     "schema",
+    "benchmark",
     "model",
     "protocol",
     "label",

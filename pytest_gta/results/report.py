@@ -16,8 +16,9 @@ from pydantic import MISSING, AfterValidator, ConfigDict, Field, JsonValue, mode
 
 from pytest_gta.provenance import label_problem, parse_utc
 from pytest_gta.results.base import Doc, JsonObject, Number, PerMode, omitted
-from pytest_gta.results.case import CaseResult, ErrorCounts
+from pytest_gta.results.case import CaseResult
 from pytest_gta.results.erratum import ErratumUse
+from pytest_gta.results.primitives import ErrorCounts
 
 __all__ = [
     "SCHEMA",
@@ -577,6 +578,11 @@ class RunReport(Doc):
 
     schema_: str = Field(alias="schema")
     """``pytest-gta-report/1``."""
+    benchmark: Literal["gta-atomic"] = "gta-atomic"
+    """The task family the run is of (a GTA-Workflow report says ``gta-workflow``); the one
+    reader (:func:`pytest_gta.results.io.parse_any_report`) reads each kind by it, and
+    ``--gta-merge``, ``--gta-baseline`` and ``--gta-compare`` refuse to mix kinds. Absent in a
+    report written before pytest-gta ran another benchmark (read as ``gta-atomic``)."""
     model: str
     protocol: str
     label: RunLabel

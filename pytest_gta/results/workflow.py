@@ -18,11 +18,13 @@ from pydantic import Field, ValidationError
 from pytest_gta import jsonsafe
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.results.base import Doc, Scalar, omitted
-from pytest_gta.results.case import AgentRun, CaseUsage, Exchange, LoggedToolCall, Step
+from pytest_gta.results.recorded import AgentRun, CaseUsage, Exchange, LoggedToolCall, Step
 from pytest_gta.results.report import GatesVerdict
 from pytest_gta.results.workflow_board import WorkflowBoardRow, WorkflowColumns
 
 KIND: Literal["gta-workflow-report"] = "gta-workflow-report"
+#: The benchmark's name in reports (``RunReport.benchmark`` of an atomic run is ``gta-atomic``).
+BENCHMARK: Literal["gta-workflow"] = "gta-workflow"
 RUNS_KIND: Literal["gta-workflow-comparison"] = "gta-workflow-comparison"
 SCHEMA_VERSION = 1
 #: Said wherever the success rates are shown.
@@ -105,6 +107,10 @@ class WorkflowCase(Doc):
     judge_calls: list[JudgeCall]
     judge_error: str | None = omitted()
     """The exception that failed the judging (the task is left out of the mean)."""
+    production_error: str | None = omitted()
+    """Why no deliverable was produced (the agent crashed or timed out, the model's endpoint
+    broke): nothing was judged, and the task counts as a failure with root score 0 in every
+    number of the table, as an errored atomic case counts in its denominators."""
     tool_calls: int = Field(ge=0)
     tool_call_errors: int = Field(ge=0)
     tools: list[str] = Field(default_factory=list)
@@ -129,14 +135,52 @@ class WorkflowCase(Doc):
     judge_usage: CaseUsage | None = None
     properties: dict[str, Scalar] = Field(default_factory=dict)
 
+    @classmethod
+    def unproduced(
+        cls,
+        *,
+        case_id: str,
+        task_id: str,
+        nodeid: str,
+        epoch: int | None,
+        outcome: WorkflowOutcome,
+        message: str,
+        producer: str,
+        categories: list[str],
+    ) -> WorkflowCase:
+        """A task known only by its id: it errored or was skipped before it was judged."""
+        return cls(
+            id=case_id,
+            task_id=task_id,
+            nodeid=nodeid,
+            epoch=epoch,
+            outcome=outcome,
+            root_score=None,
+            passed=False,
+            message=message,
+            producer=producer,
+            final_answer="",
+            deliverables=[],
+            checkpoints=[],
+            judge_calls=[],
+            production_error=message if outcome == "error" else None,
+            tool_calls=0,
+            tool_call_errors=0,
+            categories=categories,
+            duration=None,
+        )
+
 
 class WorkflowTable(WorkflowColumns):
     """The board's Workflow table for this run, with its denominators."""
 
     tasks: int = Field(ge=0)
     scored: int = Field(ge=0)
-    """Tasks with a root score (the mean's denominator)."""
+    """Tasks with a root score."""
     judge_errors: int = Field(ge=0)
+    production_errors: int = Field(default=0, ge=0)
+    """Tasks whose producer failed: no deliverable, counted with root score 0 (the mean's
+    denominator is ``scored`` plus these)."""
     empty_deliverables: int = Field(default=0, ge=0)
     """Tasks judged on an empty deliverable (no file, empty final answer), scored or not."""
     leaves: int = Field(ge=0)
@@ -213,6 +257,8 @@ class WorkflowReport(Doc):
 
     kind: Literal["gta-workflow-report"] = KIND
     schema_version: int = SCHEMA_VERSION
+    benchmark: Literal["gta-workflow"] = BENCHMARK
+    """The task family (an atomic report says ``gta-atomic``); absent in earlier reports."""
     model: str
     label: str | None = omitted()
     dataset: str
@@ -263,12 +309,20 @@ def load_workflow_report(path: Path) -> WorkflowReport:
     Raises:
         GtaUsageError: missing, not JSON, or not a Workflow report of this version.
     """
-    data = jsonsafe.read_json_or_usage_error(path, str(path))
+    return parse_workflow_report(str(path), jsonsafe.read_json_or_usage_error(path, str(path)))
+
+
+def parse_workflow_report(label: str, data: object) -> WorkflowReport:
+    """A loaded Workflow report, checked (:func:`pytest_gta.results.io.parse_any_report`).
+
+    Raises:
+        GtaUsageError: naming ``label`` and the first field that is wrong.
+    """
     try:
         return WorkflowReport.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise GtaUsageError(
-            f"{path}: not a GTA-Workflow report ({where}: {first['msg']})"
+            f"{label}: not a GTA-Workflow report ({where}: {first['msg']})"
         ) from None

@@ -42,7 +42,7 @@ from pytest_gta.run import loops
 from pytest_gta.run.agent_command import stop_all as stop_all_agents
 from pytest_gta.run.context import RunContext, needs_similarity
 from pytest_gta.run.episode import Ahead, Played, open_episode
-from pytest_gta.run.pipeline import Pipeline, Stopped
+from pytest_gta.run.pipeline import Pipeline
 
 #: How a process generates its cases' replies: ``batch`` (every step prompt in one batch and
 #: the episodes in lockstep, before the loop), ``pool`` (``--gta-concurrency`` threads running
@@ -73,11 +73,11 @@ def strategy(
 
 
 def cases_of(items: list[pytest.Item]) -> list[Case]:
-    """The GTA cases among the collected items, in pytest's order."""
+    """The GTA-Atomic cases among the collected items, in pytest's order."""
     out = []
     for item in items:
         case = getattr(getattr(item, "callspec", None), "params", {}).get("gta_case")
-        if case is not None:
+        if isinstance(case, Case):  # not another benchmark's case
             out.append(case)
     return out
 
@@ -190,8 +190,8 @@ class AheadWork:
 
     def after(self, session: pytest.Session) -> None:
         """Stop running ahead once the session stops (``-x``, ``--maxfail``, a spent budget)."""
-        if self.pipeline is not None and (session.shouldstop or session.shouldfail):
-            self.pipeline.stop(Stopped(str(session.shouldstop or session.shouldfail)))
+        if self.pipeline is not None:
+            self.pipeline.after(session)
 
     def halt(self, cause: str) -> None:
         """No new model request from the pool: the run was interrupted (a signal handler).

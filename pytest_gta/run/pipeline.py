@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from pytest_gta.case import Case
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError
 from pytest_gta.models import base
@@ -45,6 +47,55 @@ from pytest_gta.types import CaseContext, ModelOutput, ModelRequest
 
 class Stopped(GtaInfrastructureError):
     """The pool was stopped (``-x``, Ctrl-C) before this work ran; no case reports it."""
+
+
+class Stoppable:
+    """Why a pool running work ahead stopped: this pipeline's, and GTA-Workflow's tasks'.
+
+    The stop role every pool shares (:class:`Pipeline`, and
+    :class:`pytest_gta.run.ahead_pool.AheadPool`): the first reason kept, the work not started
+    dropped (:meth:`_drop`, each pool's own), and :meth:`check`, which work in flight makes
+    before each paid call.
+    """
+
+    def __init__(self) -> None:
+        self._reason: BaseException | None = None
+        #: Set by :meth:`halt` from a signal handler, which must not take ``_lock``.
+        self._halted: BaseException | None = None
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Raise the reason the pipeline stopped, if it did."""
+        reason = self._reason or self._halted
+        if reason is None:
+            return
+        if isinstance(reason, GtaBudgetExhausted):
+            raise GtaBudgetExhausted(str(reason))
+        raise Stopped(str(reason))
+
+    def stop(self, reason: BaseException) -> None:
+        """Drop the work not started; work in flight ends at its next check."""
+        with self._lock:
+            if self._reason is None:
+                self._reason = reason
+        self._drop()
+
+    def _drop(self) -> None:
+        """Cancel the work not started yet."""
+
+    def halt(self, cause: str) -> None:
+        """Refuse every model request from now on: the run was interrupted (``cause``).
+
+        Lock-free (one assignment) because it runs inside a signal handler, in the main thread
+        between two bytecodes, possibly while that thread holds ``_lock`` in ``submit``.
+        The work not started is dropped when the session ends, in ``close``.
+        """
+        self._halted = Stopped(f"the run was interrupted ({cause})")
+
+    def after(self, session: pytest.Session) -> None:
+        """Stop running ahead once the session stops (``-x``, ``--maxfail``, a spent budget)."""
+        if session.shouldstop or session.shouldfail:
+            self.stop(Stopped(str(session.shouldstop or session.shouldfail)))
 
 
 class _Guarded(BaseModelAdapter):
@@ -66,13 +117,14 @@ class _Guarded(BaseModelAdapter):
             raise
 
 
-class Pipeline:
+class Pipeline(Stoppable):
     """A pool of N threads running this process's episodes ahead of pytest's loop."""
 
     def __init__(self, ctx: RunContext) -> None:
         model = ctx.model
         if not base.generates(model):
             raise TypeError(f"{model.name} replays recorded predictions: nothing to run ahead")
+        super().__init__()
         self.ctx = ctx
         self.concurrency = ctx.concurrency
         self._model = _Guarded(model, self)
@@ -83,10 +135,6 @@ class Pipeline:
         #: Step-mode cases take their answers here (a request whose messages differ, or that
         #: was not submitted, goes to the model as usual).
         self.step_model = loops.Prefetched(model, self._answers)
-        self._reason: BaseException | None = None
-        #: Set by :meth:`halt` from a signal handler, which must not take ``_lock``.
-        self._halted: BaseException | None = None
-        self._lock = threading.Lock()
 
     # -- submitting --------------------------------------------------------------------------
     def submit(self, cases: Sequence[Case]) -> int:
@@ -157,34 +205,13 @@ class Pipeline:
             return None
 
     # -- stopping ----------------------------------------------------------------------------
-    def check(self) -> None:
-        """Raise the reason the pipeline stopped, if it did."""
-        reason = self._reason or self._halted
-        if reason is None:
-            return
-        if isinstance(reason, GtaBudgetExhausted):
-            raise GtaBudgetExhausted(str(reason))
-        raise Stopped(str(reason))
-
-    def stop(self, reason: BaseException) -> None:
-        """Drop the work not started; episodes in flight end at their next model call."""
-        with self._lock:
-            if self._reason is None:
-                self._reason = reason
+    def _drop(self) -> None:
+        """Drop the step answers and episodes not started (in flight: until the next call)."""
         for _, answer in list(self._answers.values()):
             if isinstance(answer, Future):
                 answer.cancel()
         for episode in list(self._episodes.values()):
             episode.cancel()
-
-    def halt(self, cause: str) -> None:
-        """Refuse every model request from now on: the run was interrupted (``cause``).
-
-        Lock-free (one assignment) because it runs inside a signal handler, in the main thread
-        between two bytecodes, possibly while that thread holds ``_lock`` in :meth:`submit`.
-        The work not started is dropped when the session ends, in :meth:`close`.
-        """
-        self._halted = Stopped(f"the run was interrupted ({cause})")
 
     def close(self) -> None:
         """Stop and wait for the requests in flight; no pool thread outlives this call."""

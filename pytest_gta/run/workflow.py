@@ -23,9 +23,11 @@ from typing import Any
 
 from pytest_gta.judge.client import BaseJudge, CallLog
 from pytest_gta.judge.protocol import attached, final_answer
-from pytest_gta.judge.walk import Judgement, NodeLog, judge
+from pytest_gta.judge.walk import Judgement, LeafJudge, LeafReply, NodeLog, judge
+from pytest_gta.models.base import default_concurrency
+from pytest_gta.models.chat import ChatAdapter
 from pytest_gta.outward import Cleaner
-from pytest_gta.results.case import CaseUsage
+from pytest_gta.results.recorded import CaseUsage
 from pytest_gta.results.workflow import (
     EMPTY_DELIVERABLE,
     Checkpoint,
@@ -39,6 +41,34 @@ from pytest_gta.workflow_data import TOOL_CATEGORIES, WorkflowTask
 
 #: The official run's turn limit (``max_turn=10`` in eval_gta_bench_v2.py).
 MAX_TURNS = 10
+
+
+def tasks_at_once(chosen: int | None, *, producer: object | None, judge_here: bool) -> int:
+    """Tasks a process produces and judges at once: ``--gta-concurrency``, else what fits.
+
+    As an atomic run chooses (:func:`pytest_gta.models.base.default_concurrency`): the least
+    of what the producer's model runs at once (``producer``; ``None``: an eval pack, nothing
+    runs) and what the judge takes: an HTTP judge (an endpoint, the OpenAI API) what an HTTP
+    model adapter takes, a judge served in this process (``judge_here``) one at a time.
+    """
+    if chosen is not None:
+        return chosen
+    fits = [1 if judge_here else ChatAdapter.concurrency]
+    if producer is not None:
+        fits.append(default_concurrency(producer))
+    return min(fits)
+
+
+def produces_alone(model: object | None, *, agent: bool) -> bool:
+    """Whether tasks are produced one at a time, however many are judged at once.
+
+    The project's loop on a model that is not written for threads (its concurrency is 1: the
+    in-process engines, which batch whatever arrives together, so threads would make its
+    replies depend on timing) runs one task at a time. An agent's requests reach such a model
+    one at a time through the proxy (:class:`pytest_gta.proxy.upstream.LocalModel`), and an
+    eval pack (``model`` ``None``) runs nothing.
+    """
+    return model is not None and not agent and default_concurrency(model) == 1
 
 
 @dataclass
@@ -157,6 +187,14 @@ def _recorded(deliverable: Deliverable) -> dict[str, Any]:
     return cleaned
 
 
+def _checked(call: LeafJudge, check: Callable[[], None]) -> LeafJudge:
+    def checked(prompt: str, files: Any) -> LeafReply:
+        check()
+        return call(prompt, files)
+
+    return checked
+
+
 def judged_case(
     *,
     case_id: str,
@@ -168,11 +206,18 @@ def judged_case(
     make_judge: Callable[[], BaseJudge],
     threshold: float,
     started: float,
+    check: Callable[[], None] | None = None,
 ) -> WorkflowCase:
-    """Judge ``deliverable`` and build the case's result (its outcome from the root score)."""
+    """Judge ``deliverable`` and build the case's result (its outcome from the root score).
+
+    ``check`` is called before each checkpoint's call: a task judged ahead of its test
+    (:mod:`pytest_gta.run.ahead_pool`) then ends at its next call once the run stops; what it
+    raises fails the walk as a failed call does (a spent budget stops the session).
+    """
     client = make_judge()
+    call: LeafJudge = client if check is None else _checked(client, check)
     verdict: Judgement = judge(
-        deliverable.tree, deliverable.trace, deliverable.origin_prompt, deliverable.files, client
+        deliverable.tree, deliverable.trace, deliverable.origin_prompt, deliverable.files, call
     )
     root = verdict.root_score
     reached = succeeded(root, threshold)

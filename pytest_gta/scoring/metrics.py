@@ -1,19 +1,17 @@
-"""GTA's metrics, computed the way the official evaluator computes them.
+"""GTA's metrics, computed the way the official evaluator computes them: the per-case half.
 
 Scoring is split in two so that ``-n 0`` and ``-n 8`` give identical numbers:
 
-1. *Per case* (on whichever process ran it): the primitives the evaluator's loop looks at, e.g.
-   "predicted type equals reference type and no error", "tool name matched", an answer score.
-   They are plain builtins and travel on the test report.
-2. *Aggregation* (on the controller only): the evaluator's loop replayed over those primitives in
-   dataset order, with the same Python/NumPy scalar types (``bool`` for matches, ``int`` 0 or
-   ``float32`` similarities), so sums round exactly as the official code's do.
+1. *Per case* (here, on whichever process ran it): the primitives the evaluator's loop looks at,
+   e.g. "predicted type equals reference type and no error", "tool name matched", an answer
+   score. They are plain builtins and travel on the test report.
+2. *Aggregation* (:mod:`pytest_gta.scoring.aggregate`, on the controller only): the evaluator's
+   loop replayed over those primitives in dataset order.
 
 Formula quirks kept on purpose (official ``GTABenchEvaluator.score``): ToolAcc counts calls that
-errored; F1 uses ``hit / (predicted + 1e-5)`` and ``2PR / (P + R + 1e-5)`` and its precision can
-exceed 1 because a reference call is a hit if its tool appears *anywhere* among the predictions;
-Ans+I starts each image query at 1 and multiplies similarities of JSON-dumped arguments.
-Scikit-learn's precision/recall/F1 compute the textbook formulas and are therefore not used.
+errored; a reference call is a hit if its tool appears *anywhere* among the predictions (which
+lets F1's precision exceed 1); Ans+I starts each image query at 1 and multiplies similarities
+of JSON-dumped arguments.
 """
 
 from __future__ import annotations
@@ -41,17 +39,6 @@ from pytest_gta.vocabulary import (
 )
 
 ScoreKind = Literal["bool", "int", "f32"]
-STEP_METRICS = ("inst_acc", "tool_acc", "arg_acc", "summ_acc", "tool_call", "tool_call_error")
-E2E_METRICS = (
-    "ans_acc",
-    "ans_acc_img",
-    "p_f1",
-    "o_f1",
-    "l_f1",
-    "c_f1",
-    "tool_call",
-    "tool_call_error",
-)
 
 
 @dataclass(frozen=True)
@@ -270,50 +257,12 @@ def unanswered_step_case(gold: Sequence[Mapping[str, Any]], ref: Any) -> StepCas
     return StepCaseScore(bool(ref), steps)
 
 
-def _pct(numerator: Any, denominator: int) -> float | None:
-    if denominator == 0:
-        return None
-    return float(numerator / denominator * 100)
-
-
-def aggregate_step(cases: Sequence[StepCaseScore]) -> dict[str, Any]:
-    """InstAcc, ToolAcc, ArgAcc, SummAcc (percent) and call counts over cases in dataset order."""
-    total_tool = total_answer = 0
-    inst = tool_acc = arg_acc = tool_call = tool_call_error = 0
-    answer_acc: Any = 0
-    for case in cases:
-        if case.has_answer_ref:
-            total_answer += 1
-        for step in case.steps:
-            if step.inst_ok:
-                inst += 1
-            if step.gt_type == "tool":
-                total_tool += 1
-            if step.pred_type == "tool":
-                tool_call += 1
-                if step.error is not None:
-                    tool_call_error += 1
-            if step.tool_ok:
-                tool_acc += 1
-                if step.args_ok:
-                    arg_acc += 1
-            elif step.answer is not None:
-                answer_acc += step.answer.native()
-    return {
-        "inst_acc": _pct(inst, total_tool + total_answer),
-        "tool_acc": _pct(tool_acc, total_tool),
-        "arg_acc": _pct(arg_acc, total_tool),
-        "summ_acc": _pct(answer_acc, total_answer),
-        "tool_call": tool_call,
-        "tool_call_error": tool_call_error,
-    }
-
-
 # --------------------------------------------------------------------------------------------
 # End-to-end mode
 
 
-def _zero_by_category() -> dict[str, int]:
+def zero_by_category() -> dict[str, int]:
+    """A count per tool category, each 0 (what the official loop starts its F1 counts at)."""
     return dict.fromkeys(CATEGORY_NAMES, 0)
 
 
@@ -327,9 +276,9 @@ class E2ECaseScore:
     tool_calls: int = 0
     tool_call_errors: int = 0
     errors: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ERROR_KINDS, 0))
-    predicted: dict[str, int] = field(default_factory=_zero_by_category)
-    reference: dict[str, int] = field(default_factory=_zero_by_category)
-    hits: dict[str, int] = field(default_factory=_zero_by_category)
+    predicted: dict[str, int] = field(default_factory=zero_by_category)
+    reference: dict[str, int] = field(default_factory=zero_by_category)
+    hits: dict[str, int] = field(default_factory=zero_by_category)
 
     def to_json(self) -> dict[str, Any]:
         """Builtin form for transport."""
@@ -435,7 +384,7 @@ def score_e2e_case(
         if kind is not None:
             errors[kind] += 1
     predicted_names = [str(call_function(c)["name"]) for c in calls]
-    predicted, reference, hits = _zero_by_category(), _zero_by_category(), _zero_by_category()
+    predicted, reference, hits = zero_by_category(), zero_by_category(), zero_by_category()
     for name in predicted_names:
         category = tool_category(name)
         if category in predicted:
@@ -469,47 +418,6 @@ def unanswered_e2e_case(gold: Sequence[Mapping[str, Any]], ref: Any) -> E2ECaseS
     """
     empty = score_e2e_case([], gold, ref, None)
     return empty if ref else replace(empty, imggen=Score.of(0))
-
-
-def f1(hits: int, predicted: int, reference: int) -> float:
-    """The official F1 in percent (see module docstring); 0 without reference calls."""
-    precision = hits / (predicted + 1e-5)
-    recall = hits / reference if reference else 0.0
-    return 2 * precision * recall / (precision + recall + 1e-5) * 100
-
-
-def aggregate_e2e(cases: Sequence[E2ECaseScore]) -> dict[str, Any]:
-    """AnsAcc, Ans+I, the four category F1s (percent) and call counts, in dataset order."""
-    total_all = total_answer = 0
-    answer_acc: Any = 0
-    answer_acc_img: Any = 0
-    tool_call = tool_call_error = 0
-    predicted, reference, hits = _zero_by_category(), _zero_by_category(), _zero_by_category()
-    for case in cases:
-        total_all += 1
-        if case.has_answer_ref:
-            total_answer += 1
-        if case.answer is not None:
-            value = case.answer.native()
-            answer_acc += value
-            answer_acc_img += value
-        if case.imggen is not None:
-            answer_acc_img += case.imggen.native()
-        tool_call += case.tool_calls
-        tool_call_error += case.tool_call_errors
-        for category in CATEGORY_NAMES:
-            predicted[category] += case.predicted.get(category, 0)
-            reference[category] += case.reference.get(category, 0)
-            hits[category] += case.hits.get(category, 0)
-    out: dict[str, Any] = {
-        "ans_acc": _pct(answer_acc, total_answer),
-        "ans_acc_img": _pct(answer_acc_img, total_all),
-    }
-    for category in CATEGORY_NAMES:
-        out[f"{category[0]}_f1"] = f1(hits[category], predicted[category], reference[category])
-    out["tool_call"] = tool_call
-    out["tool_call_error"] = tool_call_error
-    return out
 
 
 # --------------------------------------------------------------------------------------------

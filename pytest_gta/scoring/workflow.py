@@ -1,7 +1,11 @@
 """The GTA-2 board's Workflow table from judged tasks (docs/metrics.md, "GTA-Workflow").
 
 Root Score is the official number: the mean root score over the tasks the judge scored (a
-task whose judging failed is left out, as ``score_with_gpt52.py`` leaves it out). The official
+task whose judging failed is left out, as ``score_with_gpt52.py`` leaves it out). A task whose
+producer failed (an agent that crashed, a model endpoint that broke: no deliverable at all) is
+the model's failure, not the judge's: it counts with root score 0 in the mean and fails every
+rate, as an errored atomic case counts in its denominators (else an agent that crashes on its
+hard tasks would score better than one that tries them). The official
 code computes none of the success rates; these are the project's reading of the columns,
 with a checkpoint succeeding at a score at or above the threshold:
 
@@ -42,6 +46,7 @@ def workflow_table(cases: Sequence[WorkflowCase], threshold: float) -> WorkflowT
     """The table of ``cases`` (skipped cases are not counted)."""
     counted = [c for c in cases if c.outcome != "skipped"]
     scored = [c for c in counted if c.root_score is not None]
+    unproduced = [c for c in counted if c.production_error is not None and c.root_score is None]
     leaves = [p for c in scored for p in c.checkpoints if p.leaf]
     roots = [c for c in counted if succeeded(c.root_score, threshold)]
     calls = sum(c.tool_calls for c in counted)
@@ -52,18 +57,21 @@ def workflow_table(cases: Sequence[WorkflowCase], threshold: float) -> WorkflowT
         involved = [c for c in counted if category in c.categories]
         per_category[category] = len(involved)
         hits = sum(1 for c in involved if succeeded(c.root_score, threshold))
-        judged = any(c.root_score is not None for c in involved)
+        judged = any(c.root_score is not None or c.production_error for c in involved)
         columns[column] = _pct(hits, len(involved)) if judged else None
-    mean = sum(c.root_score or 0.0 for c in scored) / len(scored) if scored else None
+    # A task that produced nothing scores 0 (its deliverable could only have failed).
+    denominator = len(scored) + len(unproduced)
+    mean = sum(c.root_score or 0.0 for c in scored) / denominator if denominator else None
     return WorkflowTable(
         tool_sr=_pct(calls - errors, calls),
         **columns,
         root_score=mean,
         leaf_sr=_pct(sum(1 for p in leaves if succeeded(p.score, threshold)), len(leaves)),
-        root_sr=_pct(len(roots), len(counted)) if scored else None,
+        root_sr=_pct(len(roots), len(counted)) if denominator else None,
         tasks=len(counted),
         scored=len(scored),
-        judge_errors=len(counted) - len(scored),
+        judge_errors=len(counted) - len(scored) - len(unproduced),
+        production_errors=len(unproduced),
         empty_deliverables=sum(1 for c in counted if c.empty_deliverable),
         leaves=len(leaves),
         tool_calls=calls,

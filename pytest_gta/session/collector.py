@@ -1,312 +1,195 @@
-"""The controller-side collector: gathers per-case results from test reports.
+"""The controller-side collector: gathers per-case results from test reports, for any benchmark.
 
 Modelled on pytest's ``junitxml``: an object registered only on the controller (never on an
 xdist worker) reads ``user_properties`` in ``pytest_runtest_logreport``, so the numbers are the
 same with and without xdist and a crashed worker loses only the case it was running. It only
 reads: other reporters (pytest-html, a project's own plugin) see the same properties, the
 setup report's detail payload included.
+
+What a case and a report are is the benchmark's (:class:`Reporting`: GTA-Atomic's typed
+:class:`~pytest_gta.results.case.CaseResult`, GTA-Workflow's judged task, a third party's);
+what a run does with them is here, once: which phase decides a case's outcome, the run's facts
+(interrupted, stopped early, timings, shard, notes), the suite's JUnit properties, the files
+through the one writer (:func:`~pytest_gta.session.finish.write_outputs`), the gated exit
+status and the terminal's tables.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import pytest
 
-from pytest_gta.case import Case
-from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.options import GtaSettings
-from pytest_gta.provenance import GitProbe, utc_now
-from pytest_gta.report.baseline import Baseline, regressed_nodeids
-from pytest_gta.report.build import build_report
-from pytest_gta.report.images import ImageStore
-from pytest_gta.report.junit import suite_properties
-from pytest_gta.report.table import render_text
+from pytest_gta.provenance import GitProbe, GitState, utc_now
 from pytest_gta.results.base import Scalar
-from pytest_gta.results.case import CaseResult
-from pytest_gta.results.io import case_from_wire
-from pytest_gta.results.migrate import default_label
-from pytest_gta.results.report import (
-    AgentSettings,
-    Budget,
-    GitInfo,
-    Identity,
-    LeaderboardRow,
-    RunReport,
-    RunSettings,
-    SandboxSummary,
-    ShardInfo,
-)
-from pytest_gta.session.finish import Finisher
+from pytest_gta.session.finish import Output, write_outputs
 from pytest_gta.session.keys import DETAIL_KEY, STOPPED_KEY
 from pytest_gta.session.project_tests import notes_of, unique
 from pytest_gta.signals import INTERRUPTS, cause_of
-from pytest_gta.version import __version__
+
+#: Where ``--gta-rerun-regressions`` finds the last comparison's regressed node ids.
+REGRESSIONS_CACHE_KEY = "pytest-gta/regressions"
 
 
-@dataclass(frozen=True)
-class RunInfo:
-    """What the report says about the run besides the cases."""
+class CaseLike(Protocol):
+    """What the collector reads and sets on a benchmark's case."""
 
-    model: str
-    protocol: str
-    warnings: list[str]
-    #: The ``--gta-tools`` value when tool backends took part, else ``None``.
-    tools: str | None
-    #: Generation settings when the model generates (not for recorded predictions).
-    generation: dict[str, Any] | None = None
-    #: The official leaderboard row to print beside the run.
-    leaderboard: dict[str, Any] | None = None
-    #: USD per million input/output tokens, when known.
-    prices: tuple[float, float] | None = None
-    #: Which backend serves each tool (``a > b``: b gets what a has no recording of).
-    tool_routes: dict[str, str] | None = None
-    #: What tool backends say about themselves (``local``: which sandbox ran).
-    tool_backends: dict[str, Any] | None = None
-    #: The managed model server (``--gta-serve``): command, URL, log, start time.
-    server: dict[str, Any] | None = None
-    #: The agent under test: name (callable or command), kind, timeout, passed variables.
-    agent: dict[str, Any] | None = None
+    nodeid: str
+    outcome: Any
+    message: str
+    properties: dict[str, Scalar]
 
 
-class GtaCollector:
+@dataclass
+class RunFacts:
+    """What the session knows about the run besides its cases (the report's shared part)."""
+
+    #: When the session started (the report's ``duration_s``).
+    started: float = field(default_factory=time.monotonic)
+    #: The same, as the report's ``identity.started_at`` says it.
+    started_at: str = field(default_factory=utc_now)
+    #: Why the session stopped early (a budget), if it did.
+    stopped: str | None = None
+    #: Set by Ctrl-C or SIGTERM: the report then covers only the cases that finished.
+    interrupted: bool = False
+    #: What interrupted it (``Ctrl-C``, ``SIGTERM``; :func:`pytest_gta.signals.cause_of`).
+    interrupted_by: str | None = None
+    #: Seconds spent loading and generating ahead, per process (``main`` or the worker id).
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: ``--gta-shard``'s selection (:meth:`pytest_gta.shard.ShardSelection.to_json`), from
+    #: this process's collection or, with xdist, from a worker's.
+    shard: dict[str, Any] | None = None
+    #: The report's notes from the session (what joined the run besides GTA cases).
+    notes: list[str] = field(default_factory=list)
+    #: Non-finite numbers the workers' cleaning replaced in the cases (the report's notes).
+    nonfinite: int = 0
+    #: The git state of the project under test, read while the session ran.
+    git: GitState | None = None
+
+
+class Reporting(Protocol):
+    """A benchmark's side of the controller's report."""
+
+    #: The terminal's rule above the tables (``GTA results``).
+    title: str
+
+    def case_from_detail(self, detail: str) -> tuple[CaseLike, int] | None:
+        """The case its setup report carried (and the non-finite numbers cleaned from it)."""
+
+    def unscored(self, report: pytest.TestReport, props: dict[str, Any]) -> CaseLike | None:
+        """A case known only by its id (it errored or was skipped before it sent its result)."""
+
+    def build(self, cases: list[Any], facts: RunFacts) -> Any:
+        """The run's report: built, compared, judged, given to the update hook and cleaned.
+
+        Raises:
+            GtaUsageError: a ``pytest_gta_update_report`` hook broke the report.
+        """
+
+    def suite_properties(self, report: Any) -> list[tuple[str, Any]]:
+        """The suite-level JUnit properties of the run."""
+
+    def outputs(self, report: Any) -> list[Output]:
+        """The files the settings ask for."""
+
+    def text(self, report: Any) -> list[str]:
+        """The terminal's tables."""
+
+    def summary_html(self, report: Any) -> str:
+        """The tables as an HTML fragment (pytest-html's summary; escaped)."""
+
+    def status(self, report: Any, status: int, write_failed: bool) -> int:
+        """The exit status: the gates' (with gates), and not 0 when a file was not written."""
+
+    def written(self) -> list[str]:
+        """Lines after "report written to ..." (where a directory's logs went)."""
+
+
+class Collector:
     """Collects case results, aggregates them at the end, prints and writes the report."""
 
-    def __init__(
-        self,
-        config: pytest.Config,
-        settings: GtaSettings,
-        dataset: Callable[[], Dataset],
-        run_info: Callable[[], RunInfo],
-        baseline: Callable[[], tuple[Baseline | None, list[str]]] = lambda: (None, []),
-        images: Callable[[], ImageStore | None] = lambda: None,
-    ) -> None:
+    def __init__(self, config: pytest.Config, reporting: Reporting) -> None:
         self.config = config
-        self.settings = settings
-        self._dataset = dataset
-        self._run_info = run_info
-        #: ``--gta-baseline`` as read at start-up, and the differences let through.
-        self._baseline = baseline
-        #: The session's image store (``--gta-report-html``), made on first need.
-        self._images = images
-        #: The cases by node id, as their reports came in (:class:`CaseResult`).
-        self.cases: dict[str, CaseResult] = {}
-        #: Non-finite numbers the workers' cleaning replaced in the cases (the report's notes).
-        self.nonfinite = 0
-        self.report: RunReport | None = None
-        self.stopped: str | None = None
-        #: Set by Ctrl-C or SIGTERM: the report then covers only the cases that finished.
-        self.interrupted = False
-        #: What interrupted it (``Ctrl-C``, ``SIGTERM``; :func:`pytest_gta.signals.cause_of`).
-        self.interrupted_by: str | None = None
-        #: Seconds spent loading and generating ahead, per process (``main`` or the worker id).
-        self.timings: dict[str, dict[str, float]] = {}
+        self.reporting = reporting
+        #: The cases by node id, as their reports came in.
+        self.cases: dict[str, Any] = {}
+        self.facts = RunFacts()
+        #: The run's report, once built.
+        self.report: Any = None
         #: Files that could not be written, with the reason (shown after the tables).
         self.write_errors: list[str] = []
         #: Why no report could be made (a hook broke it), shown instead of the tables.
         self.failure: str | None = None
-        #: The paths in :attr:`write_errors`.
-        self.unwritten: set[str] = set()
-        #: When the session started (the report's ``duration_s``).
-        self.started = time.monotonic()
-        #: The same, as the report's ``identity.started_at`` says it.
-        self.started_at = utc_now()
+        #: The outputs written (their paths, for the terminal's lines).
+        self._written: list[Output] = []
         #: The git state of the project under test (the repository around the rootdir), read
         #: while the session runs (:class:`~pytest_gta.provenance.GitProbe`).
         self._git = GitProbe(config.rootpath)
-        #: ``--gta-shard``'s selection (:meth:`pytest_gta.shard.ShardSelection.to_json`), from
-        #: this process's collection or, with xdist, from a worker's.
-        self.shard: dict[str, Any] | None = None
-        #: The report's notes from the session (what joined the run besides GTA cases).
-        self.notes: list[str] = []
-
-    def _identify(
-        self, report: pytest.TestReport, props: dict[str, Any]
-    ) -> tuple[str, str, int | None] | None:
-        if "gta_query_id" in props and "gta_mode" in props:
-            epoch = props.get("gta_epoch")
-            return (
-                str(props["gta_mode"]),
-                str(props["gta_query_id"]),
-                epoch if isinstance(epoch, int) else None,
-            )
-        # A crashed xdist worker's report carries no properties: recover the case from the id.
-        found = Case.find_in_nodeid(report.nodeid)
-        if found is not None and found[1] in self._dataset().queries:
-            return found
-        return None
-
-    def _unscored(self, key: tuple[str, str, int | None], nodeid: str) -> CaseResult:
-        """A case known only by its id so far (it errored or was skipped before it was scored)."""
-        mode, qid, epoch = key
-        query = self._dataset().queries.get(qid)
-        return CaseResult.unscored(
-            "step" if mode == "step" else "e2e",
-            qid,
-            epoch,
-            query_type=query.type if query is not None else "",
-            nodeid=nodeid,
-        )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Record the phase outcome and properties (the report itself is left as it is)."""
-        wire: str | None = None
+        detail: str | None = None
         props: dict[str, Any] = {}
         for name, value in report.user_properties:
             if name == DETAIL_KEY:
-                # Written by case_to_wire in this session's own processes.
-                wire = value if isinstance(value, str) else wire
+                # Written by the benchmark's case fixture in this session's own processes.
+                detail = value if isinstance(value, str) else detail
             elif name == STOPPED_KEY:
-                self.stopped = self.stopped or str(value)
+                self.facts.stopped = self.facts.stopped or str(value)
             else:
                 props[name] = value
         case = self.cases.get(report.nodeid)
-        if wire is not None:
-            try:
-                arrived = case_from_wire(wire)
-            except ValueError:
-                arrived = None
-            if arrived is not None:
-                # Its outcome is pytest's to say, from this report on.
-                scored = arrived.case
-                scored.nodeid, scored.outcome, scored.message = report.nodeid, "passed", ""
-                if case is not None:
-                    scored.outcome, scored.message = case.outcome, case.message
-                self.nonfinite += arrived.nonfinite
-                case = self.cases[report.nodeid] = scored
+        arrived = None if detail is None else self.reporting.case_from_detail(detail)
+        if arrived is not None:
+            scored, nonfinite = arrived
+            scored.nodeid = report.nodeid
+            if case is not None:  # its outcome is pytest's to say, from this report on
+                scored.outcome, scored.message = case.outcome, case.message
+            self.facts.nonfinite += nonfinite
+            case = self.cases[report.nodeid] = scored
         if case is None:
-            key = self._identify(report, props)
-            if key is None:
+            case = self.reporting.unscored(report, props)
+            if case is None:
                 return
-            case = self.cases[report.nodeid] = self._unscored(key, report.nodeid)
-        case.properties.update(_own_properties(props))
+            self.cases[report.nodeid] = case
+        case.properties.update(own_properties(props))
         if report.when == "call":
             if report.failed:
-                case.outcome, case.message = "failed", _message(report)
+                case.outcome, case.message = "failed", message_of(report)
             elif report.skipped:
-                case.outcome, case.message = "skipped", _message(report)
+                case.outcome, case.message = "skipped", message_of(report)
         elif report.failed:  # setup, teardown, or an xdist crash ("???")
-            case.outcome, case.message = "error", _message(report)
+            case.outcome, case.message = "error", message_of(report)
         elif report.skipped and report.when == "setup":
-            case.outcome, case.message = "skipped", _message(report)
-
-    def identity(self, info: RunInfo) -> Identity:
-        """What identifies this run in the report: label, model, agent, commit, dates."""
-        state = self._git.result()
-        git = None
-        if state is not None:
-            git = GitInfo(
-                commit=state.commit, short=state.short, dirty=state.dirty, branch=state.branch
-            )
-        agent = self.settings.agent.spec
-        protocol = None if agent is not None else info.protocol
-        label = self.settings.report.label
-        return Identity(
-            label=default_label(info.model, protocol, agent) if label is None else label,
-            label_given=label is not None,
-            model=info.model,
-            protocol=protocol,
-            agent=agent,
-            git=git,
-            started_at=self.started_at,
-            finished_at=utc_now(),
-            dataset_sha256=self._dataset().sha256,
-            pytest_gta=__version__,
-        )
-
-    def run_settings(self, info: RunInfo) -> RunSettings:
-        """The report's ``settings``: how the run ran and scored."""
-        settings = self.settings
-        sandbox = _sandbox(info.tool_backends)
-        return RunSettings(
-            modes=list(settings.cases.modes),
-            tools=info.tools,
-            tool_routes=info.tool_routes,
-            tool_backends=info.tool_backends,
-            sandbox=None if sandbox is None else SandboxSummary.model_validate(sandbox),
-            sim_model=settings.scoring.sim_model,
-            sim_threshold=settings.scoring.sim_threshold,
-            limit=settings.cases.limit,
-            ids=None if settings.cases.ids is None else list(settings.cases.ids),
-            max_turns=settings.cases.max_turns,
-            shard=None if settings.cases.shard is None else str(settings.cases.shard),
-            generation=info.generation,
-            server=info.server,
-            agent=None if info.agent is None else AgentSettings.model_validate(info.agent),
-            budget=Budget(
-                max_tokens_total=settings.budget.max_tokens_total,
-                max_cost=settings.budget.max_cost,
-            ),
-            pytest_gta=__version__,
-        )
-
-    def build(self) -> RunReport:
-        """Aggregate everything collected so far into the report, concluded and cleaned."""
-        info = self._run_info()
-        settings = self.settings
-        cases = list(self.cases.values())
-        for case in cases:
-            # A failure says what the verdict found wrong; pytest's own words say the rest.
-            if case.outcome == "failed" and case.verdict is not None and case.verdict.message:
-                case.message = case.verdict.message
-        report = build_report(
-            model=info.model,
-            protocol=info.protocol,
-            dataset=self._dataset(),
-            data_source=settings.data.source,
-            settings=self.run_settings(info),
-            cases=cases,
-            warnings=[*info.warnings, *self.notes],
-            leaderboard=(
-                None
-                if info.leaderboard is None
-                else LeaderboardRow.model_validate(info.leaderboard)
-            ),
-            prices=info.prices,
-            stopped=self.stopped,
-            interrupted=self.interrupted,
-            interrupted_by=self.interrupted_by,
-            timings=self.timings or None,
-            shard=None if self.shard is None else ShardInfo.model_validate(self.shard),
-            confidence=settings.stats.confidence,
-            samples=settings.stats.bootstrap_samples,
-            identity=self.identity(info),
-        )
-        baseline, differences = self._baseline()
-        return self._finisher().conclude(
-            report,
-            cases,
-            baseline=baseline,
-            differences=differences,
-            duration=time.monotonic() - self.started,
-            nonfinite=self.nonfinite,
-        )
-
-    def _finisher(self) -> Finisher:
-        return Finisher(self.config, self.settings, self._dataset(), self._images)
+            case.outcome, case.message = "skipped", message_of(report)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """Ctrl-C or SIGTERM (:mod:`pytest_gta.signals`): the partial report says so."""
-        self.interrupted = True
-        self.interrupted_by = cause_of(excinfo, self.config.stash.get(INTERRUPTS, None))
+        self.facts.interrupted = True
+        self.facts.interrupted_by = cause_of(excinfo, self.config.stash.get(INTERRUPTS, None))
 
     def add_notes(self, notes: object) -> None:
         """Notes for the report from this process or a worker (each said once; others ignored)."""
-        self.notes = unique([*self.notes, *notes_of(notes)])
+        self.facts.notes = unique([*self.facts.notes, *notes_of(notes)])
 
     def set_shard(self, shard: dict[str, Any], *, first: bool = False) -> None:
         """``--gta-shard``'s selection; ``first``: keep one already set (xdist workers agree)."""
-        if not first or self.shard is None:
-            self.shard = shard
+        if not first or self.facts.shard is None:
+            self.facts.shard = shard
 
     def add_timings(self, process: str, timings: dict[str, float]) -> None:
         """Loading and ahead-generation times of one process (``main`` or an xdist worker)."""
         if timings:
-            self.timings[process] = dict(timings)
+            self.facts.timings[process] = dict(timings)
+
+    def build(self) -> Any:
+        """The report of everything collected so far (see :meth:`Reporting.build`)."""
+        self.facts.git = self._git.result()
+        return self.reporting.build(list(self.cases.values()), self.facts)
 
     def finish(self, session: pytest.Session) -> None:
         """Aggregate, judge the gates and write the files (the terminal prints the same report).
@@ -321,7 +204,7 @@ class GtaCollector:
         the first requests or the similarity model's load): a job that was stopped still
         leaves the file its pipeline looks for, saying so.
         """
-        if not self.cases and not self.interrupted:
+        if not self.cases and not self.facts.interrupted:
             return
         try:
             report = self.report = self.build()
@@ -329,52 +212,39 @@ class GtaCollector:
             self.failure = str(exc)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        cache = getattr(self.config, "cache", None)
-        if cache is not None and report.comparison is not None:
-            cache.set(REGRESSIONS_CACHE_KEY, regressed_nodeids(report.comparison))
-        add_junit_properties(self.config, report)
-        finisher = self._finisher()
-        written = finisher.write(report, int(session.exitstatus), finisher.outputs(report))
-        session.exitstatus = written.status
-        for output, error in written.results:
-            if error is not None:
-                self.unwritten.add(str(output.path))
+        add_suite_properties(self.config, self.reporting.suite_properties(report))
+        results = write_outputs(self.reporting.outputs(report))
+        for output, error in results:
+            if error is None:
+                self._written.append(output)
+            else:
                 self.write_errors.append(f"{output.label}: {error}")
+        session.exitstatus = self.reporting.status(
+            report, int(session.exitstatus), bool(self.write_errors)
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Print the paper's tables for the run."""
+        """Print the run's tables, where the files went, and what could not be written."""
+        title = self.reporting.title
         if self.failure is not None:
-            terminalreporter.write_sep("=", "GTA results")
+            terminalreporter.write_sep("=", title)
             terminalreporter.write_line(f"pytest-gta: {self.failure}", red=True, bold=True)
         if self.report is None:
             return
-        terminalreporter.write_sep("=", "GTA results")
-        for line in render_text(self.report):
+        terminalreporter.write_sep("=", title)
+        for line in self.reporting.text(self.report):
             terminalreporter.write_line(line)
-        settings = self.settings
-        for path in (
-            settings.report.json,
-            settings.report.md,
-            settings.report.html,
-            settings.report.inspect_log,
-        ):
-            if path is not None and str(path) not in self.unwritten:
-                terminalreporter.write_line(f"report written to {path}")
+        for output in self._written:
+            if not output.append:  # the job summary is the job's, not a file of the run
+                terminalreporter.write_line(f"report written to {output.path}")
+        for line in self.reporting.written():
+            terminalreporter.write_line(line)
         for error in self.write_errors:
             terminalreporter.write_line(
                 f"pytest-gta: could not write {error}; the tables above are the run's results",
                 red=True,
                 bold=True,
             )
-
-
-#: Where ``--gta-rerun-regressions`` finds the last comparison's regressed node ids.
-REGRESSIONS_CACHE_KEY = "pytest-gta/regressions"
-
-
-def add_junit_properties(config: pytest.Config, report: RunReport) -> None:
-    """Suite-level JUnit properties: each metric, its interval, the gates' verdict."""
-    add_suite_properties(config, suite_properties(report))
 
 
 def add_suite_properties(config: pytest.Config, properties: Iterable[tuple[str, Any]]) -> None:
@@ -394,7 +264,8 @@ def add_suite_properties(config: pytest.Config, properties: Iterable[tuple[str, 
         xml.add_global_property(name, value)
 
 
-def _message(report: pytest.TestReport) -> str:
+def message_of(report: pytest.TestReport) -> str:
+    """What a phase's report says went wrong, on one line (a skip's reason, a crash's message)."""
     longrepr = report.longrepr
     if isinstance(longrepr, tuple):  # skip: (path, line, reason)
         return str(longrepr[2]).removeprefix("Skipped: ")
@@ -405,7 +276,7 @@ def _message(report: pytest.TestReport) -> str:
     return text.strip().splitlines()[-1][:500] if text.strip() else ""
 
 
-def _own_properties(props: dict[str, Any]) -> dict[str, Scalar]:
+def own_properties(props: dict[str, Any]) -> dict[str, Scalar]:
     """The ``gta_*`` properties of a case that are scalars (what a report's properties hold)."""
     return {
         name: value
@@ -414,17 +285,3 @@ def _own_properties(props: dict[str, Any]) -> dict[str, Scalar]:
         and (value is None or isinstance(value, str | bool | int | float))
         and not (isinstance(value, float) and value != value)
     }
-
-
-def _sandbox(backends: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Where model-written code ran (``mode``), and whether its results are ``isolated``.
-
-    ``isolated`` is false where the sandbox could not keep the dataset's answers and the
-    user's processes out of the code's reach (``not_isolated`` says what): such results may
-    have been computed by code that read the answers. ``None`` when no backend ran code.
-    """
-    for details in (backends or {}).values():
-        isolation = details.get("isolation") if isinstance(details, dict) else None
-        if isinstance(isolation, dict):
-            return {k: isolation.get(k) for k in ("mode", "isolated", "not_isolated", "summary")}
-    return None

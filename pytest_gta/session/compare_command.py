@@ -6,8 +6,8 @@ reports are taken oldest first (``identity.started_at``, then the file name), so
 job that keeps its reports in one directory shows its trend; other JSON there (the comparison's
 own file, a tool's output) is skipped with a note. Files given one by one keep their order.
 
-Every report is read through the report's one reader
-(:func:`~pytest_gta.results.io.load_report`), so a bad field is a usage error naming the file
+Every report is read through the reports' one reader
+(:func:`~pytest_gta.results.io.load_any_report`), so a bad field is a usage error naming the file
 and the field. Reports on another dataset cannot be compared (a usage error naming both
 files and ``dataset.sha256``); settings that differ between runs (protocol, scoring, turns,
 tools, sampling, epochs, selection) can, and are noted once each, naming the runs. The reports
@@ -59,13 +59,17 @@ from pytest_gta.results.comparison import Comparison
 from pytest_gta.results.io import (
     MAX_REPORT_BYTES,
     ReportFile,
+    ScoredFile,
+    WorkflowFile,
+    benchmark_of,
     dump_comparison,
-    load_report,
+    one_benchmark,
+    parse_any_report,
     parse_comparison,
-    parse_report,
+    read_report_data,
     show_value,
 )
-from pytest_gta.results.report import SCHEMA_FAMILY, Interval, RunReport
+from pytest_gta.results.report import Interval, RunReport
 from pytest_gta.session.finish import (
     Output,
     find_dataset,
@@ -114,6 +118,8 @@ class Found:
     """The reports the paths hold, in comparison order, and what was skipped on the way."""
 
     reports: list[ReportFile] = field(default_factory=list)
+    #: Reports of another benchmark (compared by their benchmark's command, never mixed).
+    others: list[WorkflowFile | ScoredFile] = field(default_factory=list)
     #: Each report's file, absolute, by its label (where a run's own page is looked for).
     files: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -184,64 +190,87 @@ def check_copied(report: ReportFile) -> None:
                 )
 
 
-def _read_candidate(path: Path, label: str, found: Found) -> None:
-    """A directory's ``*.json`` file: a report is read and checked, other JSON skipped."""
+@dataclass(frozen=True)
+class _Loaded:
+    """A report file's JSON, before it is checked (the benchmarks are told apart first)."""
+
+    label: str
+    data: Any
+    path: Path
+
+
+def _read_candidate(path: Path, label: str, notes: list[str]) -> _Loaded | None:
+    """A directory's ``*.json`` file: a report is kept, other JSON skipped with a note."""
     try:
         size = path.stat().st_size
         data = None if size > MAX_REPORT_BYTES else read_json(path)
     except (OSError, JsonInputError) as exc:
         text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        found.notes.append(f"{label}: skipped, not readable as JSON ({text})")
-        return
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if data is None or not (isinstance(schema, str) and schema.startswith(SCHEMA_FAMILY)):
+        notes.append(f"{label}: skipped, not readable as JSON ({text})")
+        return None
+    if data is None or benchmark_of(data) is None:
+        schema = data.get("schema") if isinstance(data, dict) else None
         what = "too large for a report" if data is None else f"schema {show_value(schema)}"
-        found.notes.append(f"{label}: skipped, not a pytest-gta report ({what})")
-        return
-    # A report of ours: a bad field is the user's to fix, not something to skip quietly.
-    found.reports.append(parse_report(label, data, COMPARE_HOW))
-    found.files[label] = path
-    check_copied(found.reports[-1])
+        notes.append(f"{label}: skipped, not a pytest-gta report ({what})")
+        return None
+    return _Loaded(label, data, path)
 
 
-def _in_directory(directory: Path, given: str) -> Found:
-    """A directory's reports, oldest run first (undated ones, older versions', lead)."""
-    found = Found()
+def _in_directory(directory: Path, given: str, notes: list[str]) -> list[_Loaded]:
+    """A directory's reports (its ``*.json`` files that are pytest-gta reports)."""
     try:
         names = sorted(
             p.name for p in directory.iterdir() if p.suffix == ".json" and not p.is_dir()
         )
     except OSError as exc:
         raise GtaUsageError(f"{given}: {exc.strerror or exc}; {COMPARE_HOW}") from None
-    for name in names:
-        _read_candidate(directory / name, os.path.join(given, name), found)
-    if not found.reports:
+    loaded = [_read_candidate(directory / n, os.path.join(given, n), notes) for n in names]
+    kept = [entry for entry in loaded if entry is not None]
+    if not kept:
         raise GtaUsageError(
             f"{given}: no pytest-gta reports in this directory (its *.json files are read, "
             f"not its subdirectories); {COMPARE_HOW}"
         )
-    epoch = datetime.min.replace(tzinfo=timezone.utc)
-    found.reports.sort(key=lambda r: (started_at(r.report) or epoch, Path(r.label).name))
-    return found
+    return kept
 
 
 def find_reports(paths: Sequence[Path], given: Sequence[str]) -> Found:
     """Every report the paths name, in comparison order (see the module docstring).
 
+    A directory's reports come oldest run first (undated ones, older versions', lead). The
+    benchmarks are told apart before any report is checked: runs of two are refused whatever
+    else is wrong with them.
+
     Raises:
-        GtaUsageError: a file that is not a report, a bad field, an empty directory.
+        GtaUsageError: a file that is not a report, a bad field, an empty directory, reports
+            of two benchmarks.
     """
     found = Found()
+    groups: list[list[_Loaded]] = []
     for path, label in zip(paths, given, strict=True):
         if path.is_dir():
-            inner = _in_directory(path, label)
-            found.reports.extend(inner.reports)
-            found.notes.extend(inner.notes)
-            found.files.update(inner.files)
+            groups.append(_in_directory(path, label, found.notes))
         else:
-            found.reports.append(load_report(path, label, COMPARE_HOW))
-            found.files[label] = path
-            check_copied(found.reports[-1])
+            data = read_report_data(path, label, COMPARE_HOW)
+            if benchmark_of(data) is None:  # said now, in the order the files were named
+                parse_any_report(label, data, COMPARE_HOW)
+            groups.append([_Loaded(label, data, path)])
+    one_benchmark([(e.label, e.data) for group in groups for e in group], OPT_COMPARE)
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    for group in groups:
+        atomic: list[ReportFile] = []
+        for entry in group:
+            # A report of ours: a bad field is the user's to fix, not something to skip quietly.
+            read = parse_any_report(entry.label, entry.data, COMPARE_HOW)
+            if not isinstance(read, ReportFile):
+                found.others.append(read)
+                continue
+            atomic.append(read)
+            found.files[read.label] = entry.path
+            check_copied(read)
+        if len(group) > 1:  # a directory's
+            atomic.sort(key=lambda r: (started_at(r.report) or epoch, Path(r.label).name))
+        found.reports.extend(atomic)
     return found
 
 
@@ -460,19 +489,28 @@ def comparison_of(found: Found, dataset: Dataset, settings: CompareSettings) -> 
     )
 
 
-def compare(config: pytest.Config, settings: GtaSettings) -> Compared:
-    """Find, check, group and compare the reports ``--gta-compare`` names.
+def named_reports(config: pytest.Config) -> Found:
+    """Every report ``--gta-compare`` names, of any benchmark (see :func:`find_reports`).
+
+    Raises:
+        GtaUsageError: a file that is not a report, a bad field, an empty directory.
+    """
+    given: list[str] = config.getoption("gta_compare")
+    paths: list[Path] = resolve_option(config, "gta_compare").value
+    with collection_paused():
+        return find_reports(paths, given)
+
+
+def compare(config: pytest.Config, settings: GtaSettings, found: Found) -> Compared:
+    """Check, group and compare the GTA-Atomic reports ``--gta-compare`` named.
 
     Raises:
         GtaUsageError: anything that cannot be compared, naming the file and the field.
     """
-    given: list[str] = config.getoption("gta_compare")
-    paths: list[Path] = resolve_option(config, "gta_compare").value
     # Twenty reports are millions of objects, none in a cycle: collections while they are
     # alive would walk them all again and again for nothing (see collection_paused). They are
     # freed before the collector runs again, or its first pass would walk them all once more.
     with collection_paused():
-        found = find_reports(paths, given)
         check_one_dataset(found.reports)
         dataset = find_dataset(config, found.reports[:1], ran="the runs", command=OPT_COMPARE)
         compared = Compared(
@@ -521,15 +559,15 @@ def comparison_outputs(comparison: Comparison, settings: GtaSettings) -> list[Ou
     return outputs
 
 
-def compare_command(config: pytest.Config) -> int:
-    """The ``--gta-compare`` command: compare, print, write the files; 0 when compared.
+def compare_command(config: pytest.Config, found: Found) -> int:
+    """The ``--gta-compare`` command on atomic reports: compare, print, write; 0 when compared.
 
     Raises:
         pytest.UsageError: reports that cannot be compared (exit status 4).
     """
     settings = resolve_settings(config)
     try:
-        compared = compare(config, settings)
+        compared = compare(config, settings, found)
         comparison = cleaned(compared.comparison)
     except GtaUsageError as exc:
         raise pytest.UsageError(f"pytest-gta: {terminal_text(str(exc))}") from None

@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from pydantic import ValidationError
@@ -47,12 +48,12 @@ from pytest_gta.report.inspect_log import write_inspect_logs
 from pytest_gta.report.junit import junit_xml
 from pytest_gta.report.merge import check_same_run, coverage_warnings, merge_reports
 from pytest_gta.report.table import render_markdown, render_text
+from pytest_gta.results.base import Doc
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.io import (
     ReportFile,
     dump_report,
     field_problem,
-    load_report,
     refresh_properties,
 )
 from pytest_gta.results.report import RunReport
@@ -165,6 +166,30 @@ def write_outputs(outputs: Sequence[Output]) -> list[tuple[Output, str | None]]:
     return results
 
 
+R = TypeVar("R", bound=Doc)
+
+
+def cleaned(report: R, nonfinite: int = 0) -> R:
+    """``report`` as it may leave: strict JSON, secrets masked, a note on what was cleaned.
+
+    Raises:
+        GtaUsageError: a ``pytest_gta_update_report`` hook left a field of the wrong kind.
+    """
+    cleaner = Cleaner()
+    # A hook may have set a field to a value of the wrong kind: validated below, by name.
+    data = cleaner.value(report.model_dump(mode="python", by_alias=True, warnings=False))
+    cleaner.nonfinite += nonfinite
+    data["notes"] = [*data.get("notes", []), *cleaner.notes()]
+    try:
+        return type(report).model_validate(data)
+    except ValidationError as exc:
+        raise GtaUsageError(
+            f"the report after pytest_gta_update_report: {field_problem(exc)}; a hook may "
+            "add fields of its own (report.hook_fields) and change the report's within "
+            "their kinds"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Written:
     """What :meth:`Finisher.write` did: the run's exit status, and each file's fate."""
@@ -230,19 +255,7 @@ class Finisher:
             report.duration_s = duration
         self.config.hook.pytest_gta_update_report(config=self.config, report=report)
         refresh_properties(report)
-        cleaner = Cleaner()
-        # A hook may have set a field to a value of the wrong kind: validated below, by name.
-        cleaned = cleaner.value(report.model_dump(mode="python", by_alias=True, warnings=False))
-        cleaner.nonfinite += nonfinite
-        cleaned["notes"] = [*cleaned.get("notes", []), *cleaner.notes()]
-        try:
-            return RunReport.model_validate(cleaned)
-        except ValidationError as exc:
-            raise GtaUsageError(
-                f"the report after pytest_gta_update_report: {field_problem(exc)}; a hook may "
-                "add fields of its own (report.hook_fields) and change the report's within "
-                "their kinds"
-            ) from None
+        return cleaned(report, nonfinite)
 
     def outputs(self, report: RunReport, *, junit: bool = False) -> list[Output]:
         """The files the settings ask for; ``junit``: also pytest's ``--junitxml``."""
@@ -389,17 +402,14 @@ def print_tables(title: str, lines: list[str]) -> None:
         print(terminal_text(line), flush=True)
 
 
-def merge_command(config: pytest.Config) -> int:
-    """The ``--gta-merge`` command: merge, print the tables, write the files; 0 when merged.
+def merge_command(config: pytest.Config, reports: Sequence[ReportFile]) -> int:
+    """The ``--gta-merge`` command on atomic reports: merge, print, write; 0 when merged.
 
     Raises:
-        pytest.UsageError: a report is unreadable or not part of the same run (exit status 4).
+        pytest.UsageError: a report is not part of the same run (exit status 4).
     """
-    given: list[str] = config.getoption("gta_merge")
-    paths: list[Path] = resolve_option(config, "gta_merge").value
     settings = resolve_settings(config)
     try:
-        reports = [load_report(path, label) for path, label in zip(paths, given, strict=True)]
         warnings = coverage_warnings(reports)
         check_same_run(reports)
         dataset = find_dataset(config, reports)

@@ -18,11 +18,11 @@ import pytest
 from pytest_gta.case import Case
 from pytest_gta.options import GtaSettings
 from pytest_gta.report.explain import generated_images
-from pytest_gta.report.html import case_detail, summary_html
+from pytest_gta.report.html import case_detail
 from pytest_gta.report.images import ImageStore
 from pytest_gta.report.page import esc
 from pytest_gta.results.case import CaseResult
-from pytest_gta.session.collector import GtaCollector
+from pytest_gta.session.collector import Collector
 
 #: Name of the registered hook object.
 PLUGIN_NAME = "pytest-gta-html"
@@ -85,7 +85,7 @@ def _score(report: pytest.TestReport) -> str:
 class GtaHtmlHooks:
     """pytest-html hooks on the controller: the score column and the summary's tables."""
 
-    def __init__(self, config: pytest.Config, collector: GtaCollector) -> None:
+    def __init__(self, config: pytest.Config, collector: Collector) -> None:
         self.config = config
         self.collector = collector
 
@@ -106,8 +106,10 @@ class GtaHtmlHooks:
         """The run's header and the paper's tables, as the terminal prints them."""
         report = self.collector.report
         if report is not None:
+            reporting = self.collector.reporting
             postfix.append(
-                "<h2>GTA results</h2><style>.gta-summary table{border-collapse:collapse}"
+                f"<h2>{esc(reporting.title)}</h2><style>.gta-summary table"
+                "{border-collapse:collapse}"
                 ".gta-summary td,.gta-summary th{border:1px solid #d0d7de;padding:2px 8px}"
-                "</style>" + summary_html(report)
+                "</style>" + reporting.summary_html(report)
             )

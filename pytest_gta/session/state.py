@@ -54,8 +54,8 @@ from pytest_gta.scoring.service import RemoteSimilarity, SimilarityService, shar
 from pytest_gta.scoring.similarity import SentenceSimilarity, resolve_sim_model
 from pytest_gta.session import xdist
 from pytest_gta.session.agent_setup import AgentSetup, AgentStart
-from pytest_gta.session.collector import RunInfo
 from pytest_gta.session.model_server import describe as describe_server
+from pytest_gta.session.run_info import RunInfo
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
 from pytest_gta.validation import load_dataset
 
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from pytest_gta.run.runner import Scorer
     from pytest_gta.scoring.service import SimilarityService
     from pytest_gta.scoring.similarity import Similarity
-    from pytest_gta.session.collector import RunInfo
+    from pytest_gta.session.run_info import RunInfo
     from pytest_gta.shard import ShardSelection
     from pytest_gta.tools import Recorder, ToolSet
 

@@ -25,7 +25,7 @@ import pytest
 from pytest_gta.progress import WORKER_LABEL
 
 if TYPE_CHECKING:
-    from pytest_gta.session.collector import GtaCollector
+    from pytest_gta.session.collector import Collector
 
 #: ``workerinput``: the usage ledger's path (one budget for the whole session).
 LEDGER_INPUT = "gta_ledger"
@@ -88,7 +88,7 @@ class XdistBridge:
 
     def __init__(
         self,
-        collector: GtaCollector,
+        collector: Collector,
         send: Callable[[], dict[str, Any]],
         runs_ahead: Callable[[], bool],
     ) -> None:

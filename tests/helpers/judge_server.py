@@ -19,12 +19,14 @@ content type, sha256, size and purpose; a response request's JSON body and requi
 
 from __future__ import annotations
 
+import contextlib
 import email.parser
 import email.policy
 import hashlib
 import json
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -294,6 +296,63 @@ class JudgeServer:
         return 404, _error(404, f"no route {method} {path}")
 
 
+#: How long a request held by :attr:`CountingJudge.meet` waits for company: a bound on a hang.
+MEET_BOUND_S = 10.0
+
+
+@dataclass
+class CountingJudge(JudgeServer):
+    """The scripted judge, answering each request after ``latency`` seconds, counting how many
+    requests it holds at once (:attr:`peak`, uploads and responses alike).
+
+    ``meet``: the first requests wait until this many are in flight at once (at most
+    :data:`MEET_BOUND_S`, then no request waits), so a run that can overlap its requests is
+    seen to, whatever the timing (1: no request waits).
+    """
+
+    latency: float = 0.0
+    meet: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        #: The most requests held at once.
+        self.peak = 0
+        self._in_flight = 0
+        self._met = False
+        self._flight = threading.Condition()
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        with self._flight:
+            self._in_flight += 1
+            self.peak = max(self.peak, self._in_flight)
+            if self._in_flight >= self.meet:
+                self._met = True
+                self._flight.notify_all()
+            if not self._met:
+                self._flight.wait_for(lambda: self._met, timeout=MEET_BOUND_S)
+                self._met = True
+        try:
+            if self.latency:
+                time.sleep(self.latency)
+            yield
+        finally:
+            with self._flight:
+                self._in_flight -= 1
+
+    def answer_upload(self, content_type: str, raw: bytes) -> tuple[int, dict[str, Any]]:
+        with self._held():
+            return super().answer_upload(content_type, raw)
+
+    def answer_response(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+        with self._held():
+            return super().answer_response(raw)
+
+    def answer_other(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
+        with self._held():
+            return super().answer_other(method, path)
+
+
 def _error(status: int, message: str) -> dict[str, Any]:
     kind = "server_error" if status >= 500 else "invalid_request_error"
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
@@ -354,14 +413,16 @@ def judged_run(
     *extra: str,
     pack: str = "pack.json",
     script: Path = WORKFLOW_DATA / "judge_script.json",
+    judge: JudgeServer | None = None,
 ) -> tuple[GtaRun, JudgeServer, Path]:
     """The acceptance's command line on the bundled Workflow sample against a scripted judge.
 
     ``pytest --gta-data=<sample> --gta-model=evalpack:<pack> --gta-judge=openai/gpt-5.2
     --gta-judge-base-url=<server> --gta-concurrency=1`` (the cache off, JUnit XML written), then
-    ``extra``; the run, the stopped server (its requests) and the JUnit file.
+    ``extra`` (a later ``--gta-concurrency`` wins); the run, the stopped server (its requests)
+    and the JUnit file. ``judge``: the server to start (default: one answering ``script``).
     """
-    server = JudgeServer.from_script(script).start()
+    server = (judge or JudgeServer.from_script(script)).start()
     junit = pytester.path / "junit.xml"
     try:
         run = gta(

@@ -120,6 +120,12 @@ class WorkflowProducers:
         if self.state.settings.model.name is None:
             raise pytest.UsageError(f"{OPT_MODEL} is needed to run GTA-Workflow tasks")
 
+    def producer(self, from_pack: bool) -> str:
+        """What produces the deliverables: ``evalpack``, ``agent`` or ``model``."""
+        if from_pack:
+            return "evalpack"
+        return "agent" if self.state.settings.agent.spec is not None else "model"
+
     def header_lines(self, from_pack: bool) -> list[str]:
         """Where deliverables come from."""
         if from_pack:

@@ -1,12 +1,10 @@
 """``pytest --gta-compare A.json B.json ...`` on GTA-Workflow reports: their tables side by side.
 
-Which comparison runs is decided by the files: when ``--gta-compare`` names no Workflow report
-the atomic comparison (:mod:`pytest_gta.session.compare_command`) runs exactly as before, and
-when it names only Workflow reports this one does. A Workflow report is told by its first
-bytes (``dump_workflow_report`` writes ``"kind": "gta-workflow-report"`` first), so atomic
-reports are not read twice; every Workflow report is then read by its one reader
-(:func:`~pytest_gta.results.workflow.load_workflow_report`). Naming both kinds is a usage
-error naming a file of each: their tables have no column in common.
+The reports' one reader (:func:`~pytest_gta.results.io.load_any_report`) reads each file named,
+and each is of its benchmark by its ``benchmark`` field (earlier reports: the field their kind
+always wrote); when every report is a Workflow one this command compares them
+(:mod:`pytest_gta.benchmarks.commands` chooses), and naming both kinds is a usage error naming
+a file of each: their tables have no column in common.
 
 The command prints one row per run (and the ``--gta-leaderboard-rows`` rows below them) under
 a ``GTA-Workflow comparison`` rule, writes ``--gta-report`` (the ``gta-workflow-comparison``
@@ -16,81 +14,21 @@ JSON) and ``--gta-report-md``, and exits 0.
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.flags import OPT_COMPARE, OPT_REPORT, OPT_REPORT_MD
-from pytest_gta.options import resolve_option, resolve_settings
+from pytest_gta.flags import OPT_REPORT, OPT_REPORT_MD
+from pytest_gta.options import resolve_settings
 from pytest_gta.outward import terminal_text
 from pytest_gta.report.workflow import runs_lines, runs_markdown
 from pytest_gta.report.workflow_baseline import leaderboard_rows
-from pytest_gta.results.workflow import (
-    WorkflowReport,
-    WorkflowRun,
-    WorkflowRuns,
-    load_workflow_report,
-)
+from pytest_gta.results.io import WorkflowFile
+from pytest_gta.results.workflow import WorkflowReport, WorkflowRun, WorkflowRuns
 from pytest_gta.scoring.workflow import workflow_table
 from pytest_gta.session.finish import Output, print_tables, say_line, write_outputs
-
-#: How much of a file is read to tell a Workflow report from an atomic one.
-SNIFF_BYTES = 4096
-WORKFLOW_KIND = re.compile(rb'"kind"\s*:\s*"gta-workflow-report"')
-ATOMIC_SCHEMA = re.compile(rb'"schema"\s*:\s*"pytest-gta-report')
-
-
-def _head(path: Path) -> bytes:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(SNIFF_BYTES)
-    except OSError:
-        return b""  # the atomic reader says what is wrong with it
-
-
-def _candidates(path: Path, label: str) -> list[tuple[str, Path, bool]]:
-    """``(label, path, named)``: the file itself, or a directory's ``*.json`` files."""
-    if not path.is_dir():
-        return [(label, path, True)]
-    try:
-        names = sorted(p.name for p in path.iterdir() if p.suffix == ".json" and not p.is_dir())
-    except OSError:
-        return []
-    return [(os.path.join(label, n), path / n, False) for n in names]
-
-
-def workflow_reports(config: pytest.Config) -> list[tuple[str, Path]] | None:
-    """The Workflow reports ``--gta-compare`` names, or ``None`` when it names none.
-
-    Raises:
-        pytest.UsageError: it names Workflow and atomic reports both.
-    """
-    given: list[str] = config.getoption("gta_compare")
-    paths: list[Path] = resolve_option(config, "gta_compare").value
-    workflow: list[tuple[str, Path]] = []
-    atomic: list[str] = []
-    for label, path in zip(given, paths, strict=True):
-        for name, file, named in _candidates(path, label):
-            head = _head(file)
-            if WORKFLOW_KIND.search(head):
-                workflow.append((name, file))
-            elif named or ATOMIC_SCHEMA.search(head):
-                atomic.append(name)
-    if not workflow:
-        return None
-    if atomic:
-        raise pytest.UsageError(
-            terminal_text(
-                f"pytest-gta: {OPT_COMPARE}: {atomic[0]} is a GTA-Atomic report and "
-                f"{workflow[0][0]} a GTA-Workflow report; their tables have no column in "
-                "common: compare Atomic runs and Workflow runs separately"
-            )
-        )
-    return workflow
 
 
 def _notes(reports: Sequence[tuple[str, WorkflowReport]]) -> list[str]:
@@ -108,14 +46,14 @@ def _notes(reports: Sequence[tuple[str, WorkflowReport]]) -> list[str]:
     return notes
 
 
-def compare_workflow(config: pytest.Config, found: Sequence[tuple[str, Path]]) -> WorkflowRuns:
-    """Read the reports and the rows asked for.
+def compare_workflow(config: pytest.Config, found: Sequence[WorkflowFile]) -> WorkflowRuns:
+    """The reports' tables, and the rows asked for.
 
     Raises:
-        GtaUsageError: a report that is not a Workflow report, an unknown leaderboard row.
+        GtaUsageError: an unknown leaderboard row.
     """
     settings = resolve_settings(config)
-    reports = [(label, load_workflow_report(path)) for label, path in found]
+    reports = [(read.label, read.report) for read in found]
     runs: list[WorkflowRun] = []
     seen: dict[str, int] = {}
     for source, report in reports:
@@ -143,7 +81,7 @@ def compare_workflow(config: pytest.Config, found: Sequence[tuple[str, Path]]) -
     )
 
 
-def workflow_compare_command(config: pytest.Config, found: Sequence[tuple[str, Path]]) -> int:
+def workflow_compare_command(config: pytest.Config, found: Sequence[WorkflowFile]) -> int:
     """Compare, print, write ``--gta-report`` and ``--gta-report-md``; 0 when compared.
 
     Raises:

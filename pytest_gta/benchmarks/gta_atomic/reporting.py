@@ -1,0 +1,255 @@
+"""A GTA-Atomic run's report, for the controller's collector (:mod:`pytest_gta.session.collector`).
+
+The collector gathers the cases and the run's facts; this builds the typed
+:class:`~pytest_gta.results.report.RunReport` from them (the paper's tables, intervals,
+identity, settings) and concludes it as ``--gta-merge`` concludes a merged run, through the one
+:class:`~pytest_gta.session.finish.Finisher` (baseline, gates, the update hook, the cleaner,
+the files).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pytest_gta.case import Case
+from pytest_gta.dataset import Dataset
+from pytest_gta.options import GtaSettings
+from pytest_gta.provenance import utc_now
+from pytest_gta.report.baseline import Baseline, regressed_nodeids
+from pytest_gta.report.build import build_report
+from pytest_gta.report.gate_verdicts import gated_exit_status
+from pytest_gta.report.html import summary_html
+from pytest_gta.report.images import ImageStore
+from pytest_gta.report.junit import suite_properties
+from pytest_gta.report.table import render_text
+from pytest_gta.results.case import CaseResult
+from pytest_gta.results.io import case_from_wire
+from pytest_gta.results.migrate import default_label
+from pytest_gta.results.report import (
+    AgentSettings,
+    Budget,
+    GitInfo,
+    Identity,
+    LeaderboardRow,
+    RunReport,
+    RunSettings,
+    SandboxSummary,
+    ShardInfo,
+)
+from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, RunFacts
+from pytest_gta.session.finish import Finisher, Output
+from pytest_gta.session.run_info import RunInfo
+from pytest_gta.version import __version__
+
+
+class AtomicReporting:
+    """Builds, concludes and shows a GTA-Atomic run's report."""
+
+    title = "GTA results"
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: GtaSettings,
+        dataset: Callable[[], Dataset],
+        run_info: Callable[[], RunInfo],
+        baseline: Callable[[], tuple[Baseline | None, list[str]]] = lambda: (None, []),
+        images: Callable[[], ImageStore | None] = lambda: None,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self._dataset = dataset
+        self._run_info = run_info
+        #: ``--gta-baseline`` as read at start-up, and the differences let through.
+        self._baseline = baseline
+        #: The session's image store (``--gta-report-html``), made on first need.
+        self._images = images
+
+    # -- the cases -----------------------------------------------------------------------------
+    def case_from_detail(self, detail: str) -> tuple[CaseResult, int] | None:
+        """The scored case its setup report carried; its outcome is pytest's from then on."""
+        try:
+            arrived = case_from_wire(detail)
+        except ValueError:
+            return None
+        case = arrived.case
+        case.outcome, case.message = "passed", ""
+        return case, arrived.nonfinite
+
+    def unscored(self, report: pytest.TestReport, props: dict[str, Any]) -> CaseResult | None:
+        """A case known only by its id so far (it errored or was skipped before it was scored).
+
+        Its properties name it; a crashed xdist worker's report carries none, and the case is
+        recovered from its node id.
+        """
+        key: tuple[str, str, int | None] | None = None
+        if "gta_query_id" in props and "gta_mode" in props:
+            epoch = props.get("gta_epoch")
+            key = (
+                str(props["gta_mode"]),
+                str(props["gta_query_id"]),
+                epoch if isinstance(epoch, int) else None,
+            )
+        else:
+            found = Case.find_in_nodeid(report.nodeid)
+            if found is not None and found[1] in self._dataset().queries:
+                key = found
+        if key is None:
+            return None
+        mode, qid, epoch = key
+        query = self._dataset().queries.get(qid)
+        return CaseResult.unscored(
+            "step" if mode == "step" else "e2e",
+            qid,
+            epoch,
+            query_type=query.type if query is not None else "",
+            nodeid=report.nodeid,
+        )
+
+    # -- the report ----------------------------------------------------------------------------
+    def identity(self, info: RunInfo, facts: RunFacts) -> Identity:
+        """What identifies this run in the report: label, model, agent, commit, dates."""
+        state = facts.git
+        git = None
+        if state is not None:
+            git = GitInfo(
+                commit=state.commit, short=state.short, dirty=state.dirty, branch=state.branch
+            )
+        agent = self.settings.agent.spec
+        protocol = None if agent is not None else info.protocol
+        label = self.settings.report.label
+        return Identity(
+            label=default_label(info.model, protocol, agent) if label is None else label,
+            label_given=label is not None,
+            model=info.model,
+            protocol=protocol,
+            agent=agent,
+            git=git,
+            started_at=facts.started_at,
+            finished_at=utc_now(),
+            dataset_sha256=self._dataset().sha256,
+            pytest_gta=__version__,
+        )
+
+    def run_settings(self, info: RunInfo) -> RunSettings:
+        """The report's ``settings``: how the run ran and scored."""
+        settings = self.settings
+        sandbox = _sandbox(info.tool_backends)
+        return RunSettings(
+            modes=list(settings.cases.modes),
+            tools=info.tools,
+            tool_routes=info.tool_routes,
+            tool_backends=info.tool_backends,
+            sandbox=None if sandbox is None else SandboxSummary.model_validate(sandbox),
+            sim_model=settings.scoring.sim_model,
+            sim_threshold=settings.scoring.sim_threshold,
+            limit=settings.cases.limit,
+            ids=None if settings.cases.ids is None else list(settings.cases.ids),
+            max_turns=settings.cases.max_turns,
+            shard=None if settings.cases.shard is None else str(settings.cases.shard),
+            generation=info.generation,
+            server=info.server,
+            agent=None if info.agent is None else AgentSettings.model_validate(info.agent),
+            budget=Budget(
+                max_tokens_total=settings.budget.max_tokens_total,
+                max_cost=settings.budget.max_cost,
+            ),
+            pytest_gta=__version__,
+        )
+
+    def build(self, cases: list[CaseResult], facts: RunFacts) -> RunReport:
+        """Aggregate the cases into the report, concluded and cleaned.
+
+        Raises:
+            GtaUsageError: a ``pytest_gta_update_report`` hook broke the report.
+        """
+        info = self._run_info()
+        settings = self.settings
+        for case in cases:
+            # A failure says what the verdict found wrong; pytest's own words say the rest.
+            if case.outcome == "failed" and case.verdict is not None and case.verdict.message:
+                case.message = case.verdict.message
+        report = build_report(
+            model=info.model,
+            protocol=info.protocol,
+            dataset=self._dataset(),
+            data_source=settings.data.source,
+            settings=self.run_settings(info),
+            cases=cases,
+            warnings=[*info.warnings, *facts.notes],
+            leaderboard=(
+                None
+                if info.leaderboard is None
+                else LeaderboardRow.model_validate(info.leaderboard)
+            ),
+            prices=info.prices,
+            stopped=facts.stopped,
+            interrupted=facts.interrupted,
+            interrupted_by=facts.interrupted_by,
+            timings=facts.timings or None,
+            shard=None if facts.shard is None else ShardInfo.model_validate(facts.shard),
+            confidence=settings.stats.confidence,
+            samples=settings.stats.bootstrap_samples,
+            identity=self.identity(info, facts),
+        )
+        baseline, differences = self._baseline()
+        concluded = self._finisher().conclude(
+            report,
+            cases,
+            baseline=baseline,
+            differences=differences,
+            duration=time.monotonic() - facts.started,
+            nonfinite=facts.nonfinite,
+        )
+        cache = getattr(self.config, "cache", None)
+        if cache is not None and concluded.comparison is not None:
+            cache.set(REGRESSIONS_CACHE_KEY, regressed_nodeids(concluded.comparison))
+        return concluded
+
+    def _finisher(self) -> Finisher:
+        return Finisher(self.config, self.settings, self._dataset(), self._images)
+
+    def suite_properties(self, report: RunReport) -> list[tuple[str, Any]]:
+        """Each metric, its interval, the gates' verdict."""
+        return list(suite_properties(report))
+
+    def outputs(self, report: RunReport) -> list[Output]:
+        """``--gta-report``, ``-md``, ``-html``, ``--gta-inspect-log``, the job summary."""
+        return self._finisher().outputs(report)
+
+    def text(self, report: RunReport) -> list[str]:
+        """The paper's tables."""
+        return list(render_text(report))
+
+    def summary_html(self, report: RunReport) -> str:
+        """The paper's tables, as the HTML report's header shows them."""
+        return summary_html(report)
+
+    def status(self, report: RunReport, status: int, write_failed: bool) -> int:
+        """Gated (with gates), and not 0 when a file was not written."""
+        status = gated_exit_status(report, status)
+        if write_failed and status == pytest.ExitCode.OK:
+            status = int(pytest.ExitCode.TESTS_FAILED)
+        return status
+
+    def written(self) -> list[str]:
+        """Nothing beyond the files' own lines."""
+        return []
+
+
+def _sandbox(backends: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Where model-written code ran (``mode``), and whether its results are ``isolated``.
+
+    ``isolated`` is false where the sandbox could not keep the dataset's answers and the
+    user's processes out of the code's reach (``not_isolated`` says what): such results may
+    have been computed by code that read the answers. ``None`` when no backend ran code.
+    """
+    for details in (backends or {}).values():
+        isolation = details.get("isolation") if isinstance(details, dict) else None
+        if isinstance(isolation, dict):
+            return {k: isolation.get(k) for k in ("mode", "isolated", "not_isolated", "summary")}
+    return None

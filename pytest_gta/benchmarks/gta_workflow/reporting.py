@@ -1,0 +1,179 @@
+"""A GTA-Workflow run's report, for the session's collector (:mod:`pytest_gta.session.collector`).
+
+The collector gathers the tasks as for any benchmark: each judged task's JSON arrives on its
+setup report, from this process or an xdist worker alike, so ``-n 0`` and ``-n 8`` give the
+same numbers. A task that errored before it was judged (its producer failed, its xdist worker
+crashed) sent no JSON: it is known from its node id (:meth:`WorkflowReporting.unscored`) and
+counts in every denominator (:func:`~pytest_gta.scoring.workflow.workflow_table`). The report
+is concluded by :class:`~pytest_gta.benchmarks.gta_workflow.finish.WorkflowFinisher` (also
+``--gta-merge``'s): baseline, gates, ``pytest_gta_update_report``, the secret cleaner.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from pytest_gta.benchmarks.gta_workflow.finish import WorkflowFinisher
+from pytest_gta.evalpack import DEVIATION
+from pytest_gta.evalpack import PREFIX as EVALPACK
+from pytest_gta.options import GtaSettings
+from pytest_gta.outward import clean_text
+from pytest_gta.report.workflow import table_lines
+from pytest_gta.report.workflow_html import header_html
+from pytest_gta.results.recorded import CaseUsage
+from pytest_gta.results.workflow import (
+    JudgeInfo,
+    WorkflowCase,
+    WorkflowReport,
+)
+from pytest_gta.scoring.workflow import workflow_table
+from pytest_gta.session.collector import RunFacts, message_of
+from pytest_gta.session.finish import Output
+
+#: Where a Workflow case's id ends its node id (``gta::test_workflow[workflow-3]``).
+CASE_PREFIX = "workflow-"
+
+
+#: A Workflow case's id in its node id: ``workflow-3``, ``workflow-3@epoch1``.
+_CASE_ID = re.compile(r"\[(" + re.escape(CASE_PREFIX) + r"([^\]@]+)(?:@epoch(\d+))?)\]$")
+
+
+class WorkflowReporting:
+    """Builds, concludes and shows a GTA-Workflow run's report."""
+
+    title = "GTA-Workflow results"
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: GtaSettings,
+        dataset: str,
+        judge: JudgeInfo,
+        categories: Callable[[str], list[str]],
+        producer: str,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.dataset = dataset
+        self.judge = judge
+        #: A task's tool categories by its id (for a task known only by its node id).
+        self._categories = categories
+        #: What produces the deliverables (``evalpack``, ``agent``, ``model``).
+        self._producer = producer
+        #: Each judged task's own message (pytest's failure repeats it behind the case id).
+        self._messages: dict[str, str] = {}
+        #: Concludes and writes the report (``--gta-merge`` finishes a merged run with it too).
+        self.finisher = WorkflowFinisher.of(config, settings)
+
+    def case_from_detail(self, detail: str) -> tuple[WorkflowCase, int] | None:
+        """The judged task its setup report carried."""
+        try:
+            case = WorkflowCase.model_validate(json.loads(detail))
+        except (ValueError, ValidationError):
+            return None
+        self._messages[case.id] = case.message
+        return case, 0
+
+    def unscored(self, report: pytest.TestReport, props: dict[str, Any]) -> WorkflowCase | None:
+        """A task that sent no result (its producer failed, its worker crashed): unjudged.
+
+        Known from its node id; counted as the model's failure when it errored.
+        """
+        found = _CASE_ID.search(report.nodeid)
+        if found is None:
+            return None
+        case_id, task_id, epoch = found.group(1), found.group(2), found.group(3)
+        skipped = report.skipped and report.when == "setup"
+        return WorkflowCase.unproduced(
+            case_id=case_id,
+            task_id=task_id,
+            nodeid=report.nodeid,
+            epoch=int(epoch) if epoch is not None else None,
+            outcome="skipped" if skipped else "error",
+            message=message_of(report) or "the task errored before it was judged",
+            producer=self._producer,
+            categories=self._categories(task_id),
+        )
+
+    def build(self, cases: list[WorkflowCase], facts: RunFacts) -> WorkflowReport:
+        """The run's report from the cases in, in node order, concluded and cleaned.
+
+        Raises:
+            GtaUsageError: a ``pytest_gta_update_report`` hook broke the report.
+        """
+        settings = self.settings
+        ordered = sorted(cases, key=lambda c: case_order(c.nodeid))
+        for case in ordered:
+            case.message = self._messages.get(case.id, case.message)
+            if case.outcome != "error":
+                case.production_error = None
+        usage = [c.judge_usage for c in ordered if c.judge_usage is not None]
+        report = WorkflowReport(
+            model=settings.model.name or "",
+            label=settings.report.label,
+            dataset=self.dataset,
+            judge=self.judge.model_copy(),
+            metrics=workflow_table(ordered, settings.workflow.threshold),
+            notes=[DEVIATION] if (settings.model.name or "").startswith(EVALPACK) else [],
+            judge_usage=CaseUsage(
+                input_tokens=sum(u.input_tokens for u in usage),
+                output_tokens=sum(u.output_tokens for u in usage),
+                calls=sum(u.calls for u in usage),
+                cached_calls=sum(u.cached_calls for u in usage),
+            ),
+            cases=ordered,
+        )
+        return self.finisher.conclude(report)
+
+    def suite_properties(self, report: WorkflowReport) -> list[tuple[str, Any]]:
+        """The table's columns, the gates, the judge."""
+        return junit_properties(report)
+
+    def outputs(self, report: WorkflowReport) -> list[Output]:
+        """The files the settings ask for, and the job summary."""
+        return self.finisher.outputs(report)
+
+    def text(self, report: WorkflowReport) -> list[str]:
+        """The Workflow table (report text escaped)."""
+        return [clean_text(line) for line in table_lines(report)]
+
+    def summary_html(self, report: WorkflowReport) -> str:
+        """The run's header and table, as the Workflow page shows them."""
+        return header_html(report)
+
+    def status(self, report: WorkflowReport, status: int, write_failed: bool) -> int:
+        """Gated (with gates), and not 0 when a file was not written."""
+        return self.finisher.status(report, status, write_failed)
+
+    def written(self) -> list[str]:
+        """Where the Inspect log went (a file in ``--gta-inspect-log``'s directory)."""
+        log = self.finisher.inspect_log
+        return [] if log is None else [f"Inspect log written to {log}"]
+
+
+def case_order(nodeid: str) -> tuple[int, str]:
+    """A case's place in the report: by task id (numerically), then epoch."""
+    tail = nodeid.rpartition(CASE_PREFIX)[2].rstrip("]")
+    head = tail.partition("@")[0]
+    return (int(head), tail) if head.isdigit() else (1 << 62, tail)
+
+
+def junit_properties(report: WorkflowReport) -> list[tuple[str, Any]]:
+    """The run's suite-level JUnit properties: the table's columns, the gates, the judge."""
+    metrics = report.metrics
+    names = ("root_score", "root_sr", "leaf_sr", "tool_sr", "p_sr", "o_sr", "l_sr", "c_sr")
+    properties: list[tuple[str, Any]] = [
+        (f"gta_workflow_{name}", round(getattr(metrics, name), 4))
+        for name in names
+        if getattr(metrics, name) is not None
+    ]
+    if report.gates is not None:
+        properties.append(("gta_gates_passed", str(report.gates.passed).lower()))
+    properties += [("gta_judge", report.judge.model), ("gta_judge_official", report.judge.official)]
+    return properties
