@@ -41,7 +41,7 @@ from pytest_gta.report.gate_verdicts import exit_status
 from pytest_gta.results.base import Scalar
 from pytest_gta.results.io import expect_benchmark, read_report_data
 from pytest_gta.results.scored import ScoredCase, ScoredReport, dump_scored, parse_scored
-from pytest_gta.run.benchmark import BenchmarkContext, nothing_ahead
+from pytest_gta.run.benchmark import BenchmarkContext, QueryView, nothing_ahead
 from pytest_gta.scoring.scored import scored_metrics
 from pytest_gta.session.collector import RunFacts, message_of
 from pytest_gta.session.finish import Output, cleaned, step_summary_output
@@ -166,6 +166,10 @@ class ScoredBenchmark:
     ) -> contextlib.AbstractContextManager[None]:
         """Each case runs in its own test."""
         return nothing_ahead()
+
+    def queries(self) -> QueryView | None:
+        """``None``: the session's services load no GTA dataset for it but the one given."""
+        return None
 
     def runs_ahead(self) -> bool:
         """Nothing runs ahead."""

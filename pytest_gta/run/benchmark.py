@@ -25,6 +25,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import pytest
 
+from pytest_gta.dataset import Dataset
+from pytest_gta.tools import ToolSet
+
 #: The entry-point group of benchmark factories (``name = "module:factory"``).
 GROUP = "pytest_gta.benchmarks"
 #: The built-in benchmarks, asked after every third party's, in this order (the last takes any).
@@ -43,6 +46,19 @@ class BenchmarkContext:
     services: Any
 
 
+@dataclass(frozen=True)
+class QueryView:
+    """A benchmark's tasks shown as GTA-Atomic queries, to the session's loop, tools and agent.
+
+    The tool backends are built on :attr:`every` (the queries with every tool the data names);
+    the model and the agent are shown :attr:`offered`'s queries (``None``: no backend takes
+    part), with only the tools a backend offers.
+    """
+
+    every: Dataset
+    offered: Callable[[ToolSet | None], Dataset]
+
+
 @runtime_checkable
 class Benchmark(Protocol):
     """A task family, as the session drives it."""
@@ -57,6 +73,9 @@ class Benchmark(Protocol):
 
     def header(self) -> list[str]:
         """The run's ``gta:`` header lines (what is evaluated, on what, judged how)."""
+
+    def queries(self) -> QueryView | None:
+        """The tasks as queries for the session's services (``None``: the GTA dataset's)."""
 
     def params(self) -> list[Any]:
         """``gta_case``'s parameters (``pytest.param`` with its id and marks), in order."""

@@ -83,7 +83,8 @@ class GtaSession:
 
     def __init__(self, config: pytest.Config, settings: GtaSettings, marks: MarkRegistry) -> None:
         self.config = config
-        self.state = GtaState(config, settings, marks)
+        # The benchmark, chosen below, shows its tasks to the services as queries (if it does).
+        self.state = GtaState(config, settings, marks, view=lambda: self.benchmark.queries())
         context = BenchmarkContext(config=config, data=settings.data.path, services=self.state)
         self.benchmark: Benchmark = config.hook.pytest_gta_make_benchmark(
             config=config, context=context
@@ -174,10 +175,10 @@ class GtaSession:
         # Also where the session never finished (a usage error after the agent's sandbox began
         # to start): nothing of it outlives pytest.
         state.close_agent_services()
-        service = state.built("similarity_service")
+        service = state.built_similarity_service()
         if service is not None:
             service.close()
-        model = state.built("model")
+        model = state.built_model()
         if model is not None:
             model.close()
         if state.ledger_path is None or xdist.is_worker(self.config):

@@ -4,7 +4,7 @@
 ``config.stash`` for what they need, and everything is built on first use, once per process. A
 bad value (a dataset with problems, a misspelt model or backend, a missing similarity model)
 is a :class:`~pytest_gta.errors.GtaUsageError` wherever it is found, and becomes pytest's
-usage error in one place (:meth:`GtaState._once`), so the session stops before any case runs
+usage error in one place (:meth:`Lazy.get`), so the session stops before any case runs
 with the message and exit status 4.
 """
 
@@ -15,7 +15,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import pytest
 
@@ -48,6 +48,7 @@ from pytest_gta.report.images import ImageStore
 from pytest_gta.run.agent_command import template_placeholders
 from pytest_gta.run.agent_under_test import Agent
 from pytest_gta.run.ahead import AheadWork, strategy
+from pytest_gta.run.benchmark import QueryView
 from pytest_gta.run.context import RunContext, needs_similarity
 from pytest_gta.run.runner import Scorer
 from pytest_gta.scoring.service import RemoteSimilarity, SimilarityService, shared_service
@@ -80,17 +81,72 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+class Lazy(Generic[T]):
+    """One service of the session: built on first use, once per process, under the state's lock.
+
+    A bad value found while building it (a :class:`~pytest_gta.errors.GtaUsageError`) becomes
+    pytest's usage error here, the one place it does (exit status 4, before any case runs).
+    """
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+        self._value: T | None = None
+        self._done = False
+
+    def get(self, build: Callable[[], T]) -> T:
+        """The service, built by ``build()`` the first time."""
+        with self._lock:  # episodes run in pool threads (pytest_gta.run.pipeline)
+            if not self._done:
+                try:
+                    self._value = build()
+                except GtaUsageError as exc:
+                    raise pytest.UsageError(str(exc)) from None
+                self._done = True
+            return cast(T, self._value)
+
+    @property
+    def built(self) -> T | None:
+        """The service if it was built, else ``None`` (nothing asked for it yet)."""
+        return self._value if self._done else None
+
+    def take(self) -> T | None:
+        """The service if it was built, forgotten (it is being stopped), else ``None``."""
+        with self._lock:
+            value, self._value, self._done = self.built, None, False
+            return value
+
+
 class GtaState:
     """Per-process state of a session; everything heavy is built on first use."""
 
     def __init__(
-        self, config: pytest.Config, settings: GtaSettings, marks: MarkRegistry | None = None
+        self,
+        config: pytest.Config,
+        settings: GtaSettings,
+        marks: MarkRegistry | None = None,
+        view: Callable[[], QueryView | None] = lambda: None,
     ) -> None:
         self.config = config
         self.settings = settings
-        self._built: dict[str, Any] = {}
+        #: The benchmark's tasks as queries (``None``: the GTA dataset is loaded), asked once.
+        self._view_of = view
         #: Reentrant: a service's build asks for others (the scorer for the similarity path).
         self._building = threading.RLock()
+        # Each service, built on first use (typed: no service is looked up by a name).
+        self._dataset: Lazy[Dataset] = Lazy(self._building)
+        self._view: Lazy[QueryView | None] = Lazy(self._building)
+        self._cases: Lazy[list[Case]] = Lazy(self._building)
+        self._model: Lazy[BaseModelAdapter | BaseRecordedSource] = Lazy(self._building)
+        self._toolset: Lazy[ToolSet] = Lazy(self._building)
+        self._run_context: Lazy[RunContext] = Lazy(self._building)
+        self._mcp_gateway: Lazy[McpGateway] = Lazy(self._building)
+        self._model_proxy: Lazy[ModelProxy | None] = Lazy(self._building)
+        self._sim_path: Lazy[Path] = Lazy(self._building)
+        self._scorer: Lazy[Scorer] = Lazy(self._building)
+        self._similarity_service: Lazy[SimilarityService] = Lazy(self._building)
+        self._output_dir: Lazy[Path] = Lazy(self._building)
+        self._image_store: Lazy[ImageStore] = Lazy(self._building)
+        self._baseline: Lazy[Baseline] = Lazy(self._building)
         #: The session's GTA markers (the entry module declares the static ones).
         self.mark_registry = marks or MarkRegistry(
             lambda line: config.addinivalue_line("markers", line)
@@ -108,31 +164,36 @@ class GtaState:
         #: The agent's sandbox, built and probed in the background (:meth:`start_agent`).
         self._agent_start: AgentStart | None = None
 
-    def _once(self, what: str, build: Callable[[], T]) -> T:
-        """``build()``'s result, built once; a usage error in it becomes pytest's (exit 4)."""
-        with self._building:  # episodes run in pool threads (pytest_gta.run.pipeline)
-            if what not in self._built:
-                try:
-                    self._built[what] = build()
-                except GtaUsageError as exc:
-                    raise pytest.UsageError(str(exc)) from None
-            return cast(T, self._built[what])
+    def built_model(self) -> BaseModelAdapter | BaseRecordedSource | None:
+        """The model, if anything asked for it (what the session closes at its end)."""
+        return self._model.built
 
-    def built(self, what: str) -> Any:
-        """What :meth:`_once` built under ``what``, or ``None`` if nothing asked for it yet."""
-        return self._built.get(what)
+    def built_similarity_service(self) -> SimilarityService | None:
+        """The similarity service, if anything started it (its load time, its close)."""
+        return self._similarity_service.built
 
     # -- data ------------------------------------------------------------------------------
     def dataset(self) -> Dataset:
         """The dataset, loaded and validated once (a bad one is a usage error)."""
-        return self._once("dataset", self._load_dataset)
+        return self._dataset.get(self._load_dataset)
 
-    def use_dataset(self, dataset: Dataset) -> None:
-        """Use ``dataset`` instead of loading one (a GTA-Workflow run shows tasks as queries)."""
-        with self._building:
-            self._built["dataset"] = dataset
+    def view(self) -> QueryView | None:
+        """The benchmark's tasks as queries, or ``None`` (a GTA-Atomic run's dataset)."""
+        return self._view.get(self._view_of)
+
+    def _built_on(self) -> Dataset:
+        """What the model and the tool backends are built on (the dataset, or every tool named).
+
+        A benchmark's view offers the model only the tools a backend offers, which are known
+        once the backends are built: both are built on the view with every tool.
+        """
+        view = self.view()
+        return self.dataset() if view is None else view.every
 
     def _load_dataset(self) -> Dataset:
+        view = self.view()
+        if view is not None:
+            return view.offered(self.toolset() if self.uses_tools() else None)
 
         settings = self.settings
         data = settings.data
@@ -162,7 +223,7 @@ class GtaState:
 
     def cases(self) -> list[Case]:
         """The selected (query, mode) cases in collection order: mode-major, dataset order."""
-        return self._once("cases", self._select_cases)
+        return self._cases.get(self._select_cases)
 
     def _select_cases(self) -> list[Case]:
 
@@ -199,14 +260,14 @@ class GtaState:
         """
         if self.settings.model.name is None:
             pytest.skip(f"no model to evaluate: pass {OPT_MODEL} (e.g. {OPT_MODEL}=oracle)")
-        return self._once("model", self._make_model)
+        return self._model.get(self._make_model)
 
     def _make_model(self) -> BaseModelAdapter | BaseRecordedSource:
 
         budget = self.budget()
         settings = self.settings
         context = ModelContext(
-            dataset=self.dataset(),
+            dataset=self._built_on(),
             modes=settings.cases.modes,
             invocation_dir=settings.invocation_dir,
             recorded_root=settings.model.recorded_root,
@@ -261,13 +322,13 @@ class GtaState:
 
     def toolset(self) -> ToolSet:
         """The ``--gta-tools`` backends in priority order."""
-        return self._once("toolset", self._make_toolset)
+        return self._toolset.get(self._make_toolset)
 
     def _make_toolset(self) -> ToolSet:
 
         settings = self.settings
         context = ToolBackendContext(
-            dataset=self.dataset(),
+            dataset=self._built_on(),
             invocation_dir=settings.invocation_dir,
             cassettes=settings.tools.cassettes,
             sandbox=settings.tools.sandbox,
@@ -316,7 +377,7 @@ class GtaState:
 
     def run_context(self) -> RunContext:
         """What the run layer needs to run this process's cases, built once they are valid."""
-        return self._once("run_context", self._make_run_context)
+        return self._run_context.get(self._make_run_context)
 
     def _make_run_context(self) -> RunContext:
         settings = self.settings
@@ -424,7 +485,7 @@ class GtaState:
 
     def mcp_gateway(self) -> McpGateway:
         """This process's MCP server (each xdist worker has its own), started on first case."""
-        return self._once("mcp_gateway", self._start_gateway)
+        return self._mcp_gateway.get(self._start_gateway)
 
     def _start_gateway(self) -> McpGateway:
         # Started here, under the build lock: episodes in the pool's threads open their cases
@@ -438,7 +499,7 @@ class GtaState:
 
         ``None``: recorded predictions, which have no model to ask.
         """
-        return self._once("model_proxy", self._make_proxy)
+        return self._model_proxy.get(self._make_proxy)
 
     def _make_proxy(self) -> ModelProxy | None:
         model = self.model()
@@ -454,8 +515,7 @@ class GtaState:
 
     def close_agent_services(self) -> None:
         """Stop the MCP server, the model proxy and the agents' sandbox this process started."""
-        for what in ("mcp_gateway", "model_proxy"):
-            service = self._built.pop(what, None)
+        for service in (self._mcp_gateway.take(), self._model_proxy.take()):
             if service is not None:
                 service.close()
         if self._agent_start is not None:  # kept: the report describes it afterwards
@@ -463,7 +523,7 @@ class GtaState:
 
     def sim_path(self) -> Path:
         """The similarity model's directory (assembled from PyPI parts on first use)."""
-        return self._once("sim_path", lambda: resolve_sim_model(self.settings.scoring.sim_model))
+        return self._sim_path.get(lambda: resolve_sim_model(self.settings.scoring.sim_model))
 
     def scorer(self) -> Scorer:
         """The scorer; the similarity model itself loads on first similarity.
@@ -483,7 +543,7 @@ class GtaState:
                 return RemoteSimilarity(str(served[0]), str(served[1]))
             return self.local_similarity()
 
-        return self._once("scorer", lambda: Scorer(similarity, self.settings.scoring.sim_threshold))
+        return self._scorer.get(lambda: Scorer(similarity, self.settings.scoring.sim_threshold))
 
     def shared_similarity(self) -> tuple[str, str] | None:
         """The test session's similarity service for this run's model (tests only), if any."""
@@ -495,7 +555,7 @@ class GtaState:
 
     def similarity_service(self) -> SimilarityService:
         """The controller's similarity service for the xdist workers, started (and loading) once."""
-        return self._once("similarity_service", lambda: SimilarityService(self.local_similarity))
+        return self._similarity_service.get(lambda: SimilarityService(self.local_similarity))
 
     def output_dir(self, factory: pytest.TempPathFactory | None = None) -> Path:
         """Where tools write the files they produce during this session (one per process)."""
@@ -510,7 +570,7 @@ class GtaState:
                 return chosen.mktemp("gta-output")
             return Path(tempfile.mkdtemp(prefix="gta-output-"))
 
-        return self._once("output_dir", make)
+        return self._output_dir.get(make)
 
     def wants_images(self) -> bool:
         """Whether an HTML report will show the cases' images (ours or pytest-html's)."""
@@ -543,7 +603,7 @@ class GtaState:
             )
             return ImageStore(root)
 
-        return self._once("image_store", make)
+        return self._image_store.get(make)
 
     def uses_tools(self) -> bool:
         """Whether tool backends take part: end-to-end mode with a model that calls tools."""
@@ -610,7 +670,7 @@ class GtaState:
         """``--gta-baseline``, read and checked against this run once (``None``: not given)."""
         if self.settings.baseline.report is None:
             return None
-        return self._once("baseline", self._load_baseline)
+        return self._baseline.get(self._load_baseline)
 
     def _load_baseline(self) -> Baseline:
 

@@ -27,7 +27,7 @@ from pytest_gta.progress import say
 from pytest_gta.report.images import store_case_images
 from pytest_gta.results.case import identity_properties, result_properties
 from pytest_gta.results.io import CaseWire, case_to_wire
-from pytest_gta.run.benchmark import Benchmark, BenchmarkContext
+from pytest_gta.run.benchmark import Benchmark, BenchmarkContext, QueryView
 from pytest_gta.run.runner import CaseRun
 from pytest_gta.session import model_server, xdist
 from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY
@@ -89,6 +89,10 @@ class AtomicBenchmark:
             state.image_store,
         )
 
+    def queries(self) -> QueryView | None:
+        """``None``: the session's services load no GTA dataset for it but the one given."""
+        return None
+
     def runs_ahead(self) -> bool:
         """Whether the xdist workers run their episodes ahead (a pool)."""
         return self.state.runs_ahead()
@@ -102,7 +106,7 @@ class AtomicBenchmark:
         if not state.needs_similarity() or self.config.option.collectonly:
             return {}
         # Loads once, in this process, while the workers start (pytest_gta.scoring.service).
-        if state.built("similarity_service") is None:
+        if state.built_similarity_service() is None:
             say(
                 self.config,
                 f"loading the similarity model {state.settings.scoring.sim_model} once, in "
@@ -299,7 +303,7 @@ class AtomicBenchmark:
         state = self.state
         state.ahead.close()
         timings = dict(state.ahead.timings)
-        service = state.built("similarity_service")
+        service = state.built_similarity_service()
         if service is not None and service.load_seconds is not None:
             timings["similarity_load_s"] = service.load_seconds
         return timings

@@ -40,7 +40,7 @@ from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.workflow import judge_where
 from pytest_gta.results.workflow import JudgeInfo, WorkflowCase
 from pytest_gta.run.ahead_pool import AheadPool, Check
-from pytest_gta.run.benchmark import Benchmark, BenchmarkContext
+from pytest_gta.run.benchmark import Benchmark, BenchmarkContext, QueryView
 from pytest_gta.run.workflow import (
     Deliverable,
     categories,
@@ -131,11 +131,16 @@ class WorkflowBenchmark:
         register_run_secrets([self.state.settings.workflow.base_url or ""])
         if judge_key():
             register_secret(judge_key(), "the judge's key")
-        dataset = self.dataset()
+        self.dataset()
         self.check_judge()
         if self.pack() is None:
             self.producers.check()
-            self.producers.prepare(dataset)
+            # The tasks as queries, the tools offered to the model with them, shown now.
+            self.state.dataset()
+
+    def queries(self) -> QueryView | None:
+        """The tasks as queries, for the project's loop and the agent (an eval pack runs none)."""
+        return None if self.pack() is not None else self.producers.view(self.dataset())
 
     def reporting(self) -> WorkflowReporting:
         """The report's side: the judged tasks' table (an unjudged task counted as failed)."""

@@ -22,9 +22,11 @@ from pytest_gta.dataset import Dataset, FileRef, Query
 from pytest_gta.errors import GtaUnavailableError
 from pytest_gta.evalpack import DEVIATION
 from pytest_gta.flags import OPT_AGENT, OPT_MODEL, OPT_TOOLS
+from pytest_gta.run.benchmark import QueryView
 from pytest_gta.run.episode import play
 from pytest_gta.run.workflow import Deliverable, output_files
 from pytest_gta.session.state import GtaState
+from pytest_gta.tools import ToolSet
 from pytest_gta.types import ToolMeta, ToolParam
 from pytest_gta.workflow_data import WorkflowDataset, WorkflowTask
 
@@ -97,23 +99,20 @@ class WorkflowProducers:
         self.state = state
         self._offered: set[str] | None = None
 
-    def _tools_offered(self, workflow: WorkflowDataset) -> set[str]:
-        if self._offered is None:
-            toolset = self.state.toolset()
-            self._offered = {
-                name for name in workflow.tools if any(b.offers(name) for b in toolset.backends)
-            }
-        return self._offered
+    def view(self, workflow: WorkflowDataset) -> QueryView:
+        """The tasks as queries (the tools: every one for the backends, the offered ones else).
 
-    def prepare(self, workflow: WorkflowDataset) -> None:
-        """Show the atomic machinery the tasks as queries (before anything asks for them).
-
-        First with every tool (building the tool backends may read the dataset), then with
-        those a backend offers: the others are not offered to the model or the agent.
+        The tool backends are built seeing every tool ``toolmeta.json`` names (building them
+        may read the dataset); the model and the agent are offered only those a backend offers
+        (none without a backend).
         """
-        self.state.use_dataset(as_dataset(workflow, None))
-        offered = self._tools_offered(workflow) if self.state.uses_tools() else set()
-        self.state.use_dataset(as_dataset(workflow, offered))
+
+        def offered(toolset: ToolSet | None) -> Dataset:
+            backends = toolset.backends if toolset is not None else []
+            self._offered = {n for n in workflow.tools if any(b.offers(n) for b in backends)}
+            return as_dataset(workflow, self._offered)
+
+        return QueryView(every=as_dataset(workflow, None), offered=offered)
 
     def check(self) -> None:
         """A model or an agent is there to run the tasks (``--gta-model``'s own checks)."""
