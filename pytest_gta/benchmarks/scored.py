@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,23 +28,20 @@ from pytest_gta.case import EPOCH_TAG, mark_name
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import (
     OPT_BASELINE,
-    OPT_INSPECT_LOG,
     OPT_REPORT,
-    OPT_REPORT_HTML,
-    OPT_REPORT_MD,
 )
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import clean_text
 from pytest_gta.report import scored as render
 from pytest_gta.report import scored_runs
-from pytest_gta.report.gate_verdicts import exit_status
+from pytest_gta.report.gate_verdicts import final_status
 from pytest_gta.results.base import Scalar
 from pytest_gta.results.io import expect_benchmark, read_report_data
 from pytest_gta.results.scored import ScoredCase, ScoredReport, dump_scored, parse_scored
 from pytest_gta.run.benchmark import BenchmarkContext, QueryView, nothing_ahead
 from pytest_gta.scoring.scored import scored_metrics
 from pytest_gta.session.collector import RunFacts, message_of
-from pytest_gta.session.finish import Output, cleaned, step_summary_output
+from pytest_gta.session.finish import Output, Renderers, cleaned, report_files
 from pytest_gta.session.gta_session import guarded
 from pytest_gta.session.keys import DETAIL_KEY, report_only
 from pytest_gta.session.state import GtaState
@@ -380,45 +377,28 @@ def conclude(
     return cleaned(report)
 
 
-def scored_outputs(report: ScoredReport, settings: GtaSettings, saved: Any = None) -> list[Output]:
-    """``--gta-report``, ``-md``, ``-html``, ``--gta-inspect-log`` and the job summary."""
-    files = settings.report
-    max_bytes = int(files.html_max_mb * 1024 * 1024)
-    outputs = []
-    if files.json is not None:
-        outputs.append(Output(files.json, lambda: dump_scored(report), option=OPT_REPORT))
-    if files.md is not None:
-        outputs.append(
-            Output(files.md, lambda: render.render_markdown(report), option=OPT_REPORT_MD)
-        )
-    if files.html is not None:
-        outputs.append(
-            Output(
-                files.html,
-                lambda: render.render_html(report, max_bytes),
-                option=OPT_REPORT_HTML,
-            )
-        )
-    summary = step_summary_output(lambda: render.render_markdown(report))
-    if summary is not None:
-        outputs.append(summary)
-    if files.inspect_log is not None:
-        directory = Path(files.inspect_log)
+def scored_outputs(
+    report: ScoredReport, settings: GtaSettings, saved: Callable[[Path], None] | None = None
+) -> list[Output]:
+    """The files the settings ask for (:func:`~pytest_gta.session.finish.report_files`)."""
 
-        def save() -> list[Path]:
-            path = render.write_scored_inspect_log(report, directory)
-            if saved is not None:
-                saved(path)
-            return [path]
+    def inspect(directory: Path) -> list[Path]:
+        path = render.write_scored_inspect_log(report, directory)
+        if saved is not None:
+            saved(path)
+        return [path]
 
-        outputs.append(Output(directory, lambda: "", option=OPT_INSPECT_LOG, save=save))
-    return outputs
+    return report_files(
+        settings.report,
+        Renderers(
+            json=lambda: dump_scored(report),
+            markdown=lambda: render.render_markdown(report),
+            html=lambda most: render.render_html(report, most),
+            inspect=inspect,
+        ),
+    )
 
 
 def scored_status(report: ScoredReport, status: int, write_failed: bool) -> int:
     """Gated (with gates), and not 0 when a file was not written."""
-    if report.gates is not None:
-        status = exit_status(report.gates, report.errors, status)
-    if write_failed and status == pytest.ExitCode.OK:
-        status = int(pytest.ExitCode.TESTS_FAILED)
-    return status
+    return final_status(report.gates, report.errors, status, write_failed)

@@ -132,11 +132,16 @@ def _regression_verdicts(
     return verdicts
 
 
-def gated_exit_status(report: RunReport, current: int) -> int:
-    """The exit status of a run with this report: pytest's own when it has no ``gates``."""
-    if report.gates is None:
-        return current
-    return exit_status(report.gates, report.outcomes.error, current)
+def final_status(gates: GatesVerdict | None, errored: int, current: int, write_failed: bool) -> int:
+    """A finished run's exit status, for any benchmark's report.
+
+    The gates' (:func:`exit_status`) when it has any, pytest's own else; and not 0 when a file
+    it was asked for could not be written.
+    """
+    status = current if gates is None else exit_status(gates, errored, current)
+    if write_failed and status == pytest.ExitCode.OK:
+        status = int(pytest.ExitCode.TESTS_FAILED)
+    return status
 
 
 def exit_status(gates: GatesVerdict, errored: int, current: int) -> int:

@@ -39,9 +39,10 @@ from pytest_gta.flags import (
 )
 from pytest_gta.options import GtaSettings, resolve_option, resolve_path, resolve_settings
 from pytest_gta.options.data import DATASET_NAME, SAMPLE_KEYWORD, resolve_data_dir
+from pytest_gta.options.report import ReportSettings
 from pytest_gta.outward import Cleaner, terminal_text
 from pytest_gta.report.baseline import Baseline, comparable_run, conclude, read_baseline
-from pytest_gta.report.gate_verdicts import gated_exit_status
+from pytest_gta.report.gate_verdicts import final_status
 from pytest_gta.report.html import render_html
 from pytest_gta.report.images import ImageStore, store_case_images
 from pytest_gta.report.inspect_log import write_inspect_logs
@@ -84,16 +85,45 @@ class Output:
         return f"{self.path} ({self.option})" if self.option else str(self.path)
 
 
-def report_outputs(report: RunReport, json_path: Path | None, md_path: Path | None) -> list[Output]:
-    """``--gta-report``, ``--gta-report-md`` and ``$GITHUB_STEP_SUMMARY``, those that are set."""
+@dataclass(frozen=True)
+class Renderers:
+    """How one benchmark's report becomes each file a run may be asked for."""
+
+    json: Callable[[], str]
+    markdown: Callable[[], str]
+    #: The HTML page within ``--gta-report-html-max-mb`` (bytes).
+    html: Callable[[int], str]
+    #: Writes ``--gta-inspect-log``'s logs into the directory; the files written.
+    inspect: Callable[[Path], list[Path]]
+
+
+def report_files(files: ReportSettings, render: Renderers) -> list[Output]:
+    """The files the settings ask for, for any benchmark, in one order.
+
+    ``--gta-report``, ``--gta-report-md``, GitHub's job summary (``$GITHUB_STEP_SUMMARY``,
+    appended to, when it is set), ``--gta-report-html``, ``--gta-inspect-log``.
+    """
     outputs = []
-    if json_path is not None:
-        outputs.append(Output(json_path, lambda: dump_report(report), option=OPT_REPORT))
-    if md_path is not None:
-        outputs.append(Output(md_path, lambda: render_markdown(report), option=OPT_REPORT_MD))
-    summary = step_summary_output(lambda: render_markdown(report))
+    if files.json is not None:
+        outputs.append(Output(files.json, render.json, option=OPT_REPORT))
+    if files.md is not None:
+        outputs.append(Output(files.md, render.markdown, option=OPT_REPORT_MD))
+    summary = step_summary_output(render.markdown)
     if summary is not None:
         outputs.append(summary)
+    if files.html is not None:
+        max_bytes = int(files.html_max_mb * 1024 * 1024)
+        outputs.append(Output(files.html, lambda: render.html(max_bytes), option=OPT_REPORT_HTML))
+    directory = files.inspect_log
+    if directory is not None:
+        outputs.append(
+            Output(
+                directory,
+                lambda: "",
+                option=OPT_INSPECT_LOG,
+                save=lambda: render.inspect(directory),
+            )
+        )
     return outputs
 
 
@@ -107,40 +137,22 @@ def step_summary_output(markdown: Callable[[], str]) -> Output | None:
     )
 
 
-def html_output(
-    path: Path,
-    report: RunReport,
-    dataset: Dataset | None,
-    store: ImageStore | None,
-    max_mb: float,
-) -> Output:
-    """The HTML report as an output; cases without stored images get their input images.
+def html_with_images(
+    report: RunReport, dataset: Dataset | None, store: ImageStore | None, max_bytes: int
+) -> str:
+    """The HTML report; cases without stored images get their input images.
 
     A case that errored before it was scored stored nothing, yet its query's images are worth
     seeing; they are added here, on the controller (content-addressed: no second copy).
     """
-
-    def render() -> str:
-        if store is not None and dataset is not None:
-            for case in report.cases:
-                query = dataset.queries.get(case.query_id)
-                if query is not None and not case.images:
-                    case.images = store_case_images(
-                        store, [f.path for f in query.files], [], [dataset.root]
-                    )
-        return render_html(report, dataset, store, max_bytes=int(max_mb * 1024 * 1024))
-
-    return Output(path, render, option=OPT_REPORT_HTML)
-
-
-def inspect_output(directory: Path, report: RunReport, dataset: Dataset) -> Output:
-    """``--gta-inspect-log``: the run as Inspect AI logs in ``directory``, one file per mode."""
-    return Output(
-        directory,
-        lambda: "",
-        option=OPT_INSPECT_LOG,
-        save=lambda: write_inspect_logs(report, dataset, directory),
-    )
+    if store is not None and dataset is not None:
+        for case in report.cases:
+            query = dataset.queries.get(case.query_id)
+            if query is not None and not case.images:
+                case.images = store_case_images(
+                    store, [f.path for f in query.files], [], [dataset.root]
+                )
+    return render_html(report, dataset, store, max_bytes=max_bytes)
 
 
 def write_outputs(outputs: Sequence[Output]) -> list[tuple[Output, str | None]]:
@@ -259,20 +271,16 @@ class Finisher:
 
     def outputs(self, report: RunReport, *, junit: bool = False) -> list[Output]:
         """The files the settings ask for; ``junit``: also pytest's ``--junitxml``."""
-        settings = self.settings
-        outputs = report_outputs(report, settings.report.json, settings.report.md)
-        if settings.report.html is not None:
-            outputs.append(
-                html_output(
-                    settings.report.html,
-                    report,
-                    self.dataset,
-                    self._images(),
-                    settings.report.html_max_mb,
-                )
-            )
-        if settings.report.inspect_log is not None:
-            outputs.append(inspect_output(settings.report.inspect_log, report, self.dataset))
+        settings, dataset = self.settings, self.dataset
+        outputs = report_files(
+            settings.report,
+            Renderers(
+                json=lambda: dump_report(report),
+                markdown=lambda: render_markdown(report),
+                html=lambda most: html_with_images(report, dataset, self._images(), most),
+                inspect=lambda directory: write_inspect_logs(report, dataset, directory),
+            ),
+        )
         xmlpath = self.config.getoption("xmlpath", None) if junit else None
         if xmlpath:
             suite = str(self.config.getini("junit_suite_name") or "pytest")
@@ -293,10 +301,9 @@ class Finisher:
         cannot be written (a full disk, a missing permission) does not lose the run: the
         others are still written, and the status says it failed.
         """
-        status = gated_exit_status(report, status)
         results = write_outputs(outputs)
-        if any(error is not None for _, error in results) and status == pytest.ExitCode.OK:
-            status = int(pytest.ExitCode.TESTS_FAILED)
+        failed = any(error is not None for _, error in results)
+        status = final_status(report.gates, report.outcomes.error, status, failed)
         return Written(status, results)
 
 

@@ -21,7 +21,7 @@ from pytest_gta.options import GtaSettings
 from pytest_gta.provenance import utc_now
 from pytest_gta.report.baseline import Baseline, regressed_nodeids
 from pytest_gta.report.build import build_report
-from pytest_gta.report.gate_verdicts import gated_exit_status
+from pytest_gta.report.gate_verdicts import final_status
 from pytest_gta.report.html import summary_html
 from pytest_gta.report.images import ImageStore
 from pytest_gta.report.junit import suite_properties
@@ -231,10 +231,7 @@ class AtomicReporting:
 
     def status(self, report: RunReport, status: int, write_failed: bool) -> int:
         """Gated (with gates), and not 0 when a file was not written."""
-        status = gated_exit_status(report, status)
-        if write_failed and status == pytest.ExitCode.OK:
-            status = int(pytest.ExitCode.TESTS_FAILED)
-        return status
+        return final_status(report.gates, report.outcomes.error, status, write_failed)
 
     def written(self) -> list[str]:
         """Nothing beyond the files' own lines."""

@@ -10,24 +10,21 @@ job summary appended to) and the gated exit status.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from pytest_gta.errors import GtaUsageError
-from pytest_gta.flags import OPT_INSPECT_LOG, OPT_REPORT, OPT_REPORT_HTML, OPT_REPORT_MD
 from pytest_gta.options import GtaSettings
 from pytest_gta.report import workflow_baseline
-from pytest_gta.report.gate_verdicts import exit_status
+from pytest_gta.report.gate_verdicts import final_status
 from pytest_gta.report.workflow import render_markdown
 from pytest_gta.report.workflow_html import render_workflow_html
 from pytest_gta.report.workflow_inspect import write_workflow_inspect_log
 from pytest_gta.results.workflow import WorkflowReport, dump_workflow_report
 from pytest_gta.results.workflow_board import WorkflowBoardRow
-from pytest_gta.session.finish import Output, cleaned, step_summary_output
+from pytest_gta.session.finish import Output, Renderers, cleaned, report_files
 
 
 @dataclass
@@ -82,37 +79,16 @@ class WorkflowFinisher:
         return cleaned(report)
 
     def outputs(self, report: WorkflowReport) -> list[Output]:
-        """The files the settings ask for, and GitHub's job summary (appended to) when set."""
-        settings = self.settings.report
-        max_bytes = int(settings.html_max_mb * 1024 * 1024)
-        renderers: list[tuple[Path | None, Callable[[WorkflowReport], str], str]] = [
-            (settings.json, dump_workflow_report, OPT_REPORT),
-            (settings.md, render_markdown, OPT_REPORT_MD),
-            (
-                settings.html,
-                functools.partial(render_workflow_html, max_bytes=max_bytes),
-                OPT_REPORT_HTML,
+        """The files the settings ask for (:func:`~pytest_gta.session.finish.report_files`)."""
+        return report_files(
+            self.settings.report,
+            Renderers(
+                json=lambda: dump_workflow_report(report),
+                markdown=lambda: render_markdown(report),
+                html=lambda most: render_workflow_html(report, max_bytes=most),
+                inspect=lambda directory: [self._save_inspect_log(report, directory)],
             ),
-        ]
-        outputs = [
-            Output(path, functools.partial(render, report), option=option)
-            for path, render, option in renderers
-            if path is not None
-        ]
-        summary = step_summary_output(lambda: render_markdown(report))
-        if summary is not None:
-            outputs.append(summary)
-        if settings.inspect_log is not None:
-            directory = Path(settings.inspect_log)
-            outputs.append(
-                Output(
-                    directory,
-                    lambda: "",
-                    option=OPT_INSPECT_LOG,
-                    save=lambda: [self._save_inspect_log(report, directory)],
-                )
-            )
-        return outputs
+        )
 
     def _save_inspect_log(self, report: WorkflowReport, directory: Path) -> Path:
         self.inspect_log = write_workflow_inspect_log(report, directory)
@@ -120,9 +96,5 @@ class WorkflowFinisher:
 
     def status(self, report: WorkflowReport, status: int, write_failed: bool) -> int:
         """The exit status: the gates' (with gates), and not 0 when a file was not written."""
-        if report.gates is not None:
-            errored = sum(1 for c in report.cases if c.outcome == "error")
-            status = exit_status(report.gates, errored, status)
-        if write_failed and status == pytest.ExitCode.OK:
-            status = int(pytest.ExitCode.TESTS_FAILED)
-        return status
+        errored = sum(1 for c in report.cases if c.outcome == "error")
+        return final_status(report.gates, errored, status, write_failed)
