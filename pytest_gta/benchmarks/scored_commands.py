@@ -21,19 +21,7 @@ from pytest_gta.report import scored as render
 from pytest_gta.report import scored_runs
 from pytest_gta.results.io import ScoredFile, expect_benchmark, read_report_data
 from pytest_gta.results.scored import ScoredReport, dump_scored, parse_scored
-from pytest_gta.session.finish import Output, print_tables, say_line, write_outputs
-
-
-def _written(outputs: list[Output]) -> bool:
-    """Write the outputs, saying where each went; whether one failed."""
-    failed = False
-    for output, error in write_outputs(outputs):
-        if error is None:
-            say_line(f"written to {output.path}")
-        else:
-            failed = True
-            say_line(f"could not write {output.label}: {error}")
-    return failed
+from pytest_gta.session.finish import Output, failed, print_tables, say_line, write_said
 
 
 def scored_merge_command(config: pytest.Config, files: Sequence[ScoredFile]) -> int:
@@ -57,8 +45,8 @@ def scored_merge_command(config: pytest.Config, files: Sequence[ScoredFile]) -> 
         raise pytest.UsageError(f"pytest-gta: {terminal_text(str(exc))}") from None
     say_line(f"merged {len(files)} reports: {len(report.cases)} cases of {name}")
     print_tables(f"{name} results", render.table_lines(report))
-    failed = _written(scored_outputs(report, settings))
-    return scored_status(report, int(pytest.ExitCode.OK), failed)
+    results = write_said(scored_outputs(report, settings))
+    return scored_status(report, int(pytest.ExitCode.OK), failed(results))
 
 
 def scored_compare_command(config: pytest.Config, files: Sequence[ScoredFile]) -> int:
@@ -74,5 +62,5 @@ def scored_compare_command(config: pytest.Config, files: Sequence[ScoredFile]) -
         outputs.append(
             Output(settings.report.md, lambda: render.runs_markdown(runs), option=OPT_REPORT_MD)
         )
-    failed = _written(outputs)
-    return int(pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK)
+    results = write_said(outputs)
+    return int(pytest.ExitCode.TESTS_FAILED if failed(results) else pytest.ExitCode.OK)

@@ -42,7 +42,7 @@ from pytest_gta.results.report import E2EMetrics, Interval, RunReport, StepMetri
 from pytest_gta.vocabulary import ERROR_KINDS, MODES, Mode
 
 if TYPE_CHECKING:
-    from inspect_ai.log import EvalLog, EvalResults, EvalSample
+    from inspect_ai.log import EvalError, EvalLog, EvalResults, EvalSample
     from inspect_ai.model import ModelOutput
 
 #: The scorer's name in the logs (each sample's ``scores`` key, the results' score).
@@ -173,7 +173,7 @@ def _sample(
     case: CaseResult, dataset: Dataset, epochs: Mapping[int, int], model: str
 ) -> EvalSample:
     """One case as an Inspect sample: input, target, transcript, output, score, metadata."""
-    from inspect_ai.log import EvalError, EvalSample  # a heavy optional dependency
+    from inspect_ai.log import EvalSample  # a heavy optional dependency
     from inspect_ai.model import (
         ChatMessageUser,
         ModelUsage,
@@ -233,11 +233,7 @@ def _sample(
         model_usage=usage,
         total_time=case.duration,
         uuid=_short_id("sample", model, case.id, case.nodeid),
-        error=(
-            EvalError(message=message or "error", traceback=message, traceback_ansi=message)
-            if outcome == "error"
-            else None
-        ),
+        error=error_record(message) if outcome == "error" else None,
     )
 
 
@@ -329,7 +325,6 @@ def mode_log(report: RunReport, dataset: Dataset, mode: str, created: str) -> Ev
     from inspect_ai.log import (  # a heavy optional dependency (see the module doc)
         EvalConfig,
         EvalDataset,
-        EvalError,
         EvalLog,
         EvalPlan,
         EvalPlanStep,
@@ -448,7 +443,7 @@ def mode_log(report: RunReport, dataset: Dataset, mode: str, created: str) -> Ev
                 else {}
             ),
         ),
-        error=EvalError(message=why, traceback=why, traceback_ansi=why) if why else None,
+        error=error_record(why) if why else None,
         samples=samples,
     )
 
@@ -469,22 +464,41 @@ def eval_logs(report: RunReport, dataset: Dataset, now: datetime | None = None) 
 def write_inspect_logs(report: RunReport, dataset: Dataset, directory: Path) -> list[Path]:
     """Write the run's logs into ``directory`` (made if missing); the files written.
 
+    Raises:
+        OSError: ``directory`` or a file cannot be written.
+    """
+    return save_logs(
+        [(log, str(log.eval.task_args["mode"])) for log in eval_logs(report, dataset)], directory
+    )
+
+
+def save_logs(logs: Sequence[tuple[EvalLog, str]], directory: Path) -> list[Path]:
+    """Write each ``(log, task name)`` into ``directory`` (made if missing); the files written.
+
     Each is written by Inspect's ``write_eval_log`` into a private temporary directory, then
     put in place as every report file is (:func:`~pytest_gta.files.write_output`: whole or not
-    at all, following the umask), so ``inspect view`` never lists a half-written log.
+    at all, following the umask), so ``inspect view`` never lists a half-written log. Every
+    benchmark's logs are written here (GTA-Workflow's, a scored benchmark's).
 
     Raises:
-        OSError: ``directory`` or a file in it cannot be written.
+        OSError: ``directory`` or a file cannot be written.
     """
     from inspect_ai.log import write_eval_log  # a heavy optional dependency
 
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory(prefix="gta-inspect-") as scratch:
-        for log in eval_logs(report, dataset):
-            name = log_file_name(log.eval.created, log.eval.task_args["mode"], log.eval.task_id)
+        for log, task in logs:
+            name = log_file_name(log.eval.created, task, log.eval.task_id)
             staged = Path(scratch) / name
             write_eval_log(log, str(staged), format="eval")
             write_output(directory / name, staged.read_bytes())
             written.append(directory / name)
     return written
+
+
+def error_record(message: str) -> EvalError:
+    """An errored sample's ``error``: the message (all the report keeps of what broke)."""
+    from inspect_ai.log import EvalError  # a heavy optional dependency
+
+    return EvalError(message=message or "error", traceback=message, traceback_ansi=message)

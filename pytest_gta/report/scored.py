@@ -8,13 +8,11 @@ Content-Security-Policy (no script, no request); report text is escaped everywhe
 from __future__ import annotations
 
 import json
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_gta.files import write_output
-from pytest_gta.report.inspect_log import answer_output, log_file_name
+from pytest_gta.report.inspect_log import answer_output, error_record, save_logs
 from pytest_gta.report.page import clip, esc
 from pytest_gta.results.scored import ScoredCase, ScoredReport, ScoredRuns
 
@@ -151,7 +149,7 @@ def runs_markdown(runs: ScoredRuns) -> str:
 
 
 def _sample(case: ScoredCase, epochs: dict[int, int], model: str) -> EvalSample:
-    from inspect_ai.log import EvalError, EvalSample  # a heavy optional dependency
+    from inspect_ai.log import EvalSample  # a heavy optional dependency
     from inspect_ai.scorer import Score
 
     answer = json.dumps(case.detail, ensure_ascii=False)
@@ -167,11 +165,7 @@ def _sample(case: ScoredCase, epochs: dict[int, int], model: str) -> EvalSample:
         },
         metadata={"nodeid": case.nodeid, "outcome": case.outcome, "passed": case.passed},
         total_time=case.duration,
-        error=(
-            EvalError(message=case.message, traceback=case.message, traceback_ansi=case.message)
-            if case.outcome == "error"
-            else None
-        ),
+        error=error_record(case.message) if case.outcome == "error" else None,
     )
 
 
@@ -229,15 +223,6 @@ def write_scored_inspect_log(
     Raises:
         OSError: ``directory`` or the file cannot be written.
     """
-    from inspect_ai.log import write_eval_log  # a heavy optional dependency
-
     moment = now or datetime.now(timezone.utc)
     created = moment.astimezone(timezone.utc).isoformat(timespec="seconds")
-    log = scored_log(report, created)
-    directory.mkdir(parents=True, exist_ok=True)
-    name = log_file_name(created, report.benchmark, log.eval.task_id)
-    with tempfile.TemporaryDirectory(prefix="gta-inspect-") as scratch:
-        staged = Path(scratch) / name
-        write_eval_log(log, str(staged), format="eval")
-        write_output(directory / name, staged.read_bytes())
-    return directory / name
+    return save_logs([(scored_log(report, created), report.benchmark)], directory)[0]

@@ -15,19 +15,20 @@ import numpy as np
 
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import OPT_MERGE
-from pytest_gta.gates import ALL, SCORED, GateSettings
+from pytest_gta.gates import SCORED, GateSettings
 from pytest_gta.report import stats
 from pytest_gta.report.gate_verdicts import floor_verdict, gates_verdict
-from pytest_gta.results.report import GatesVerdict, RegressionVerdict
+from pytest_gta.report.workflow_baseline import regression_verdicts
+from pytest_gta.results.report import GatesVerdict
 from pytest_gta.results.scored import (
     PASS_RATE,
-    MetricDiff,
     ScoredCase,
     ScoredComparison,
     ScoredReport,
     ScoredRun,
     ScoredRuns,
 )
+from pytest_gta.results.workflow import WorkflowMetricDiff
 from pytest_gta.scoring.scored import scored_metrics
 
 
@@ -48,7 +49,7 @@ def compare(
     """This run against the baseline, paired by case id."""
     this, base = _counted(report), _counted(baseline)
     matched = [cid for cid in this if cid in base]
-    metrics: dict[str, MetricDiff] = {}
+    metrics: dict[str, WorkflowMetricDiff] = {}
     for name in report.metrics:
         if name not in baseline.metrics:
             continue
@@ -59,7 +60,7 @@ def compare(
         if len(diffs):
             tail = (1.0 - level) / 2.0
             low, high = (float(np.nanquantile(draws, q)) for q in (tail, 1.0 - tail))
-        metrics[name] = MetricDiff(
+        metrics[name] = WorkflowMetricDiff(
             baseline=baseline.metrics[name],
             this=report.metrics[name],
             difference=float(diffs.mean()) if len(diffs) else None,
@@ -88,52 +89,11 @@ def judge(report: ScoredReport, gates: GateSettings) -> GatesVerdict:
         for floor in gates.floors
     ]
     if gates.regression:
-        verdicts += _regressions(report.comparison, gates)
+        found = report.comparison
+        verdicts += regression_verdicts(
+            None if found is None else found.metrics, gates, lambda name: f"{SCORED}.{name}"
+        )
     return gates_verdict(verdicts, gates)
-
-
-def _regressions(
-    comparison: ScoredComparison | None, gates: GateSettings
-) -> list[RegressionVerdict]:
-    if comparison is None:
-        return [
-            RegressionVerdict(
-                gate="fail_on_regression",
-                metric=ALL,
-                passed=False,
-                reason="no comparison with the baseline could be made",
-            )
-        ]
-    named = gates.regression
-    wanted = list(comparison.metrics) if isinstance(named, str) else [r.metric for r in named]
-    verdicts = []
-    for name in wanted:
-        row = comparison.metrics.get(name)
-        if row is None or row.difference is None:
-            verdicts.append(
-                RegressionVerdict(
-                    gate="fail_on_regression",
-                    metric=f"{SCORED}.{name}",
-                    passed=False,
-                    reason=f"{name} could not be compared with the baseline",
-                )
-            )
-            continue
-        regressed = (
-            row.p_drop is not None and row.p_drop < gates.alpha and -row.difference > gates.min_drop
-        )
-        verdicts.append(
-            RegressionVerdict(
-                gate="fail_on_regression",
-                metric=f"{SCORED}.{name}",
-                difference=row.difference,
-                p_drop=row.p_drop,
-                passed=not regressed,
-                reason=f"{name} {row.difference:+.2f} points against the baseline, p(drop) = "
-                + ("n/a" if row.p_drop is None else f"{row.p_drop:.4f}"),
-            )
-        )
-    return verdicts
 
 
 #: What every shard of one run has in common, as messages name it.

@@ -16,7 +16,7 @@ the exit status.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -255,14 +255,22 @@ def judge(report: WorkflowReport, gates: GateSettings) -> GatesVerdict:
         for floor in gates.floors
     ]
     if gates.regression:
-        verdicts += _regressions(report.comparison, gates)
+        found = report.comparison
+        verdicts += regression_verdicts(None if found is None else found.metrics, gates)
     return gates_verdict(verdicts, gates)
 
 
-def _regressions(
-    comparison: WorkflowComparison | None, gates: GateSettings
+def regression_verdicts(
+    metrics: Mapping[str, WorkflowMetricDiff] | None,
+    gates: GateSettings,
+    named: Callable[[str], str] = str,
 ) -> list[RegressionVerdict]:
-    if comparison is None:
+    """``--gta-fail-on-regression`` on a comparison's paired differences (``None``: none made).
+
+    A GTA-Workflow run's and a scored benchmark's (``named`` gives the verdict's metric name,
+    ``scored.exact``): every tested metric, or the ones the gate names.
+    """
+    if metrics is None:
         return [
             RegressionVerdict(
                 gate="fail_on_regression",
@@ -272,17 +280,17 @@ def _regressions(
             )
         ]
     if isinstance(gates.regression, str):
-        wanted = [m for m, row in comparison.metrics.items() if row.p_drop is not None]
+        wanted = [m for m, row in metrics.items() if row.p_drop is not None]
     else:
         wanted = [ref.metric for ref in gates.regression]
     verdicts = []
     for name in wanted:
-        row = comparison.metrics.get(name)
+        row = metrics.get(name)
         if row is None or row.difference is None or row.this is None or row.baseline is None:
             verdicts.append(
                 RegressionVerdict(
                     gate="fail_on_regression",
-                    metric=name,
+                    metric=named(name),
                     passed=False,
                     reason=f"{name} could not be compared with the baseline",
                 )
@@ -304,7 +312,7 @@ def _regressions(
         verdicts.append(
             RegressionVerdict(
                 gate="fail_on_regression",
-                metric=name,
+                metric=named(name),
                 difference=row.difference,
                 p_drop=row.p_drop,
                 passed=not regressed,

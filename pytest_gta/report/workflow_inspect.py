@@ -10,13 +10,11 @@ dependency).
 
 from __future__ import annotations
 
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gta.files import write_output
-from pytest_gta.report.inspect_log import answer_output, log_file_name
+from pytest_gta.report.inspect_log import answer_output, error_record, save_logs
 from pytest_gta.report.workflow import COLUMNS
 from pytest_gta.results.workflow import WorkflowCase, WorkflowReport
 
@@ -28,7 +26,7 @@ SCORER = "gta_workflow_judge"
 
 
 def _sample(case: WorkflowCase, epochs: dict[int, int], model: str) -> EvalSample:
-    from inspect_ai.log import EvalError, EvalSample  # a heavy optional dependency
+    from inspect_ai.log import EvalSample  # a heavy optional dependency
     from inspect_ai.model import (
         ChatMessageAssistant,
         ChatMessageUser,
@@ -71,11 +69,7 @@ def _sample(case: WorkflowCase, epochs: dict[int, int], model: str) -> EvalSampl
             "categories": list(case.categories),
         },
         total_time=case.duration,
-        error=(
-            EvalError(message=case.message, traceback=case.message, traceback_ansi=case.message)
-            if case.outcome == "error"
-            else None
-        ),
+        error=error_record(case.message) if case.outcome == "error" else None,
     )
 
 
@@ -148,15 +142,6 @@ def write_workflow_inspect_log(
     Raises:
         OSError: ``directory`` or the file cannot be written.
     """
-    from inspect_ai.log import write_eval_log  # a heavy optional dependency
-
     moment = now or datetime.now(timezone.utc)
     created = moment.astimezone(timezone.utc).isoformat(timespec="seconds")
-    log = workflow_log(report, created)
-    directory.mkdir(parents=True, exist_ok=True)
-    name = log_file_name(created, TASK, log.eval.task_id)
-    with tempfile.TemporaryDirectory(prefix="gta-inspect-") as scratch:
-        staged = Path(scratch) / name
-        write_eval_log(log, str(staged), format="eval")
-        write_output(directory / name, staged.read_bytes())
-    return directory / name
+    return save_logs([(workflow_log(report, created), TASK)], directory)[0]

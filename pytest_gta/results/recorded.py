@@ -8,7 +8,7 @@ records are their own module, under neither benchmark's classes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pydantic import Field, JsonValue, RootModel
@@ -130,6 +130,17 @@ class CaseUsage(Doc):
     def any(self) -> bool:
         """Whether anything was counted."""
         return bool(self.calls or self.cached_calls or self.input_tokens or self.output_tokens)
+
+    @classmethod
+    def total(cls, usages: Iterable[CaseUsage | None]) -> CaseUsage:
+        """The sum of ``usages`` (``None``: nothing counted)."""
+        counted = [u for u in usages if u is not None]
+        return cls(
+            input_tokens=sum(u.input_tokens for u in counted),
+            output_tokens=sum(u.output_tokens for u in counted),
+            calls=sum(u.calls for u in counted),
+            cached_calls=sum(u.cached_calls for u in counted),
+        )
 
 
 class AgentRun(Doc):

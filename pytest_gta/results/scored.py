@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field, JsonValue, ValidationError
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.results.base import Doc, Scalar, omitted
 from pytest_gta.results.report import GatesVerdict
+from pytest_gta.results.workflow import WorkflowMetricDiff
 
 KIND: Literal["gta-scored-report"] = "gta-scored-report"
 RUNS_KIND: Literal["gta-scored-comparison"] = "gta-scored-comparison"
@@ -45,19 +46,6 @@ class ScoredCase(Doc):
     properties: dict[str, Scalar] = Field(default_factory=dict)
 
 
-class MetricDiff(Doc):
-    """One metric of this run against the baseline (percentage points)."""
-
-    baseline: float | None
-    this: float | None
-    difference: float | None
-    ci_low: float | None = omitted()
-    ci_high: float | None = omitted()
-    p_value: float | None = omitted()
-    p_drop: float | None = omitted()
-    """One-sided p-value of "this run is worse" (what ``--gta-fail-on-regression`` reads)."""
-
-
 class ScoredComparison(Doc):
     """This run against ``--gta-baseline`` (a report of the same benchmark), paired by case."""
 
@@ -67,7 +55,8 @@ class ScoredComparison(Doc):
     matched: int = Field(ge=0)
     only_this_run: int = Field(ge=0)
     only_baseline: int = Field(ge=0)
-    metrics: dict[str, MetricDiff]
+    metrics: dict[str, WorkflowMetricDiff]
+    """Each metric's paired difference (the same shape as a GTA-Workflow comparison's)."""
     regressed: list[str]
     """Cases that passed in the baseline and fail now."""
     fixed: list[str]

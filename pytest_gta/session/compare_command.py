@@ -72,11 +72,12 @@ from pytest_gta.results.io import (
 from pytest_gta.results.report import Interval, RunReport
 from pytest_gta.session.finish import (
     Output,
+    failed,
     find_dataset,
     print_tables,
     say_line,
     step_summary_output,
-    write_outputs,
+    write_said,
 )
 
 #: A setting the run did not have (a run that did not generate has no sampling settings).
@@ -577,11 +578,5 @@ def compare_command(config: pytest.Config, found: Found) -> int:
         f"{compared.dataset_root}"
     )
     print_tables("GTA comparison", render_text(comparison))
-    status = int(pytest.ExitCode.OK)
-    for output, error in write_outputs(comparison_outputs(comparison, settings)):
-        if error is None:
-            say_line(f"written to {output.path}")
-        else:
-            say_line(f"could not write {output.label}: {error}")
-            status = int(pytest.ExitCode.TESTS_FAILED)
-    return status
+    results = write_said(comparison_outputs(comparison, settings))
+    return int(pytest.ExitCode.TESTS_FAILED if failed(results) else pytest.ExitCode.OK)

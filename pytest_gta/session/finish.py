@@ -202,20 +202,11 @@ def cleaned(report: R, nonfinite: int = 0) -> R:
         ) from None
 
 
-@dataclass(frozen=True)
-class Written:
-    """What :meth:`Finisher.write` did: the run's exit status, and each file's fate."""
-
-    status: int
-    #: Per output, ``None`` or why it could not be written.
-    results: list[tuple[Output, str | None]]
-
-
 class Finisher:
     """Finishes one run: a session's (on the controller) or a merged one's.
 
     In two steps, so that each caller prints where it prints: :meth:`conclude` (the report
-    as it is printed and written), then :meth:`write` (the files and the exit status).
+    as it is printed and written), then :meth:`outputs` (the files it writes).
     """
 
     def __init__(
@@ -293,18 +284,6 @@ class Finisher:
                 )
             )
         return outputs
-
-    def write(self, report: RunReport, status: int, outputs: Sequence[Output]) -> Written:
-        """Write the files; the exit status: gated (with gates), and not 0 when one failed.
-
-        With gates configured, they and the harness errors decide the status. A file that
-        cannot be written (a full disk, a missing permission) does not lose the run: the
-        others are still written, and the status says it failed.
-        """
-        results = write_outputs(outputs)
-        failed = any(error is not None for _, error in results)
-        status = final_status(report.gates, report.outcomes.error, status, failed)
-        return Written(status, results)
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,6 +375,22 @@ def merged_baseline(
     return read_baseline(baseline.report, given, run, baseline.lenient)
 
 
+def write_said(outputs: Sequence[Output]) -> list[tuple[Output, str | None]]:
+    """A report command's files written, each said (where it went, or why it could not be)."""
+    results = write_outputs(outputs)
+    for output, error in results:
+        if error is None:
+            say_line(f"written to {output.path}")
+        else:
+            say_line(f"could not write {output.label}: {error}")
+    return results
+
+
+def failed(results: Sequence[tuple[Output, str | None]]) -> bool:
+    """Whether a file of ``results`` could not be written."""
+    return any(error is not None for _, error in results)
+
+
 def say_line(line: str) -> None:
     """A report command's ``pytest-gta:`` line (``--gta-merge``, ``--gta-compare``)."""
     # Lines name reports' labels and files: a report is a file anyone can edit.
@@ -439,10 +434,7 @@ def merge_command(config: pytest.Config, reports: Sequence[ReportFile]) -> int:
         say_line(f"warning: {warning}")
     print_tables("GTA results", render_text(report))
     # The shard jobs reported the cases; here only the gates and harness errors count.
-    written = finisher.write(report, int(pytest.ExitCode.OK), finisher.outputs(report, junit=True))
-    for output, error in written.results:
-        if error is None:
-            say_line(f"written to {output.path}")
-        else:
-            say_line(f"could not write {output.label}: {error}")
-    return written.status
+    results = write_said(finisher.outputs(report, junit=True))
+    return final_status(
+        report.gates, report.outcomes.error, int(pytest.ExitCode.OK), failed(results)
+    )

@@ -28,7 +28,7 @@ from pytest_gta.report.workflow_baseline import leaderboard_rows
 from pytest_gta.results.io import WorkflowFile
 from pytest_gta.results.workflow import WorkflowReport, WorkflowRun, WorkflowRuns
 from pytest_gta.scoring.workflow import workflow_table
-from pytest_gta.session.finish import Output, print_tables, say_line, write_outputs
+from pytest_gta.session.finish import Output, failed, print_tables, say_line, write_said
 
 
 def _notes(reports: Sequence[tuple[str, WorkflowReport]]) -> list[str]:
@@ -102,11 +102,5 @@ def workflow_compare_command(config: pytest.Config, found: Sequence[WorkflowFile
         outputs.append(
             Output(settings.report.md, lambda: runs_markdown(runs), option=OPT_REPORT_MD)
         )
-    status = int(pytest.ExitCode.OK)
-    for output, error in write_outputs(outputs):
-        if error is None:
-            say_line(f"written to {output.path}")
-        else:
-            say_line(f"could not write {output.label}: {error}")
-            status = int(pytest.ExitCode.TESTS_FAILED)
-    return status
+    results = write_said(outputs)
+    return int(pytest.ExitCode.TESTS_FAILED if failed(results) else pytest.ExitCode.OK)

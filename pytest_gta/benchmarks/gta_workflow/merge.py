@@ -25,7 +25,7 @@ from pytest_gta.results.io import WorkflowFile
 from pytest_gta.results.recorded import CaseUsage
 from pytest_gta.results.workflow import WorkflowCase, WorkflowReport
 from pytest_gta.scoring.workflow import workflow_table
-from pytest_gta.session.finish import print_tables, say_line, write_outputs
+from pytest_gta.session.finish import failed, print_tables, say_line, write_said
 
 #: What every shard of one run has in common, as messages name it.
 _SAME: tuple[tuple[str, Callable[[WorkflowReport], object]], ...] = (
@@ -62,7 +62,6 @@ def merge_workflow(files: Sequence[WorkflowFile]) -> WorkflowReport:
                 )
             cases[case.id], where[case.id] = case, shard.label
     ordered = sorted(cases.values(), key=lambda c: case_order(c.nodeid or c.id))
-    usage = [c.judge_usage for c in ordered if c.judge_usage is not None]
     return WorkflowReport(
         model=first.report.model,
         label=first.report.label,
@@ -70,12 +69,7 @@ def merge_workflow(files: Sequence[WorkflowFile]) -> WorkflowReport:
         judge=first.report.judge.model_copy(),
         metrics=workflow_table(ordered, first.report.judge.threshold),
         notes=list(dict.fromkeys(n for shard in files for n in shard.report.notes)),
-        judge_usage=CaseUsage(
-            input_tokens=sum(u.input_tokens for u in usage),
-            output_tokens=sum(u.output_tokens for u in usage),
-            calls=sum(u.calls for u in usage),
-            cached_calls=sum(u.cached_calls for u in usage),
-        ),
+        judge_usage=CaseUsage.total(c.judge_usage for c in ordered),
         cases=ordered,
     )
 
@@ -94,12 +88,6 @@ def workflow_merge_command(config: pytest.Config, files: Sequence[WorkflowFile])
         raise pytest.UsageError(f"pytest-gta: {terminal_text(str(exc))}") from None
     say_line(f"merged {len(files)} reports: {len(report.cases)} tasks of {report.dataset}")
     print_tables("GTA-Workflow results", table_lines(report))
-    failed = False
-    for output, error in write_outputs(finisher.outputs(report)):
-        if error is None:
-            say_line(f"written to {output.path}")
-        else:
-            failed = True
-            say_line(f"could not write {output.label}: {error}")
+    results = write_said(finisher.outputs(report))
     # The shard jobs reported the tasks; here only the gates and the files count.
-    return finisher.status(report, int(pytest.ExitCode.OK), failed)
+    return finisher.status(report, int(pytest.ExitCode.OK), failed(results))

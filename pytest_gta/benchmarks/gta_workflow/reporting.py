@@ -113,22 +113,16 @@ class WorkflowReporting:
             case.message = self._messages.get(case.id, case.message)
             if case.outcome != "error":
                 case.production_error = None
-        usage = [c.judge_usage for c in ordered if c.judge_usage is not None]
-        report = WorkflowReport(
-            model=settings.model.name or "",
-            label=settings.report.label,
-            dataset=self.dataset,
-            judge=self.judge.model_copy(),
-            metrics=workflow_table(ordered, settings.workflow.threshold),
-            notes=[DEVIATION] if (settings.model.name or "").startswith(EVALPACK) else [],
-            judge_usage=CaseUsage(
-                input_tokens=sum(u.input_tokens for u in usage),
-                output_tokens=sum(u.output_tokens for u in usage),
-                calls=sum(u.calls for u in usage),
-                cached_calls=sum(u.cached_calls for u in usage),
-            ),
-            cases=ordered,
-        )
+            report = WorkflowReport(
+                model=settings.model.name or "",
+                label=settings.report.label,
+                dataset=self.dataset,
+                judge=self.judge.model_copy(),
+                metrics=workflow_table(ordered, settings.workflow.threshold),
+                notes=[DEVIATION] if (settings.model.name or "").startswith(EVALPACK) else [],
+                judge_usage=CaseUsage.total(c.judge_usage for c in ordered),
+                cases=ordered,
+            )
         return self.finisher.conclude(report)
 
     def suite_properties(self, report: WorkflowReport) -> list[tuple[str, Any]]:
