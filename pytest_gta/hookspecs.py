@@ -78,10 +78,13 @@ def pytest_gta_make_tool(
 def pytest_gta_update_report(config: pytest.Config, report: RunReport) -> None:
     """Change the report in place before it is printed and written (controller only).
 
-    ``report`` is the typed report (:class:`pytest_gta.results.report.RunReport`, the
-    ``--gta-report`` file's shape): change its fields within their kinds, and put fields of
-    your own in ``report.hook_fields`` (any JSON value; written at the report's top level, after
-    its own fields). A field of the wrong kind is a usage error naming it.
+    ``report`` is the typed report of the run's benchmark, the ``--gta-report`` file's shape
+    (:class:`pytest_gta.results.report.RunReport` for GTA-Atomic; a
+    :class:`~pytest_gta.results.workflow.WorkflowReport` on a GTA-Workflow run, a
+    :class:`~pytest_gta.results.scored.ScoredReport` for a scored benchmark: its ``benchmark``
+    field says which): change its fields within their kinds, and put fields of your own in
+    ``report.hook_fields`` (any JSON value; written at the report's top level, after its own
+    fields; a Workflow report has none). A field of the wrong kind is a usage error naming it.
 
     Example, in ``conftest.py``::
 
