@@ -25,6 +25,7 @@ from pytest_gta.results.jsonschema import (
     COMMAND,
     SCHEMA_FILES,
     comparison_schema,
+    json_schema,
     main,
     report_schema,
     schema_text,
@@ -38,11 +39,14 @@ SCHEMA_DIR = ROOT / "docs" / "schema"
 
 @functools.cache
 def _validator(which: str) -> Any:
-    """A validator of ``report`` or ``comparison`` files (skipped, failed in CI, without it)."""
+    """A validator of a schema's files (``report``, ``comparison``, ``workflow-report``...).
+
+    Skipped, failed in CI, without jsonschema.
+    """
     require("jsonschema")
     import jsonschema
 
-    schema = report_schema() if which == "report" else comparison_schema()
+    schema = json_schema(SCHEMA_FILES[f"{which}.schema.json"])
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
@@ -133,3 +137,37 @@ def test_a_run_and_its_comparison_are_what_the_schemas_say(
     report["cases"][0]["outcome"] = "won"
     with pytest.raises(AssertionError):
         assert_valid_report(report)
+
+
+def test_every_benchmarks_report_is_what_its_schema_says() -> None:
+    """The stored GTA-Workflow reports (written before the ``benchmark`` field) and a scored
+    report validate against their schemas; an atomic report is no Workflow report."""
+    stored = ROOT / "tests" / "data" / "reports" / "2026-12-07-099ba9a-workflow"
+    for name in ("run", "low", "shard-1-of-2", "shard-2-of-2"):
+        _assert_valid("workflow-report", json.loads((stored / f"{name}.json").read_text()))
+    scored = {
+        "benchmark": "arith",
+        "model": "exact",
+        "label": "exact",
+        "dataset": "data",
+        "metrics": {"exact": 100.0, "pass_rate": 100.0},
+        "counted": 1,
+        "errors": 0,
+        "cases": [
+            {
+                "id": "1",
+                "nodeid": "gta::test_case[1]",
+                "outcome": "passed",
+                "message": "",
+                "passed": True,
+                "scores": {"exact": 1.0},
+            }
+        ],
+    }
+    _assert_valid("scored-report", scored)
+    atomic_path = (
+        ROOT / "tests" / "data" / "reports" / "2026-11-28-cfe0abc" / "oracle-both-modes.json"
+    )
+    atomic = json.loads(atomic_path.read_text())
+    with pytest.raises(AssertionError):
+        _assert_valid("workflow-report", atomic)

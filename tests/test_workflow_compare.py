@@ -31,6 +31,8 @@ SCORES = {t: v["score"] for t, v in OFFICIAL["tasks"].items()}
 MEAN = OFFICIAL["summary"]["mean_ok_score"]
 #: Without task 8 (the judge's error), so that no case errors and the gates alone decide.
 NO_ERROR = ("-k", "not workflow-8")
+
+
 @pytest.fixture(autouse=True)
 def _judge_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")

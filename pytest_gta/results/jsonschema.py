@@ -1,9 +1,11 @@
-"""The published JSON Schemas of the report, the comparison and the erratum (docs/schema/).
+"""The published JSON Schemas of the reports, the comparison and the erratum (docs/schema/).
 
 Dashboards and other tools ingest ``--gta-report`` files (a run's report,
 ``pytest-gta-report/1``; a comparison of runs, ``pytest-gta-comparison/1``) and can validate
 them against these schemas; ``erratum.schema.json`` describes the erratum that ships with the
-package (``gta-erratum/1``, :mod:`pytest_gta.results.erratum`). The schemas are generated
+package (``gta-erratum/1``, :mod:`pytest_gta.results.erratum`); ``workflow-report.schema.json``
+and ``scored-report.schema.json`` the reports of a GTA-Workflow run and of a scored benchmark
+(a report's ``benchmark`` field says which kind it is). The schemas are generated
 from the classes that read and write the files (:class:`~pytest_gta.results.report.RunReport`,
 :class:`~pytest_gta.results.comparison.Comparison`), in serialization mode and by alias, so
 they describe the JSON exactly as written, each field's docstring as its description (read
@@ -39,6 +41,8 @@ from pytest_gta.results.base import Doc
 from pytest_gta.results.comparison import Comparison
 from pytest_gta.results.erratum import ErratumFile
 from pytest_gta.results.report import RunReport
+from pytest_gta.results.scored import ScoredReport
+from pytest_gta.results.workflow import WorkflowReport
 
 __all__ = [
     "COMMAND",
@@ -59,6 +63,9 @@ SCHEMA_FILES: dict[str, type[Doc]] = {
     "report.schema.json": RunReport,
     "comparison.schema.json": Comparison,
     "erratum.schema.json": ErratumFile,
+    # The other benchmarks' reports (each says its ``benchmark``; one reader reads every kind).
+    "workflow-report.schema.json": WorkflowReport,
+    "scored-report.schema.json": ScoredReport,
 }
 #: What a stale file's message says to run.
 COMMAND = "python -m pytest_gta.results.jsonschema"
