@@ -130,13 +130,6 @@ def _error_text(error: JsonValue) -> str:
     return text_of(error)
 
 
-def _not_a_step(step: Step) -> ChatMessage:
-    """A recorded value that is not a step record, shown as written (the viewer skips nothing)."""
-    from inspect_ai.model import ChatMessageSystem  # a heavy optional dependency
-
-    return ChatMessageSystem(content=text_of(step.root), metadata={"recorded": True})
-
-
 def _aligned_replies(case: CaseResult) -> list[str | None]:
     """Each step's raw model reply, where the replies are one per assistant step (our loops)."""
     assistant = [s for s in case.steps if s.record is not None and s.role != "tool"]

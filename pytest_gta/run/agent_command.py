@@ -318,7 +318,3 @@ def _last_line(outcome: AgentOutcome) -> str:
     """``; its stderr ends: LINE`` (a traceback's last line is its message), or nothing."""
     lines = outcome.stderr_tail.strip().splitlines()
     return f"; its stderr ends: {lines[-1][:300]}" if lines else ""
-
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)[:40]
