@@ -318,7 +318,7 @@ def test_isolation_benchmark_prints_each_path_beside_the_unsandboxed_one(tmp_pat
 
 @pytest.mark.slow  # three Workflow runs of the sample: slow by cost (issue 40)
 def test_workflow_concurrency_script_prints_its_table(tmp_path: Path) -> None:
-    """``benchmarks/workflow_concurrency.py`` runs end to end: its table, every run's cases alike."""
+    """``benchmarks/workflow_concurrency.py`` runs end to end: its table, each run's cases."""
     command = [
         sys.executable,
         str(ROOT / "benchmarks" / "workflow_concurrency.py"),
