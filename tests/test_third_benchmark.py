@@ -66,6 +66,8 @@ def test_its_cases_run_with_xdist_into_every_output(arith: pytest.Pytester) -> N
     assert report["kind"] == "gta-scored-report"
     assert report["benchmark"] == "arith"
     assert report["metrics"] == {"close": 100.0, "exact": 50.0, "pass_rate": 50.0}
+    assert report["identity"]["label"] == "sloppy"
+    assert report["identity"]["started_at"] <= report["identity"]["finished_at"]
     assert [c["id"] for c in report["cases"]] == ["1", "2", "3", "4", "5", "6"]
     failed = {c["id"]: c["message"] for c in report["cases"] if not c["passed"]}
     assert failed == {

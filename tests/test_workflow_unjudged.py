@@ -11,6 +11,7 @@ report now goes through the one writer (through a symlink, the job summary appen
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -82,6 +83,14 @@ def test_a_task_that_produced_nothing_is_an_error_counted_in_every_number(
     assert metrics["p_sr"] == 0.0  # task 1 is the sample's perception task: a measured failure
     assert "workflow-1" in (pytester.path / "report.md").read_text(encoding="utf-8")
     assert "1 produced nothing (counted 0)" in run.output
+    # The identity an atomic report has: the data's version, the dates, the label made up.
+    identity = run.report["identity"]
+    assert (
+        identity["dataset_sha256"] == hashlib.sha256((SAMPLE / "end.json").read_bytes()).hexdigest()
+    )
+    assert identity["label"] == identity["model"] + " [react]"
+    assert identity["label_given"] is False
+    assert identity["started_at"] <= identity["finished_at"]
 
 
 def test_a_run_whose_every_task_errored_writes_every_output(pytester: pytest.Pytester) -> None:

@@ -40,7 +40,7 @@ from pytest_gta.results.io import expect_benchmark, read_report_data
 from pytest_gta.results.scored import ScoredCase, ScoredReport, dump_scored, parse_scored
 from pytest_gta.run.benchmark import BenchmarkContext, QueryView, nothing_ahead
 from pytest_gta.scoring.scored import scored_metrics
-from pytest_gta.session.collector import RunFacts, message_of
+from pytest_gta.session.collector import RunFacts, identity_of, message_of
 from pytest_gta.session.finish import Output, Renderers, cleaned, report_files
 from pytest_gta.session.gta_session import guarded
 from pytest_gta.session.keys import DETAIL_KEY, report_only
@@ -302,10 +302,19 @@ class ScoredReporting:
         cases = sorted(cases, key=self._place)
         metrics, counted, errors = scored_metrics(cases)
         settings = self.settings
+        model = settings.model.name or ""
         report = ScoredReport(
             benchmark=self.benchmark,
-            model=settings.model.name or "",
-            label=settings.report.label or settings.model.name or "",
+            model=model,
+            label=settings.report.label or model,
+            identity=identity_of(
+                facts,
+                label=settings.report.label or model,
+                model=model,
+                protocol=None,
+                agent=None,
+                dataset_sha256="",
+            ),
             dataset=self.dataset,
             metrics=metrics,
             counted=counted,

@@ -134,6 +134,7 @@ def merge(reports: Sequence[tuple[str, ScoredReport]]) -> ScoredReport:
         benchmark=first.benchmark,
         model=first.model,
         label=first.label,
+        identity=first.identity,
         dataset=first.dataset,
         metrics=metrics,
         counted=counted,

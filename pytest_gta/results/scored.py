@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field, JsonValue, ValidationError
 
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.results.base import Doc, Scalar, omitted
-from pytest_gta.results.report import GatesVerdict
+from pytest_gta.results.report import GatesVerdict, Identity
 from pytest_gta.results.workflow import WorkflowMetricDiff
 
 KIND: Literal["gta-scored-report"] = "gta-scored-report"
@@ -74,6 +74,8 @@ class ScoredReport(Doc):
     """The benchmark's name (its ``pytest_gta.benchmarks`` entry point)."""
     model: str
     label: str
+    identity: Identity | None = omitted()
+    """What tells this run from others (label, commit, dates), as an atomic report's."""
     dataset: str
     """What the cases came from (``--gta-data``, or what the benchmark names)."""
     metrics: dict[str, float | None]

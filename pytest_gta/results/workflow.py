@@ -19,7 +19,7 @@ from pytest_gta import jsonsafe
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.results.base import Doc, Scalar, omitted
 from pytest_gta.results.recorded import AgentRun, CaseUsage, Exchange, LoggedToolCall, Step
-from pytest_gta.results.report import GatesVerdict
+from pytest_gta.results.report import GatesVerdict, Identity
 from pytest_gta.results.workflow_board import WorkflowBoardRow, WorkflowColumns
 
 KIND: Literal["gta-workflow-report"] = "gta-workflow-report"
@@ -261,6 +261,9 @@ class WorkflowReport(Doc):
     """The task family (an atomic report says ``gta-atomic``); absent in earlier reports."""
     model: str
     label: str | None = omitted()
+    identity: Identity | None = omitted()
+    """What tells this run from others (label, commit, dates, the data's sha256 of its
+    ``end.json``), as an atomic report's; absent in a report written before it had one."""
     dataset: str
     judge: JudgeInfo
     metrics: WorkflowTable

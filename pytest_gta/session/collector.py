@@ -26,10 +26,13 @@ import pytest
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.provenance import GitProbe, GitState, utc_now
 from pytest_gta.results.base import Scalar
+from pytest_gta.results.migrate import default_label
+from pytest_gta.results.report import GitInfo, Identity
 from pytest_gta.session.finish import Output, write_outputs
 from pytest_gta.session.keys import DETAIL_KEY, STOPPED_KEY
 from pytest_gta.session.project_tests import notes_of, unique
 from pytest_gta.signals import INTERRUPTS, cause_of
+from pytest_gta.version import __version__
 
 #: Where ``--gta-rerun-regressions`` finds the last comparison's regressed node ids.
 REGRESSIONS_CACHE_KEY = "pytest-gta/regressions"
@@ -69,6 +72,39 @@ class RunFacts:
     nonfinite: int = 0
     #: The git state of the project under test, read while the session ran.
     git: GitState | None = None
+
+
+def identity_of(
+    facts: RunFacts,
+    *,
+    label: str | None,
+    model: str,
+    protocol: str | None,
+    agent: str | None,
+    dataset_sha256: str,
+) -> Identity:
+    """What identifies a run in its report, for every benchmark: label, commit, dates.
+
+    ``label`` is ``--gta-label``'s (``None``: made up from the model and how it was asked).
+    """
+    state = facts.git
+    git = None
+    if state is not None:
+        git = GitInfo(
+            commit=state.commit, short=state.short, dirty=state.dirty, branch=state.branch
+        )
+    return Identity(
+        label=default_label(model, protocol, agent) if label is None else label,
+        label_given=label is not None,
+        model=model,
+        protocol=protocol,
+        agent=agent,
+        git=git,
+        started_at=facts.started_at,
+        finished_at=utc_now(),
+        dataset_sha256=dataset_sha256,
+        pytest_gta=__version__,
+    )
 
 
 class Reporting(Protocol):

@@ -18,7 +18,6 @@ import pytest
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.options import GtaSettings
-from pytest_gta.provenance import utc_now
 from pytest_gta.report.baseline import Baseline, regressed_nodeids
 from pytest_gta.report.build import build_report
 from pytest_gta.report.gate_verdicts import final_status
@@ -28,11 +27,9 @@ from pytest_gta.report.junit import suite_properties
 from pytest_gta.report.table import render_text
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.io import case_from_wire
-from pytest_gta.results.migrate import default_label
 from pytest_gta.results.report import (
     AgentSettings,
     Budget,
-    GitInfo,
     Identity,
     LeaderboardRow,
     RunReport,
@@ -40,7 +37,7 @@ from pytest_gta.results.report import (
     SandboxSummary,
     ShardInfo,
 )
-from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, RunFacts
+from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, RunFacts, identity_of
 from pytest_gta.session.finish import Finisher, Output
 from pytest_gta.session.run_info import RunInfo
 from pytest_gta.version import __version__
@@ -113,26 +110,14 @@ class AtomicReporting:
     # -- the report ----------------------------------------------------------------------------
     def identity(self, info: RunInfo, facts: RunFacts) -> Identity:
         """What identifies this run in the report: label, model, agent, commit, dates."""
-        state = facts.git
-        git = None
-        if state is not None:
-            git = GitInfo(
-                commit=state.commit, short=state.short, dirty=state.dirty, branch=state.branch
-            )
         agent = self.settings.agent.spec
-        protocol = None if agent is not None else info.protocol
-        label = self.settings.report.label
-        return Identity(
-            label=default_label(info.model, protocol, agent) if label is None else label,
-            label_given=label is not None,
+        return identity_of(
+            facts,
+            label=self.settings.report.label,
             model=info.model,
-            protocol=protocol,
+            protocol=None if agent is not None else info.protocol,
             agent=agent,
-            git=git,
-            started_at=facts.started_at,
-            finished_at=utc_now(),
             dataset_sha256=self._dataset().sha256,
-            pytest_gta=__version__,
         )
 
     def run_settings(self, info: RunInfo) -> RunSettings:

@@ -65,6 +65,7 @@ def merge_workflow(files: Sequence[WorkflowFile]) -> WorkflowReport:
     return WorkflowReport(
         model=first.report.model,
         label=first.report.label,
+        identity=first.report.identity,
         dataset=first.report.dataset,
         judge=first.report.judge.model_copy(),
         metrics=workflow_table(ordered, first.report.judge.threshold),

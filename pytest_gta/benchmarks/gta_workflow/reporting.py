@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 from pytest_gta.benchmarks.gta_workflow.finish import WorkflowFinisher
 from pytest_gta.evalpack import DEVIATION
 from pytest_gta.evalpack import PREFIX as EVALPACK
+from pytest_gta.files import sha256_file
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import clean_text
 from pytest_gta.report.workflow import table_lines
@@ -33,8 +35,9 @@ from pytest_gta.results.workflow import (
     WorkflowReport,
 )
 from pytest_gta.scoring.workflow import workflow_table
-from pytest_gta.session.collector import RunFacts, message_of
+from pytest_gta.session.collector import RunFacts, identity_of, message_of
 from pytest_gta.session.finish import Output
+from pytest_gta.workflow_data import END_FILE
 
 #: Where a Workflow case's id ends its node id (``gta::test_workflow[workflow-3]``).
 CASE_PREFIX = "workflow-"
@@ -113,16 +116,25 @@ class WorkflowReporting:
             case.message = self._messages.get(case.id, case.message)
             if case.outcome != "error":
                 case.production_error = None
-            report = WorkflowReport(
-                model=settings.model.name or "",
+        model = settings.model.name or ""
+        report = WorkflowReport(
+            model=model,
+            label=settings.report.label,
+            identity=identity_of(
+                facts,
                 label=settings.report.label,
-                dataset=self.dataset,
-                judge=self.judge.model_copy(),
-                metrics=workflow_table(ordered, settings.workflow.threshold),
-                notes=[DEVIATION] if (settings.model.name or "").startswith(EVALPACK) else [],
-                judge_usage=CaseUsage.total(c.judge_usage for c in ordered),
-                cases=ordered,
-            )
+                model=model,
+                protocol=None if self._producer == "agent" else "react",
+                agent=settings.agent.spec,
+                dataset_sha256=_sha256_of(Path(self.dataset) / END_FILE),
+            ),
+            dataset=self.dataset,
+            judge=self.judge.model_copy(),
+            metrics=workflow_table(ordered, settings.workflow.threshold),
+            notes=[DEVIATION] if model.startswith(EVALPACK) else [],
+            judge_usage=CaseUsage.total(c.judge_usage for c in ordered),
+            cases=ordered,
+        )
         return self.finisher.conclude(report)
 
     def suite_properties(self, report: WorkflowReport) -> list[tuple[str, Any]]:
@@ -171,3 +183,11 @@ def junit_properties(report: WorkflowReport) -> list[tuple[str, Any]]:
         properties.append(("gta_gates_passed", str(report.gates.passed).lower()))
     properties += [("gta_judge", report.judge.model), ("gta_judge_official", report.judge.official)]
     return properties
+
+
+def _sha256_of(path: Path) -> str:
+    """The data's version (its ``end.json``'s sha256), or ``""`` where it cannot be read."""
+    try:
+        return sha256_file(path)
+    except OSError:
+        return ""
