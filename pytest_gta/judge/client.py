@@ -195,6 +195,17 @@ class BaseJudge:
             )
         return self._client
 
+    def close(self) -> None:
+        """Close the client's connections: the task's judging is over.
+
+        None outlives the task for the garbage collector to finalise, unclosed, during whatever
+        runs next (a ``ResourceWarning`` there).
+        """
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
     def _material(self, prompt: str, files: Any) -> dict[str, Any]:
         sent = [
             {"name": PurePath(f.path).name, "kind": f.kind, "sha256": _sha256(f.path)}

@@ -216,9 +216,12 @@ def judged_case(
     """
     client = make_judge()
     call: LeafJudge = client if check is None else _checked(client, check)
-    verdict: Judgement = judge(
-        deliverable.tree, deliverable.trace, deliverable.origin_prompt, deliverable.files, call
-    )
+    try:
+        verdict: Judgement = judge(
+            deliverable.tree, deliverable.trace, deliverable.origin_prompt, deliverable.files, call
+        )
+    finally:
+        client.close()
     root = verdict.root_score
     reached = succeeded(root, threshold)
     empty = is_empty(deliverable)
