@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from pytest_gta.errors import GtaUsageError
 
 __all__ = ["Doc", "JsonObject", "Number", "PerMode", "Scalar", "omitted"]
 
@@ -102,3 +104,20 @@ class PerMode(Doc, Generic[S, E]):
 
     def __bool__(self) -> bool:
         return self.step is not None or self.e2e is not None
+
+
+D = TypeVar("D", bound=Doc)
+
+
+def validated(cls: type[D], data: object, label: str, what: str) -> D:
+    """``data`` read into ``cls``; a usage error naming ``label`` and the first wrong field.
+
+    Raises:
+        GtaUsageError: ``{label}: not a {what} ({field}: {why})``.
+    """
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise GtaUsageError(f"{label}: not a {what} ({where}: {first['msg']})") from None

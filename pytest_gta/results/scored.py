@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import ConfigDict, Field, JsonValue, ValidationError
+from pydantic import ConfigDict, Field, JsonValue
 
-from pytest_gta.errors import GtaUsageError
-from pytest_gta.results.base import Doc, Scalar, omitted
+from pytest_gta.results.base import Doc, Scalar, omitted, validated
 from pytest_gta.results.report import GatesVerdict, Identity
 from pytest_gta.results.workflow import WorkflowMetricDiff
 
@@ -126,9 +125,4 @@ def parse_scored(label: str, data: object) -> ScoredReport:
     Raises:
         GtaUsageError: naming ``label`` and the first field that is wrong.
     """
-    try:
-        return ScoredReport.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise GtaUsageError(f"{label}: not a scored report ({where}: {first['msg']})") from None
+    return validated(ScoredReport, data, label, "scored report")

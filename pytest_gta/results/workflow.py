@@ -13,11 +13,10 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from pytest_gta import jsonsafe
-from pytest_gta.errors import GtaUsageError
-from pytest_gta.results.base import Doc, Scalar, omitted
+from pytest_gta.results.base import Doc, Scalar, omitted, validated
 from pytest_gta.results.recorded import AgentRun, CaseUsage, Exchange, LoggedToolCall, Step
 from pytest_gta.results.report import GatesVerdict, Identity
 from pytest_gta.results.workflow_board import WorkflowBoardRow, WorkflowColumns
@@ -321,11 +320,4 @@ def parse_workflow_report(label: str, data: object) -> WorkflowReport:
     Raises:
         GtaUsageError: naming ``label`` and the first field that is wrong.
     """
-    try:
-        return WorkflowReport.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise GtaUsageError(
-            f"{label}: not a GTA-Workflow report ({where}: {first['msg']})"
-        ) from None
+    return validated(WorkflowReport, data, label, "GTA-Workflow report")

@@ -4,8 +4,8 @@
 ``config.stash`` for what they need, and everything is built on first use, once per process. A
 bad value (a dataset with problems, a misspelt model or backend, a missing similarity model)
 is a :class:`~pytest_gta.errors.GtaUsageError` wherever it is found, and becomes pytest's
-usage error in one place (:meth:`Lazy.get`), so the session stops before any case runs
-with the message and exit status 4.
+usage error in one place (:meth:`pytest_gta.session.lazy.Lazy.get`), so the session stops
+before any case runs with the message and exit status 4.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -55,6 +55,7 @@ from pytest_gta.scoring.service import RemoteSimilarity, SimilarityService, shar
 from pytest_gta.scoring.similarity import SentenceSimilarity, resolve_sim_model
 from pytest_gta.session import xdist
 from pytest_gta.session.agent_setup import AgentSetup, AgentStart
+from pytest_gta.session.lazy import Lazy
 from pytest_gta.session.model_server import describe as describe_server
 from pytest_gta.session.run_info import RunInfo
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
@@ -79,41 +80,6 @@ if TYPE_CHECKING:
     from pytest_gta.tools import Recorder, ToolSet
 
 T = TypeVar("T")
-
-
-class Lazy(Generic[T]):
-    """One service of the session: built on first use, once per process, under the state's lock.
-
-    A bad value found while building it (a :class:`~pytest_gta.errors.GtaUsageError`) becomes
-    pytest's usage error here, the one place it does (exit status 4, before any case runs).
-    """
-
-    def __init__(self, lock: threading.RLock) -> None:
-        self._lock = lock
-        self._value: T | None = None
-        self._done = False
-
-    def get(self, build: Callable[[], T]) -> T:
-        """The service, built by ``build()`` the first time."""
-        with self._lock:  # episodes run in pool threads (pytest_gta.run.pipeline)
-            if not self._done:
-                try:
-                    self._value = build()
-                except GtaUsageError as exc:
-                    raise pytest.UsageError(str(exc)) from None
-                self._done = True
-            return cast(T, self._value)
-
-    @property
-    def built(self) -> T | None:
-        """The service if it was built, else ``None`` (nothing asked for it yet)."""
-        return self._value if self._done else None
-
-    def take(self) -> T | None:
-        """The service if it was built, forgotten (it is being stopped), else ``None``."""
-        with self._lock:
-            value, self._value, self._done = self.built, None, False
-            return value
 
 
 class GtaState:
