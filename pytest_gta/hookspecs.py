@@ -84,7 +84,7 @@ def pytest_gta_update_report(config: pytest.Config, report: RunReport) -> None:
     :class:`~pytest_gta.results.scored.ScoredReport` for a scored benchmark: its ``benchmark``
     field says which): change its fields within their kinds, and put fields of your own in
     ``report.hook_fields`` (any JSON value; written at the report's top level, after its own
-    fields; a Workflow report has none). A field of the wrong kind is a usage error naming it.
+    fields, whatever the benchmark). A field of the wrong kind is a usage error naming it.
 
     Example, in ``conftest.py``::
 

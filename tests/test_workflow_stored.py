@@ -104,6 +104,34 @@ def test_the_stored_runs_compare_side_by_side(pytester: pytest.Pytester) -> None
     assert [r["metrics"]["root_score"] for r in run.report["runs"]] == [5.0, 8.0]
 
 
+def test_a_directory_of_runs_compares_oldest_first(pytester: pytest.Pytester) -> None:
+    # A nightly job's directory: the file names sort against the runs' dates.
+    runs = pytester.path / "nightly"
+    runs.mkdir()
+    for name, started in (("a-late", "2026-12-07T02:00:00Z"), ("b-early", "2026-12-06T02:00:00Z")):
+        data = json.loads(
+            (STORED / ("run" if name == "a-late" else "low"))
+            .with_suffix(".json")
+            .read_text(encoding="utf-8")
+        )
+        data["identity"] = {
+            "label": data["label"],
+            "label_given": True,
+            "model": data["model"],
+            "protocol": "react",
+            "agent": None,
+            "git": None,
+            "started_at": started,
+            "finished_at": started,
+            "dataset_sha256": "",
+            "pytest_gta": None,
+        }
+        (runs / f"{name}.json").write_text(json.dumps(data), encoding="utf-8")
+    run = gta(pytester, "--gta-compare", "nightly")
+    assert run.ret == 0, run.output
+    assert [r["label"] for r in run.report["runs"]] == ["golden-workflow-low", "golden-workflow"]
+
+
 def test_a_stored_report_is_a_workflow_runs_baseline(pytester: pytest.Pytester) -> None:
     _copy(pytester, "low")
     judge = pytester.path / "judge.json"

@@ -29,6 +29,7 @@ import os
 
 def pytest_gta_update_report(config, report):
     report.notes.append("checked with " + os.environ["OPENAI_API_KEY"])
+    report.hook_fields["checkpoint"] = {"name": "nightly", "step": 12000}
 """
 
 
@@ -121,6 +122,9 @@ def test_a_run_whose_every_task_errored_writes_every_output(pytester: pytest.Pyt
     assert report["metrics"]["root_sr"] == 0.0
     # The hook ran on the Workflow report, and the cleaner masked the key it wrote there.
     assert any(note.startswith("checked with ") for note in report["notes"])
+    # A field of the hook's own, written after the report's (as on an atomic report).
+    assert list(report)[-1] == "checkpoint"
+    assert report["checkpoint"] == {"name": "nightly", "step": 12000}
     for path in (target, pytester.path / "report.md", pytester.path / "report.html", summary):
         assert SECRET not in path.read_text(encoding="utf-8"), path
     # The job summary keeps what the job's earlier steps wrote, the run's table after it.

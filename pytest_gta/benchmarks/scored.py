@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,26 +24,20 @@ from typing import Any
 import pytest
 from pydantic import JsonValue, ValidationError
 
+from pytest_gta.benchmarks.scored_kind import ScoredKind
 from pytest_gta.case import EPOCH_TAG, mark_name
-from pytest_gta.errors import GtaUsageError
-from pytest_gta.flags import (
-    OPT_BASELINE,
-    OPT_REPORT,
-)
 from pytest_gta.options import GtaSettings
 from pytest_gta.outward import clean_text
 from pytest_gta.report import scored as render
-from pytest_gta.report import scored_runs
-from pytest_gta.report.gate_verdicts import final_status
 from pytest_gta.results.base import Scalar
-from pytest_gta.results.io import expect_benchmark, read_report_data
-from pytest_gta.results.scored import ScoredCase, ScoredReport, dump_scored, parse_scored
+from pytest_gta.results.scored import ScoredCase, ScoredReport
 from pytest_gta.run.benchmark import BenchmarkContext, QueryView, nothing_ahead
 from pytest_gta.scoring.scored import scored_metrics
 from pytest_gta.session.collector import RunFacts, identity_of, message_of
-from pytest_gta.session.finish import Output, Renderers, cleaned, report_files
+from pytest_gta.session.finish import Output
 from pytest_gta.session.gta_session import guarded
 from pytest_gta.session.keys import DETAIL_KEY, report_only
+from pytest_gta.session.kinds import KindFinisher
 from pytest_gta.session.state import GtaState
 
 SUITE = Path(__file__).resolve().parent.parent / "suite_scored.py"
@@ -108,8 +102,7 @@ class ScoredBenchmark:
         return self.state.settings
 
     def start(self) -> None:
-        """Check the gates and the baseline before any case."""
-        self.settings.gates.check_scored(self.name, self.settings.baseline.report is not None)
+        """Nothing to check: the gates and the baseline are the reporting's (:meth:`reporting`)."""
 
     def header(self) -> list[str]:
         """What runs on what."""
@@ -246,20 +239,10 @@ class ScoredReporting:
         self.title = f"{benchmark} results"
         #: Each case's own message (pytest's failure repeats it behind the case id).
         self._messages: dict[str, str] = {}
-        self.baseline = self._read_baseline()
-        self._inspect_log: Path | None = None
-
-    def _read_baseline(self) -> ScoredReport | None:
-        spec = self.settings.baseline.report
-        if spec is None:
-            return None
-        named = f"{OPT_BASELINE} {self.config.getoption('gta_baseline', None) or spec}"
-        try:
-            data = read_report_data(Path(spec), named, f"{OPT_BASELINE} reads a {OPT_REPORT}")
-            expect_benchmark(data, named, self.benchmark, "this run")
-            return parse_scored(named, data)
-        except GtaUsageError as exc:
-            raise pytest.UsageError(f"pytest-gta: {exc}") from None
+        #: Concludes and writes the report (``--gta-merge`` finishes a merged run with it too).
+        self.finisher: KindFinisher[ScoredReport] = KindFinisher.of(
+            config, settings, ScoredKind(benchmark)
+        )
 
     def case_from_detail(self, detail: str) -> tuple[ScoredCase, int] | None:
         """The scored case its setup report carried."""
@@ -322,7 +305,7 @@ class ScoredReporting:
             notes=list(facts.notes),
             cases=cases,
         )
-        return conclude(self.config, settings, report, self.baseline)
+        return self.finisher.conclude(report)
 
     def _place(self, case: ScoredCase) -> tuple[int, int, str]:
         base = case.id.partition(EPOCH_TAG)[0]
@@ -341,10 +324,7 @@ class ScoredReporting:
 
     def outputs(self, report: ScoredReport) -> list[Output]:
         """The files the settings ask for, and the job summary."""
-        return scored_outputs(report, self.settings, self._saved)
-
-    def _saved(self, path: Path) -> None:
-        self._inspect_log = path
+        return self.finisher.outputs(report)
 
     def text(self, report: ScoredReport) -> list[str]:
         """The run's table (report text escaped)."""
@@ -356,58 +336,8 @@ class ScoredReporting:
 
     def status(self, report: ScoredReport, status: int, write_failed: bool) -> int:
         """Gated (with gates), and not 0 when a file was not written."""
-        return scored_status(report, status, write_failed)
+        return self.finisher.status(report, status, write_failed)
 
     def written(self) -> list[str]:
         """Where the Inspect log went."""
-        log = self._inspect_log
-        return [] if log is None else [f"Inspect log written to {log}"]
-
-
-def conclude(
-    config: pytest.Config,
-    settings: GtaSettings,
-    report: ScoredReport,
-    baseline: ScoredReport | None,
-) -> ScoredReport:
-    """Compared with the baseline, judged by the gates, handed to the hook, cleaned.
-
-    Raises:
-        GtaUsageError: a ``pytest_gta_update_report`` hook broke the report.
-    """
-    if baseline is not None:
-        given = str(config.getoption("gta_baseline", None) or settings.baseline.report)
-        report.comparison = scored_runs.compare(
-            report, baseline, given, settings.stats.confidence, settings.stats.bootstrap_samples
-        )
-    if settings.gates.active:
-        report.gates = scored_runs.judge(report, settings.gates)
-    config.hook.pytest_gta_update_report(config=config, report=report)
-    return cleaned(report)
-
-
-def scored_outputs(
-    report: ScoredReport, settings: GtaSettings, saved: Callable[[Path], None] | None = None
-) -> list[Output]:
-    """The files the settings ask for (:func:`~pytest_gta.session.finish.report_files`)."""
-
-    def inspect(directory: Path) -> list[Path]:
-        path = render.write_scored_inspect_log(report, directory)
-        if saved is not None:
-            saved(path)
-        return [path]
-
-    return report_files(
-        settings.report,
-        Renderers(
-            json=lambda: dump_scored(report),
-            markdown=lambda: render.render_markdown(report),
-            html=lambda most: render.render_html(report, most),
-            inspect=inspect,
-        ),
-    )
-
-
-def scored_status(report: ScoredReport, status: int, write_failed: bool) -> int:
-    """Gated (with gates), and not 0 when a file was not written."""
-    return final_status(report.gates, report.errors, status, write_failed)
+        return self.finisher.written()

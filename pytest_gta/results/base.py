@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from pytest_gta.errors import GtaUsageError
 
-__all__ = ["Doc", "JsonObject", "Number", "PerMode", "Scalar", "omitted"]
+__all__ = ["Doc", "Extensible", "JsonObject", "Number", "PerMode", "Scalar", "omitted"]
 
 #: A number as JSON has it: an ``int`` stays an ``int`` (``3``, not ``3.0``) when written back.
 Number = int | float
@@ -55,6 +55,25 @@ class Doc(BaseModel):
     def to_json_value(self) -> Any:
         """The builtins :func:`json.dumps` writes (``model_dump`` in Python mode, by alias)."""
         return self.model_dump(mode="python", by_alias=True)
+
+
+class Extensible(Doc):
+    """A run's report, of any benchmark: a ``pytest_gta_update_report`` hook may add fields.
+
+    The report's own fields are as strict as any section's; what a hook adds (a checkpoint's
+    name, a dashboard's key) is any JSON, kept in :attr:`hook_fields` and written after them.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, JsonValue] = Field(init=False)
+
+    @property
+    def hook_fields(self) -> dict[str, JsonValue]:
+        """Fields a ``pytest_gta_update_report`` hook added: written after the known ones."""
+        extra = self.__pydantic_extra__
+        if extra is None:
+            extra = self.__pydantic_extra__ = {}
+        return extra
 
 
 def _is_none(value: object) -> bool:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import MISSING, AfterValidator, ConfigDict, Field, JsonValue, model_validator
+from pydantic import MISSING, AfterValidator, Field, JsonValue, model_validator
 
 from pytest_gta.provenance import label_problem, parse_utc
-from pytest_gta.results.base import Doc, JsonObject, Number, PerMode, omitted
+from pytest_gta.results.base import Doc, Extensible, JsonObject, Number, PerMode, omitted
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.erratum import ErratumUse
 from pytest_gta.results.primitives import ErrorCounts
@@ -570,11 +570,8 @@ class MergeInfo(Doc):
 # The report
 
 
-class RunReport(Doc):
+class RunReport(Extensible):
     """The run's report (see the module docstring)."""
-
-    model_config = ConfigDict(extra="allow")
-    __pydantic_extra__: dict[str, JsonValue] = Field(init=False)
 
     schema_: str = Field(alias="schema")
     """``pytest-gta-report/1``."""
@@ -651,11 +648,3 @@ class RunReport(Doc):
         if self.label == self.identity.label:
             return self.identity
         return self.identity.model_copy(update={"label": self.label})
-
-    @property
-    def hook_fields(self) -> dict[str, JsonValue]:
-        """Fields a ``pytest_gta_update_report`` hook added: written after the known ones."""
-        extra = self.__pydantic_extra__
-        if extra is None:
-            extra = self.__pydantic_extra__ = {}
-        return extra

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import ConfigDict, Field, JsonValue
+from pydantic import Field, JsonValue
 
-from pytest_gta.results.base import Doc, Scalar, omitted, validated
+from pytest_gta.results.base import Doc, Extensible, Scalar, omitted, validated
 from pytest_gta.results.report import GatesVerdict, Identity
 from pytest_gta.results.workflow import WorkflowMetricDiff
 
@@ -61,11 +61,8 @@ class ScoredComparison(Doc):
     fixed: list[str]
 
 
-class ScoredReport(Doc):
+class ScoredReport(Extensible):
     """A run of a scored benchmark: its metrics and every case."""
-
-    model_config = ConfigDict(extra="allow")
-    __pydantic_extra__: dict[str, JsonValue] = Field(init=False)
 
     kind: Literal["gta-scored-report"] = KIND
     schema_version: int = SCHEMA_VERSION
@@ -88,11 +85,6 @@ class ScoredReport(Doc):
     merged_from: list[str] | None = omitted()
     """The shard reports ``--gta-merge`` merged (absent for a session's run)."""
     cases: list[ScoredCase]
-
-    @property
-    def hook_fields(self) -> dict[str, JsonValue]:
-        """Fields a ``pytest_gta_update_report`` hook added (written after the report's own)."""
-        return self.__pydantic_extra__
 
 
 class ScoredRun(Doc):

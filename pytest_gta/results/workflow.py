@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field
 
 from pytest_gta import jsonsafe
-from pytest_gta.results.base import Doc, Scalar, omitted, validated
+from pytest_gta.results.base import Doc, Extensible, Scalar, omitted, validated
 from pytest_gta.results.recorded import AgentRun, CaseUsage, Exchange, LoggedToolCall, Step
 from pytest_gta.results.report import GatesVerdict, Identity
 from pytest_gta.results.workflow_board import WorkflowBoardRow, WorkflowColumns
@@ -251,7 +251,7 @@ class WorkflowComparison(Doc):
     notes: list[str]
 
 
-class WorkflowReport(Doc):
+class WorkflowReport(Extensible):
     """A GTA-Workflow run: settings, the table, every case."""
 
     kind: Literal["gta-workflow-report"] = KIND

@@ -4,7 +4,8 @@ The comparison itself is pure (:func:`pytest_gta.report.runs.build_comparison`);
 finds what it compares. Each path is a ``--gta-report`` file, or a directory whose ``*.json``
 reports are taken oldest first (``identity.started_at``, then the file name), so that a nightly
 job that keeps its reports in one directory shows its trend; other JSON there (the comparison's
-own file, a tool's output) is skipped with a note. Files given one by one keep their order.
+own file, a tool's output) is skipped with a note; GTA-Workflow's and scored benchmarks' reports
+are ordered so too. Files given one by one keep their order.
 
 Every report is read through the reports' one reader
 (:func:`~pytest_gta.results.io.load_any_report`), so a bad field is a usage error naming the file
@@ -70,6 +71,8 @@ from pytest_gta.results.io import (
     show_value,
 )
 from pytest_gta.results.report import Interval, RunReport
+from pytest_gta.results.scored import ScoredReport
+from pytest_gta.results.workflow import WorkflowReport
 from pytest_gta.session.finish import (
     Output,
     failed,
@@ -144,9 +147,9 @@ class Run:
 # What the reports say about their run (checked by the reader; older reports' filled in)
 
 
-def started_at(report: RunReport) -> datetime | None:
+def started_at(report: RunReport | WorkflowReport | ScoredReport) -> datetime | None:
     """When the run started (``identity.started_at``); ``None``: a report without dates."""
-    text = report.identity.started_at
+    text = None if report.identity is None else report.identity.started_at
     return None if text is None else parse_utc(text)
 
 
@@ -260,18 +263,21 @@ def find_reports(paths: Sequence[Path], given: Sequence[str]) -> Found:
     epoch = datetime.min.replace(tzinfo=timezone.utc)
     for group in groups:
         atomic: list[ReportFile] = []
+        others: list[WorkflowFile | ScoredFile] = []
         for entry in group:
             # A report of ours: a bad field is the user's to fix, not something to skip quietly.
             read = parse_any_report(entry.label, entry.data, COMPARE_HOW)
             if not isinstance(read, ReportFile):
-                found.others.append(read)
+                others.append(read)
                 continue
             atomic.append(read)
             found.files[read.label] = entry.path
             check_copied(read)
-        if len(group) > 1:  # a directory's
+        if len(group) > 1:  # a directory's: oldest run first, whatever the benchmark
             atomic.sort(key=lambda r: (started_at(r.report) or epoch, Path(r.label).name))
+            others.sort(key=lambda r: (started_at(r.report) or epoch, Path(r.label).name))
         found.reports.extend(atomic)
+        found.others.extend(others)
     return found
 
 

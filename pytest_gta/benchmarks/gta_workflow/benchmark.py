@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from pytest_gta.benchmarks.gta_workflow.kind import CASE_PREFIX
 from pytest_gta.benchmarks.gta_workflow.producers import WorkflowProducers, as_dataset
-from pytest_gta.benchmarks.gta_workflow.reporting import CASE_PREFIX, WorkflowReporting
+from pytest_gta.benchmarks.gta_workflow.reporting import WorkflowReporting
 from pytest_gta.case import EPOCH_TAG, mark_name
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.evalpack import PREFIX as EVALPACK

@@ -5,8 +5,10 @@ setup report, from this process or an xdist worker alike, so ``-n 0`` and ``-n 8
 same numbers. A task that errored before it was judged (its producer failed, its xdist worker
 crashed) sent no JSON: it is known from its node id (:meth:`WorkflowReporting.unscored`) and
 counts in every denominator (:func:`~pytest_gta.scoring.workflow.workflow_table`). The report
-is concluded by :class:`~pytest_gta.benchmarks.gta_workflow.finish.WorkflowFinisher` (also
-``--gta-merge``'s): baseline, gates, ``pytest_gta_update_report``, the secret cleaner.
+is concluded as ``--gta-merge`` concludes a merged one, by the one
+:class:`~pytest_gta.session.kinds.KindFinisher` with GTA-Workflow's own ways
+(:mod:`~pytest_gta.benchmarks.gta_workflow.kind`): baseline, gates,
+``pytest_gta_update_report``, the secret cleaner.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pytest_gta.benchmarks.gta_workflow.finish import WorkflowFinisher
+from pytest_gta.benchmarks.gta_workflow.kind import CASE_PREFIX, WORKFLOW_KIND, case_order
 from pytest_gta.evalpack import DEVIATION
 from pytest_gta.evalpack import PREFIX as EVALPACK
 from pytest_gta.files import sha256_file
@@ -37,11 +39,8 @@ from pytest_gta.results.workflow import (
 from pytest_gta.scoring.workflow import workflow_table
 from pytest_gta.session.collector import RunFacts, identity_of, message_of
 from pytest_gta.session.finish import Output
+from pytest_gta.session.kinds import KindFinisher
 from pytest_gta.workflow_data import END_FILE
-
-#: Where a Workflow case's id ends its node id (``gta::test_workflow[workflow-3]``).
-CASE_PREFIX = "workflow-"
-
 
 #: A Workflow case's id in its node id: ``workflow-3``, ``workflow-3@epoch1``.
 _CASE_ID = re.compile(r"\[(" + re.escape(CASE_PREFIX) + r"([^\]@]+)(?:@epoch(\d+))?)\]$")
@@ -72,7 +71,9 @@ class WorkflowReporting:
         #: Each judged task's own message (pytest's failure repeats it behind the case id).
         self._messages: dict[str, str] = {}
         #: Concludes and writes the report (``--gta-merge`` finishes a merged run with it too).
-        self.finisher = WorkflowFinisher.of(config, settings)
+        self.finisher: KindFinisher[WorkflowReport] = KindFinisher.of(
+            config, settings, WORKFLOW_KIND
+        )
 
     def case_from_detail(self, detail: str) -> tuple[WorkflowCase, int] | None:
         """The judged task its setup report carried."""
@@ -159,15 +160,7 @@ class WorkflowReporting:
 
     def written(self) -> list[str]:
         """Where the Inspect log went (a file in ``--gta-inspect-log``'s directory)."""
-        log = self.finisher.inspect_log
-        return [] if log is None else [f"Inspect log written to {log}"]
-
-
-def case_order(nodeid: str) -> tuple[int, str]:
-    """A case's place in the report: by task id (numerically), then epoch."""
-    tail = nodeid.rpartition(CASE_PREFIX)[2].rstrip("]")
-    head = tail.partition("@")[0]
-    return (int(head), tail) if head.isdigit() else (1 << 62, tail)
+        return self.finisher.written()
 
 
 def junit_properties(report: WorkflowReport) -> list[tuple[str, Any]]:
