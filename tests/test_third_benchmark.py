@@ -136,6 +136,8 @@ def test_a_baseline_compares_and_the_gates_judge(arith: pytest.Pytester) -> None
     # 3 flips of 6 are not significant at 0.05: the regression gate holds.
     assert verdicts == {"scored.close": True, "scored.exact": True}
     assert run.ret == 0, run.output  # the gates, not the failed cases, decide
+    again = _run(arith, "sloppy", "--gta-baseline=exact.json", "--gta-rerun-regressions")
+    assert [c["id"] for c in again.report["cases"]] == ["1", "3", "5"]
 
 
 def test_its_runs_compare_side_by_side(arith: pytest.Pytester) -> None:

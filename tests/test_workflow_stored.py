@@ -153,6 +153,26 @@ def test_a_stored_report_is_a_workflow_runs_baseline(pytester: pytest.Pytester) 
     assert len(comparison["fixed"]) == 8
 
 
+def test_the_tasks_that_regressed_are_rerun(pytester: pytest.Pytester) -> None:
+    _copy(pytester, "run")
+    judge = pytester.path / "judge.json"
+    shutil.copy(STORED / "judge-5.json", judge)
+    common = (
+        f"--gta-data={SAMPLE}",
+        f"--gta-model=evalpack:{PACK}",
+        f"--gta-judge=mock:{judge}",
+        "--gta-judge-api=chat",
+        "--gta-cache=off",
+        "--gta-baseline=run.json",
+    )
+    first = gta(pytester, *common, "--gta-ids=2,5")
+    assert first.ret == 1, first.output
+    assert [f["task_id"] for f in first.report["comparison"]["regressed"]] == ["2", "5"]
+    again = gta(pytester, *common, "--gta-rerun-regressions")
+    assert "rerunning the 2 case(s) that regressed" in again.output
+    assert [c["task_id"] for c in again.report["cases"]] == ["2", "5"]
+
+
 def test_an_atomic_report_is_no_baseline_of_a_workflow_run(pytester: pytest.Pytester) -> None:
     shutil.copy(ATOMIC, pytester.path / "atomic.json")
     judge = pytester.path / "judge.json"

@@ -132,9 +132,6 @@ class ScoredBenchmark:
                 )
         return params
 
-    def narrow(self, items: list[pytest.Item]) -> None:
-        """Nothing beyond ``-k``, ``-m`` and ``--gta-ids``."""
-
     def keep_shard(self, session: pytest.Session) -> None:
         """``--gta-shard=K/N``: every N-th case, from the K-th (epochs stay together)."""
         shard = self.settings.cases.shard
@@ -341,3 +338,7 @@ class ScoredReporting:
     def written(self) -> list[str]:
         """Where the Inspect log went."""
         return self.finisher.written()
+
+    def regressed(self, report: ScoredReport) -> list[str] | None:
+        """What ``--gta-rerun-regressions`` reruns next time."""
+        return self.finisher.regressed(report)

@@ -88,6 +88,13 @@ class ScoredKind:
         """The cases that errored."""
         return report.errors
 
+    def regressed(self, report: ScoredReport) -> list[str] | None:
+        """The node ids of the cases that passed in the baseline and fail now."""
+        if report.comparison is None:
+            return None
+        cases = set(report.comparison.regressed)
+        return [case.nodeid for case in report.cases if case.id in cases]
+
     def merge(self, reports: Sequence[Labeled[ScoredReport]]) -> ScoredReport:
         """Every case once, the metrics recomputed (raises ``GtaUsageError``)."""
         return scored_runs.merge(reports)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
@@ -274,3 +274,49 @@ def merge_reports(
         ),
     )
     return merged
+
+
+class _Case(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+C = TypeVar("C", bound=_Case)
+R = TypeVar("R")
+
+
+def shard_cases(
+    reports: Sequence[tuple[str, R]],
+    same: Sequence[tuple[str, Callable[[R], object]]],
+    cases: Callable[[R], Sequence[C]],
+    unit: str,
+) -> list[C]:
+    """Every case of one run's shard reports once, in their order.
+
+    For any benchmark but GTA-Atomic, whose merge rebuilds its metrics from the dataset.
+    ``same`` names what every shard of one run shares and how to read it; ``unit`` is what a
+    case is called (``task``).
+
+    Raises:
+        GtaUsageError: a report of another run (the field and both files named), or a case in
+            two reports.
+    """
+    first_label, first = reports[0]
+    for label, other in reports[1:]:
+        for name, read in same:
+            if read(other) != read(first):
+                raise GtaUsageError(
+                    f"{OPT_MERGE}: {label} is not a shard of the run of {first_label}: its "
+                    f"{name} is {read(other)!r}, not {read(first)!r}"
+                )
+    found: dict[str, C] = {}
+    where: dict[str, str] = {}
+    for label, report in reports:
+        for case in cases(report):
+            if case.id in found:
+                raise GtaUsageError(
+                    f"{OPT_MERGE}: the {unit} {case.id} is in {where[case.id]} and in {label}: "
+                    "merge each shard's report once"
+                )
+            found[case.id], where[case.id] = case, label
+    return list(found.values())

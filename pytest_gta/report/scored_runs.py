@@ -13,11 +13,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from pytest_gta.errors import GtaUsageError
-from pytest_gta.flags import OPT_MERGE
 from pytest_gta.gates import SCORED, GateSettings
 from pytest_gta.report import stats
 from pytest_gta.report.gate_verdicts import floor_verdict, gates_verdict
+from pytest_gta.report.merge import shard_cases
 from pytest_gta.report.workflow_baseline import regression_verdicts
 from pytest_gta.results.report import GatesVerdict
 from pytest_gta.results.scored import (
@@ -110,25 +109,8 @@ def merge(reports: Sequence[tuple[str, ScoredReport]]) -> ScoredReport:
     Raises:
         GtaUsageError: reports of different runs, or a case in two of them.
     """
-    first_label, first = reports[0]
-    for label, other in reports[1:]:
-        for name, read in _SAME:
-            if read(other) != read(first):
-                raise GtaUsageError(
-                    f"{OPT_MERGE}: {label} is not a shard of the run of {first_label}: its "
-                    f"{name} is {read(other)!r}, not {read(first)!r}"
-                )
-    cases: dict[str, ScoredCase] = {}
-    where: dict[str, str] = {}
-    for label, report in reports:
-        for case in report.cases:
-            if case.id in cases:
-                raise GtaUsageError(
-                    f"{OPT_MERGE}: the case {case.id} is in {where[case.id]} and in {label}: "
-                    "merge each shard's report once"
-                )
-            cases[case.id], where[case.id] = case, label
-    merged = list(cases.values())
+    first = reports[0][1]
+    merged = shard_cases(reports, _SAME, lambda r: r.cases, "case")
     metrics, counted, errors = scored_metrics(merged)
     return ScoredReport(
         benchmark=first.benchmark,

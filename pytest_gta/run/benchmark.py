@@ -80,9 +80,6 @@ class Benchmark(Protocol):
     def params(self) -> list[Any]:
         """``gta_case``'s parameters (``pytest.param`` with its id and marks), in order."""
 
-    def narrow(self, items: list[pytest.Item]) -> None:
-        """Narrow the selection further (``--gta-rerun-regressions``); after ``-k`` and ``-m``."""
-
     def keep_shard(self, session: pytest.Session) -> None:
         """``--gta-shard=K/N``: keep this shard's share of ``session.items``."""
 

@@ -144,6 +144,12 @@ class Reporting(Protocol):
     def written(self) -> list[str]:
         """Lines after "report written to ..." (where a directory's logs went)."""
 
+    def regressed(self, report: Any) -> list[str] | None:
+        """The regressed cases' node ids (``None``: no comparison with a baseline was made).
+
+        The collector records them for the next ``--gta-rerun-regressions``.
+        """
+
 
 class Collector:
     """Collects case results, aggregates them at the end, prints and writes the report."""
@@ -225,7 +231,12 @@ class Collector:
     def build(self) -> Any:
         """The report of everything collected so far (see :meth:`Reporting.build`)."""
         self.facts.git = self._git.result()
-        return self.reporting.build(list(self.cases.values()), self.facts)
+        report = self.reporting.build(list(self.cases.values()), self.facts)
+        regressed = self.reporting.regressed(report)
+        cache = getattr(self.config, "cache", None)
+        if cache is not None and regressed is not None:
+            cache.set(REGRESSIONS_CACHE_KEY, regressed)
+        return report
 
     def finish(self, session: pytest.Session) -> None:
         """Aggregate, judge the gates and write the files (the terminal prints the same report).

@@ -22,6 +22,7 @@ import pytest
 from pytest_gta import signals
 from pytest_gta.case import Case, MarkRegistry
 from pytest_gta.errors import GtaBudgetExhausted, GtaInfrastructureError, GtaUnavailableError
+from pytest_gta.flags import OPT_BASELINE, OPT_RERUN_REGRESSIONS
 from pytest_gta.models.base import (
     ModelAdapter,
     ModelContext,
@@ -35,7 +36,7 @@ from pytest_gta.run.ahead import runs_cases
 from pytest_gta.run.benchmark import Benchmark, BenchmarkContext, from_registry
 from pytest_gta.run.runner import CaseRun, run_case
 from pytest_gta.session import model_server, project_tests, xdist
-from pytest_gta.session.collector import Collector
+from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, Collector
 from pytest_gta.session.html_hooks import PLUGIN_NAME as HTML_PLUGIN
 from pytest_gta.session.html_hooks import GtaHtmlHooks
 from pytest_gta.session.keys import STOPPED_KEY, report_only
@@ -208,8 +209,42 @@ class GtaSession:
         """``gta_case``'s parameters: the benchmark's selected cases with their marks."""
         return self.benchmark.params()
 
+    def _keep_regressed(self, items: list[pytest.Item]) -> None:
+        """``--gta-rerun-regressions``: keep the cases the last comparison found regressed.
+
+        Whatever the benchmark: the collector recorded their node ids
+        (:data:`~pytest_gta.session.collector.REGRESSIONS_CACHE_KEY`). Like ``--lf`` with its
+        default ``--lfnf=all``: when no regression was recorded, every selected case runs,
+        and the collection line says why.
+        """
+        notes, config = self.state.selection_notes, self.config
+        cache = getattr(config, "cache", None)
+        recorded = cache.get(REGRESSIONS_CACHE_KEY, None) if cache is not None else None
+        wanted = (
+            {n for n in recorded if isinstance(n, str)} if isinstance(recorded, list) else set()
+        )
+        if not wanted:
+            notes.append(
+                f"gta: no regressed case recorded by a previous run with {OPT_BASELINE}; running "
+                f"every selected case ({OPT_RERUN_REGRESSIONS})"
+            )
+            return
+        kept = [
+            item
+            for item in items
+            if item.nodeid in wanted or "gta_case" not in getattr(item, "fixturenames", ())
+        ]
+        dropped = [item for item in items if item not in kept]
+        notes.append(
+            f"gta: rerunning the {len(items) - len(dropped)} case(s) that regressed against the "
+            f"baseline in the last run ({OPT_RERUN_REGRESSIONS})"
+        )
+        if dropped:
+            items[:] = kept
+            config.hook.pytest_deselected(items=dropped)
+
     def narrow(self, items: list[pytest.Item]) -> None:
-        """After every other selection: the benchmark's narrowing, then the project's tests.
+        """After every other selection: the regressed cases, then the project's tests.
 
         Tests that are not GTA cases (a project's own, collected from the directory pytest runs
         in) are deselected under ``--gta-only``, and named either way: on the collection line
@@ -217,7 +252,8 @@ class GtaSession:
         that runs them (the first) only.
         """
         settings = self.state.settings
-        self.benchmark.narrow(items)
+        if settings.baseline.rerun_regressions:
+            self._keep_regressed(items)
         only = settings.cases.only
         foreign = project_tests.split_items(items, self.fixture, only, self.config)
         shard = settings.cases.shard

@@ -82,6 +82,9 @@ class ReportKind(Protocol[R]):
     def errors(self, report: R) -> int:
         """The cases that errored (a run with errors exits 1 without gates)."""
 
+    def regressed(self, report: R) -> list[str] | None:
+        """The regressed cases' node ids (``None``: not compared with a baseline report)."""
+
     def merge(self, reports: Sequence[Labeled[R]]) -> R:
         """One run from its shards' reports (raises ``GtaUsageError`` for another run's)."""
 
@@ -146,6 +149,10 @@ class KindFinisher(Generic[R]):
         """The exit status: the gates' (with gates), and not 0 when a file was not written."""
         gates = report.gates  # type: ignore[attr-defined]
         return final_status(gates, self.kind.errors(report), status, write_failed)
+
+    def regressed(self, report: R) -> list[str] | None:
+        """What ``--gta-rerun-regressions`` reruns next time (the kind's :meth:`regressed`)."""
+        return self.kind.regressed(report)
 
     def written(self) -> list[str]:
         """Where the Inspect log went (a file in ``--gta-inspect-log``'s directory)."""

@@ -21,7 +21,7 @@ import pytest
 from pytest_gta.benchmarks.gta_atomic.reporting import AtomicReporting
 from pytest_gta.case import Case
 from pytest_gta.erratum import shipped_erratum
-from pytest_gta.flags import OPT_BASELINE, OPT_DOWNLOAD, OPT_RERUN_REGRESSIONS
+from pytest_gta.flags import OPT_DOWNLOAD
 from pytest_gta.options.data import SAMPLE_FALLBACK
 from pytest_gta.progress import say
 from pytest_gta.report.images import store_case_images
@@ -30,7 +30,6 @@ from pytest_gta.results.io import CaseWire, case_to_wire
 from pytest_gta.run.benchmark import Benchmark, BenchmarkContext, QueryView
 from pytest_gta.run.runner import CaseRun
 from pytest_gta.session import model_server, xdist
-from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY
 from pytest_gta.session.html_hooks import case_extras
 from pytest_gta.session.keys import DETAIL_KEY, report_extras, report_only
 from pytest_gta.session.state import GtaState
@@ -187,40 +186,6 @@ class AtomicBenchmark:
             pytest.param(case, id=case.id, marks=[getattr(pytest.mark, m) for m in case.marks()])
             for case in self.state.cases()
         ]
-
-    def narrow(self, items: list[pytest.Item]) -> None:
-        """``--gta-rerun-regressions``: keep the cases the last comparison found regressed.
-
-        Like ``--lf`` with its default ``--lfnf=all``: when no regression was recorded, every
-        selected case runs, and the collection line says why.
-        """
-        state, config = self.state, self.config
-        if not state.settings.baseline.rerun_regressions:
-            return
-        cache = getattr(config, "cache", None)
-        recorded = cache.get(REGRESSIONS_CACHE_KEY, None) if cache is not None else None
-        wanted = (
-            {n for n in recorded if isinstance(n, str)} if isinstance(recorded, list) else set()
-        )
-        if not wanted:
-            state.selection_notes.append(
-                f"gta: no regressed case recorded by a previous run with {OPT_BASELINE}; running "
-                f"every selected case ({OPT_RERUN_REGRESSIONS})"
-            )
-            return
-        kept = [
-            item
-            for item in items
-            if item.nodeid in wanted or "gta_case" not in getattr(item, "fixturenames", ())
-        ]
-        dropped = [item for item in items if item not in kept]
-        state.selection_notes.append(
-            f"gta: rerunning the {len(items) - len(dropped)} case(s) that regressed against the "
-            f"baseline in the last run ({OPT_RERUN_REGRESSIONS})"
-        )
-        if dropped:
-            items[:] = kept
-            config.hook.pytest_deselected(items=dropped)
 
     def keep_shard(self, session: pytest.Session) -> None:
         """``--gta-shard=K/N``: keep this shard's share, balanced by reference steps."""

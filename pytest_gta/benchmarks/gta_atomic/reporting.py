@@ -37,7 +37,7 @@ from pytest_gta.results.report import (
     SandboxSummary,
     ShardInfo,
 )
-from pytest_gta.session.collector import REGRESSIONS_CACHE_KEY, RunFacts, identity_of
+from pytest_gta.session.collector import RunFacts, identity_of
 from pytest_gta.session.finish import Finisher, Output
 from pytest_gta.session.run_info import RunInfo
 from pytest_gta.version import __version__
@@ -182,7 +182,7 @@ class AtomicReporting:
             identity=self.identity(info, facts),
         )
         baseline, differences = self._baseline()
-        concluded = self._finisher().conclude(
+        return self._finisher().conclude(
             report,
             cases,
             baseline=baseline,
@@ -190,10 +190,10 @@ class AtomicReporting:
             duration=time.monotonic() - facts.started,
             nonfinite=facts.nonfinite,
         )
-        cache = getattr(self.config, "cache", None)
-        if cache is not None and concluded.comparison is not None:
-            cache.set(REGRESSIONS_CACHE_KEY, regressed_nodeids(concluded.comparison))
-        return concluded
+
+    def regressed(self, report: RunReport) -> list[str] | None:
+        """The regressed queries' node ids, when the run was compared with a baseline."""
+        return None if report.comparison is None else regressed_nodeids(report.comparison)
 
     def _finisher(self) -> Finisher:
         return Finisher(self.config, self.settings, self._dataset(), self._images)

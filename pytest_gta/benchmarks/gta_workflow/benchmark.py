@@ -235,9 +235,6 @@ class WorkflowBenchmark:
                 )
         return params
 
-    def narrow(self, items: list[pytest.Item]) -> None:
-        """``--gta-rerun-regressions`` is not kept for Workflow runs: every selected case runs."""
-
     def check_selection(self, nodeids: list[str]) -> None:
         """A run that judges a task needs a judge it can reach (a usage error, before any task).
 

@@ -21,18 +21,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gta.errors import GtaUsageError
-from pytest_gta.flags import OPT_MERGE
 from pytest_gta.gates import GateSettings
 from pytest_gta.options import GtaSettings
 from pytest_gta.report import workflow as render
 from pytest_gta.report import workflow_baseline
+from pytest_gta.report.merge import shard_cases
 from pytest_gta.report.workflow_html import render_workflow_html
 from pytest_gta.report.workflow_inspect import write_workflow_inspect_log
 from pytest_gta.results.recorded import CaseUsage
 from pytest_gta.results.report import GatesVerdict
 from pytest_gta.results.workflow import (
-    WorkflowCase,
     WorkflowReport,
     WorkflowRun,
     WorkflowRuns,
@@ -138,31 +136,23 @@ class WorkflowKind:
         """The tasks whose production or judging errored."""
         return sum(1 for c in report.cases if c.outcome == "error")
 
+    def regressed(self, report: WorkflowReport) -> list[str] | None:
+        """The node ids of the tasks that passed in the baseline report and fail now."""
+        found = report.comparison
+        if found is None or found.kind != "report":
+            return None
+        tasks = {flip.task_id for flip in found.regressed}
+        return [case.nodeid for case in report.cases if case.task_id in tasks]
+
     def merge(self, reports: Sequence[Labeled[WorkflowReport]]) -> WorkflowReport:
         """One report from the shards' reports (every task once, the table recomputed).
 
         Raises:
             GtaUsageError: reports of different runs, or a task in two of them.
         """
-        first_label, first = reports[0]
-        for label, other in reports[1:]:
-            for name, read in _SAME:
-                if read(other) != read(first):
-                    raise GtaUsageError(
-                        f"{OPT_MERGE}: {label} is not a shard of the run of {first_label}: "
-                        f"its {name} is {read(other)!r}, not {read(first)!r}"
-                    )
-        cases: dict[str, WorkflowCase] = {}
-        where: dict[str, str] = {}
-        for label, shard in reports:
-            for case in shard.cases:
-                if case.id in cases:
-                    raise GtaUsageError(
-                        f"{OPT_MERGE}: the task {case.id} is in {where[case.id]} and in "
-                        f"{label}: merge each shard's report once"
-                    )
-                cases[case.id], where[case.id] = case, label
-        ordered = sorted(cases.values(), key=lambda c: case_order(c.nodeid or c.id))
+        first = reports[0][1]
+        cases = shard_cases(reports, _SAME, lambda r: r.cases, "task")
+        ordered = sorted(cases, key=lambda c: case_order(c.nodeid or c.id))
         return WorkflowReport(
             model=first.model,
             label=first.label,

@@ -162,6 +162,10 @@ class WorkflowReporting:
         """Where the Inspect log went (a file in ``--gta-inspect-log``'s directory)."""
         return self.finisher.written()
 
+    def regressed(self, report: WorkflowReport) -> list[str] | None:
+        """What ``--gta-rerun-regressions`` reruns next time."""
+        return self.finisher.regressed(report)
+
 
 def junit_properties(report: WorkflowReport) -> list[tuple[str, Any]]:
     """The run's suite-level JUnit properties: the table's columns, the gates, the judge."""
