@@ -9,6 +9,7 @@ run of the real model) and fails in plain words when the harness breaks.
 from __future__ import annotations
 
 import configparser
+import fnmatch
 import json
 import os
 import re
@@ -308,6 +309,28 @@ def test_the_demo_runs_the_real_model_end_to_end(tmp_path):
     assert (workdir / "gta.xml").read_text().count("<testcase") == cases
     assert (workdir / "gta-agent.xml").read_text().count("<testcase") == 2
     assert "smollm2-135m-instruct [agent python" in output
+    # SmolLM2 on transformers, in the plugin's own run: loaded before the first case, the
+    # step-by-step replies generated in batches, the episodes in lockstep, prefix reuse said.
+    queries = cases // 2
+    for line in (
+        "gta: loading smollm2-135m-instruct ...",
+        "gta: smollm2-135m-instruct loaded in * s",
+        f"gta: step-by-step: generating * replies for {queries} queries in batches ...",
+        f"gta: end-to-end: running {queries} episodes in lockstep batches",
+        f"gta: end-to-end: turn 1 of at most *, {queries} of {queries} episodes running*",
+        "*prompt tokens computed*decode steps of*rows on average*",
+        "loading (outside the cases' own time): model *",
+    ):
+        assert any(fnmatch.fnmatch(seen, line) for seen in output.splitlines()), line
+    report = json.loads((workdir / "gta.json").read_text())
+    assert report["outcomes"]["error"] == 0
+    assert report["settings"]["generation"]["provider"] == "transformers"
+    assert report["timings"]["main"]["model_load_s"] > 0
+    for case in report["cases"]:
+        assert case["replies"], case["id"]
+        if case["outcome"] == "failed":
+            assert "the model wrote:" not in case["message"]  # the report keeps the verdict
+    assert "the model wrote: '" in output  # the terminal shows the model's words
     # The judge is named as what it is: SmolLM2 in pytest's process, not the official judge.
     assert (
         "2 GTA-Workflow tasks judged by smollm2 (chat protocol, NOT the official judge, in "

