@@ -724,10 +724,9 @@ def _edited(report: dict[str, Any], edits: list[tuple[int, int, bool, Any]]) -> 
 
 def merge_and_render(shard: Path, baseline: Path | None, dataset: Any) -> str:
     """What ``--gta-merge SHARD [--gta-baseline BASELINE]`` does in-process; the HTML page."""
-    from pytest_gta.gates import GateSettings
     from pytest_gta.outward import Cleaner
     from pytest_gta.report import merge
-    from pytest_gta.report.baseline import comparable_run, conclude, read_baseline
+    from pytest_gta.report.baseline import comparable_run, compare_run, read_baseline
     from pytest_gta.report.html import render_html
     from pytest_gta.report.junit import junit_xml
     from pytest_gta.report.table import render_markdown, render_text
@@ -748,16 +747,8 @@ def merge_and_render(shard: Path, baseline: Path | None, dataset: Any) -> str:
             sim_threshold=None if threshold is None else float(threshold),
         )
         found, differences = read_baseline(str(baseline), str(baseline), run, True)
-        cases = [c for shard_report in reports for c in shard_report.cases]
-        conclude(
-            report,
-            cases,
-            dataset,
-            baseline=found,
-            differences=differences,
-            gates=GateSettings(),
-            level=0.95,
-            samples=20,
+        compare_run(
+            report, dataset, baseline=found, differences=differences, level=0.95, samples=20
         )
     report = RunReport.model_validate(Cleaner().value(report.to_json_value()))
     json.dumps(report.to_json_value(), allow_nan=False)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_gta.benchmarks.gta_atomic.kind import atomic_merge_command
 from pytest_gta.benchmarks.gta_workflow.kind import WORKFLOW_KIND
 from pytest_gta.benchmarks.scored_kind import ScoredKind
 from pytest_gta.errors import GtaUsageError
@@ -33,11 +34,10 @@ from pytest_gta.results.io import (
     read_report_data,
 )
 from pytest_gta.session.compare_command import compare_command, named_reports
-from pytest_gta.session.finish import merge_command
-from pytest_gta.session.kinds import ReportKind, kind_compare_command, kind_merge_command
+from pytest_gta.session.kinds import CommandKind, kind_compare_command, kind_merge_command
 
 
-def _kind(reports: list[WorkflowFile | ScoredFile]) -> tuple[ReportKind[Any], list[Any]]:
+def _kind(reports: list[WorkflowFile | ScoredFile]) -> tuple[CommandKind[Any], list[Any]]:
     """The kind of the reports (one benchmark's: the reader refused a mix), labeled."""
     labeled = [(r.label, r.report) for r in reports]
     first = reports[0]
@@ -61,7 +61,7 @@ def run(config: pytest.Config) -> int | None:
             others = [r for r in reports if not isinstance(r, ReportFile)]
             if others:
                 return kind_merge_command(config, *_kind(others))
-            return merge_command(config, [r for r in reports if isinstance(r, ReportFile)])
+            return atomic_merge_command(config, [r for r in reports if isinstance(r, ReportFile)])
         if config.getoption("gta_compare"):
             found = named_reports(config)
             if found.others:

@@ -65,6 +65,9 @@ class ScoredKind:
         """Floors on the metrics, no significant drop against the baseline."""
         return scored_runs.judge(report, gates)
 
+    def after_hook(self, report: Any) -> None:
+        """Nothing follows from a hook's changes."""
+
     def renderers(self, report: ScoredReport, saved: Callable[[Path], None]) -> Renderers:
         """The JSON, markdown, HTML page and Inspect log of a scored run."""
 

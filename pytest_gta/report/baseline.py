@@ -33,7 +33,6 @@ import numpy as np
 from pytest_gta.dataset import Dataset
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import OPT_BASELINE, OPT_BASELINE_LENIENT, OPT_REPORT
-from pytest_gta.gates import GateSettings
 from pytest_gta.models.catalog import (
     LEADERBOARD_PREFIX,
     boards_with,
@@ -50,7 +49,6 @@ from pytest_gta.report.build import (
     query_clusters,
     query_pass_rates,
 )
-from pytest_gta.report.gate_verdicts import judge
 from pytest_gta.results.base import PerMode
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.io import ATOMIC, expect_benchmark, parse_report, read_report_data
@@ -446,38 +444,35 @@ def _compare_leaderboard(
     )
 
 
-def conclude(
+def compare_run(
     report: RunReport,
-    cases: Sequence[CaseResult],
     dataset: Dataset,
     *,
     baseline: Baseline | None,
     differences: Sequence[str],
-    gates: GateSettings,
     level: float,
     samples: int,
 ) -> None:
-    """Add ``comparison`` (with a baseline) and ``gates`` (with any gate) to a built report.
+    """Add ``comparison`` (with a baseline) to a built report, and a note on what differs.
 
-    Shared by the session's collector and ``--gta-merge``, so a merged run is compared and
-    judged exactly as a single run of the same cases would be.
+    Shared by the session's collector and ``--gta-merge``, so a merged run is compared exactly
+    as a single run of the same cases would be.
     """
-    if baseline is not None:
-        report.comparison = compare(
-            ordered(cases, dataset),
-            baseline,
-            dataset,
-            level=level,
-            samples=samples,
-            differences=differences,
+    if baseline is None:
+        return
+    report.comparison = compare(
+        ordered(report.cases, dataset),
+        baseline,
+        dataset,
+        level=level,
+        samples=samples,
+        differences=differences,
+    )
+    if differences:
+        report.notes.append(
+            f"the baseline {baseline.label} differs from this run ({'; '.join(differences)}); "
+            f"compared anyway ({OPT_BASELINE_LENIENT})"
         )
-        if differences:
-            report.notes.append(
-                f"the baseline {baseline.label} differs from this run ({'; '.join(differences)}); "
-                f"compared anyway ({OPT_BASELINE_LENIENT})"
-            )
-    if gates.active:
-        report.gates = judge(report, gates)
 
 
 def regressed_nodeids(comparison: BaselineComparison | None) -> list[str]:

@@ -1,18 +1,14 @@
-"""Finishing a run: the one way a built report is concluded, cleaned, judged and written.
+"""Finishing a run: the one writer of its files, and what GTA-Atomic's merge and comparison share.
 
-A session's collector (:mod:`pytest_gta.session.collector`) and ``pytest --gta-merge`` end the
-same way, through a :class:`Finisher`: the comparison with ``--gta-baseline`` and the gates, the
-``pytest_gta_update_report`` hook, secrets and non-finite numbers cleaned from what leaves, the
-gated exit status, and the files (``--gta-report``, ``--gta-report-md``, the GitHub job summary,
-``--gta-report-html``, ``--gta-inspect-log``, and for a merge the JUnit XML that pytest writes
-for a session).
-
-``--gta-merge`` (:func:`merge_command`): the shards' reports are read and merged by the pure
-:mod:`pytest_gta.report.merge`; here the command finds the dataset the shards ran on, prints the
-run's tables, writes the files and exits 0, whatever the cases' outcomes (the shard jobs already
-reported those). With gates (``--gta-fail-under``, ``--gta-fail-on-regression``) the merged run is
-judged as a session is. Reports that do not belong to one run are refused with the difference
-named: exit status 4, like any usage error.
+Every benchmark's run is concluded by the one finisher
+(:class:`~pytest_gta.session.kinds.KindFinisher`); the files it is asked for are listed here
+(:func:`report_files`: ``--gta-report``, ``--gta-report-md``, the GitHub job summary,
+``--gta-report-html``, ``--gta-inspect-log``) and written by the one writer
+(:func:`write_outputs`: through symlinks, into devices, the job summary appended to), after
+:func:`cleaned` took secrets and non-finite numbers out of the report. GTA-Atomic's
+``--gta-merge`` and ``--gta-compare`` find the dataset their runs ran on here
+(:func:`find_dataset`), and the merge reads its baseline against the merged run
+(:func:`merged_baseline`); the report commands' terminal lines are printed here too.
 """
 
 from __future__ import annotations
@@ -37,25 +33,17 @@ from pytest_gta.flags import (
     OPT_REPORT_HTML,
     OPT_REPORT_MD,
 )
-from pytest_gta.options import GtaSettings, resolve_option, resolve_path, resolve_settings
+from pytest_gta.options import GtaSettings, resolve_option, resolve_path
 from pytest_gta.options.data import DATASET_NAME, SAMPLE_KEYWORD, resolve_data_dir
 from pytest_gta.options.report import ReportSettings
 from pytest_gta.outward import Cleaner, terminal_text
-from pytest_gta.report.baseline import Baseline, comparable_run, conclude, read_baseline
-from pytest_gta.report.gate_verdicts import final_status
+from pytest_gta.report.baseline import Baseline, comparable_run, read_baseline
 from pytest_gta.report.html import render_html
 from pytest_gta.report.images import ImageStore, store_case_images
-from pytest_gta.report.inspect_log import write_inspect_logs
-from pytest_gta.report.junit import junit_xml
-from pytest_gta.report.merge import check_same_run, coverage_warnings, merge_reports
-from pytest_gta.report.table import render_markdown, render_text
 from pytest_gta.results.base import Doc
-from pytest_gta.results.case import CaseResult
 from pytest_gta.results.io import (
     ReportFile,
-    dump_report,
     field_problem,
-    refresh_properties,
 )
 from pytest_gta.results.report import RunReport
 from pytest_gta.validation import dataset_sha256, load_dataset
@@ -95,6 +83,9 @@ class Renderers:
     html: Callable[[int], str]
     #: Writes ``--gta-inspect-log``'s logs into the directory; the files written.
     inspect: Callable[[Path], list[Path]]
+    #: pytest's JUnit XML of the report for a suite name (``--gta-merge`` writes it, as a
+    #: session's pytest does); ``None``: the kind has none of its own.
+    junit: Callable[[str], str] | None = None
 
 
 def report_files(files: ReportSettings, render: Renderers) -> list[Output]:
@@ -200,90 +191,6 @@ def cleaned(report: R, nonfinite: int = 0) -> R:
             "add fields of its own (report.hook_fields) and change the report's within "
             "their kinds"
         ) from None
-
-
-class Finisher:
-    """Finishes one run: a session's (on the controller) or a merged one's.
-
-    In two steps, so that each caller prints where it prints: :meth:`conclude` (the report
-    as it is printed and written), then :meth:`outputs` (the files it writes).
-    """
-
-    def __init__(
-        self,
-        config: pytest.Config,
-        settings: GtaSettings,
-        dataset: Dataset,
-        images: Callable[[], ImageStore | None] = lambda: None,
-    ) -> None:
-        self.config = config
-        self.settings = settings
-        self.dataset = dataset
-        #: The session's image store (``--gta-report-html``), made on first need; a merge's
-        #: shards kept theirs on their machines, so its page has no images and says so.
-        self._images = images
-
-    def conclude(
-        self,
-        report: RunReport,
-        cases: Sequence[CaseResult],
-        *,
-        baseline: Baseline | None,
-        differences: Sequence[str],
-        duration: float | None = None,
-        nonfinite: int = 0,
-    ) -> RunReport:
-        """The built report compared, judged, given to the hook and cleaned for leaving.
-
-        ``duration`` is the session's (a merged run has none). Whatever came from outside
-        (replies, prediction files) or a hook leaves as strict JSON without secrets (see
-        :mod:`pytest_gta.outward`); the cases' own non-finite numbers were cleaned where they
-        ran (``nonfinite`` of them) and are counted in the same note.
-
-        Raises:
-            GtaUsageError: a ``pytest_gta_update_report`` hook left a field of the wrong kind.
-        """
-        settings = self.settings
-        conclude(
-            report,
-            cases,
-            self.dataset,
-            baseline=baseline,
-            differences=differences,
-            gates=settings.gates,
-            level=settings.stats.confidence,
-            samples=settings.stats.bootstrap_samples,
-        )
-        if duration is not None:
-            report.duration_s = duration
-        self.config.hook.pytest_gta_update_report(config=self.config, report=report)
-        refresh_properties(report)
-        return cleaned(report, nonfinite)
-
-    def outputs(self, report: RunReport, *, junit: bool = False) -> list[Output]:
-        """The files the settings ask for; ``junit``: also pytest's ``--junitxml``."""
-        settings, dataset = self.settings, self.dataset
-        outputs = report_files(
-            settings.report,
-            Renderers(
-                json=lambda: dump_report(report),
-                markdown=lambda: render_markdown(report),
-                html=lambda most: html_with_images(report, dataset, self._images(), most),
-                inspect=lambda directory: write_inspect_logs(report, dataset, directory),
-            ),
-        )
-        xmlpath = self.config.getoption("xmlpath", None) if junit else None
-        if xmlpath:
-            suite = str(self.config.getini("junit_suite_name") or "pytest")
-            # Resolved as pytest's junitxml resolves it.
-            outputs.append(
-                Output(
-                    Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath)))),
-                    lambda: junit_xml(report, suite),
-                    option="--junitxml",
-                )
-            )
-        return outputs
 
 
 # --------------------------------------------------------------------------------------------
@@ -402,39 +309,3 @@ def print_tables(title: str, lines: list[str]) -> None:
     print(f" {title} ".center(80, "="), flush=True)
     for line in lines:
         print(terminal_text(line), flush=True)
-
-
-def merge_command(config: pytest.Config, reports: Sequence[ReportFile]) -> int:
-    """The ``--gta-merge`` command on atomic reports: merge, print, write; 0 when merged.
-
-    Raises:
-        pytest.UsageError: a report is not part of the same run (exit status 4).
-    """
-    settings = resolve_settings(config)
-    try:
-        warnings = coverage_warnings(reports)
-        check_same_run(reports)
-        dataset = find_dataset(config, reports)
-        report = merge_reports(
-            reports,
-            dataset,
-            warnings,
-            confidence=settings.stats.confidence,
-            samples=settings.stats.bootstrap_samples,
-        )
-        cases = [case for r in reports for case in r.cases]
-        baseline, differences = merged_baseline(config, settings, report, dataset)
-        finisher = Finisher(config, settings, dataset)
-        report = finisher.conclude(report, cases, baseline=baseline, differences=differences)
-    except GtaUsageError as exc:
-        raise pytest.UsageError(f"pytest-gta: {terminal_text(str(exc))}") from None
-    report.notes = list(dict.fromkeys(report.notes))
-    say_line(f"merged {len(reports)} reports: {len(report.cases)} cases of {dataset.root}")
-    for warning in warnings:
-        say_line(f"warning: {warning}")
-    print_tables("GTA results", render_text(report))
-    # The shard jobs reported the cases; here only the gates and harness errors count.
-    results = write_said(finisher.outputs(report, junit=True))
-    return final_status(
-        report.gates, report.outcomes.error, int(pytest.ExitCode.OK), failed(results)
-    )

@@ -1,22 +1,25 @@
-"""A benchmark's own kind of report: concluded, written, merged and compared by one code path.
+"""A run's report, of any benchmark: concluded, written, merged and compared by one code path.
 
-GTA-Atomic's report is finished by :class:`~pytest_gta.session.finish.Finisher`. GTA-Workflow
-and every scored benchmark (a third party's) write reports of their own kind, and what differs
-between those kinds is small: how a run is compared with what it is measured against, how the
-gates read it, how it is drawn, how shards are merged and runs put side by side. A
-:class:`ReportKind` says exactly that; everything else is written here once, for all of them:
+What differs between kinds of report is small: how a run is compared with what it is measured
+against, how the gates read it, how it is drawn, how shards are merged and runs put side by
+side. A :class:`ReportKind` says how a run of its kind is concluded and written (GTA-Atomic's:
+:mod:`pytest_gta.benchmarks.gta_atomic.kind`; GTA-Workflow's; a scored benchmark's), a
+:class:`CommandKind` also how its reports are merged and compared; everything else is written
+here once:
 
-- :class:`KindFinisher` concludes a run (a session's collector, ``--gta-merge``): the baseline
-  and the gates checked at start-up, the comparison, the gates' verdicts, the
-  ``pytest_gta_update_report`` hook, the secret cleaner, the files through the one writer
-  (:func:`~pytest_gta.session.finish.report_files`) and the gated exit status;
+- :class:`KindFinisher` concludes any run (a session's collector, ``--gta-merge``): the
+  comparison, the gates' verdicts, the ``pytest_gta_update_report`` hook, the secret cleaner,
+  the files through the one writer (:func:`~pytest_gta.session.finish.report_files`) and the
+  gated exit status;
 - :func:`kind_merge_command` and :func:`kind_compare_command` are ``--gta-merge`` and
-  ``--gta-compare`` on such reports.
+  ``--gta-compare`` on a command kind's reports (GTA-Atomic's merge rebuilds its metrics from
+  the dataset, and its comparison groups shards: theirs are their own).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,15 +48,46 @@ from pytest_gta.session.finish import (
 )
 
 R = TypeVar("R", bound=Doc)
+Rc = TypeVar("Rc", bound=Doc, contravariant=True)
 #: A run's report as a command read it: the label the user gave its file, and the report.
 Labeled = tuple[str, R]
 
 
-class ReportKind(Protocol[R]):
-    """What one kind of report does its own way (GTA-Workflow's, a scored benchmark's)."""
+class ReportKind(Protocol[Rc]):
+    """What one kind of report does its own way when a run of it is concluded and written."""
 
     #: The benchmark as the terminal's rules say it (``GTA-Workflow``).
     title: str
+
+    def compare(self, report: Rc, against: Any, given: str, settings: GtaSettings) -> None:
+        """Set the report's comparison (and rows) from what the run is measured against."""
+
+    def judge(self, report: Rc, gates: GateSettings) -> GatesVerdict:
+        """The gates' verdicts on the compared report."""
+
+    def after_hook(self, report: Rc) -> None:
+        """What follows from a ``pytest_gta_update_report`` hook's changes, before cleaning."""
+
+    def renderers(self, report: Rc, saved: Callable[[Path], None]) -> Renderers:
+        """The report's files; ``saved`` is told where an Inspect log went."""
+
+    def table_lines(self, report: Rc) -> list[str]:
+        """The terminal's tables."""
+
+    def errors(self, report: Rc) -> int:
+        """The cases that errored (a run with errors exits 1 without gates)."""
+
+    def regressed(self, report: Rc) -> list[str] | None:
+        """The regressed cases' node ids (``None``: not compared with a baseline report)."""
+
+
+class CommandKind(ReportKind[R], Protocol[R]):
+    """A kind whose reports ``--gta-merge`` and ``--gta-compare`` take by this module's code.
+
+    GTA-Atomic's are not: its merge rebuilds the metrics from the dataset the shards ran on,
+    and its comparison groups shards and draws plots (:mod:`~pytest_gta.session.compare_command`).
+    """
+
     #: What its cases are called in messages (``tasks``).
     unit: str
 
@@ -66,24 +100,6 @@ class ReportKind(Protocol[R]):
         Raises:
             GtaUsageError: a baseline of another kind, an unknown row.
         """
-
-    def compare(self, report: R, against: Any, given: str, settings: GtaSettings) -> None:
-        """Set the report's comparison (and rows) from what :meth:`against` read."""
-
-    def judge(self, report: R, gates: GateSettings) -> GatesVerdict:
-        """The gates' verdicts on the concluded report."""
-
-    def renderers(self, report: R, saved: Callable[[Path], None]) -> Renderers:
-        """The report's files; ``saved`` is told where the Inspect log went."""
-
-    def table_lines(self, report: R) -> list[str]:
-        """The terminal's tables."""
-
-    def errors(self, report: R) -> int:
-        """The cases that errored (a run with errors exits 1 without gates)."""
-
-    def regressed(self, report: R) -> list[str] | None:
-        """The regressed cases' node ids (``None``: not compared with a baseline report)."""
 
     def merge(self, reports: Sequence[Labeled[R]]) -> R:
         """One run from its shards' reports (raises ``GtaUsageError`` for another run's)."""
@@ -98,20 +114,29 @@ class ReportKind(Protocol[R]):
         """The comparison as markdown (``--gta-report-md``, the job summary)."""
 
 
+def _nothing() -> Any:
+    return None
+
+
 @dataclass
 class KindFinisher(Generic[R]):
-    """Concludes and writes one run of a kind; what it reads from the options, read once."""
+    """Concludes and writes one run of any benchmark: a session's, or a merged one's.
+
+    In two steps, so that each caller prints where it prints: :meth:`conclude` (the report as
+    it is printed and written), then :meth:`outputs` (the files it writes).
+    """
 
     config: pytest.Config
     settings: GtaSettings
     kind: ReportKind[R]
-    against: Any = None
+    #: What the run is measured against (``--gta-baseline``...), as the kind compares with it.
+    against: Callable[[], Any] = _nothing
     #: The Inspect log written (``--gta-inspect-log``), for the terminal's last lines.
     inspect_log: Path | None = field(default=None, init=False)
 
     @classmethod
     def of(
-        cls, config: pytest.Config, settings: GtaSettings, kind: ReportKind[R]
+        cls, config: pytest.Config, settings: GtaSettings, kind: CommandKind[R]
     ) -> KindFinisher[R]:
         """Check the gates and read what the run is measured against, before any case.
 
@@ -123,24 +148,46 @@ class KindFinisher(Generic[R]):
             against = kind.against(settings, _given(config, settings))
         except GtaUsageError as exc:
             raise pytest.UsageError(f"pytest-gta: {terminal_text(str(exc))}") from None
-        return cls(config, settings, kind, against)
+        return cls(config, settings, kind, lambda: against)
 
-    def conclude(self, report: R) -> R:
+    def conclude(self, report: R, nonfinite: int = 0) -> R:
         """The report compared, judged, given to the hook and cleaned for leaving.
+
+        Whatever came from outside (replies, prediction files) or a hook leaves as strict JSON
+        without secrets (see :mod:`pytest_gta.outward`); ``nonfinite`` non-finite numbers were
+        cleaned from the cases where they ran, and are counted in the same note.
 
         Raises:
             GtaUsageError: a ``pytest_gta_update_report`` hook broke the report.
         """
-        settings = self.settings
-        self.kind.compare(report, self.against, _given(self.config, settings), settings)
+        settings, kind = self.settings, self.kind
+        kind.compare(report, self.against(), _given(self.config, settings), settings)
         if settings.gates.active:
-            report.gates = self.kind.judge(report, settings.gates)  # type: ignore[attr-defined]
+            report.gates = kind.judge(report, settings.gates)  # type: ignore[attr-defined]
         self.config.hook.pytest_gta_update_report(config=self.config, report=report)
-        return cleaned(report)
+        kind.after_hook(report)
+        return cleaned(report, nonfinite)
 
-    def outputs(self, report: R) -> list[Output]:
-        """The files the settings ask for (:func:`~pytest_gta.session.finish.report_files`)."""
-        return report_files(self.settings.report, self.kind.renderers(report, self._saved))
+    def outputs(self, report: R, *, junit: bool = False) -> list[Output]:
+        """The files the settings ask for; ``junit``: also pytest's ``--junitxml`` (a merge's).
+
+        (:func:`~pytest_gta.session.finish.report_files`).
+        """
+        render = self.kind.renderers(report, self._saved)
+        outputs = report_files(self.settings.report, render)
+        xmlpath = self.config.getoption("xmlpath", None) if junit else None
+        if xmlpath and render.junit is not None:
+            suite = str(self.config.getini("junit_suite_name") or "pytest")
+            xml = render.junit
+            # Resolved as pytest's junitxml resolves it.
+            outputs.append(
+                Output(
+                    Path(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath)))),
+                    lambda: xml(suite),
+                    option="--junitxml",
+                )
+            )
+        return outputs
 
     def _saved(self, path: Path) -> None:
         self.inspect_log = path
@@ -166,7 +213,7 @@ def _given(config: pytest.Config, settings: GtaSettings) -> str:
 
 
 def kind_merge_command(
-    config: pytest.Config, kind: ReportKind[R], reports: Sequence[Labeled[R]]
+    config: pytest.Config, kind: CommandKind[R], reports: Sequence[Labeled[R]]
 ) -> int:
     """``--gta-merge``: merge, print the tables, write the files; 0 when merged.
 
@@ -188,7 +235,7 @@ def kind_merge_command(
 
 
 def kind_compare_command(
-    config: pytest.Config, kind: ReportKind[R], reports: Sequence[Labeled[R]]
+    config: pytest.Config, kind: CommandKind[R], reports: Sequence[Labeled[R]]
 ) -> int:
     """``--gta-compare``: the runs side by side, and the files; 0 when compared.
 

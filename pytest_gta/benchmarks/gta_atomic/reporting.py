@@ -3,8 +3,9 @@
 The collector gathers the cases and the run's facts; this builds the typed
 :class:`~pytest_gta.results.report.RunReport` from them (the paper's tables, intervals,
 identity, settings) and concludes it as ``--gta-merge`` concludes a merged run, through the one
-:class:`~pytest_gta.session.finish.Finisher` (baseline, gates, the update hook, the cleaner,
-the files).
+finisher of every benchmark (:class:`~pytest_gta.session.kinds.KindFinisher`, with GTA-Atomic's
+own ways: :class:`~pytest_gta.benchmarks.gta_atomic.kind.AtomicKind`): baseline, gates, the
+update hook, the cleaner, the files.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from pytest_gta.benchmarks.gta_atomic.kind import AtomicKind
 from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset
 from pytest_gta.options import GtaSettings
-from pytest_gta.report.baseline import Baseline, regressed_nodeids
+from pytest_gta.report.baseline import Baseline
 from pytest_gta.report.build import build_report
-from pytest_gta.report.gate_verdicts import final_status
 from pytest_gta.report.html import summary_html
 from pytest_gta.report.images import ImageStore
 from pytest_gta.report.junit import suite_properties
@@ -38,7 +39,8 @@ from pytest_gta.results.report import (
     ShardInfo,
 )
 from pytest_gta.session.collector import RunFacts, identity_of
-from pytest_gta.session.finish import Finisher, Output
+from pytest_gta.session.finish import Output
+from pytest_gta.session.kinds import KindFinisher
 from pytest_gta.session.run_info import RunInfo
 from pytest_gta.version import __version__
 
@@ -181,22 +183,16 @@ class AtomicReporting:
             samples=settings.stats.bootstrap_samples,
             identity=self.identity(info, facts),
         )
-        baseline, differences = self._baseline()
-        return self._finisher().conclude(
-            report,
-            cases,
-            baseline=baseline,
-            differences=differences,
-            duration=time.monotonic() - facts.started,
-            nonfinite=facts.nonfinite,
-        )
+        report.duration_s = time.monotonic() - facts.started
+        return self._finisher().conclude(report, facts.nonfinite)
 
     def regressed(self, report: RunReport) -> list[str] | None:
         """The regressed queries' node ids, when the run was compared with a baseline."""
-        return None if report.comparison is None else regressed_nodeids(report.comparison)
+        return self._finisher().regressed(report)
 
-    def _finisher(self) -> Finisher:
-        return Finisher(self.config, self.settings, self._dataset(), self._images)
+    def _finisher(self) -> KindFinisher[RunReport]:
+        kind = AtomicKind(self._dataset(), self._images)
+        return KindFinisher(self.config, self.settings, kind, self._baseline)
 
     def suite_properties(self, report: RunReport) -> list[tuple[str, Any]]:
         """Each metric, its interval, the gates' verdict."""
@@ -216,7 +212,7 @@ class AtomicReporting:
 
     def status(self, report: RunReport, status: int, write_failed: bool) -> int:
         """Gated (with gates), and not 0 when a file was not written."""
-        return final_status(report.gates, report.outcomes.error, status, write_failed)
+        return self._finisher().status(report, status, write_failed)
 
     def written(self) -> list[str]:
         """Nothing beyond the files' own lines."""

@@ -113,6 +113,9 @@ class WorkflowKind:
         """Floors on the table's columns, no significant drop against the baseline."""
         return workflow_baseline.judge(report, gates)
 
+    def after_hook(self, report: Any) -> None:
+        """Nothing follows from a hook's changes."""
+
     def renderers(self, report: WorkflowReport, saved: Callable[[Path], None]) -> Renderers:
         """The JSON, markdown, HTML page and Inspect log of a Workflow run."""
 
