@@ -27,14 +27,11 @@ from pydantic import JsonValue, ValidationError
 from pytest_gta.benchmarks.scored_kind import ScoredKind
 from pytest_gta.case import EPOCH_TAG, mark_name
 from pytest_gta.options import GtaSettings
-from pytest_gta.outward import clean_text
-from pytest_gta.report import scored as render
 from pytest_gta.results.base import Scalar
 from pytest_gta.results.scored import ScoredCase, ScoredReport
 from pytest_gta.run.benchmark import BenchmarkContext, QueryView, nothing_ahead
 from pytest_gta.scoring.scored import scored_metrics
 from pytest_gta.session.collector import RunFacts, identity_of, message_of
-from pytest_gta.session.finish import Output
 from pytest_gta.session.gta_session import guarded
 from pytest_gta.session.keys import DETAIL_KEY, report_only
 from pytest_gta.session.kinds import KindFinisher
@@ -233,7 +230,6 @@ class ScoredReporting:
         self.settings = settings
         self.benchmark = benchmark
         self.dataset = dataset
-        self.title = f"{benchmark} results"
         #: Each case's own message (pytest's failure repeats it behind the case id).
         self._messages: dict[str, str] = {}
         #: Concludes and writes the report (``--gta-merge`` finishes a merged run with it too).
@@ -307,38 +303,3 @@ class ScoredReporting:
     def _place(self, case: ScoredCase) -> tuple[int, int, str]:
         base = case.id.partition(EPOCH_TAG)[0]
         return (self._order.get(base, len(self._order)), case.epoch or 0, case.id)
-
-    def suite_properties(self, report: ScoredReport) -> list[tuple[str, Any]]:
-        """Each metric, and the gates' verdict."""
-        properties: list[tuple[str, Any]] = [
-            (f"gta_{self.benchmark}_{name}", round(value, 4))
-            for name, value in report.metrics.items()
-            if value is not None
-        ]
-        if report.gates is not None:
-            properties.append(("gta_gates_passed", str(report.gates.passed).lower()))
-        return properties
-
-    def outputs(self, report: ScoredReport) -> list[Output]:
-        """The files the settings ask for, and the job summary."""
-        return self.finisher.outputs(report)
-
-    def text(self, report: ScoredReport) -> list[str]:
-        """The run's table (report text escaped)."""
-        return [clean_text(line) for line in render.table_lines(report)]
-
-    def summary_html(self, report: ScoredReport) -> str:
-        """The run's page, for pytest-html's summary."""
-        return render.render_html(report)
-
-    def status(self, report: ScoredReport, status: int, write_failed: bool) -> int:
-        """Gated (with gates), and not 0 when a file was not written."""
-        return self.finisher.status(report, status, write_failed)
-
-    def written(self) -> list[str]:
-        """Where the Inspect log went."""
-        return self.finisher.written()
-
-    def regressed(self, report: ScoredReport) -> list[str] | None:
-        """What ``--gta-rerun-regressions`` reruns next time."""
-        return self.finisher.regressed(report)

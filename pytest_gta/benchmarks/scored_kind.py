@@ -87,6 +87,21 @@ class ScoredKind:
         """The metrics' table."""
         return render.table_lines(report)
 
+    def summary_html(self, report: ScoredReport) -> str:
+        """The run's page, for pytest-html's summary."""
+        return render.render_html(report)
+
+    def suite_properties(self, report: ScoredReport) -> list[tuple[str, Any]]:
+        """Each metric, and the gates' verdict."""
+        properties: list[tuple[str, Any]] = [
+            (f"gta_{self.title}_{name}", round(value, 4))
+            for name, value in report.metrics.items()
+            if value is not None
+        ]
+        if report.gates is not None:
+            properties.append(("gta_gates_passed", str(report.gates.passed).lower()))
+        return properties
+
     def errors(self, report: ScoredReport) -> int:
         """The cases that errored."""
         return report.errors

@@ -30,6 +30,7 @@ from pytest_gta.results.migrate import default_label
 from pytest_gta.results.report import GitInfo, Identity
 from pytest_gta.session.finish import Output, write_outputs
 from pytest_gta.session.keys import DETAIL_KEY, STOPPED_KEY
+from pytest_gta.session.kinds import KindFinisher
 from pytest_gta.session.project_tests import notes_of, unique
 from pytest_gta.signals import INTERRUPTS, cause_of
 from pytest_gta.version import __version__
@@ -108,10 +109,15 @@ def identity_of(
 
 
 class Reporting(Protocol):
-    """A benchmark's side of the controller's report."""
+    """A benchmark's side of the controller's report: its cases, and the report they make.
 
-    #: The terminal's rule above the tables (``GTA results``).
-    title: str
+    What is done with the report (compared, judged, printed, written) is its kind's, through
+    the one finisher (:class:`~pytest_gta.session.kinds.KindFinisher`).
+    """
+
+    @property
+    def finisher(self) -> KindFinisher[Any]:
+        """Concludes and writes the run's report (also ``--gta-merge``'s, for a merged one)."""
 
     def case_from_detail(self, detail: str) -> tuple[CaseLike, int] | None:
         """The case its setup report carried (and the non-finite numbers cleaned from it)."""
@@ -120,34 +126,10 @@ class Reporting(Protocol):
         """A case known only by its id (it errored or was skipped before it sent its result)."""
 
     def build(self, cases: list[Any], facts: RunFacts) -> Any:
-        """The run's report: built, compared, judged, given to the update hook and cleaned.
+        """The run's report: built, then concluded by :attr:`finisher`.
 
         Raises:
             GtaUsageError: a ``pytest_gta_update_report`` hook broke the report.
-        """
-
-    def suite_properties(self, report: Any) -> list[tuple[str, Any]]:
-        """The suite-level JUnit properties of the run."""
-
-    def outputs(self, report: Any) -> list[Output]:
-        """The files the settings ask for."""
-
-    def text(self, report: Any) -> list[str]:
-        """The terminal's tables."""
-
-    def summary_html(self, report: Any) -> str:
-        """The tables as an HTML fragment (pytest-html's summary; escaped)."""
-
-    def status(self, report: Any, status: int, write_failed: bool) -> int:
-        """The exit status: the gates' (with gates), and not 0 when a file was not written."""
-
-    def written(self) -> list[str]:
-        """Lines after "report written to ..." (where a directory's logs went)."""
-
-    def regressed(self, report: Any) -> list[str] | None:
-        """The regressed cases' node ids (``None``: no comparison with a baseline was made).
-
-        The collector records them for the next ``--gta-rerun-regressions``.
         """
 
 
@@ -232,7 +214,7 @@ class Collector:
         """The report of everything collected so far (see :meth:`Reporting.build`)."""
         self.facts.git = self._git.result()
         report = self.reporting.build(list(self.cases.values()), self.facts)
-        regressed = self.reporting.regressed(report)
+        regressed = self.reporting.finisher.regressed(report)
         cache = getattr(self.config, "cache", None)
         if cache is not None and regressed is not None:
             cache.set(REGRESSIONS_CACHE_KEY, regressed)
@@ -259,32 +241,34 @@ class Collector:
             self.failure = str(exc)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        add_suite_properties(self.config, self.reporting.suite_properties(report))
-        results = write_outputs(self.reporting.outputs(report))
+        finisher = self.reporting.finisher
+        add_suite_properties(self.config, finisher.kind.suite_properties(report))
+        results = write_outputs(finisher.outputs(report))
         for output, error in results:
             if error is None:
                 self._written.append(output)
             else:
                 self.write_errors.append(f"{output.label}: {error}")
-        session.exitstatus = self.reporting.status(
+        session.exitstatus = finisher.status(
             report, int(session.exitstatus), bool(self.write_errors)
         )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Print the run's tables, where the files went, and what could not be written."""
-        title = self.reporting.title
+        finisher = self.reporting.finisher
+        title = f"{finisher.kind.title} results"
         if self.failure is not None:
             terminalreporter.write_sep("=", title)
             terminalreporter.write_line(f"pytest-gta: {self.failure}", red=True, bold=True)
         if self.report is None:
             return
         terminalreporter.write_sep("=", title)
-        for line in self.reporting.text(self.report):
+        for line in finisher.text(self.report):
             terminalreporter.write_line(line)
         for output in self._written:
             if not output.append:  # the job summary is the job's, not a file of the run
                 terminalreporter.write_line(f"report written to {output.path}")
-        for line in self.reporting.written():
+        for line in finisher.written():
             terminalreporter.write_line(line)
         for error in self.write_errors:
             terminalreporter.write_line(

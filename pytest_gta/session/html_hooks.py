@@ -106,10 +106,10 @@ class GtaHtmlHooks:
         """The run's header and the paper's tables, as the terminal prints them."""
         report = self.collector.report
         if report is not None:
-            reporting = self.collector.reporting
+            kind = self.collector.reporting.finisher.kind
             postfix.append(
-                f"<h2>{esc(reporting.title)}</h2><style>.gta-summary table"
+                f"<h2>{esc(kind.title + ' results')}</h2><style>.gta-summary table"
                 "{border-collapse:collapse}"
                 ".gta-summary td,.gta-summary th{border:1px solid #d0d7de;padding:2px 8px}"
-                "</style>" + reporting.summary_html(report)
+                "</style>" + kind.summary_html(report)
             )

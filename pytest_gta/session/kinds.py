@@ -31,7 +31,7 @@ from pytest_gta.errors import GtaUsageError
 from pytest_gta.flags import OPT_REPORT, OPT_REPORT_MD
 from pytest_gta.gates import GateSettings
 from pytest_gta.options import GtaSettings, resolve_settings
-from pytest_gta.outward import terminal_text
+from pytest_gta.outward import clean_text, terminal_text
 from pytest_gta.report.gate_verdicts import final_status
 from pytest_gta.results.base import Doc
 from pytest_gta.results.report import GatesVerdict
@@ -73,6 +73,12 @@ class ReportKind(Protocol[Rc]):
 
     def table_lines(self, report: Rc) -> list[str]:
         """The terminal's tables."""
+
+    def summary_html(self, report: Rc) -> str:
+        """The tables as an HTML fragment (pytest-html's summary; escaped)."""
+
+    def suite_properties(self, report: Rc) -> list[tuple[str, Any]]:
+        """The run's suite-level JUnit properties."""
 
     def errors(self, report: Rc) -> int:
         """The cases that errored (a run with errors exits 1 without gates)."""
@@ -205,6 +211,10 @@ class KindFinisher(Generic[R]):
         """Where the Inspect log went (a file in ``--gta-inspect-log``'s directory)."""
         log = self.inspect_log
         return [] if log is None else [f"Inspect log written to {log}"]
+
+    def text(self, report: R) -> list[str]:
+        """The terminal's tables, report text cleaned (a hand-edited baseline's label)."""
+        return [clean_text(line) for line in self.kind.table_lines(report)]
 
 
 def _given(config: pytest.Config, settings: GtaSettings) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,9 +27,10 @@ from pytest_gta.options import GtaSettings, resolve_settings
 from pytest_gta.outward import terminal_text
 from pytest_gta.report.baseline import Baseline, compare_run, regressed_nodeids
 from pytest_gta.report.gate_verdicts import judge
+from pytest_gta.report.html import summary_html
 from pytest_gta.report.images import ImageStore
 from pytest_gta.report.inspect_log import write_inspect_logs
-from pytest_gta.report.junit import junit_xml
+from pytest_gta.report.junit import junit_xml, suite_properties
 from pytest_gta.report.merge import check_same_run, coverage_warnings, merge_reports
 from pytest_gta.report.table import render_markdown, render_text
 from pytest_gta.results.io import ReportFile, dump_report, refresh_properties
@@ -98,6 +100,14 @@ class AtomicKind:
     def table_lines(self, report: RunReport) -> list[str]:
         """The paper's tables."""
         return list(render_text(report))
+
+    def summary_html(self, report: RunReport) -> str:
+        """The paper's tables, as the HTML report's header shows them."""
+        return summary_html(report)
+
+    def suite_properties(self, report: RunReport) -> list[tuple[str, Any]]:
+        """Each metric, its interval, the gates' verdict."""
+        return list(suite_properties(report))
 
     def errors(self, report: RunReport) -> int:
         """The cases that errored."""

@@ -22,10 +22,7 @@ from pytest_gta.dataset import Dataset
 from pytest_gta.options import GtaSettings
 from pytest_gta.report.baseline import Baseline
 from pytest_gta.report.build import build_report
-from pytest_gta.report.html import summary_html
 from pytest_gta.report.images import ImageStore
-from pytest_gta.report.junit import suite_properties
-from pytest_gta.report.table import render_text
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.io import case_from_wire
 from pytest_gta.results.report import (
@@ -39,7 +36,6 @@ from pytest_gta.results.report import (
     ShardInfo,
 )
 from pytest_gta.session.collector import RunFacts, identity_of
-from pytest_gta.session.finish import Output
 from pytest_gta.session.kinds import KindFinisher
 from pytest_gta.session.run_info import RunInfo
 from pytest_gta.version import __version__
@@ -47,8 +43,6 @@ from pytest_gta.version import __version__
 
 class AtomicReporting:
     """Builds, concludes and shows a GTA-Atomic run's report."""
-
-    title = "GTA results"
 
     def __init__(
         self,
@@ -67,6 +61,7 @@ class AtomicReporting:
         self._baseline = baseline
         #: The session's image store (``--gta-report-html``), made on first need.
         self._images = images
+        self._finisher: KindFinisher[RunReport] | None = None
 
     # -- the cases -----------------------------------------------------------------------------
     def case_from_detail(self, detail: str) -> tuple[CaseResult, int] | None:
@@ -184,39 +179,15 @@ class AtomicReporting:
             identity=self.identity(info, facts),
         )
         report.duration_s = time.monotonic() - facts.started
-        return self._finisher().conclude(report, facts.nonfinite)
+        return self.finisher.conclude(report, facts.nonfinite)
 
-    def regressed(self, report: RunReport) -> list[str] | None:
-        """The regressed queries' node ids, when the run was compared with a baseline."""
-        return self._finisher().regressed(report)
-
-    def _finisher(self) -> KindFinisher[RunReport]:
-        kind = AtomicKind(self._dataset(), self._images)
-        return KindFinisher(self.config, self.settings, kind, self._baseline)
-
-    def suite_properties(self, report: RunReport) -> list[tuple[str, Any]]:
-        """Each metric, its interval, the gates' verdict."""
-        return list(suite_properties(report))
-
-    def outputs(self, report: RunReport) -> list[Output]:
-        """``--gta-report``, ``-md``, ``-html``, ``--gta-inspect-log``, the job summary."""
-        return self._finisher().outputs(report)
-
-    def text(self, report: RunReport) -> list[str]:
-        """The paper's tables."""
-        return list(render_text(report))
-
-    def summary_html(self, report: RunReport) -> str:
-        """The paper's tables, as the HTML report's header shows them."""
-        return summary_html(report)
-
-    def status(self, report: RunReport, status: int, write_failed: bool) -> int:
-        """Gated (with gates), and not 0 when a file was not written."""
-        return self._finisher().status(report, status, write_failed)
-
-    def written(self) -> list[str]:
-        """Nothing beyond the files' own lines."""
-        return []
+    @property
+    def finisher(self) -> KindFinisher[RunReport]:
+        """Concludes and writes the report, with GTA-Atomic's own ways, on the run's dataset."""
+        if self._finisher is None:
+            kind = AtomicKind(self._dataset(), self._images)
+            self._finisher = KindFinisher(self.config, self.settings, kind, self._baseline)
+        return self._finisher
 
 
 def _sandbox(backends: dict[str, Any] | None) -> dict[str, Any] | None:

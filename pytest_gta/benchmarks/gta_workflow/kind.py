@@ -26,7 +26,7 @@ from pytest_gta.options import GtaSettings
 from pytest_gta.report import workflow as render
 from pytest_gta.report import workflow_baseline
 from pytest_gta.report.merge import shard_cases
-from pytest_gta.report.workflow_html import render_workflow_html
+from pytest_gta.report.workflow_html import header_html, render_workflow_html
 from pytest_gta.report.workflow_inspect import write_workflow_inspect_log
 from pytest_gta.results.recorded import CaseUsage
 from pytest_gta.results.report import GatesVerdict
@@ -52,6 +52,8 @@ _SAME: tuple[tuple[str, Callable[[WorkflowReport], object]], ...] = (
     ("judge.api", lambda r: r.judge.api),
     ("judge.threshold", lambda r: r.judge.threshold),
 )
+#: The table's columns JUnit's suite properties carry (``gta_workflow_root_score``...).
+_SUITE_COLUMNS = ("root_score", "root_sr", "leaf_sr", "tool_sr", "p_sr", "o_sr", "l_sr", "c_sr")
 #: What the runs of a comparison may differ in, each said in a note.
 _NOTED: tuple[tuple[str, Callable[[WorkflowReport], object]], ...] = (
     ("dataset", lambda r: r.dataset),
@@ -134,6 +136,35 @@ class WorkflowKind:
     def table_lines(self, report: WorkflowReport) -> list[str]:
         """The Workflow table."""
         return render.table_lines(report)
+
+    def summary_html(self, report: WorkflowReport) -> str:
+        """The run's header and table, as the Workflow page shows them."""
+        return header_html(report)
+
+    def suite_properties(self, report: WorkflowReport) -> list[tuple[str, Any]]:
+        """The table's columns, the gates' verdict, the judge."""
+        metrics = report.metrics
+        properties: list[tuple[str, Any]] = [
+            (f"gta_workflow_{name}", round(value, 4))
+            for name in (
+                "root_score",
+                "root_sr",
+                "leaf_sr",
+                "tool_sr",
+                "p_sr",
+                "o_sr",
+                "l_sr",
+                "c_sr",
+            )
+            if (value := getattr(metrics, name)) is not None
+        ]
+        if report.gates is not None:
+            properties.append(("gta_gates_passed", str(report.gates.passed).lower()))
+        return [
+            *properties,
+            ("gta_judge", report.judge.model),
+            ("gta_judge_official", report.judge.official),
+        ]
 
     def errors(self, report: WorkflowReport) -> int:
         """The tasks whose production or judging errored."""

@@ -27,9 +27,6 @@ from pytest_gta.evalpack import DEVIATION
 from pytest_gta.evalpack import PREFIX as EVALPACK
 from pytest_gta.files import sha256_file
 from pytest_gta.options import GtaSettings
-from pytest_gta.outward import clean_text
-from pytest_gta.report.workflow import table_lines
-from pytest_gta.report.workflow_html import header_html
 from pytest_gta.results.recorded import CaseUsage
 from pytest_gta.results.workflow import (
     JudgeInfo,
@@ -38,7 +35,6 @@ from pytest_gta.results.workflow import (
 )
 from pytest_gta.scoring.workflow import workflow_table
 from pytest_gta.session.collector import RunFacts, identity_of, message_of
-from pytest_gta.session.finish import Output
 from pytest_gta.session.kinds import KindFinisher
 from pytest_gta.workflow_data import END_FILE
 
@@ -48,8 +44,6 @@ _CASE_ID = re.compile(r"\[(" + re.escape(CASE_PREFIX) + r"([^\]@]+)(?:@epoch(\d+
 
 class WorkflowReporting:
     """Builds, concludes and shows a GTA-Workflow run's report."""
-
-    title = "GTA-Workflow results"
 
     def __init__(
         self,
@@ -137,49 +131,6 @@ class WorkflowReporting:
             cases=ordered,
         )
         return self.finisher.conclude(report)
-
-    def suite_properties(self, report: WorkflowReport) -> list[tuple[str, Any]]:
-        """The table's columns, the gates, the judge."""
-        return junit_properties(report)
-
-    def outputs(self, report: WorkflowReport) -> list[Output]:
-        """The files the settings ask for, and the job summary."""
-        return self.finisher.outputs(report)
-
-    def text(self, report: WorkflowReport) -> list[str]:
-        """The Workflow table (report text escaped)."""
-        return [clean_text(line) for line in table_lines(report)]
-
-    def summary_html(self, report: WorkflowReport) -> str:
-        """The run's header and table, as the Workflow page shows them."""
-        return header_html(report)
-
-    def status(self, report: WorkflowReport, status: int, write_failed: bool) -> int:
-        """Gated (with gates), and not 0 when a file was not written."""
-        return self.finisher.status(report, status, write_failed)
-
-    def written(self) -> list[str]:
-        """Where the Inspect log went (a file in ``--gta-inspect-log``'s directory)."""
-        return self.finisher.written()
-
-    def regressed(self, report: WorkflowReport) -> list[str] | None:
-        """What ``--gta-rerun-regressions`` reruns next time."""
-        return self.finisher.regressed(report)
-
-
-def junit_properties(report: WorkflowReport) -> list[tuple[str, Any]]:
-    """The run's suite-level JUnit properties: the table's columns, the gates, the judge."""
-    metrics = report.metrics
-    names = ("root_score", "root_sr", "leaf_sr", "tool_sr", "p_sr", "o_sr", "l_sr", "c_sr")
-    properties: list[tuple[str, Any]] = [
-        (f"gta_workflow_{name}", round(getattr(metrics, name), 4))
-        for name in names
-        if getattr(metrics, name) is not None
-    ]
-    if report.gates is not None:
-        properties.append(("gta_gates_passed", str(report.gates.passed).lower()))
-    properties += [("gta_judge", report.judge.model), ("gta_judge_official", report.judge.official)]
-    return properties
 
 
 def _sha256_of(path: Path) -> str:
