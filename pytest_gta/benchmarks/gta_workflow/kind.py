@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gta.gates import GateSettings
+from pytest_gta.gates import WORKFLOW_GATE_METRICS, GateSettings
 from pytest_gta.options import GtaSettings
 from pytest_gta.report import workflow as render
 from pytest_gta.report import workflow_baseline
@@ -52,8 +52,6 @@ _SAME: tuple[tuple[str, Callable[[WorkflowReport], object]], ...] = (
     ("judge.api", lambda r: r.judge.api),
     ("judge.threshold", lambda r: r.judge.threshold),
 )
-#: The table's columns JUnit's suite properties carry (``gta_workflow_root_score``...).
-_SUITE_COLUMNS = ("root_score", "root_sr", "leaf_sr", "tool_sr", "p_sr", "o_sr", "l_sr", "c_sr")
 #: What the runs of a comparison may differ in, each said in a note.
 _NOTED: tuple[tuple[str, Callable[[WorkflowReport], object]], ...] = (
     ("dataset", lambda r: r.dataset),
@@ -143,20 +141,10 @@ class WorkflowKind:
 
     def suite_properties(self, report: WorkflowReport) -> list[tuple[str, Any]]:
         """The table's columns, the gates' verdict, the judge."""
-        metrics = report.metrics
         properties: list[tuple[str, Any]] = [
             (f"gta_workflow_{name}", round(value, 4))
-            for name in (
-                "root_score",
-                "root_sr",
-                "leaf_sr",
-                "tool_sr",
-                "p_sr",
-                "o_sr",
-                "l_sr",
-                "c_sr",
-            )
-            if (value := getattr(metrics, name)) is not None
+            for name in WORKFLOW_GATE_METRICS  # the table's columns
+            if (value := getattr(report.metrics, name)) is not None
         ]
         if report.gates is not None:
             properties.append(("gta_gates_passed", str(report.gates.passed).lower()))
