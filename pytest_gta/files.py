@@ -80,18 +80,6 @@ def write_atomic_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def copy_atomic(source: Path, target: Path) -> None:
-    """Copy ``source`` to a temporary file beside ``target``, then rename it into place."""
-    fd, tmp = _temporary(target)
-    os.close(fd)
-    try:
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 _MAX_LINKS = 40
 #: ``/proc/self/fd/N`` and the like: the process's own open file ``N`` (``/dev/stdout`` is
 #: ``/proc/self/fd/1``; bash's ``>(...)`` is ``/dev/fd/63``).
@@ -340,7 +328,10 @@ def open_regular(path: Path) -> Iterator[BinaryIO]:
 
 
 def copy_regular(source: Path, target: Path) -> None:
-    """:func:`copy_atomic` of a regular file only (see :func:`open_regular`)."""
+    """Copy ``source``, a regular file only (see :func:`open_regular`), into place atomically.
+
+    Written to a temporary file beside ``target``, then renamed: a reader never sees half.
+    """
     with open_regular(source) as src:
         fd, tmp = _temporary(target)
         try:
