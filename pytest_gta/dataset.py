@@ -14,8 +14,9 @@ file under the root.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -128,6 +129,8 @@ class Dataset:
     #: file of the dataset's data directories (GTA-Atomic, whose reference chains read other
     #: queries' images and the generated-image placeholder; see :mod:`pytest_gta.reach`).
     case_files_only: bool = False
+    #: The tools a run left out (:meth:`without_tools`): the report's ``tools_left_out``.
+    left_out: tuple[str, ...] = ()
 
     def __iter__(self) -> Iterator[Query]:
         return iter(self.queries.values())
@@ -222,6 +225,28 @@ class Dataset:
         query's own copy for tools the file does not describe.
         """
         return [self.toolmeta.get(t.name, t) for t in query.tools]
+
+    def tool_names(self) -> tuple[str, ...]:
+        """Every tool the data names: ``toolmeta.json``'s, then the queries' own, each once."""
+        named = dict.fromkeys(self.toolmeta)
+        for query in self.queries.values():
+            named.update(dict.fromkeys(query.tool_names))
+        return tuple(named)
+
+    def without_tools(self, names: Collection[str]) -> Dataset:
+        """This dataset with the tools ``names`` neither offered nor described (an ablation).
+
+        The queries keep their reference chains: a call the model makes to a removed tool is
+        the official invalid action, and the scorer compares against the same reference.
+        """
+        gone = set(names)
+        queries = {
+            qid: dataclasses.replace(q, tools=tuple(t for t in q.tools if t.name not in gone))
+            for qid, q in self.queries.items()
+        }
+        toolmeta = {name: meta for name, meta in self.toolmeta.items() if name not in gone}
+        left_out = (*self.left_out, *(n for n in names if n not in self.left_out))
+        return dataclasses.replace(self, queries=queries, toolmeta=toolmeta, left_out=left_out)
 
     def select(self, ids: Sequence[str] | None = None, limit: int | None = None) -> list[Query]:
         """Queries chosen by ``--gta-ids`` and ``--gta-limit``, in dataset order."""

@@ -57,6 +57,9 @@ OPT_TOOLS = "--gta-tools"
 OPT_TOOL_CASSETTES = "--gta-tool-cassettes"
 OPT_TOOL_RECORD = "--gta-tool-record"
 OPT_SANDBOX = "--gta-sandbox"
+OPT_TOOL_FAULTS = "--gta-tool-faults"
+OPT_TOOLS_WITHOUT = "--gta-tools-without"
+OPT_TOOLS_NONE = "--gta-tools-none"
 
 # -- scoring (options/scoring.py) -----------------------------------------------------------------
 OPT_SIM_MODEL = "--gta-sim-model"

@@ -22,7 +22,7 @@ import importlib.metadata
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -30,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.entry_points import load_registered
 from pytest_gta.errors import GtaToolError, GtaToolMiss, GtaUnavailableError, GtaUsageError
+from pytest_gta.faults import FaultLog, FaultSpec, corrupted, failure, point
 from pytest_gta.flags import OPT_AGENT_TIMEOUT, OPT_TOOL_RECORD, OPT_TOOLS
 from pytest_gta.models.generation import DEFAULT_MAX_REPLY_BYTES
 from pytest_gta.outward import redact
@@ -42,6 +43,8 @@ ENTRY_POINT_GROUP = "pytest_gta.tools"
 RECORDER_GROUP = "pytest_gta.tool_recorders"
 #: The recorder of ``--gta-tool-record``: cassettes, which the ``replay`` backend reads back.
 CASSETTE_RECORDER = "cassettes"
+#: A protocol ``ToolRunner``: ``(meta, raw_arguments, converted_arguments) -> ToolResult``.
+_Runner = Callable[[ToolMeta, dict[str, Any], dict[str, Any]], ToolResult]
 #: What a call made after its case's deadline is told (it does not run).
 DEADLINE_PASSED = (
     f"the task's time ({OPT_AGENT_TIMEOUT}) is up: this call was not run; give the final answer"
@@ -72,6 +75,10 @@ class ToolContext:
     #: ``time.monotonic()`` by which the case ends (an agent's ``--gta-agent-timeout``): a call
     #: started near it gets the time left (:meth:`time_left`), never more. ``None``: no deadline.
     deadline: float | None = None
+    #: The case's sampling epoch: with :attr:`ToolSet.faults`, part of what draws a call's fault.
+    epoch: int = 0
+    #: The case's calls as the fault layer counts them, and the faults they met.
+    faults: FaultLog = field(default_factory=FaultLog, compare=False)
 
     @cached_property
     def reach(self) -> Reach:
@@ -302,9 +309,16 @@ def make_recorder(directory: Path, *, overwrite: bool) -> Recorder:
 class ToolSet:
     """The configured backends in priority order, and an optional recorder of live answers."""
 
-    def __init__(self, backends: Sequence[ToolBackend], recorder: Recorder | None = None) -> None:
+    def __init__(
+        self,
+        backends: Sequence[ToolBackend],
+        recorder: Recorder | None = None,
+        faults: FaultSpec | None = None,
+    ) -> None:
         self.backends = [adopt_backend(b) for b in backends]
         self.recorder = recorder
+        #: ``--gta-tool-faults``: the faults the calls meet (``None``: none).
+        self.faults = faults if faults is not None and faults.active else None
 
     def chain(self, tool: str) -> list[BaseToolBackend]:
         """Every backend that offers ``tool``, in priority order (misses fall through)."""
@@ -380,4 +394,38 @@ class ToolSet:
             assert miss is not None
             raise miss
 
-        return run
+        if self.faults is None:
+            return run
+        return _faulty(run, self.faults, context)
+
+
+def _faulty(run: _Runner, spec: FaultSpec, context: ToolContext) -> _Runner:
+    """``run`` behind the fault layer: the one place every producer's calls pass.
+
+    The project's loop, an agent's calls over MCP and a Workflow task's production all run
+    their calls through :meth:`ToolSet.runner`, so a fault drawn here is drawn alike for each
+    (:mod:`pytest_gta.faults`). A call that meets ``error``, ``timeout`` or ``empty`` never
+    reaches a backend (nothing is recorded into cassettes); ``corrupt`` damages a real answer;
+    ``slow`` holds the call back (never past the case's deadline), then runs it.
+    """
+    log, query, epoch = context.faults, context.query.qid, context.epoch
+
+    def faulty(meta: ToolMeta, arguments: dict[str, Any], converted: dict[str, Any]) -> ToolResult:
+        context.time_left(0.0)  # a call after the deadline is not counted: it does not run
+        index = log.start(meta.name)
+        fault = spec.draw(query, epoch, index, meta.name)
+        if fault is None:
+            return run(meta, arguments, converted)
+        log.hit(index, meta.name, fault)
+        if fault in ("error", "timeout"):
+            raise failure(fault, meta.name)
+        if fault == "empty":
+            return ToolResult(())
+        if fault == "slow":
+            time.sleep(context.time_left(spec.delay))
+            return run(meta, arguments, converted)
+        return corrupted(
+            run(meta, arguments, converted), point(spec, query, epoch, index, meta.name)
+        )
+
+    return faulty

@@ -64,6 +64,9 @@ TWINS = {
     "--gta-max-cost": "gta_max_cost",
     "--gta-tool-cassettes": "gta_tool_cassettes",
     "--gta-tool-record": "gta_tool_record",
+    "--gta-tool-faults": "gta_tool_faults",
+    "--gta-tools-without": "gta_tools_without",
+    "--gta-tools-none": "gta_tools_none",
     "--gta-price": "gta_price",
     "--gta-sandbox": "gta_sandbox",
     "--gta-shard": "gta_shard",
@@ -104,6 +107,7 @@ BOOL_INI = {
     "gta_agent_in_process",
     "gta_require_isolation",
     "gta_only",
+    "gta_tools_none",
 }
 
 

@@ -151,6 +151,7 @@ class CaseTools:
         max_calls: int,
         all_tools: bool = False,
         deadline: float | None = None,
+        epoch: int = 0,
     ) -> None:
         """Route the tools, as a run routes them for ``query``.
 
@@ -176,7 +177,9 @@ class CaseTools:
         #: Which backend serves each tool (the report's "which backend served each tool").
         self.backends: dict[str, str] = {name: b.name for name, b in routes.items()}
         output_dir.mkdir(parents=True, exist_ok=True)
-        context = ToolContext(dataset, query, output_dir, deadline)
+        context = ToolContext(dataset, query, output_dir, deadline, epoch)
+        #: The faults the case's calls met (:mod:`pytest_gta.faults`; empty without a spec).
+        self.faults = context.faults
         self._tools = {m.name: m for m in self.metas}
         self._run = toolset.runner(routes, context)
         self._visible = context.reach

@@ -94,7 +94,7 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
         data=dataset,
         model=chosen,
         cases=selected,
-        tools=tools.settings(given),
+        tools=tools.settings(given, selected.modes),
         scoring=scoring.settings(given),
         report=outputs,
         budget=budget.settings(given),

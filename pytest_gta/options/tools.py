@@ -11,9 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gta.flags import OPT_SANDBOX, OPT_TOOL_CASSETTES, OPT_TOOL_RECORD, OPT_TOOLS
+from pytest_gta.dataset import Dataset
+from pytest_gta.errors import GtaUsageError
+from pytest_gta.faults import FaultSpec, parse_fault_spec
+from pytest_gta.flags import (
+    OPT_MODE,
+    OPT_SANDBOX,
+    OPT_TOOL_CASSETTES,
+    OPT_TOOL_FAULTS,
+    OPT_TOOL_RECORD,
+    OPT_TOOLS,
+    OPT_TOOLS_NONE,
+    OPT_TOOLS_WITHOUT,
+)
 from pytest_gta.options.core import Feature, Given, OptionSpec, choice, fields
-from pytest_gta.vocabulary import SANDBOX_MODES, SandboxMode
+from pytest_gta.vocabulary import SANDBOX_MODES, Mode, SandboxMode
 
 DEFAULT_TOOLS = "replay"
 TOOL_RECORD_MODES = ("none", "new", "all")
@@ -47,6 +59,25 @@ def parse_sandbox(value: str) -> SandboxMode:
     )
 
 
+def parse_faults(value: str) -> FaultSpec:
+    """``KIND=RATE,...`` with ``TOOL:KIND=RATE``, ``seed=`` and ``delay=`` (see faults.py)."""
+    try:
+        return parse_fault_spec(value)
+    except GtaUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def parse_tools_without(value: str) -> tuple[str, ...]:
+    """Tool names, comma-separated (checked against the dataset's tools when the run starts)."""
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    if not names:
+        raise pytest.UsageError(
+            f"{OPT_TOOLS_WITHOUT} is empty; name the tools to leave out, e.g. "
+            f"{OPT_TOOLS_WITHOUT}=OCR,Calculator (or {OPT_TOOLS_NONE} for none at all)"
+        )
+    return names
+
+
 @dataclass(frozen=True)
 class ToolSettings:
     """The tool backends and what they record."""
@@ -59,6 +90,17 @@ class ToolSettings:
     record: str = "none"
     #: ``--gta-sandbox``: auto, bubblewrap or rlimit.
     sandbox: SandboxMode = "auto"
+    #: ``--gta-tool-faults``: the faults the calls meet (``None``: none).
+    faults: FaultSpec | None = None
+    #: ``--gta-tools-without``: tools neither offered nor executable.
+    without: tuple[str, ...] = ()
+    #: ``--gta-tools-none``: no tool at all (the model answers alone).
+    none: bool = False
+
+    @property
+    def ablated(self) -> bool:
+        """Whether the run leaves tools out (a tool ablation)."""
+        return self.none or bool(self.without)
 
 
 ROWS: tuple[OptionSpec, ...] = (
@@ -107,10 +149,88 @@ ROWS: tuple[OptionSpec, ...] = (
         "it works here, else the fallback), `bubblewrap` (required: a usage error without it) "
         "or `rlimit` (see [Tools](tools.md))",
     ),
+    OptionSpec(
+        OPT_TOOL_FAULTS,
+        "SPEC",
+        "inject seeded tool faults: KIND=RATE,... (error, timeout, empty, corrupt, slow), "
+        "TOOL:KIND=RATE, seed=N, delay=SECONDS",
+        parse=parse_faults,
+        setting="faults",
+        doc_default="none",
+        doc="inject seeded tool faults into every producer's calls, e.g. "
+        "`error=0.1,timeout=0.05,OCR:empty=0.3,seed=7` (see [Robustness](robustness.md))",
+    ),
+    OptionSpec(
+        OPT_TOOLS_WITHOUT,
+        "TOOLS",
+        "leave these tools out: neither offered nor executable (a tool ablation)",
+        parse=parse_tools_without,
+        default=(),
+        setting="without",
+        doc_default="none",
+        doc="leave these tools out, `OCR,Calculator`: neither offered nor executable (see "
+        "[Robustness](robustness.md))",
+    ),
+    OptionSpec(
+        OPT_TOOLS_NONE,
+        None,
+        "offer no tool at all: the model answers alone (the tool-free run of ΔTool)",
+        kind="bool",
+        default=False,
+        setting="none",
+        doc_default="off",
+        doc="offer no tool at all: the model answers alone (see [Robustness](robustness.md))",
+    ),
 )
 FEATURE = Feature("tools", ROWS, {})
 
 
-def settings(given: Given) -> ToolSettings:
-    """The tools' part of the settings, from the rows' resolved values."""
-    return ToolSettings(**fields(ROWS, given))
+def settings(given: Given, modes: tuple[Mode, ...] = ("e2e",)) -> ToolSettings:
+    """The tools' part of the settings, from the rows' resolved values.
+
+    Raises:
+        pytest.UsageError: a fault or an ablation asked of a step-by-step run. Step mode
+            replays the reference chain: its tools' outputs are the recorded ones, never
+            called, so no fault can reach them, and the history calls the tools an ablation
+            would remove. Both are refused rather than given a meaning of their own.
+    """
+    chosen = ToolSettings(**fields(ROWS, given))
+    if "step" in modes and (chosen.faults is not None or chosen.ablated):
+        asked = (
+            OPT_TOOL_FAULTS
+            if chosen.faults is not None
+            else (OPT_TOOLS_NONE if chosen.none else OPT_TOOLS_WITHOUT)
+        )
+        raise pytest.UsageError(
+            f"{asked} applies to end-to-end runs only: step mode replays the reference "
+            f"chain, whose tool outputs are recorded, never called; add {OPT_MODE}=e2e"
+        )
+    if chosen.none and chosen.without:
+        raise pytest.UsageError(f"{OPT_TOOLS_NONE} leaves every tool out: drop {OPT_TOOLS_WITHOUT}")
+    return chosen
+
+
+def apply_to(dataset: Dataset, chosen: ToolSettings) -> Dataset:
+    """``dataset`` as the run's producers see it: the ablated tools left out.
+
+    The tool names the options give (``--gta-tools-without``, a fault spec's ``TOOL:``) are
+    checked here, against the tools the data names: a typo would otherwise leave the tool in,
+    or fault nothing, and the run would report a robustness it never measured.
+
+    Raises:
+        GtaUsageError: an option names a tool the data does not.
+    """
+    known = dataset.tool_names()
+    named = [(OPT_TOOLS_WITHOUT, chosen.without)]
+    if chosen.faults is not None:
+        named.append((OPT_TOOL_FAULTS, chosen.faults.tools))
+    for flag, names in named:
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise GtaUsageError(
+                f"{flag}: no tool named {', '.join(unknown)} in {dataset.root} (its tools: "
+                f"{', '.join(known) or 'none'}); tool names are case-sensitive"
+            )
+    if chosen.none:
+        return dataset.without_tools(known)
+    return dataset.without_tools(chosen.without) if chosen.without else dataset

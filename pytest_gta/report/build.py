@@ -19,6 +19,7 @@ from pytest_gta.install.manifest import read_install_record
 from pytest_gta.models.oracle import ORACLE
 from pytest_gta.quirks import explain_replay_failures, find_quirks, replay_failure_notes, summarize
 from pytest_gta.report import stats
+from pytest_gta.report.robustness import robustness_of
 from pytest_gta.results.base import PerMode
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.erratum import ErratumEntry
@@ -495,7 +496,9 @@ def build_report(
     if any(e.total() for e in errors.values()):
         notes.append(TABLE5_NOTE)
     # An agent under test beside the oracle is not a reference replay: its failures are its own.
-    if model == ORACLE and settings.agent is None:
+    # Nor under injected faults or left-out tools: the run asked for those failures.
+    replayed = settings.tool_faults is None and not settings.tools_left_out
+    if model == ORACLE and settings.agent is None and replayed:
         notes += _replay_notes(model, in_order, dataset, settings.sim_threshold)
     if stopped:
         notes.append(f"the session stopped early: {stopped}; the metrics cover the cases that ran")
@@ -562,6 +565,9 @@ def build_report(
         by_type=_per_mode(_by_type(in_order), dict, dict),
         notes=notes,
         cases=in_order,
+        robustness=(
+            None if settings.tool_faults is None else robustness_of(settings.tool_faults, in_order)
+        ),
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pytest_gta.flags import OPT_MERGE
 from pytest_gta.outward import terminal_text
+from pytest_gta.report.robustness import robustness_tables
 from pytest_gta.results.report import (
     AgentIsolation,
     BaselineComparison,
@@ -215,6 +216,7 @@ def sections(report: RunReport) -> list[Section]:
                 ],
             )
         )
+    sections += robustness_tables(report.robustness)
     sections += _comparison_sections(report.comparison)
     return sections
 

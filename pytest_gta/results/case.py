@@ -30,6 +30,7 @@ from pytest_gta.results.primitives import (
     StepPrimitives,
 )
 from pytest_gta.results.recorded import AgentRun, CaseUsage, Exchange, LoggedToolCall, Step
+from pytest_gta.results.robustness import FaultEntry
 from pytest_gta.vocabulary import CATEGORY_NAMES, ERROR_KINDS, MODEL_S_PROPERTY, Mode, Outcome
 
 #: With the parts of a case that live in their own modules (:mod:`.recorded`, :mod:`.primitives`)
@@ -154,6 +155,8 @@ class CaseResult(Doc):
     """Seconds the case waited on the model (``null``: no model was called)."""
     erratum: list[ErratumNote] = Field(default_factory=list, exclude_if=lambda v: not v)
     """The faults the erratum names for the case's query (absent: none, or an older report)."""
+    faults: list[FaultEntry] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The tool faults the case's calls met (``--gta-tool-faults``; absent: none injected)."""
 
     #: What other layers derive from the fields once (the aggregate parses the primitives into
     #: the official formulas' types): kept with the case, never written.
@@ -329,7 +332,14 @@ def result_properties(case: CaseResult) -> list[tuple[str, Scalar]]:
         props += list(zip(_USAGE_NAMES, values, strict=True))
     if case.model_s is not None:
         props.append((MODEL_S_PROPERTY, case.model_s))
+    if case.faults is not None:
+        props += fault_properties(len(case.faults), case.outcome == "passed")
     return [(name, value) for name, value in props if value is not None]
+
+
+def fault_properties(faults: int, passed: bool) -> list[tuple[str, Scalar]]:
+    """``gta_faults`` (calls that met a fault) and ``gta_recovered`` (met one, and passed)."""
+    return [("gta_faults", faults), ("gta_recovered", bool(faults) and passed)]
 
 
 def case_properties(
@@ -377,6 +387,8 @@ _DERIVED = frozenset(
         "gta_answer_score",
         "gta_imggen_score",
         "gta_turns",
+        "gta_faults",
+        "gta_recovered",
         *(f"gta_{kind}_calls_{c}" for kind in ("ref", "pred", "hit") for c in CATEGORY_NAMES),
         *(f"gta_errors_{kind}" for kind in ERROR_KINDS),
         *_USAGE_NAMES,

@@ -19,6 +19,7 @@ from pytest_gta.results.base import Doc, Extensible, JsonObject, Number, PerMode
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.erratum import ErratumUse
 from pytest_gta.results.primitives import ErrorCounts
+from pytest_gta.results.robustness import RobustnessSection
 
 __all__ = [
     "SCHEMA",
@@ -315,6 +316,10 @@ class RunSettings(Doc):
     budget: Budget | None
     pytest_gta: str
     """The pytest-gta version that ran."""
+    tool_faults: str | None = omitted()
+    """``--gta-tool-faults`` in its canonical form (absent: no faults injected)."""
+    tools_left_out: list[str] | None = omitted()
+    """The tools ``--gta-tools-without`` or ``--gta-tools-none`` left out (absent: none)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -625,6 +630,8 @@ class RunReport(Extensible):
     merged: MergeInfo | None = omitted()
     comparison: BaselineComparison | None = omitted()
     gates: GatesVerdict | None = omitted()
+    robustness: RobustnessSection | None = omitted()
+    """The tool faults the run's cases met (``--gta-tool-faults``; absent: none injected)."""
     duration_s: float | None = omitted()
     """Seconds the session took (a merged report has none)."""
 

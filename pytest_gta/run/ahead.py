@@ -41,7 +41,7 @@ from pytest_gta.progress import phase, say
 from pytest_gta.run import loops
 from pytest_gta.run.agent_command import stop_all as stop_all_agents
 from pytest_gta.run.context import RunContext, needs_similarity
-from pytest_gta.run.episode import Ahead, Played, open_episode
+from pytest_gta.run.episode import Ahead, Opened, Played, open_episode
 from pytest_gta.run.pipeline import Pipeline
 
 #: How a process generates its cases' replies: ``batch`` (every step prompt in one batch and
@@ -264,7 +264,7 @@ class AheadWork:
         self, config: pytest.Config, ctx: RunContext, model: BaseModelAdapter, cases: list[Case]
     ) -> None:
         max_turns = ctx.max_turns
-        running: list[tuple[Case, dict[str, str]]] = []
+        running: list[tuple[Case, Opened]] = []
         steps = []
         for case in cases:
             try:
@@ -273,7 +273,7 @@ class AheadWork:
                 self._episodes[case.id] = Ahead(exc)
                 continue
             steps.append(opened.steps)
-            running.append((case, opened.backends))
+            running.append((case, opened))
         if not steps:
             return
         start = time.perf_counter()
@@ -288,8 +288,12 @@ class AheadWork:
 
         say(config, f"end-to-end: running {len(steps)} episodes in lockstep batches")
         outcomes = loops.run_lockstep(model, steps, progress)
-        for (case, backends), outcome in zip(running, outcomes, strict=True):
-            played = outcome if isinstance(outcome, BaseException) else Played(outcome, backends)
+        for (case, opened), outcome in zip(running, outcomes, strict=True):
+            played = (
+                outcome
+                if isinstance(outcome, BaseException)
+                else Played(outcome, opened.backends, faults=opened.faults)
+            )
             self._episodes[case.id] = Ahead(played)
         seconds = time.perf_counter() - start
         self.timings["e2e_ahead_s"] = round(seconds, 3)

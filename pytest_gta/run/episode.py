@@ -21,6 +21,7 @@ from typing import Any
 
 from pytest_gta.case import Case
 from pytest_gta.errors import GtaUnavailableError
+from pytest_gta.faults import FaultLog, answered
 from pytest_gta.flags import OPT_TOOLS
 from pytest_gta.mcp.calls import CaseTools
 from pytest_gta.models.base import BaseModelAdapter
@@ -45,6 +46,8 @@ class Opened:
 
     steps: loops.EpisodeSteps
     backends: dict[str, str]
+    #: The faults its calls meet (``None``: the run injects none, ``--gta-tool-faults``).
+    faults: FaultLog | None = None
 
 
 @dataclass
@@ -70,6 +73,14 @@ class Played:
     backends: dict[str, str] = field(default_factory=dict)
     #: The agent's run, when an agent under test played the episode.
     agent: AgentRun | None = None
+    #: The faults its calls met (``None``: the run injects none).
+    faults: FaultLog | None = None
+
+    def fault_entries(self) -> list[dict[str, Any]] | None:
+        """The case's ``faults`` entries (``None``: the run injects none)."""
+        if self.faults is None:
+            return None
+        return self.faults.finish(answered(self.episode.predictions))
 
     @property
     def usage(self) -> Usage:
@@ -105,7 +116,7 @@ def open_episode(case: Case, ctx: RunContext, protocol: ProtocolName) -> Opened:
     if ctx.tools is None:
         raise GtaUnavailableError(f"end-to-end mode needs tool backends ({OPT_TOOLS})")
     routes = ctx.tools.route(case.query)
-    context = ToolContext(ctx.dataset, case.query, ctx.output_dir)
+    context = ToolContext(ctx.dataset, case.query, ctx.output_dir, epoch=case.epoch)
     steps = loops.e2e_episode(
         ctx.dataset,
         case.query,
@@ -115,7 +126,8 @@ def open_episode(case: Case, ctx: RunContext, protocol: ProtocolName) -> Opened:
         epoch=case.epoch,
         visible=context.reach,
     )
-    return Opened(steps, {name: backend.name for name, backend in routes.items()})
+    backends = {name: backend.name for name, backend in routes.items()}
+    return Opened(steps, backends, context.faults if ctx.tools.faults is not None else None)
 
 
 def play(case: Case, ctx: RunContext, model: BaseModelAdapter) -> Played:
@@ -132,7 +144,7 @@ def play(case: Case, ctx: RunContext, model: BaseModelAdapter) -> Played:
     if ctx.agent is not None:
         return play_agent(case, ctx, ctx.agent)
     opened = open_episode(case, ctx, model.protocol)
-    return Played(loops.drive(opened.steps, model), opened.backends)
+    return Played(loops.drive(opened.steps, model), opened.backends, faults=opened.faults)
 
 
 def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
@@ -155,7 +167,13 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
     # The agent's deadline bounds its tool calls too: one started near it gets the time left.
     deadline = time.monotonic() + ctx.agent_timeout
     tools = CaseTools(
-        dataset, query, ctx.tools, ctx.output_dir, max_calls=ctx.max_turns, deadline=deadline
+        dataset,
+        query,
+        ctx.tools,
+        ctx.output_dir,
+        max_calls=ctx.max_turns,
+        deadline=deadline,
+        epoch=case.epoch,
     )
     client = ToolClient(tools)
     generation = ctx.generation
@@ -205,7 +223,8 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
     gold = dataset.reference_dialogs(query)[1:]
     log = [clip_strings(c.to_json()) for c in tools.log()]
     run = AgentRun(outcome, log, exchanges, usage, exchange_seconds(exchanges))
-    return Played(loops.Episode("e2e", predictions, gold), tools.backends, run)
+    faults = tools.faults if ctx.tools.faults is not None else None
+    return Played(loops.Episode("e2e", predictions, gold), tools.backends, run, faults)
 
 
 def exchange_seconds(exchanges: list[dict[str, Any]]) -> float | None:

@@ -154,6 +154,7 @@ def case_result(
     backends: dict[str, str],
     agent: AgentRun | None,
     model_s: float | None,
+    faults: list[dict[str, Any]] | None = None,
 ) -> tuple[CaseResult, int]:
     """The case's result (and how many non-finite numbers its cleaning replaced).
 
@@ -192,6 +193,8 @@ def case_result(
         ),
         "model_s": None if model_s is None else round(float(model_s), 6),
     }
+    if faults is not None:
+        payload["faults"] = faults
     if agent is not None:
         payload["agent"] = agent.outcome.to_json()
         payload["tool_log"] = agent.tool_log
@@ -223,6 +226,7 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
     scored = None
     agent = None
     model_s = None
+    faults = None
     if base.replays(model) and ctx.agent is None:
         recorded = model.recorded(query, case.mode)
         if recorded is None:
@@ -237,6 +241,7 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
         predictions, gold = episode.predictions, episode.gold
         replies, usage = [t.reply for t in episode.turns], played.usage
         model_s = played.model_s
+        faults = played.fault_entries()
     if scored is None:
         scored = ctx.scorer.score(case.mode, query, predictions, gold)
     score, verdict = scored
@@ -253,6 +258,7 @@ def run_case(case: Case, ctx: RunContext, work: AheadWork | None = None) -> Case
         backends=backends,
         agent=agent,
         model_s=model_s,
+        faults=faults,
     )
     return CaseRun(case, model.name, result, predictions, gold, score, nonfinite)
 

@@ -42,6 +42,7 @@ from pytest_gta.models.catalog import leaderboard_row
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.options import GtaSettings
 from pytest_gta.options.data import DATASET_NAME
+from pytest_gta.options.tools import apply_to as tools_applied_to
 from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.baseline import comparable_run, read_baseline
 from pytest_gta.report.images import ImageStore
@@ -157,6 +158,10 @@ class GtaState:
         return self.dataset() if view is None else view.every
 
     def _load_dataset(self) -> Dataset:
+        """The benchmark's tasks, or the GTA dataset, with the ablated tools left out."""
+        return tools_applied_to(self._loaded(), self.settings.tools)
+
+    def _loaded(self) -> Dataset:
         view = self.view()
         if view is not None:
             return view.offered(self.toolset() if self.uses_tools() else None)
@@ -308,7 +313,7 @@ class GtaState:
             if backend is None:
                 raise GtaUsageError(f"{OPT_TOOLS}={spec.raw}: no plugin built it")
             backends.append(backend)
-        return ToolSet(backends, self._recorder())
+        return ToolSet(backends, self._recorder(), settings.tools.faults)
 
     def _recorder(self) -> Recorder | None:
         """Records live backends' answers when ``--gta-tool-record`` asks for it."""

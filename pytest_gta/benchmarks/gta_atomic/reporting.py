@@ -121,6 +121,7 @@ class AtomicReporting:
         """The report's ``settings``: how the run ran and scored."""
         settings = self.settings
         sandbox = _sandbox(info.tool_backends)
+        faults = settings.tools.faults
         return RunSettings(
             modes=list(settings.cases.modes),
             tools=info.tools,
@@ -141,6 +142,8 @@ class AtomicReporting:
                 max_cost=settings.budget.max_cost,
             ),
             pytest_gta=__version__,
+            tool_faults=None if faults is None else faults.text(),
+            tools_left_out=list(self._dataset().left_out) or None,
         )
 
     def build(self, cases: list[CaseResult], facts: RunFacts) -> RunReport:

@@ -25,7 +25,14 @@ from pytest_gta.case import EPOCH_TAG, mark_name
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.evalpack import PREFIX as EVALPACK
 from pytest_gta.evalpack import PackTask, pack_path, read_pack
-from pytest_gta.flags import OPT_JUDGE, OPT_JUDGE_API, OPT_JUDGE_BASE_URL
+from pytest_gta.flags import (
+    OPT_JUDGE,
+    OPT_JUDGE_API,
+    OPT_JUDGE_BASE_URL,
+    OPT_TOOL_FAULTS,
+    OPT_TOOLS_NONE,
+    OPT_TOOLS_WITHOUT,
+)
 from pytest_gta.judge.client import (
     BaseJudge,
     ChatJudge,
@@ -129,6 +136,14 @@ class WorkflowBenchmark:
 
     def start(self) -> None:
         """Validate the data, the pack and the judge, before any task."""
+        tools = self.state.settings.tools
+        if tools.faults is not None or tools.ablated:
+            # Injected in production but not yet in the Workflow report: a run that could not
+            # say what its tasks met is refused rather than reported as a clean one.
+            raise pytest.UsageError(
+                f"{OPT_TOOL_FAULTS}, {OPT_TOOLS_WITHOUT} and {OPT_TOOLS_NONE} apply to GTA-Atomic "
+                "runs for now: a GTA-Workflow report does not yet record them"
+            )
         register_run_secrets([self.state.settings.workflow.base_url or ""])
         if judge_key():
             register_secret(judge_key(), "the judge's key")

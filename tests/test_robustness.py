@@ -1,0 +1,230 @@
+"""The robustness axis end to end: seeded tool faults and tool ablations in real runs (issue 41).
+
+Black-box runs of the plugin on the bundled sample: the oracle (which replays the reference
+calls) and scripted models (``mock:``) over the recorded tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gta.dataset import bundled_sample_path
+from pytest_gta.faults import parse_fault_spec
+from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, gta, untimed
+from tests.helpers.paths import HELPERS, ROOT
+from tests.helpers.references import AGENT_ENV
+
+#: A spec that faults about a third of the sample's calls, of every kind but ``slow``.
+SPEC = "error=0.15,timeout=0.05,empty=0.1,corrupt=0.1,seed=7"
+#: The sample's query whose first call is OCR on a receipt (subjective answer).
+RECEIPTS = "9"
+RECEIPT_CALL = (
+    'Thought: read the first receipt\nAction: OCR\nAction Input: {"image": '
+    '"{data}/image/image_0.jpg"}'
+)
+RIGHT_ANSWER = (
+    "Final Answer: ValueGrocer is the cheaper store, 20.71 versus 21.08 at FreshMart, so do "
+    "your weekly shopping there."
+)
+
+
+def _cases(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [untimed(case) for case in report["cases"]]
+
+
+@pytest.mark.slow  # 2.6 s in a full run: slow by cost (issue 41)
+def test_a_rate_of_zero_changes_no_case(pytester: pytest.Pytester) -> None:
+    run = gta(pytester, ORACLE, SAMPLE_DATA, FAST_SIM)
+    clean = run.report  # read now: the next run writes the same file
+    zero = gta(pytester, ORACLE, SAMPLE_DATA, FAST_SIM, "--gta-tool-faults=error=0,seed=3")
+    assert run.ret == zero.ret
+    assert _cases(zero.report) == _cases(clean)
+    assert "faults" not in json.dumps(clean["cases"])
+    assert "robustness" not in clean
+    assert "tool_faults" not in clean["settings"]
+    assert zero.report["settings"]["tool_faults"] == "error=0,seed=3"
+
+
+def test_faulted_calls_are_recorded_counted_and_in_junit(pytester: pytest.Pytester) -> None:
+    run = gta(
+        pytester, ORACLE, SAMPLE_DATA, FAST_SIM, f"--gta-tool-faults={SPEC}", "--junitxml=j.xml"
+    )
+    report = run.report
+    spec = parse_fault_spec(SPEC)
+    hits = [(c["query_id"], h) for c in report["cases"] for h in c["faults"]]
+    assert hits, "the spec faults some of the sample's calls"
+    for qid, hit in hits:
+        assert spec.draw(qid, 0, hit["call"], hit["tool"]) == hit["fault"]
+    robustness = report["robustness"]
+    assert robustness["spec"] == spec.text()
+    assert robustness["calls_faulted"] == len(hits)
+    assert sum(robustness["by_kind"].values()) == len(hits)
+    faulted = [c for c in report["cases"] if c["faults"]]
+    assert robustness["faulted_cases"] == len(faulted)
+    recovered = [c for c in faulted if c["outcome"] == "passed"]
+    assert robustness["recovered_cases"] == len(recovered)
+    assert robustness["recovery"] == round(len(recovered) / len(faulted), 6)
+    assert "Robustness, tool faults " + spec.text() in run.output
+    # Every case of a faulted run carries its count; JUnit has it per test case.
+    junit = ET.parse(pytester.path / "j.xml")
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in junit.iter("testcase")
+    }
+    for case in report["cases"]:
+        mine = props[f"test_query[{case['id']}]"]
+        assert mine["gta_faults"] == str(len(case["faults"]))
+        assert mine["gta_recovered"] == str(bool(case["faults"]) and case["outcome"] == "passed")
+    # The model never reads that a fault was injected.
+    for case in report["cases"]:
+        for step in case["steps"]:
+            assert "inject" not in json.dumps(step).lower()
+
+
+def test_the_same_seed_meets_the_same_faults_with_xdist_and_any_concurrency(
+    pytester: pytest.Pytester,
+) -> None:
+    args = (ORACLE, SAMPLE_DATA, FAST_SIM, f"--gta-tool-faults={SPEC}")
+    serial = gta(pytester, *args, "--gta-concurrency=1", report="serial.json").report
+    wide = gta(pytester, *args, "--gta-concurrency=16", report="wide.json").report
+    workers = gta(pytester, *args, *XDIST, report="workers.json").report
+    assert _cases(wide) == _cases(serial)
+    assert _cases(workers) == _cases(serial)
+    assert workers["robustness"] == serial["robustness"]
+
+
+def _seed_with_first_call_faulted(kind: str) -> int:
+    """A seed whose spec faults the receipts query's first OCR call, and not its second."""
+    for seed in range(10_000):
+        spec = parse_fault_spec(f"OCR:{kind}=0.5,seed={seed}")
+        if spec.draw(RECEIPTS, 0, 0, "OCR") == kind and spec.draw(RECEIPTS, 0, 1, "OCR") is None:
+            return seed
+    raise AssertionError("no such seed")
+
+
+@pytest.mark.parametrize("kind", ["error", "timeout"])
+def test_a_model_that_retries_recovers_and_one_that_gives_up_fails(
+    pytester: pytest.Pytester, kind: str
+) -> None:
+    seed = _seed_with_first_call_faulted(kind)
+    script = {
+        "default": "Final Answer: I do not know.",
+        "responses": {
+            f"e2e-{RECEIPTS}": [RECEIPT_CALL, RECEIPT_CALL, RIGHT_ANSWER],
+            "e2e-0": [RECEIPT_CALL, "Final Answer: the OCR tool failed, I cannot tell."],
+        },
+    }
+    (pytester.path / "script.json").write_text(json.dumps(script))
+    run = gta(
+        pytester,
+        "--gta-model=mock:script.json",
+        SAMPLE_DATA,
+        FAST_SIM,
+        f"--gta-ids={RECEIPTS},0",
+        f"--gta-tool-faults=OCR:{kind}=0.5,seed={seed}",
+    )
+    cases = {c["query_id"]: c for c in run.report["cases"]}
+    retried = cases[RECEIPTS]
+    assert retried["outcome"] == "passed"
+    assert retried["faults"] == [{"call": 0, "tool": "OCR", "fault": kind, "next": "OCR"}]
+    # The faulted call's record is the failure the model read: an API error of OCR.
+    assert retried["steps"][0]["error"]["type"] == "API_ERROR"
+    assert retried["steps"][0]["error"]["msg"].startswith("OCR failed: ")
+    assert retried["properties"]["gta_recovered"] is True
+    robustness = run.report["robustness"]
+    assert robustness["retried_calls"] >= 1
+    assert robustness["recovered_cases"] >= 1
+    gave_up = cases["0"]
+    assert gave_up["outcome"] == "failed"
+    if gave_up["faults"]:  # the same seed decides the other query's first call
+        assert gave_up["faults"][0]["next"] == "<answer>"
+        assert gave_up["properties"]["gta_recovered"] is False
+
+
+def test_without_tools_the_model_answers_alone(pytester: pytest.Pytester) -> None:
+    run = gta(pytester, ORACLE, SAMPLE_DATA, FAST_SIM, "--gta-tools-none", "--gta-ids=0,9")
+    report = run.report
+    sample = json.loads((bundled_sample_path() / "dataset.json").read_text())
+    named = {t["name"] for q in sample.values() for t in q["tools"]}
+    assert set(report["settings"]["tools_left_out"]) >= named
+    for case in report["cases"]:
+        calls = [s for s in case["steps"] if s.get("tool_calls")]
+        assert calls, "the oracle still replays the reference calls"
+        for step in calls:
+            # No tool is offered: each call is the official invalid action.
+            assert step["tool_calls"][0]["function"]["name"] == "InvalidAction"
+    assert "oracle: " not in " ".join(report["notes"])  # not blamed on the harness
+
+
+def test_a_tool_left_out_is_neither_offered_nor_run(pytester: pytest.Pytester) -> None:
+    run = gta(
+        pytester, ORACLE, SAMPLE_DATA, FAST_SIM, "--gta-tools-without=OCR", f"--gta-ids={RECEIPTS}"
+    )
+    (case,) = run.report["cases"]
+    assert run.report["settings"]["tools_left_out"] == ["OCR"]
+    names = [s["tool_calls"][0]["function"]["name"] for s in case["steps"] if s.get("tool_calls")]
+    assert names[:2] == ["InvalidAction", "InvalidAction"]  # the two OCR calls
+    assert "Calculator" in names
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ("--gta-mode=step", "--gta-tool-faults=error=0.1"),
+            "--gta-tool-faults applies to end-to-end runs only",
+        ),
+        (
+            ("--gta-mode=step,e2e", "--gta-tools-none"),
+            "--gta-tools-none applies to end-to-end runs only",
+        ),
+        (("--gta-tools-without=Ocr",), "--gta-tools-without: no tool named Ocr in "),
+        (("--gta-tool-faults=Teleport:error=0.1",), "--gta-tool-faults: no tool named Teleport"),
+        (("--gta-tools-none", "--gta-tools-without=OCR"), "drop --gta-tools-without"),
+        (("--gta-tool-faults=error=2",), "a rate is a number from 0 to 1"),
+        (
+            ("--gta-data=workflow-sample", "--gta-tool-faults=error=0.1"),
+            "a GTA-Workflow report does not yet record them",
+        ),
+    ],
+)
+def test_a_wrong_fault_or_ablation_is_a_usage_error(
+    pytester: pytest.Pytester, args: tuple[str, ...], said: str
+) -> None:
+    run = gta(pytester, ORACLE, SAMPLE_DATA, FAST_SIM, *args)
+    assert run.ret == pytest.ExitCode.USAGE_ERROR
+    assert said in run.output
+    assert "Traceback" not in run.output
+    assert not Path(pytester.path / "gta.json").exists()
+
+
+@pytest.mark.slow  # 8 s in a full run: slow by cost (issue 41)
+def test_an_agent_making_the_same_calls_meets_the_same_faults(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop's oracle and a command agent replaying the reference over MCP, one seed."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    words = [sys.executable, str(HELPERS / "gta_agent_cli.py"), "replay", "{query_file}"]
+    common = (ORACLE, SAMPLE_DATA, FAST_SIM, "--gta-tools=replay", f"--gta-tool-faults={SPEC}")
+    loop = gta(pytester, *common, "--gta-ids=0,3,5,9", report="loop.json").report
+    agent = gta(
+        pytester,
+        *common,
+        AGENT_ENV,
+        "--gta-ids=0,3,5,9",
+        "--gta-agent-command=" + shlex.join(words),
+        report="agent.json",
+    ).report
+    assert "agent" in agent["cases"][0]
+    faults = {c["id"]: c["faults"] for c in loop["cases"]}
+    assert any(faults.values())
+    assert {c["id"]: c["faults"] for c in agent["cases"]} == faults
+    assert agent["robustness"] == loop["robustness"]
