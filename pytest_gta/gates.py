@@ -52,6 +52,11 @@ WORKFLOW_GATE_METRICS = (
 WORKFLOW: Literal["workflow"] = "workflow"
 #: The scope of a scored benchmark's metric (a third party's: ``scored.pass_rate``).
 SCORED: Literal["scored"] = "scored"
+#: The robustness axis's metric a floor may name (``--gta-fail-under=recovery=80``, percent):
+#: the share of the cases that met a tool fault and still passed (``--gta-tool-faults``).
+RECOVERY = "recovery"
+#: The scope of :data:`RECOVERY`: any benchmark's run with tool faults.
+ROBUSTNESS: Literal["robustness"] = "robustness"
 #: Root Score is 0-10, not a percentage.
 ROOT_SCORE_MAX = 10.0
 #: Not an official metric: the share of cases that passed (SPEC section 6), one per mode.
@@ -64,11 +69,12 @@ ALL = "all"
 class MetricRef:
     """One metric of one mode (``e2e.ans_acc``); how gates and the comparison name it."""
 
-    mode: Mode | Literal["workflow", "scored"]
+    mode: Mode | Literal["workflow", "scored", "robustness"]
     metric: str
 
     def __str__(self) -> str:
-        return self.metric if self.mode == WORKFLOW else f"{self.mode}.{self.metric}"
+        bare = self.mode in (WORKFLOW, ROBUSTNESS)
+        return self.metric if bare else f"{self.mode}.{self.metric}"
 
 
 def atomic_metric_names() -> list[str]:
@@ -78,7 +84,7 @@ def atomic_metric_names() -> list[str]:
 
 def metric_names() -> list[str]:
     """Every name a gate accepts, for messages."""
-    return [*atomic_metric_names(), *WORKFLOW_GATE_METRICS, f"{SCORED}.NAME"]
+    return [*atomic_metric_names(), *WORKFLOW_GATE_METRICS, f"{SCORED}.NAME", RECOVERY]
 
 
 def _refs(gates: GateSettings) -> list[MetricRef]:
@@ -112,6 +118,8 @@ class GateSettings:
     def check_modes(self, modes: Sequence[str], baseline: bool) -> None:
         """Refuse at start-up what could never be judged (a metric of a mode not run)."""
         for ref in _refs(self):
+            if ref.mode == ROBUSTNESS:
+                continue
             if ref.mode in (WORKFLOW, SCORED):
                 kind = "GTA-Workflow" if ref.mode == WORKFLOW else "scored benchmark's"
                 raise pytest.UsageError(
@@ -133,7 +141,7 @@ class GateSettings:
     def check_workflow(self, baseline: bool) -> None:
         """Refuse at start-up, on a GTA-Workflow run, a gate naming an atomic metric."""
         for ref in _refs(self):
-            if ref.mode != WORKFLOW:
+            if ref.mode not in (WORKFLOW, ROBUSTNESS):
                 kind = "scored benchmark's" if ref.mode == SCORED else "GTA-Atomic"
                 raise pytest.UsageError(
                     f"pytest-gta: a gate names {ref}, a {kind} metric, but this is a "

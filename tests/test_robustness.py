@@ -18,7 +18,11 @@ import pytest
 
 from pytest_gta.dataset import bundled_sample_path
 from pytest_gta.faults import parse_fault_spec
+from pytest_gta.validation import load_dataset
 from tests.helpers.gta_run import FAST_SIM, ORACLE, SAMPLE_DATA, XDIST, gta, untimed
+from tests.helpers.judge_server import JudgeServer
+from tests.helpers.optional import require
+from tests.helpers.oracle_server import OracleServer
 from tests.helpers.paths import HELPERS, ROOT
 from tests.helpers.references import AGENT_ENV
 
@@ -55,7 +59,14 @@ def test_a_rate_of_zero_changes_no_case(pytester: pytest.Pytester) -> None:
 
 def test_faulted_calls_are_recorded_counted_and_in_junit(pytester: pytest.Pytester) -> None:
     run = gta(
-        pytester, ORACLE, SAMPLE_DATA, FAST_SIM, f"--gta-tool-faults={SPEC}", "--junitxml=j.xml"
+        pytester,
+        ORACLE,
+        SAMPLE_DATA,
+        FAST_SIM,
+        f"--gta-tool-faults={SPEC}",
+        "--junitxml=j.xml",
+        "--gta-report-html=r.html",
+        "--gta-inspect-log=logs",
     )
     report = run.report
     spec = parse_fault_spec(SPEC)
@@ -83,6 +94,17 @@ def test_faulted_calls_are_recorded_counted_and_in_junit(pytester: pytest.Pytest
         mine = props[f"test_query[{case['id']}]"]
         assert mine["gta_faults"] == str(len(case["faults"]))
         assert mine["gta_recovered"] == str(bool(case["faults"]) and case["outcome"] == "passed")
+    # The drill-down lists each faulted call; the Inspect samples keep them as metadata.
+    page = (pytester.path / "r.html").read_text()
+    assert page.count("Tool faults injected") == len(faulted)
+    require("inspect_ai")
+    from inspect_ai.log import read_eval_log
+
+    (path,) = (pytester.path / "logs").glob("*.eval")
+    samples = {s.metadata["case_id"]: s.metadata for s in read_eval_log(str(path)).samples or []}
+    assert {k: v["faults"] for k, v in samples.items()} == {
+        c["id"]: c["faults"] for c in report["cases"]
+    }
     # The model never reads that a fault was injected.
     for case in report["cases"]:
         for step in case["steps"]:
@@ -190,9 +212,10 @@ def test_a_tool_left_out_is_neither_offered_nor_run(pytester: pytest.Pytester) -
         (("--gta-tool-faults=Teleport:error=0.1",), "--gta-tool-faults: no tool named Teleport"),
         (("--gta-tools-none", "--gta-tools-without=OCR"), "drop --gta-tools-without"),
         (("--gta-tool-faults=error=2",), "a rate is a number from 0 to 1"),
+        (("--gta-fail-under=recovery=50",), "recovery is measured under tool faults only"),
         (
-            ("--gta-data=workflow-sample", "--gta-tool-faults=error=0.1"),
-            "a GTA-Workflow report does not yet record them",
+            ("--gta-tool-faults=error=0.1", "--gta-fail-on-regression=recovery"),
+            "recovery takes a floor",
         ),
     ],
 )
@@ -228,3 +251,192 @@ def test_an_agent_making_the_same_calls_meets_the_same_faults(
     assert any(faults.values())
     assert {c["id"]: c["faults"] for c in agent["cases"]} == faults
     assert agent["robustness"] == loop["robustness"]
+
+
+WORKFLOW_SAMPLE = ROOT / "fixtures" / "gta_workflow_sample"
+
+
+@pytest.mark.parametrize(
+    "option", ["--gta-tool-faults=Calculator:error=1,seed=0", "--gta-tools-without=Calculator"]
+)
+def test_a_workflow_task_meets_faults_and_ablations_alike(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    """GTA-Workflow's production goes through the same layer; its report says what it met."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    script = pytester.path / "script.json"
+    calc = 'Thought: add\nAction: Calculator\nAction Input: {"expression": "1+1"}'
+    script.write_text(
+        json.dumps({"responses": {"e2e-2": [calc, "Final Answer: The clip is clip.mp3."]}})
+    )
+    judge = JudgeServer(replies={}, default='{"score": 8, "analysis": "ok"}').start()
+    try:
+        run = gta(
+            pytester,
+            f"--gta-data={WORKFLOW_SAMPLE}",
+            f"--gta-model=mock:{script}",
+            "--gta-ids=2",
+            "--gta-tools=local",
+            f"--gta-judge-base-url={judge.base_url}",
+            option,
+            "--gta-report-md=gta.md",
+            "--gta-report-html=w.html",
+        )
+    finally:
+        judge.stop()
+    report = run.report
+    (case,) = report["cases"]
+    call = case["steps"][0]
+    if "faults" in option:
+        assert case["faults"] == [
+            {"call": 0, "tool": "Calculator", "fault": "error", "next": "<answer>"}
+        ]
+        assert call["error"]["msg"].startswith("Calculator failed: HTTPError: 503")
+        assert report["robustness"]["spec"] == "Calculator:error=1,seed=0"
+        assert report["robustness"]["faulted_cases"] == 1
+        assert report["robustness"]["recovered_cases"] == int(case["passed"])
+        assert case["properties"]["gta_faults"] == 1
+        assert "Robustness, tool faults Calculator:error=1,seed=0" in run.output
+        assert "## Robustness, tool faults" in (pytester.path / "gta.md").read_text()
+        assert "Tool faults injected" in (pytester.path / "w.html").read_text()
+    else:
+        assert "faults" not in case
+        assert "robustness" not in report
+        assert report["tools_left_out"] == ["Calculator"]
+        assert call["tool_calls"][0]["function"]["name"] == "InvalidAction"
+
+
+def test_a_floor_on_recovery_decides_the_exit_status(pytester: pytest.Pytester) -> None:
+    args = (ORACLE, SAMPLE_DATA, FAST_SIM, f"--gta-tool-faults={SPEC}")
+    low = gta(pytester, *args, "--gta-fail-under=recovery=10", report="low.json")
+    recovery = low.report["robustness"]["recovery"] * 100
+    assert 10 < recovery < 100
+    assert low.ret == pytest.ExitCode.OK  # failed cases, but the gate decides
+    (verdict,) = low.report["gates"]["verdicts"]
+    assert verdict["metric"] == "recovery"
+    assert verdict["passed"] is True
+    high = gta(pytester, *args, "--gta-fail-under=recovery=99.5", report="high.json")
+    assert high.ret == pytest.ExitCode.TESTS_FAILED
+    assert f"recovery = {recovery:.2f} < 99.5" in high.output
+
+
+@pytest.mark.slow  # 4 runs of the sample: slow by cost (issue 41)
+def test_a_clean_run_and_faulted_ones_compare_as_a_curve(pytester: pytest.Pytester) -> None:
+    base = (ORACLE, SAMPLE_DATA, FAST_SIM)
+    gta(pytester, *base, "--gta-label=clean", report="runs/clean.json")
+    for rate in ("0.2", "0.5"):
+        gta(
+            pytester,
+            *base,
+            f"--gta-tool-faults=error={rate},seed=1",
+            f"--gta-label=error {rate}",
+            report=f"runs/error-{rate}.json",
+        )
+    # A faulted run against the clean one: the paired drop per metric, its interval and p.
+    paired = gta(
+        pytester,
+        *base,
+        "--gta-tool-faults=error=0.5,seed=1",
+        "--gta-baseline=runs/clean.json",
+        report="paired.json",
+    ).report
+    compared = paired["comparison"]["metrics"]["e2e"]
+    assert set(compared) >= {"ans_acc", "p_f1"}
+    for diff in compared.values():
+        assert {"difference", "ci", "p_value", "p_drop"} <= set(diff)
+    result = pytester.runpytest("--gta-compare", "runs", "--gta-report-md=compare.md")
+    text = result.stdout.str()
+    lines = text.splitlines()
+    title = "Robustness: tool faults and ablations (end-to-end percent; difference against clean)"
+    start = lines.index(title)
+    table = lines[start + 2 : lines.index("", start)]
+    assert len(table) == 3
+    (line,) = [line for line in table if "error=0.5,seed=1" in line]
+    report = json.loads((pytester.path / "runs" / "error-0.5.json").read_text())
+    recovery = report["robustness"]["recovery"] * 100
+    assert line.split()[-2:] == [str(report["robustness"]["calls_faulted"]), f"{recovery:.2f}"]
+    (clean,) = [line for line in table if line.startswith("clean ")]
+    assert clean.split()[1:3] == ["none", "none"]
+    assert "error=0.2,seed=1" in (pytester.path / "compare.md").read_text()
+
+
+@pytest.mark.slow  # the real release, four times: slow by cost (issue 41)
+def test_the_release_meets_the_same_faults_serially_and_with_workers_at_any_concurrency(
+    pytester: pytest.Pytester, release_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The oracle behind a fake OpenAI server, end to end on the 229 queries, one seed."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    pytester.makeini("[pytest]\n")
+    spec = "error=0.1,timeout=0.05,empty=0.05,corrupt=0.05,seed=41"
+    with OracleServer(load_dataset(release_root)) as server:
+        common = (
+            f"--gta-data={release_root}",
+            "--gta-model=openai/oracle-http",
+            f"--gta-base-url={server.url}",
+            "--gta-cache=off",
+            FAST_SIM,
+            f"--gta-tool-faults={spec}",
+        )
+        serial = gta(pytester, *common, "--gta-concurrency=1", report="serial.json").report
+        wide = gta(pytester, *common, "--gta-concurrency=16", *XDIST, report="workers.json").report
+        # The tool-free run and the run with tools: the ΔTool table.
+        served = common[:-1]
+        gta(pytester, *served, *XDIST, "--gta-label=tools", report="delta/tools.json")
+        gta(
+            pytester,
+            *served,
+            *XDIST,
+            "--gta-tools-none",
+            "--gta-label=no tools",
+            report="delta/none.json",
+        )
+    compared = pytester.runpytest("--gta-compare", "delta").stdout.str().splitlines()
+    title = "Robustness: tool faults and ablations (end-to-end percent; difference against tools)"
+    start = compared.index(title)
+    header, tools, none = compared[start + 1 : start + 4]
+    assert header.split()[:6] == ["run", "tool", "faults", "tools", "left", "out"]
+    assert tools.split()[:3] == ["tools", "none", "none"]
+    assert none.startswith("no tools")
+    assert "(-" in none or "(+" in none  # each metric without tools, and its difference
+    assert len(serial["cases"]) == 229
+    keys = ("id", "outcome", "score", "steps", "faults", "primitives")
+    per_case = [[untimed({k: c.get(k) for k in keys}) for c in r["cases"]] for r in (serial, wide)]
+    assert per_case[0] == per_case[1]
+    assert serial["robustness"] == wide["robustness"]
+    assert serial["metrics"] == wide["metrics"]
+    # About a quarter of the release's ~550 calls meet a fault.
+    assert 80 < serial["robustness"]["calls_faulted"] < 220
+
+
+@pytest.mark.slow  # the Workflow sample twice, once with workers: slow by cost (issue 41)
+def test_the_workflow_sample_meets_the_same_faults_with_and_without_workers(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    calc = 'Thought: add\nAction: Calculator\nAction Input: {"expression": "%d+1"}'
+    script = {"responses": {"*": [calc % n for n in range(3)] + ["Final Answer: done."]}}
+    (pytester.path / "script.json").write_text(json.dumps(script))
+    judge = JudgeServer(replies={}, default='{"score": 8, "analysis": "ok"}').start()
+    try:
+        common = (
+            f"--gta-data={WORKFLOW_SAMPLE}",
+            "--gta-model=mock:script.json",
+            "--gta-tools=local",
+            f"--gta-judge-base-url={judge.base_url}",
+            "--gta-tool-faults=error=0.3,empty=0.2,seed=5",
+        )
+        serial = gta(pytester, *common, "--gta-concurrency=1", report="serial.json").report
+        workers = gta(
+            pytester, *common, "--gta-concurrency=8", *XDIST, report="workers.json"
+        ).report
+    finally:
+        judge.stop()
+    faults = {c["id"]: c["faults"] for c in serial["cases"]}
+    assert len(faults) == 8
+    assert any(faults.values())
+    assert {c["id"]: c["faults"] for c in workers["cases"]} == faults
+    assert workers["robustness"] == serial["robustness"]
+    spec = parse_fault_spec("error=0.3,empty=0.2,seed=5")
+    for case in serial["cases"]:
+        for hit in case["faults"]:
+            assert spec.draw(case["task_id"], 0, hit["call"], "Calculator") == hit["fault"]

@@ -17,11 +17,14 @@ from pytest_gta.flags import (
     OPT_FAIL_ON_REGRESSION,
     OPT_FAIL_UNDER,
     OPT_MIN_DROP,
+    OPT_TOOL_FAULTS,
 )
 from pytest_gta.gates import (
     ALL,
     GATE_METRICS,
     PASS_RATE,
+    RECOVERY,
+    ROBUSTNESS,
     ROOT_SCORE_MAX,
     SCORED,
     WORKFLOW,
@@ -47,6 +50,8 @@ def parse_metric(name: str, flag: str) -> MetricRef:
         metric = text
     if dot and mode_text == SCORED and metric.replace("_", "").isalnum():
         return MetricRef(SCORED, metric)
+    if metric == RECOVERY and (not dot or mode_text == ROBUSTNESS):
+        return MetricRef(ROBUSTNESS, RECOVERY)
     if metric in WORKFLOW_GATE_METRICS and (not dot or mode_text == WORKFLOW):
         return MetricRef(WORKFLOW, metric)
     if metric in GATE_METRICS and (not dot or mode_text == GATE_METRICS[metric]):
@@ -112,6 +117,11 @@ def parse_fail_on_regression(value: str) -> tuple[MetricRef, ...] | str:
             f"{exc} (for every metric write {OPT_FAIL_ON_REGRESSION}=all, or put the bare flag "
             "after the paths)"
         ) from None
+    if any(ref.mode == ROBUSTNESS for ref in refs):
+        raise pytest.UsageError(
+            f"{OPT_FAIL_ON_REGRESSION}: {RECOVERY} takes a floor ({OPT_FAIL_UNDER}={RECOVERY}=80); "
+            "a drop under faults is gated on the metrics themselves against a clean baseline"
+        )
     if not refs:
         raise pytest.UsageError(
             f"{OPT_FAIL_ON_REGRESSION}: give metrics, e.g. {OPT_FAIL_ON_REGRESSION}=ans_acc,"
@@ -204,3 +214,16 @@ def settings(given: Given) -> GateSettings:
         alpha=found["alpha"],
         min_drop=found["min_drop"],
     )
+
+
+def check_robustness(gates: GateSettings, faulted: bool) -> None:
+    """Refuse a floor on ``recovery`` in a run without tool faults: it could never be measured.
+
+    Raises:
+        pytest.UsageError: naming the gate and the option it needs.
+    """
+    if not faulted and any(floor.ref.mode == ROBUSTNESS for floor in gates.floors):
+        raise pytest.UsageError(
+            f"{OPT_FAIL_UNDER}: {RECOVERY} is measured under tool faults only; add "
+            f"{OPT_TOOL_FAULTS}=SPEC (see docs/robustness.md) or drop the gate"
+        )

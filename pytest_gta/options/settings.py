@@ -89,19 +89,22 @@ def resolve_settings(config: pytest.Config) -> GtaSettings:
     agent = agents.settings(config, given, selected.modes, chosen.name)
     outputs = report.settings(given)
     report.check_inspect_log(outputs.inspect_log)
+    chosen_tools = tools.settings(given, selected.modes)
+    chosen_gates = gates.settings(given)
+    gates.check_robustness(chosen_gates, chosen_tools.faults is not None)
     return GtaSettings(
         invocation_dir=config.invocation_params.dir,
         data=dataset,
         model=chosen,
         cases=selected,
-        tools=tools.settings(given, selected.modes),
+        tools=chosen_tools,
         scoring=scoring.settings(given),
         report=outputs,
         budget=budget.settings(given),
         comparison=comparison.settings(given),
         stats=stats.settings(given),
         baseline=compared_with,
-        gates=gates.settings(given),
+        gates=chosen_gates,
         serve=serving.settings(given),
         agent=agent,
         workflow=workflow.settings(config, given),

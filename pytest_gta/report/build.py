@@ -566,7 +566,11 @@ def build_report(
         notes=notes,
         cases=in_order,
         robustness=(
-            None if settings.tool_faults is None else robustness_of(settings.tool_faults, in_order)
+            None
+            if settings.tool_faults is None
+            else robustness_of(
+                settings.tool_faults, ((c.faults, c.outcome == "passed") for c in in_order)
+            )
         ),
     )
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gta.gates import ALL, PASS_RATE, Floor, GateSettings, MetricRef
+from pytest_gta.gates import ALL, PASS_RATE, ROBUSTNESS, Floor, GateSettings, MetricRef
+from pytest_gta.report.robustness import robustness_value
 from pytest_gta.results.report import (
     BaselineComparison,
     FloorVerdict,
@@ -68,6 +69,8 @@ def gates_verdict(
 
 
 def _value(report: RunReport, ref: MetricRef) -> float | None:
+    if ref.mode == ROBUSTNESS:
+        return robustness_value(report.robustness, ref.metric)
     if ref.metric == PASS_RATE:
         value: Any = report.pass_rate.get(ref.mode)
     else:

@@ -44,6 +44,7 @@ from pytest_gta.report.html_transcript import (
 from pytest_gta.report.images import ImageStore, StoredImage
 from pytest_gta.report.page import clip, esc, scripted_page
 from pytest_gta.report.plots import Plot, all_plots
+from pytest_gta.report.robustness import faults_html
 from pytest_gta.report.table import gate_lines, identity_facts, sections
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.report import RunReport
@@ -227,6 +228,7 @@ def case_detail(
             '<section class="erratum"><h4>Erratum: the reference of this query is faulty or '
             f"depends on the live web</h4><ul>{faults}</ul></section>"
         )
+    parts.append(faults_html(case.faults))
     if query is not None:
         inputs = "".join(image(f.path) for f in query.files)
         parts.append(

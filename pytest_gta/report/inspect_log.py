@@ -35,6 +35,7 @@ from pytest_gta.case import Case
 from pytest_gta.dataset import Dataset, Query
 from pytest_gta.files import write_output
 from pytest_gta.report.inspect_transcript import e2e_messages, field_of, step_messages, text_of
+from pytest_gta.report.robustness import faults_json
 from pytest_gta.results.base import Doc, Number
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.primitives import E2EPrimitives, StepPrimitives
@@ -214,6 +215,8 @@ def _sample(
     }
     if case.agent is not None:
         metadata["agent"] = _json(case.agent)
+    if case.faults is not None:
+        metadata["faults"] = faults_json(case.faults)
     return EvalSample(
         id=Case.format_id(mode, qid),
         epoch=epochs[case.epoch or 0],

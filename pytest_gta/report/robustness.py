@@ -8,10 +8,12 @@ GTA-Workflow, and so are its tables.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from pytest_gta.faults import summarize
-from pytest_gta.results.case import CaseResult
-from pytest_gta.results.robustness import RobustnessSection
+from pytest_gta.faults import ANSWERED, summarize
+from pytest_gta.report.page import esc
+from pytest_gta.results.comparison import Comparison
+from pytest_gta.results.robustness import FaultEntry, RobustnessSection
 
 #: (title, headers, rows), as :func:`pytest_gta.report.table.sections` has its tables.
 Table = tuple[str, list[str], list[list[str]]]
@@ -44,11 +46,116 @@ def robustness_tables(section: RobustnessSection | None) -> list[Table]:
     return tables
 
 
-def robustness_of(spec: str, cases: Iterable[CaseResult]) -> RobustnessSection:
-    """The run's ``robustness`` section from its cases (a merge of shards sums them alike)."""
+def robustness_of(
+    spec: str, cases: Iterable[tuple[list[FaultEntry] | None, bool]]
+) -> RobustnessSection:
+    """The run's ``robustness`` section from its cases, each as (its faults, whether it passed).
+
+    Every benchmark's report sums its cases here, and a merge of shards sums them alike.
+    """
     entries = [
-        ([entry.to_json_value() for entry in case.faults], case.outcome == "passed")
-        for case in cases
-        if case.faults is not None
+        ([entry.to_json_value() for entry in faults], passed)
+        for faults, passed in cases
+        if faults is not None
     ]
     return RobustnessSection.model_validate(summarize(spec, entries).to_json())
+
+
+def robustness_value(section: RobustnessSection | None, metric: str) -> float | None:
+    """A robustness metric as a gate reads it, in percent (``None``: not measured).
+
+    ``recovery`` is unmeasured without faults, or when no case met one: its floor then fails,
+    as a gate that cannot be checked must not pass.
+    """
+    if section is None or metric != "recovery" or section.recovery is None:
+        return None
+    return section.recovery * 100
+
+
+def faults_html(faults: list[FaultEntry] | None) -> str:
+    """A case's faulted calls for its drill-down: which call, which fault, what came next."""
+    if not faults:
+        return ""
+    items = "".join(
+        f"<li>call {f.call} to <b>{esc(f.tool)}</b>: <b>{esc(f.fault)}</b>; then "
+        f"{esc(_next_said(f))}</li>"
+        for f in faults
+    )
+    return (
+        '<section class="faults"><h4>Tool faults injected (the producer saw only the tool '
+        f"fail)</h4><ul>{items}</ul></section>"
+    )
+
+
+def _next_said(fault: FaultEntry) -> str:
+    if fault.next is None:
+        return "it stopped without an answer"
+    if fault.next == ANSWERED:
+        return "it answered"
+    if fault.next == fault.tool:
+        return f"it retried {fault.tool}"
+    return f"it called {fault.next}"
+
+
+def faults_json(faults: list[FaultEntry] | None) -> list[Any] | None:
+    """A case's faulted calls as an Inspect sample's metadata keeps them."""
+    return None if faults is None else [f.to_json_value() for f in faults]
+
+
+def compared_robustness(comparison: Comparison) -> list[Table]:
+    """Runs side by side by their tool faults and ablations: each metric's robustness curve.
+
+    Shown when a run of the comparison injected faults or left tools out. Each end-to-end
+    metric is given with its difference from the first run that did neither (the clean one),
+    so a clean run and runs at rising fault rates read as one curve per metric.
+    """
+    runs = comparison.runs
+    if not any(r.settings.tool_faults or r.settings.tools_left_out for r in runs):
+        return []
+    clean = next(
+        (r for r in runs if not r.settings.tool_faults and not r.settings.tools_left_out), None
+    )
+    keys = [key for key, _ in _CURVE]
+    rows = []
+    for run in runs:
+        metrics = run.metrics.get("e2e")
+        base = clean.metrics.get("e2e") if clean is not None else None
+        cells = []
+        for key in keys:
+            value = getattr(metrics, key, None) if metrics is not None else None
+            drop = getattr(base, key, None) if base is not None and run is not clean else None
+            said = "n/a" if value is None else f"{value:.2f}"
+            if value is not None and drop is not None:
+                said += f" ({value - drop:+.2f})"
+            cells.append(said)
+        section = run.robustness
+        recovery = None if section is None else section.recovery
+        rows.append(
+            [
+                run.label,
+                run.settings.tool_faults or "none",
+                ", ".join(run.settings.tools_left_out or []) or "none",
+                *cells,
+                "-" if section is None else str(section.calls_faulted),
+                "-" if recovery is None else f"{recovery * 100:.2f}",
+            ]
+        )
+    where = f"against {clean.label}" if clean is not None else "no clean run to compare with"
+    return [
+        (
+            f"Robustness: tool faults and ablations (end-to-end percent; difference {where})",
+            [
+                "run",
+                "tool faults",
+                "tools left out",
+                *(name for _, name in _CURVE),
+                "faulted calls",
+                "recovery",
+            ],
+            rows,
+        )
+    ]
+
+
+#: The end-to-end metrics a robustness curve follows, with their column names.
+_CURVE = (("ans_acc", "AnsAcc"), ("p_f1", "P F1"), ("o_f1", "O F1"), ("l_f1", "L F1"))

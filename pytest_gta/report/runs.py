@@ -243,6 +243,7 @@ def _run_entry(
         metrics_sound=_in_modes(sound, modes),
         denominators=_in_modes(report.denominators, modes),
         denominators_sound=_in_modes(sound_denominators, modes),
+        robustness=report.robustness,
     )
 
 

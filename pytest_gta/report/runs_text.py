@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pytest_gta.report.robustness import compared_robustness
 from pytest_gta.report.table import (
     METRIC_LABELS,
     MODE_TITLES,
@@ -400,6 +401,7 @@ def sections(comparison: Comparison, mark: Marker) -> list[Section]:
         *paired_sections(comparison),
         *reliability_section(comparison),
         *cost_section(comparison),
+        *compared_robustness(comparison),
         *group_sections(comparison),
     ]
 

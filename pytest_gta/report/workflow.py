@@ -8,7 +8,14 @@ computed when the run ended.
 
 from __future__ import annotations
 
-from pytest_gta.report.table import markdown_items, markdown_table, markdown_text, strong
+from pytest_gta.report.robustness import robustness_tables
+from pytest_gta.report.table import (
+    aligned,
+    markdown_items,
+    markdown_table,
+    markdown_text,
+    strong,
+)
 from pytest_gta.results.report import GatesVerdict
 from pytest_gta.results.workflow import (
     EMPTY_DELIVERABLE,
@@ -156,6 +163,8 @@ def table_lines(report: WorkflowReport) -> list[str]:
         lines += comparison_lines(report.comparison)
     if report.gates is not None:
         lines += gate_lines(report.gates, report.metrics.judge_errors)
+    for title, names, rows in robustness_tables(report.robustness):
+        lines += ["", title, *aligned(names, rows)]
     lines += [f"  {task_line(case)}" for case in report.cases]
     return lines
 
@@ -184,6 +193,8 @@ def render_markdown(report: WorkflowReport) -> str:
     if report.gates is not None:
         gates = gate_lines(report.gates, report.metrics.judge_errors)
         lines += ["", "## Gates", "", *markdown_items(gates)]
+    for title, names, rows in robustness_tables(report.robustness):
+        lines += ["", f"## {markdown_text(title)}", "", *markdown_table(names, rows)]
     lines += ["", "## Tasks", ""]
     lines += markdown_items([task_line(case) for case in report.cases])
     return "\n".join(lines) + "\n"

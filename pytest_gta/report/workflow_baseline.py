@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from pytest_gta.flags import OPT_BASELINE, OPT_LEADERBOARD_ROWS, OPT_REPORT
-from pytest_gta.gates import ALL, GateSettings
+from pytest_gta.gates import ALL, ROBUSTNESS, GateSettings
 from pytest_gta.models.catalog import LEADERBOARD_PREFIX
 from pytest_gta.report import stats
 from pytest_gta.report.gate_verdicts import floor_verdict, gates_verdict
+from pytest_gta.report.robustness import robustness_value
 from pytest_gta.results.io import expect_benchmark, read_report_data
 from pytest_gta.results.report import FloorVerdict, GatesVerdict, RegressionVerdict
 from pytest_gta.results.workflow import BENCHMARK as WORKFLOW
@@ -251,7 +252,13 @@ def compare(
 def judge(report: WorkflowReport, gates: GateSettings) -> GatesVerdict:
     """The gates' verdicts on a Workflow report (a column not measured fails its floor)."""
     verdicts: list[FloorVerdict | RegressionVerdict] = [
-        floor_verdict(floor, _column(report, floor.ref.metric), "by this run")
+        floor_verdict(
+            floor,
+            robustness_value(report.robustness, floor.ref.metric)
+            if floor.ref.mode == ROBUSTNESS
+            else _column(report, floor.ref.metric),
+            "by this run",
+        )
         for floor in gates.floors
     ]
     if gates.regression:

@@ -24,6 +24,7 @@ from pytest_gta.report.explain import duration_text
 from pytest_gta.report.html import PAGE_OVERHEAD, select_html, table_html
 from pytest_gta.report.html_transcript import agent_html, turns_html
 from pytest_gta.report.page import clip, esc, scripted_page
+from pytest_gta.report.robustness import faults_html
 from pytest_gta.report.workflow import (
     COLUMNS,
     empty_line,
@@ -281,6 +282,7 @@ def producer_html(case: WorkflowCase) -> str:
     else:
         chain = '<p class="muted">(no step recorded)</p>'
     parts = [f'<section class="chains producer"><h4>{esc(heading)}</h4>{chain}</section>']
+    parts.append(faults_html(case.faults))
     if case.agent is not None:
         parts.append(agent_html(case.agent, case.tool_log, case.exchanges))
     return "".join(parts)

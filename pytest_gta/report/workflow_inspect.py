@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gta.report.inspect_log import answer_output, error_record, save_logs
+from pytest_gta.report.robustness import faults_json
 from pytest_gta.report.workflow import COLUMNS
 from pytest_gta.results.workflow import WorkflowCase, WorkflowReport
 
@@ -67,6 +68,7 @@ def _sample(case: WorkflowCase, epochs: dict[int, int], model: str) -> EvalSampl
             "deliverables": list(case.deliverables),
             "tools": list(case.tools),
             "categories": list(case.categories),
+            **({} if case.faults is None else {"faults": faults_json(case.faults)}),
         },
         total_time=case.duration,
         error=error_record(case.message) if case.outcome == "error" else None,

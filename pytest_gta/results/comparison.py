@@ -42,6 +42,7 @@ from pytest_gta.results.report import (
     StepMetrics,
     UtcDate,
 )
+from pytest_gta.results.robustness import RobustnessSection
 from pytest_gta.vocabulary import ERROR_KINDS, Mode, Outcome
 
 __all__ = [
@@ -229,6 +230,8 @@ class ComparedRun(Doc):
     """The report's ``denominators``: what ``metrics`` is over."""
     denominators_sound: PerMode[StepDenominators, E2EDenominators] | None = omitted()
     """What ``metrics_sound`` is over."""
+    robustness: RobustnessSection | None = omitted()
+    """The report's ``robustness`` (absent: the run injected no tool faults)."""
 
     def sound_counts(self, mode: str) -> tuple[int, int] | None:
         """(sound queries, queries) of ``mode``, where the erratum left some out."""

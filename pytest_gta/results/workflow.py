@@ -19,6 +19,7 @@ from pytest_gta import jsonsafe
 from pytest_gta.results.base import Doc, Extensible, Scalar, omitted, validated
 from pytest_gta.results.recorded import AgentRun, CaseUsage, Exchange, LoggedToolCall, Step
 from pytest_gta.results.report import GatesVerdict, Identity
+from pytest_gta.results.robustness import FaultEntry, RobustnessSection
 from pytest_gta.results.workflow_board import WorkflowBoardRow, WorkflowColumns
 
 KIND: Literal["gta-workflow-report"] = "gta-workflow-report"
@@ -128,6 +129,8 @@ class WorkflowCase(Doc):
     """Every tool call of the agent, as the MCP server logged it (absent without an agent)."""
     exchanges: list[Exchange] | None = omitted()
     """The agent's model requests through the recording proxy (absent without an agent)."""
+    faults: list[FaultEntry] | None = omitted()
+    """The tool faults the task's calls met (``--gta-tool-faults``; absent: none injected)."""
     duration: float | None = Field(ge=0)
     usage: CaseUsage | None = None
     """The model's calls (own loop or agent's proxy)."""
@@ -274,6 +277,10 @@ class WorkflowReport(Extensible):
     """Published rows ``--gta-leaderboard-rows`` set below the run's."""
     comparison: WorkflowComparison | None = omitted()
     gates: GatesVerdict | None = omitted()
+    robustness: RobustnessSection | None = omitted()
+    """The tool faults the run's tasks met (``--gta-tool-faults``; absent: none injected)."""
+    tools_left_out: list[str] | None = omitted()
+    """The tools ``--gta-tools-without`` or ``--gta-tools-none`` left out (absent: none)."""
     cases: list[WorkflowCase]
 
 

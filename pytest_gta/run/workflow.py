@@ -91,6 +91,8 @@ class Deliverable:
     agent: dict[str, Any] | None = None
     tool_log: list[dict[str, Any]] | None = None
     exchanges: list[dict[str, Any]] | None = None
+    #: The tool faults its calls met (``--gta-tool-faults``; ``None``: none injected).
+    faults: list[dict[str, Any]] | None = None
 
     def steps(self) -> list[Any]:
         """The trace as a list of recorded steps (a trace that is not a list is one step)."""
@@ -183,6 +185,8 @@ def _recorded(deliverable: Deliverable) -> dict[str, Any]:
         found["agent"] = deliverable.agent
         found["tool_log"] = deliverable.tool_log or []
         found["exchanges"] = deliverable.exchanges or []
+    if deliverable.faults is not None:
+        found["faults"] = deliverable.faults
     cleaned: dict[str, Any] = Cleaner().value(found)
     return cleaned
 

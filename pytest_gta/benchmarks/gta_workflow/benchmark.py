@@ -25,14 +25,7 @@ from pytest_gta.case import EPOCH_TAG, mark_name
 from pytest_gta.errors import GtaUsageError
 from pytest_gta.evalpack import PREFIX as EVALPACK
 from pytest_gta.evalpack import PackTask, pack_path, read_pack
-from pytest_gta.flags import (
-    OPT_JUDGE,
-    OPT_JUDGE_API,
-    OPT_JUDGE_BASE_URL,
-    OPT_TOOL_FAULTS,
-    OPT_TOOLS_NONE,
-    OPT_TOOLS_WITHOUT,
-)
+from pytest_gta.flags import OPT_JUDGE, OPT_JUDGE_API, OPT_JUDGE_BASE_URL
 from pytest_gta.judge.client import (
     BaseJudge,
     ChatJudge,
@@ -46,6 +39,7 @@ from pytest_gta.models.base import ModelContext, adopt
 from pytest_gta.outward import mask_url, register_run_secrets, register_secret
 from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.workflow import judge_where
+from pytest_gta.results.case import fault_properties
 from pytest_gta.results.workflow import JudgeInfo, WorkflowCase
 from pytest_gta.run.ahead_pool import AheadPool, Check
 from pytest_gta.run.benchmark import Benchmark, BenchmarkContext, QueryView
@@ -136,14 +130,6 @@ class WorkflowBenchmark:
 
     def start(self) -> None:
         """Validate the data, the pack and the judge, before any task."""
-        tools = self.state.settings.tools
-        if tools.faults is not None or tools.ablated:
-            # Injected in production but not yet in the Workflow report: a run that could not
-            # say what its tasks met is refused rather than reported as a clean one.
-            raise pytest.UsageError(
-                f"{OPT_TOOL_FAULTS}, {OPT_TOOLS_WITHOUT} and {OPT_TOOLS_NONE} apply to GTA-Atomic "
-                "runs for now: a GTA-Workflow report does not yet record them"
-            )
         register_run_secrets([self.state.settings.workflow.base_url or ""])
         if judge_key():
             register_secret(judge_key(), "the judge's key")
@@ -167,6 +153,7 @@ class WorkflowBenchmark:
             self.judge_info(),
             self._categories,
             self.producers.producer(self.pack() is not None),
+            () if self.pack() is not None else self.state.dataset().left_out,
         )
 
     def runs_ahead(self) -> bool:
@@ -455,6 +442,8 @@ class WorkflowBenchmark:
             ("gta_producer", case.producer),
             ("gta_judge_calls", len(case.judge_calls)),
         ]
+        if case.faults is not None:
+            props += fault_properties(len(case.faults), case.passed)
         if case.judge_error:
             props.append(("gta_judge_error", case.judge_error))
         props += [

@@ -26,6 +26,7 @@ from pytest_gta.options import GtaSettings
 from pytest_gta.report import workflow as render
 from pytest_gta.report import workflow_baseline
 from pytest_gta.report.merge import shard_cases
+from pytest_gta.report.robustness import robustness_of
 from pytest_gta.report.workflow_html import header_html, render_workflow_html
 from pytest_gta.report.workflow_inspect import write_workflow_inspect_log
 from pytest_gta.results.recorded import CaseUsage
@@ -184,6 +185,12 @@ class WorkflowKind:
             metrics=workflow_table(ordered, first.judge.threshold),
             notes=list(dict.fromkeys(n for _, shard in reports for n in shard.notes)),
             judge_usage=CaseUsage.total(c.judge_usage for c in ordered),
+            robustness=(
+                None
+                if first.robustness is None
+                else robustness_of(first.robustness.spec, ((c.faults, c.passed) for c in ordered))
+            ),
+            tools_left_out=first.tools_left_out,
             cases=ordered,
         )
 

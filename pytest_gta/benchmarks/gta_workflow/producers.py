@@ -180,4 +180,5 @@ class WorkflowProducers:
             agent=None if agent is None else agent.outcome.to_json(),
             tool_log=None if agent is None else agent.tool_log,
             exchanges=None if agent is None else agent.exchanges,
+            faults=played.fault_entries(),
         )

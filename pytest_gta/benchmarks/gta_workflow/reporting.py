@@ -27,6 +27,7 @@ from pytest_gta.evalpack import DEVIATION
 from pytest_gta.evalpack import PREFIX as EVALPACK
 from pytest_gta.files import sha256_file
 from pytest_gta.options import GtaSettings
+from pytest_gta.report.robustness import robustness_of
 from pytest_gta.results.recorded import CaseUsage
 from pytest_gta.results.workflow import (
     JudgeInfo,
@@ -53,6 +54,7 @@ class WorkflowReporting:
         judge: JudgeInfo,
         categories: Callable[[str], list[str]],
         producer: str,
+        left_out: tuple[str, ...] = (),
     ) -> None:
         self.config = config
         self.settings = settings
@@ -62,6 +64,8 @@ class WorkflowReporting:
         self._categories = categories
         #: What produces the deliverables (``evalpack``, ``agent``, ``model``).
         self._producer = producer
+        #: The tools the producers were not offered (``--gta-tools-without``, ``--gta-tools-none``).
+        self._left_out = left_out
         #: Each judged task's own message (pytest's failure repeats it behind the case id).
         self._messages: dict[str, str] = {}
         #: Concludes and writes the report (``--gta-merge`` finishes a merged run with it too).
@@ -128,6 +132,14 @@ class WorkflowReporting:
             metrics=workflow_table(ordered, settings.workflow.threshold),
             notes=[DEVIATION] if model.startswith(EVALPACK) else [],
             judge_usage=CaseUsage.total(c.judge_usage for c in ordered),
+            robustness=(
+                None
+                if settings.tools.faults is None
+                else robustness_of(
+                    settings.tools.faults.text(), ((c.faults, c.passed) for c in ordered)
+                )
+            ),
+            tools_left_out=list(self._left_out) or None,
             cases=ordered,
         )
         return self.finisher.conclude(report)
