@@ -214,6 +214,14 @@ def test_a_tool_left_out_is_neither_offered_nor_run(pytester: pytest.Pytester) -
         (("--gta-tool-faults=error=2",), "a rate is a number from 0 to 1"),
         (("--gta-fail-under=recovery=50",), "recovery is measured under tool faults only"),
         (
+            (
+                "--gta-data=workflow-sample",
+                f"--gta-model=evalpack:{ROOT / 'tests' / 'data' / 'workflow' / 'pack.json'}",
+                "--gta-tools-none",
+            ),
+            "--gta-tools-none: an eval pack's deliverables are already made, so no tool call",
+        ),
+        (
             ("--gta-tool-faults=error=0.1", "--gta-fail-on-regression=recovery"),
             "recovery takes a floor",
         ),
@@ -344,7 +352,9 @@ def test_a_clean_run_and_faulted_ones_compare_as_a_curve(pytester: pytest.Pytest
     assert set(compared) >= {"ans_acc", "p_f1"}
     for diff in compared.values():
         assert {"difference", "ci", "p_value", "p_drop"} <= set(diff)
-    result = pytester.runpytest("--gta-compare", "runs", "--gta-report-md=compare.md")
+    result = pytester.runpytest(
+        "--gta-compare", "runs", "--gta-report-md=compare.md", "--gta-report-html=compare.html"
+    )
     text = result.stdout.str()
     lines = text.splitlines()
     title = "Robustness: tool faults and ablations (end-to-end percent; difference against clean)"
@@ -358,6 +368,9 @@ def test_a_clean_run_and_faulted_ones_compare_as_a_curve(pytester: pytest.Pytest
     (clean,) = [line for line in table if line.startswith("clean ")]
     assert clean.split()[1:3] == ["none", "none"]
     assert "error=0.2,seed=1" in (pytester.path / "compare.md").read_text()
+    page = (pytester.path / "compare.html").read_text()
+    assert '<section id="robustness"><h2>Robustness under tool faults</h2>' in page
+    assert "error=0.5,seed=1" in page
 
 
 @pytest.mark.slow  # the real release, four times: slow by cost (issue 41)

@@ -234,3 +234,24 @@ def apply_to(dataset: Dataset, chosen: ToolSettings) -> Dataset:
     if chosen.none:
         return dataset.without_tools(known)
     return dataset.without_tools(chosen.without) if chosen.without else dataset
+
+
+def refuse_without_calls(chosen: ToolSettings, why: str) -> None:
+    """Refuse a fault or an ablation in a run whose producer calls no tool (``why`` says so).
+
+    Its report would otherwise show a robustness it never measured.
+
+    Raises:
+        GtaUsageError: naming the option and why it has nothing to act on.
+    """
+    asked = [
+        flag
+        for flag, given in (
+            (OPT_TOOL_FAULTS, chosen.faults is not None),
+            (OPT_TOOLS_WITHOUT, bool(chosen.without)),
+            (OPT_TOOLS_NONE, chosen.none),
+        )
+        if given
+    ]
+    if asked:
+        raise GtaUsageError(f"{', '.join(asked)}: {why}, so no tool call is made to act on")

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from pytest_gta.flags import OPT_MODE
 from pytest_gta.report.page import asset, esc
+from pytest_gta.report.robustness import compared_robustness
 from pytest_gta.report.runs_html_parts import Runs, level, muted, num, plots_html, span, table_html
 from pytest_gta.report.runs_html_stats import cost_html, matrix_html, paired_html, reliability_html
 from pytest_gta.report.runs_plots import metric_plots, mode_title
@@ -214,6 +215,16 @@ def table5_html(comparison: Comparison) -> str:
     )
 
 
+def _row(cells: Sequence[str]) -> str:
+    """A row whose first cell names it."""
+    first, *rest = cells
+    return (
+        f'<tr><th scope="row">{esc(first)}</th>'
+        + "".join(f"<td>{esc(c)}</td>" for c in rest)
+        + "</tr>"
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # The page
 
@@ -238,6 +249,13 @@ def render_comparison_html(comparison: Comparison) -> str:
         ("cost", "Cost and latency", cost_html(comparison, runs)),
         ("matrix", "Per-query matrix", matrix_html(comparison, runs)),
     ]
+    robustness = compared_robustness(comparison)
+    if robustness:
+        html = "".join(
+            table_html(title, names, [_row(cells) for cells in rows])
+            for title, names, rows in robustness
+        )
+        sections.insert(-1, ("robustness", "Robustness under tool faults", html))
     nav = " ".join(
         f'<a href="#{key}">{esc(title.split()[0].lower())}</a>' for key, title, _ in sections
     )

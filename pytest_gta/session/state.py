@@ -43,6 +43,7 @@ from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.options import GtaSettings
 from pytest_gta.options.data import DATASET_NAME
 from pytest_gta.options.tools import apply_to as tools_applied_to
+from pytest_gta.options.tools import refuse_without_calls
 from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.baseline import comparable_run, read_baseline
 from pytest_gta.report.images import ImageStore
@@ -629,6 +630,10 @@ class GtaState:
         self.start_agent()
         if self.uses_tools():
             self.toolset()
+        elif self.view() is None:
+            refuse_without_calls(
+                self.settings.tools, f"{self.model().name} replays recorded predictions"
+            )
         if self.needs_similarity():
             self.sim_path()
         if not xdist.is_worker(self.config):  # the controller compares and judges

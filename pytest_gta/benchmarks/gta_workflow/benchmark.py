@@ -36,6 +36,7 @@ from pytest_gta.judge.client import (
     missing_access,
 )
 from pytest_gta.models.base import ModelContext, adopt
+from pytest_gta.options.tools import refuse_without_calls
 from pytest_gta.outward import mask_url, register_run_secrets, register_secret
 from pytest_gta.proxy import ModelProxy, no_upstream_reason, upstream_of
 from pytest_gta.report.workflow import judge_where
@@ -135,7 +136,15 @@ class WorkflowBenchmark:
             register_secret(judge_key(), "the judge's key")
         self.dataset()
         self.check_judge()
-        if self.pack() is None:
+        pack = self.pack()
+        if pack is not None:
+            try:
+                refuse_without_calls(
+                    self.state.settings.tools, "an eval pack's deliverables are already made"
+                )
+            except GtaUsageError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        if pack is None:
             self.producers.check()
             # The tasks as queries, the tools offered to the model with them, shown now.
             self.state.dataset()
