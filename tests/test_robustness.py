@@ -442,8 +442,12 @@ def test_the_workflow_sample_meets_the_same_faults_with_and_without_workers(
         workers = gta(
             pytester, *common, "--gta-concurrency=8", *XDIST, report="workers.json"
         ).report
+        for k in (1, 2):
+            gta(pytester, *common, f"--gta-shard={k}/2", report=f"shard{k}.json")
     finally:
         judge.stop()
+    merged = gta(pytester, "--gta-merge", "shard1.json", "shard2.json", report="merged.json")
+    assert merged.report["robustness"] == serial["robustness"]
     faults = {c["id"]: c["faults"] for c in serial["cases"]}
     assert len(faults) == 8
     assert any(faults.values())
@@ -453,3 +457,31 @@ def test_the_workflow_sample_meets_the_same_faults_with_and_without_workers(
     for case in serial["cases"]:
         for hit in case["faults"]:
             assert spec.draw(case["task_id"], 0, hit["call"], "Calculator") == hit["fault"]
+
+
+@pytest.mark.slow  # three runs of the sample and a merge: slow by cost (issue 41)
+def test_the_shards_of_a_faulted_run_merge_into_the_whole(pytester: pytest.Pytester) -> None:
+    args = (ORACLE, SAMPLE_DATA, FAST_SIM, f"--gta-tool-faults={SPEC}")
+    whole = gta(pytester, *args, report="whole.json").report
+    for k in (1, 2):
+        gta(pytester, *args, f"--gta-shard={k}/2", report=f"shard{k}.json")
+    merged = pytester.runpytest(
+        "--gta-merge", "shard1.json", "shard2.json", "--gta-report=merged.json"
+    )
+    assert merged.ret == 0, merged.stdout.str()[-2000:]
+    report = json.loads((pytester.path / "merged.json").read_text())
+    assert report["robustness"] == whole["robustness"]
+    assert [c["faults"] for c in report["cases"]] == [c["faults"] for c in whole["cases"]]
+    # A shard of another spec is another run: refused, naming the setting.
+    gta(
+        pytester,
+        ORACLE,
+        SAMPLE_DATA,
+        FAST_SIM,
+        "--gta-tool-faults=error=0.5",
+        "--gta-shard=2/2",
+        report="other.json",
+    )
+    refused = pytester.runpytest("--gta-merge", "shard1.json", "other.json")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert "settings.tool_faults" in refused.stderr.str() + refused.stdout.str()

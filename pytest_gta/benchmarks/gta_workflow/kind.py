@@ -52,6 +52,8 @@ _SAME: tuple[tuple[str, Callable[[WorkflowReport], object]], ...] = (
     ("judge.model", lambda r: r.judge.model),
     ("judge.api", lambda r: r.judge.api),
     ("judge.threshold", lambda r: r.judge.threshold),
+    ("robustness.spec", lambda r: None if r.robustness is None else r.robustness.spec),
+    ("tools_left_out", lambda r: r.tools_left_out),
 )
 #: What the runs of a comparison may differ in, each said in a note.
 _NOTED: tuple[tuple[str, Callable[[WorkflowReport], object]], ...] = (
