@@ -235,10 +235,17 @@ class FaultHit:
     #: The tool the producer called next (the same one: it retried), :data:`ANSWERED`, or
     #: ``None`` (it stopped without an answer).
     next: str | None = None
+    #: The call's arguments, to find its step in the record (never written).
+    arguments: Any = field(default=None, repr=False, compare=False)
+    #: The index of the call's step in the recorded steps (``None``: not found there).
+    step: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The case's ``faults`` entry."""
-        return {"call": self.call, "tool": self.tool, "fault": self.fault, "next": self.next}
+        found = {"call": self.call, "tool": self.tool, "fault": self.fault, "next": self.next}
+        if self.step is not None:
+            found["step"] = self.step
+        return found
 
 
 class FaultLog:
@@ -264,20 +271,43 @@ class FaultLog:
             self._waiting = []
             return index
 
-    def hit(self, index: int, tool: str, fault: FaultKind) -> None:
-        """Call ``index`` met ``fault``."""
+    def hit(self, index: int, tool: str, fault: FaultKind, arguments: Any = None) -> None:
+        """Call ``index`` (with ``arguments``) met ``fault``."""
         with self._lock:
-            hit = FaultHit(index, tool, fault)
+            hit = FaultHit(index, tool, fault, arguments=arguments)
             self._hits.append(hit)
             self._waiting.append(hit)
 
-    def finish(self, answered: bool) -> list[dict[str, Any]]:
-        """The hits as the case records them; the last ones learn the episode's end."""
+    def finish(self, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The hits as the case records them, from the episode's recorded ``steps``.
+
+        The last hits learn how the episode ended (an answer, or none); each hit is matched,
+        in call order, to the step that recorded its call (the same tool and arguments).
+        """
         with self._lock:
             for hit in self._waiting:
-                hit.next = ANSWERED if answered else None
+                hit.next = ANSWERED if answered(steps) else None
             self._waiting = []
-            return [hit.to_json() for hit in sorted(self._hits, key=lambda h: h.call)]
+            hits = sorted(self._hits, key=lambda h: h.call)
+            after = 0
+            for hit in hits:
+                hit.step = _step_of(steps, hit, after)
+                after = after if hit.step is None else hit.step + 1
+            return [hit.to_json() for hit in hits]
+
+
+def _step_of(steps: list[dict[str, Any]], hit: FaultHit, after: int) -> int | None:
+    """The first step from ``after`` that calls ``hit``'s tool with its arguments."""
+    for index in range(after, len(steps)):
+        calls = steps[index].get("tool_calls")
+        if not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
+            continue
+        function = calls[0].get("function")
+        if not isinstance(function, dict):
+            continue
+        if function.get("name") == hit.tool and function.get("arguments") == hit.arguments:
+            return index
+    return None
 
 
 def answered(steps: list[dict[str, Any]]) -> bool:

@@ -416,7 +416,7 @@ def _faulty(run: _Runner, spec: FaultSpec, context: ToolContext) -> _Runner:
         fault = spec.draw(query, epoch, index, meta.name)
         if fault is None:
             return run(meta, arguments, converted)
-        log.hit(index, meta.name, fault)
+        log.hit(index, meta.name, fault, arguments)
         if fault in ("error", "timeout"):
             raise failure(fault, meta.name)
         if fault == "empty":

@@ -153,23 +153,49 @@ def test_corruption_makes_a_number_wrong_or_cuts_the_text() -> None:
     assert corrupted(ToolResult.text("9"), 0.0).format() == "0"
 
 
+def _call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A recorded call step and its tool return, as the loop records them."""
+    return {
+        "role": "assistant",
+        "tool_calls": [{"type": "function", "function": {"name": tool, "arguments": arguments}}],
+    }
+
+
 def test_the_log_says_what_the_producer_did_after_each_fault() -> None:
+    image = {"image": "/data/receipt.jpg"}
     log = FaultLog()
     first = log.start("OCR")
-    log.hit(first, "OCR", "error")
+    log.hit(first, "OCR", "error", image)
     second = log.start("OCR")  # a retry
-    log.hit(second, "OCR", "timeout")
+    log.hit(second, "OCR", "timeout", image)
     log.start("Calculator")  # another tool next
     third = log.start("Plot")
-    log.hit(third, "Plot", "empty")
-    assert log.finish(answered=True) == [
-        {"call": 0, "tool": "OCR", "fault": "error", "next": "OCR"},
-        {"call": 1, "tool": "OCR", "fault": "timeout", "next": "Calculator"},
-        {"call": 3, "tool": "Plot", "fault": "empty", "next": ANSWERED},
+    log.hit(third, "Plot", "empty", {"command": "plot()"})
+    tool = {"role": "tool", "content": []}
+    steps = [
+        _call("OCR", image),
+        tool,
+        _call("NoAction", {"text": ""}),  # a malformed turn: it reached no tool
+        tool,
+        _call("OCR", image),
+        tool,
+        _call("Calculator", {"expression": "1+1"}),
+        tool,
+        _call("Plot", {"command": "plot()"}),
+        tool,
+        {"role": "assistant", "content": "42"},
+    ]
+    assert log.finish(steps) == [
+        {"call": 0, "tool": "OCR", "fault": "error", "next": "OCR", "step": 0},
+        {"call": 1, "tool": "OCR", "fault": "timeout", "next": "Calculator", "step": 4},
+        {"call": 3, "tool": "Plot", "fault": "empty", "next": ANSWERED, "step": 8},
     ]
     stopped = FaultLog()
-    stopped.hit(stopped.start("OCR"), "OCR", "slow")
-    assert stopped.finish(answered=False)[0]["next"] is None
+    stopped.hit(stopped.start("OCR"), "OCR", "slow", image)
+    # No answer at the end, and a call the steps do not hold: no step to point at.
+    assert stopped.finish([_call("Calculator", {"expression": "2"}), tool]) == [
+        {"call": 0, "tool": "OCR", "fault": "slow", "next": None}
+    ]
 
 
 def test_an_episode_ends_with_an_answer_only_on_a_final_assistant_message() -> None:
@@ -243,7 +269,7 @@ def _run_all(spec: str, tmp_path: Path, calls: int = 40) -> tuple[list[Any], _Co
             seen.append(run(meta, {}, {}).format())
         except GtaToolError as exc:
             seen.append(f"error: {exc}")
-    return seen, backend, context.faults.finish(answered=True)
+    return seen, backend, context.faults.finish([])
 
 
 def test_each_kind_reads_as_a_real_failure_and_only_the_report_knows(tmp_path: Path) -> None:

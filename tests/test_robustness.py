@@ -97,6 +97,13 @@ def test_faulted_calls_are_recorded_counted_and_in_junit(pytester: pytest.Pytest
     # The drill-down lists each faulted call; the Inspect samples keep them as metadata.
     page = (pytester.path / "r.html").read_text()
     assert page.count("Tool faults injected") == len(faulted)
+    # Each faulted call is found among its case's steps and marked in the transcript.
+    assert all("step" in hit for _, hit in hits)
+    for qid, hit in hits:
+        (case,) = [c for c in report["cases"] if c["query_id"] == qid]
+        call = case["steps"][hit["step"]]["tool_calls"][0]["function"]
+        assert call["name"] == hit["tool"]
+    assert page.count('<p class="fault-injected">tool fault injected: ') == len(hits)
     require("inspect_ai")
     from inspect_ai.log import read_eval_log
 
@@ -156,7 +163,9 @@ def test_a_model_that_retries_recovers_and_one_that_gives_up_fails(
     cases = {c["query_id"]: c for c in run.report["cases"]}
     retried = cases[RECEIPTS]
     assert retried["outcome"] == "passed"
-    assert retried["faults"] == [{"call": 0, "tool": "OCR", "fault": kind, "next": "OCR"}]
+    assert retried["faults"] == [
+        {"call": 0, "tool": "OCR", "fault": kind, "next": "OCR", "step": 0}
+    ]
     # The faulted call's record is the failure the model read: an API error of OCR.
     assert retried["steps"][0]["error"]["type"] == "API_ERROR"
     assert retried["steps"][0]["error"]["msg"].startswith("OCR failed: ")
@@ -297,7 +306,7 @@ def test_a_workflow_task_meets_faults_and_ablations_alike(
     call = case["steps"][0]
     if "faults" in option:
         assert case["faults"] == [
-            {"call": 0, "tool": "Calculator", "fault": "error", "next": "<answer>"}
+            {"call": 0, "tool": "Calculator", "fault": "error", "next": "<answer>", "step": 0}
         ]
         assert call["error"]["msg"].startswith("Calculator failed: HTTPError: 503")
         assert report["robustness"]["spec"] == "Calculator:error=1,seed=0"

@@ -44,7 +44,7 @@ from pytest_gta.report.html_transcript import (
 from pytest_gta.report.images import ImageStore, StoredImage
 from pytest_gta.report.page import clip, esc, scripted_page
 from pytest_gta.report.plots import Plot, all_plots
-from pytest_gta.report.robustness import faults_html
+from pytest_gta.report.robustness import faulted_steps, faults_html
 from pytest_gta.report.table import gate_lines, identity_facts, sections
 from pytest_gta.results.case import CaseResult
 from pytest_gta.results.report import RunReport
@@ -197,7 +197,7 @@ def _mark(value: bool) -> str:
 
 def _turns(case: CaseResult, image: ImageHtml, mark: int | None, why: str) -> str:
     """The model's end-to-end turns: reply (thought, action, input), the call, its output."""
-    return turns_html(case.steps, case.replies, image, mark, why)
+    return turns_html(case.steps, case.replies, image, mark, why, faulted_steps(case.faults))
 
 
 def case_detail(

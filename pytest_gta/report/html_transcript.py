@@ -121,18 +121,25 @@ def turns_html(
     image: ImageHtml,
     mark: int | None = None,
     why: str = "",
+    faulted: Mapping[int, str] | None = None,
 ) -> str:
     """Recorded steps as a chain: each call (arguments, error), output and answer.
 
     Each call or answer is shown with the raw reply it came from; ``mark`` is the step where
-    the chain left the reference (with ``why``).
+    the chain left the reference (with ``why``); ``faulted`` the steps whose call met an
+    injected tool fault, and which (``--gta-tool-faults``).
     """
     items = []
-    for turn in turns_of(steps, replies, mark):
+    faulted = faulted or {}
+    for index, turn in enumerate(turns_of(steps, replies, mark)):
         extra = _raw_reply(turn.reply) if turn.reply is not None else ""
         if turn.diverges:
             extra += why_html(why)
-        items.append(_step_html(turn.step, image, extra, "diverge" if turn.diverges else ""))
+        classes = ["diverge"] if turn.diverges else []
+        if index in faulted:
+            extra += f'<p class="fault-injected">tool fault injected: {esc(faulted[index])}</p>'
+            classes.append("faulted")
+        items.append(_step_html(turn.step, image, extra, " ".join(classes)))
     return f'<ol class="chain model">{"".join(items)}</ol>'
 
 

@@ -77,7 +77,9 @@ def faults_html(faults: list[FaultEntry] | None) -> str:
     if not faults:
         return ""
     items = "".join(
-        f"<li>call {f.call} to <b>{esc(f.tool)}</b>: <b>{esc(f.fault)}</b>; then "
+        f"<li>call {f.call} to <b>{esc(f.tool)}</b>"
+        + ("" if f.step is None else f" (step {f.step + 1})")
+        + f": <b>{esc(f.fault)}</b>; then "
         f"{esc(_next_said(f))}</li>"
         for f in faults
     )
@@ -95,6 +97,11 @@ def _next_said(fault: FaultEntry) -> str:
     if fault.next == fault.tool:
         return f"it retried {fault.tool}"
     return f"it called {fault.next}"
+
+
+def faulted_steps(faults: list[FaultEntry] | None) -> dict[int, str]:
+    """{step index: fault} of a case's faulted calls found in its steps, for its transcript."""
+    return {f.step: f.fault for f in faults or () if f.step is not None}
 
 
 def faults_json(faults: list[FaultEntry] | None) -> list[Any] | None:

@@ -24,7 +24,7 @@ from pytest_gta.report.explain import duration_text
 from pytest_gta.report.html import PAGE_OVERHEAD, select_html, table_html
 from pytest_gta.report.html_transcript import agent_html, turns_html
 from pytest_gta.report.page import clip, esc, scripted_page
-from pytest_gta.report.robustness import faults_html
+from pytest_gta.report.robustness import faulted_steps, faults_html
 from pytest_gta.report.workflow import (
     COLUMNS,
     empty_line,
@@ -278,7 +278,7 @@ def producer_html(case: WorkflowCase) -> str:
     """
     heading = PRODUCED_BY.get(case.producer, f"The trace of {case.producer}")
     if case.steps:
-        chain = turns_html(case.steps, case.replies, _no_image)
+        chain = turns_html(case.steps, case.replies, _no_image, faulted=faulted_steps(case.faults))
     else:
         chain = '<p class="muted">(no step recorded)</p>'
     parts = [f'<section class="chains producer"><h4>{esc(heading)}</h4>{chain}</section>']

@@ -27,6 +27,8 @@ class FaultEntry(Doc):
     next: str | None
     """The tool the producer called next (the same one: it retried), ``<answer>`` (it answered),
     or ``null`` (it stopped without an answer)."""
+    step: int | None = Field(default=None, ge=0, lt=2**31, exclude_if=lambda v: v is None)
+    """The index in the case's ``steps`` of the faulted call's step (absent: not found)."""
 
 
 class RobustnessSection(Doc):

@@ -21,7 +21,7 @@ from typing import Any
 
 from pytest_gta.case import Case
 from pytest_gta.errors import GtaUnavailableError
-from pytest_gta.faults import FaultLog, answered
+from pytest_gta.faults import FaultLog
 from pytest_gta.flags import OPT_TOOLS
 from pytest_gta.mcp.calls import CaseTools
 from pytest_gta.models.base import BaseModelAdapter
@@ -80,7 +80,7 @@ class Played:
         """The case's ``faults`` entries (``None``: the run injects none)."""
         if self.faults is None:
             return None
-        return self.faults.finish(answered(self.episode.predictions))
+        return self.faults.finish(self.episode.predictions)
 
     @property
     def usage(self) -> Usage:
