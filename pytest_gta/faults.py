@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,6 +43,7 @@ TIMEOUT_SAID = 30
 _TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _ALLOWED = ", ".join(FAULT_KINDS) + ", seed, delay"
+_DELAY_SAID = f"the delay is seconds from 0 to {MAX_DELAY:g}"
 
 
 def _refuse(item: str, why: str) -> GtaUsageError:
@@ -53,14 +54,19 @@ def _refuse(item: str, why: str) -> GtaUsageError:
     )
 
 
-def _rate(item: str, value: str) -> float:
+def _bounded(item: str, value: str, high: float, said: str) -> float:
+    """``value`` as a number from 0 to ``high``, else the usage error saying ``said``."""
     try:
-        rate = float(value)
+        number = float(value)
     except ValueError:
-        rate = float("nan")
-    if not 0.0 <= rate <= 1.0:  # NaN fails both
-        raise _refuse(item, "a rate is a number from 0 to 1")
-    return rate
+        number = float("nan")
+    if not 0.0 <= number <= high:  # NaN fails both
+        raise _refuse(item, said)
+    return number
+
+
+def _rate(item: str, value: str) -> float:
+    return _bounded(item, value, 1.0, "a rate is a number from 0 to 1")
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,9 @@ def parse_fault_spec(text: str) -> FaultSpec:
                 raise _refuse(item, f"the seed is an integer from 0 to {MAX_SEED}")
             seed = int(value)
         elif key == "delay":
-            delay = _rate_like_seconds(item, value)
+            delay = _bounded(
+                item, value, MAX_DELAY, f"the delay is seconds from 0 to {MAX_DELAY:g}"
+            )
         elif key in FAULT_KINDS:
             rates[key] = _rate(item, value)
         else:
@@ -159,16 +167,6 @@ def parse_fault_spec(text: str) -> FaultSpec:
             where = f"for {tool}" if tool else "in all"
             raise _refuse(text, f"the rates {where} add up to {total:g}, over 1")
     return spec
-
-
-def _rate_like_seconds(item: str, value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = float("nan")
-    if not 0.0 <= seconds <= MAX_DELAY:
-        raise _refuse(item, f"the delay is seconds from 0 to {MAX_DELAY:g}")
-    return seconds
 
 
 def _uniform(seed: int, query: str, epoch: int, index: int, tool: str, salt: str) -> float:
@@ -284,9 +282,10 @@ class FaultLog:
         The last hits learn how the episode ended (an answer, or none); each hit is matched,
         in call order, to the step that recorded its call (the same tool and arguments).
         """
+        ended = ANSWERED if answered(steps) else None
         with self._lock:
             for hit in self._waiting:
-                hit.next = ANSWERED if answered(steps) else None
+                hit.next = ended
             self._waiting = []
             hits = sorted(self._hits, key=lambda h: h.call)
             after = 0
@@ -316,66 +315,3 @@ def answered(steps: list[dict[str, Any]]) -> bool:
         return False
     last = steps[-1]
     return last.get("role") == "assistant" and not last.get("tool_calls")
-
-
-@dataclass(frozen=True)
-class Robustness:
-    """A run's faults summed up: counts by kind and tool, recovery, retries."""
-
-    spec: str
-    calls_faulted: int
-    by_kind: dict[str, int]
-    by_tool: dict[str, int]
-    #: Cases that met at least one fault, and those of them that still passed.
-    faulted_cases: int
-    recovered_cases: int
-    #: Faulted calls whose producer called the same tool next.
-    retried_calls: int
-
-    @property
-    def recovery(self) -> float | None:
-        """Recovered cases over faulted cases (``None``: no case met a fault)."""
-        if not self.faulted_cases:
-            return None
-        return self.recovered_cases / self.faulted_cases
-
-    def to_json(self) -> dict[str, Any]:
-        """The report's ``robustness`` section."""
-        recovery = self.recovery
-        return {
-            "spec": self.spec,
-            "calls_faulted": self.calls_faulted,
-            "by_kind": dict(self.by_kind),
-            "by_tool": dict(self.by_tool),
-            "faulted_cases": self.faulted_cases,
-            "recovered_cases": self.recovered_cases,
-            "recovery": None if recovery is None else round(recovery, 6),
-            "retried_calls": self.retried_calls,
-        }
-
-
-def summarize(spec: str, cases: Iterable[tuple[Iterable[Mapping[str, Any]], bool]]) -> Robustness:
-    """Sum the faults of a run's cases, each given as (its ``faults`` entries, whether it passed).
-
-    Written once for every benchmark: GTA-Atomic's and GTA-Workflow's cases both carry the
-    entries :meth:`FaultLog.finish` made.
-    """
-    by_kind: dict[str, int] = {}
-    by_tool: dict[str, int] = {}
-    calls = faulted = recovered = retried = 0
-    for hits, passed in cases:
-        count = 0
-        for hit in hits:
-            count += 1
-            kind, tool = str(hit.get("fault")), str(hit.get("tool"))
-            by_kind[kind] = by_kind.get(kind, 0) + 1
-            by_tool[tool] = by_tool.get(tool, 0) + 1
-            retried += hit.get("next") == tool
-        calls += count
-        if count:
-            faulted += 1
-            recovered += passed
-    ordered: dict[str, int] = {k: by_kind[k] for k in FAULT_KINDS if k in by_kind}
-    return Robustness(
-        spec, calls, ordered, dict(sorted(by_tool.items())), faulted, recovered, retried
-    )

@@ -320,6 +320,10 @@ class ToolSet:
         #: ``--gta-tool-faults``: the faults the calls meet (``None``: none).
         self.faults = faults if faults is not None and faults.active else None
 
+    def fault_log(self, context: ToolContext) -> FaultLog | None:
+        """The log of the faults ``context``'s calls meet (``None``: this set injects none)."""
+        return context.faults if self.faults is not None else None
+
     def chain(self, tool: str) -> list[BaseToolBackend]:
         """Every backend that offers ``tool``, in priority order (misses fall through)."""
         return [b for b in self.backends if b.offers(tool)]

@@ -22,8 +22,9 @@ from pytest_gta.faults import (
     answered,
     corrupted,
     parse_fault_spec,
-    summarize,
 )
+from pytest_gta.report.robustness import robustness_of
+from pytest_gta.results.robustness import FaultEntry
 from pytest_gta.tools import ToolContext, ToolInvocation, ToolSet
 from pytest_gta.types import ResultItem, ToolMeta, ToolResult
 
@@ -217,8 +218,9 @@ def test_the_sums_count_kinds_tools_recoveries_and_retries() -> None:
         ),
         ([], True),
     ]
-    summary = summarize("error=0.1,seed=0", hits)
-    assert summary.to_json() == {
+    entries = [([FaultEntry.model_validate(h) for h in case], passed) for case, passed in hits]
+    summary = robustness_of("error=0.1,seed=0", entries)
+    assert summary.to_json_value() == {
         "spec": "error=0.1,seed=0",
         "calls_faulted": 3,
         "by_kind": {"error": 2, "empty": 1},
@@ -228,7 +230,7 @@ def test_the_sums_count_kinds_tools_recoveries_and_retries() -> None:
         "recovery": 0.5,
         "retried_calls": 1,
     }
-    assert summarize("x", [([], True)]).recovery is None
+    assert robustness_of("x", [([], True), (None, False)]).recovery is None
 
 
 # -- the layer in ToolSet.runner: the one place every producer's calls pass -------------------

@@ -178,8 +178,8 @@ class CaseTools:
         self.backends: dict[str, str] = {name: b.name for name, b in routes.items()}
         output_dir.mkdir(parents=True, exist_ok=True)
         context = ToolContext(dataset, query, output_dir, deadline, epoch)
-        #: The faults the case's calls met (:mod:`pytest_gta.faults`; empty without a spec).
-        self.faults = context.faults
+        #: The faults the case's calls met (:mod:`pytest_gta.faults`; ``None`` without a spec).
+        self.faults = toolset.fault_log(context)
         self._tools = {m.name: m for m in self.metas}
         self._run = toolset.runner(routes, context)
         self._visible = context.reach

@@ -98,9 +98,14 @@ class ToolSettings:
     none: bool = False
 
     @property
-    def ablated(self) -> bool:
-        """Whether the run leaves tools out (a tool ablation)."""
-        return self.none or bool(self.without)
+    def asked(self) -> list[str]:
+        """The robustness options given (faults, ablations), as their flags name them."""
+        given = (
+            (OPT_TOOL_FAULTS, self.faults is not None),
+            (OPT_TOOLS_WITHOUT, bool(self.without)),
+            (OPT_TOOLS_NONE, self.none),
+        )
+        return [flag for flag, on in given if on]
 
 
 ROWS: tuple[OptionSpec, ...] = (
@@ -195,14 +200,9 @@ def settings(given: Given, modes: tuple[Mode, ...] = ("e2e",)) -> ToolSettings:
             would remove. Both are refused rather than given a meaning of their own.
     """
     chosen = ToolSettings(**fields(ROWS, given))
-    if "step" in modes and (chosen.faults is not None or chosen.ablated):
-        asked = (
-            OPT_TOOL_FAULTS
-            if chosen.faults is not None
-            else (OPT_TOOLS_NONE if chosen.none else OPT_TOOLS_WITHOUT)
-        )
+    if "step" in modes and chosen.asked:
         raise pytest.UsageError(
-            f"{asked} applies to end-to-end runs only: step mode replays the reference "
+            f"{chosen.asked[0]} applies to end-to-end runs only: step mode replays the reference "
             f"chain, whose tool outputs are recorded, never called; add {OPT_MODE}=e2e"
         )
     if chosen.none and chosen.without:
@@ -244,14 +244,5 @@ def refuse_without_calls(chosen: ToolSettings, why: str) -> None:
     Raises:
         GtaUsageError: naming the option and why it has nothing to act on.
     """
-    asked = [
-        flag
-        for flag, given in (
-            (OPT_TOOL_FAULTS, chosen.faults is not None),
-            (OPT_TOOLS_WITHOUT, bool(chosen.without)),
-            (OPT_TOOLS_NONE, chosen.none),
-        )
-        if given
-    ]
-    if asked:
-        raise GtaUsageError(f"{', '.join(asked)}: {why}, so no tool call is made to act on")
+    if chosen.asked:
+        raise GtaUsageError(f"{', '.join(chosen.asked)}: {why}, so no tool call is made to act on")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_gta.faults import ANSWERED, summarize
+from pytest_gta.faults import ANSWERED, FAULT_KINDS
 from pytest_gta.report.page import esc
 from pytest_gta.results.comparison import Comparison
 from pytest_gta.results.robustness import FaultEntry, RobustnessSection
@@ -53,12 +53,28 @@ def robustness_of(
 
     Every benchmark's report sums its cases here, and a merge of shards sums them alike.
     """
-    entries = [
-        ([entry.to_json_value() for entry in faults], passed)
-        for faults, passed in cases
-        if faults is not None
-    ]
-    return RobustnessSection.model_validate(summarize(spec, entries).to_json())
+    by_kind: dict[str, int] = {}
+    by_tool: dict[str, int] = {}
+    calls = faulted = recovered = retried = 0
+    for faults, passed in cases:
+        for entry in faults or ():
+            by_kind[entry.fault] = by_kind.get(entry.fault, 0) + 1
+            by_tool[entry.tool] = by_tool.get(entry.tool, 0) + 1
+            retried += entry.next == entry.tool
+        calls += len(faults or ())
+        if faults:
+            faulted += 1
+            recovered += passed
+    return RobustnessSection(
+        spec=spec,
+        calls_faulted=calls,
+        by_kind={kind: by_kind[kind] for kind in FAULT_KINDS if kind in by_kind},
+        by_tool=dict(sorted(by_tool.items())),
+        faulted_cases=faulted,
+        recovered_cases=recovered,
+        recovery=round(recovered / faulted, 6) if faulted else None,
+        retried_calls=retried,
+    )
 
 
 def robustness_value(section: RobustnessSection | None, metric: str) -> float | None:

@@ -127,7 +127,7 @@ def open_episode(case: Case, ctx: RunContext, protocol: ProtocolName) -> Opened:
         visible=context.reach,
     )
     backends = {name: backend.name for name, backend in routes.items()}
-    return Opened(steps, backends, context.faults if ctx.tools.faults is not None else None)
+    return Opened(steps, backends, ctx.tools.fault_log(context))
 
 
 def play(case: Case, ctx: RunContext, model: BaseModelAdapter) -> Played:
@@ -223,8 +223,7 @@ def play_agent(case: Case, ctx: RunContext, agent: Agent) -> Played:
     gold = dataset.reference_dialogs(query)[1:]
     log = [clip_strings(c.to_json()) for c in tools.log()]
     run = AgentRun(outcome, log, exchanges, usage, exchange_seconds(exchanges))
-    faults = tools.faults if ctx.tools.faults is not None else None
-    return Played(loops.Episode("e2e", predictions, gold), tools.backends, run, faults)
+    return Played(loops.Episode("e2e", predictions, gold), tools.backends, run, tools.faults)
 
 
 def exchange_seconds(exchanges: list[dict[str, Any]]) -> float | None:

@@ -38,7 +38,6 @@ from pytest_gta.mcp.gateway import McpGateway
 from pytest_gta.models import base
 from pytest_gta.models.base import ModelContext, adopt
 from pytest_gta.models.cache import ResponseCache
-from pytest_gta.models.catalog import leaderboard_row
 from pytest_gta.models.usage import Budget, Prices, UsageLedger
 from pytest_gta.options import GtaSettings
 from pytest_gta.options.data import DATASET_NAME
@@ -58,8 +57,6 @@ from pytest_gta.scoring.similarity import SentenceSimilarity, resolve_sim_model
 from pytest_gta.session import xdist
 from pytest_gta.session.agent_setup import AgentSetup, AgentStart
 from pytest_gta.session.lazy import Lazy
-from pytest_gta.session.model_server import describe as describe_server
-from pytest_gta.session.run_info import RunInfo
 from pytest_gta.tools import ToolBackendContext, ToolSet, make_recorder, parse_tool_specs
 from pytest_gta.validation import load_dataset
 
@@ -77,7 +74,6 @@ if TYPE_CHECKING:
     from pytest_gta.run.runner import Scorer
     from pytest_gta.scoring.service import SimilarityService
     from pytest_gta.scoring.similarity import Similarity
-    from pytest_gta.session.run_info import RunInfo
     from pytest_gta.shard import ShardSelection
     from pytest_gta.tools import Recorder, ToolSet
 
@@ -582,43 +578,6 @@ class GtaState:
         return "e2e" in self.settings.cases.modes and not base.replays(self.model())
 
     # -- what the header and report say --------------------------------------------------------
-    def run_info(self) -> RunInfo:
-        """What the report says about the run besides the cases."""
-        model = self.model()
-        warnings = [str(w) for w in model.warnings]
-        warnings += [str(w) for w in self.dataset().warnings]
-        tools = self.settings.tools.backends if self.uses_tools() else None
-        prices = self.prices(model)
-        return RunInfo(
-            model.name,
-            model.protocol,
-            warnings,
-            tools,
-            generation=model.describe(),
-            leaderboard=leaderboard_row(model.catalog_entry),
-            prices=None if prices is None else (prices.input, prices.output),
-            tool_routes=self.tool_routes() if tools is not None else None,
-            tool_backends=self.tool_backend_details() if tools is not None else None,
-            server=describe_server(self.config),
-            agent=self.describe_agent(),
-        )
-
-    def describe_agent(self) -> dict[str, Any] | None:
-        """The report's ``settings.agent``: the agent under test, how it runs (``None``: none)."""
-        agent = self.settings.agent
-        if agent.spec is None:
-            return None
-        setup = self.agent_setup()
-        described: dict[str, Any] = {
-            "name": agent.spec,
-            "kind": "python" if agent.callable is not None else "command",
-            "timeout": agent.timeout,
-            "env": list(agent.env),
-        }
-        if setup is not None:
-            described["isolation"] = setup.describe()
-        return described
-
     def tool_backend_details(self) -> dict[str, Any]:
         """Each backend's ``describe()`` (what it serves, how), for the report."""
         return {backend.name: backend.describe() for backend in self.toolset().backends}

@@ -32,6 +32,7 @@ from pytest_gta.run.runner import CaseRun
 from pytest_gta.session import model_server, xdist
 from pytest_gta.session.html_hooks import case_extras
 from pytest_gta.session.keys import DETAIL_KEY, report_extras, report_only
+from pytest_gta.session.run_info import run_info_of
 from pytest_gta.session.state import GtaState
 from pytest_gta.shard import shard_items
 
@@ -83,7 +84,7 @@ class AtomicBenchmark:
             self.config,
             state.settings,
             state.dataset,
-            state.run_info,
+            lambda: run_info_of(state),
             lambda: (state.baseline(), state.baseline_differences),
             state.image_store,
         )
